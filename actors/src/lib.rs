@@ -1,0 +1,8 @@
+//! The etcd-operator actor system and the lifecycle it runs.
+//!
+//! - [`lifecycle`]: the pure state machine, `decide(state, observation, spec)`.
+//! - [`ports`]: the traits through which actors reach Kubernetes and etcd.
+//! - [`member_client`], [`cluster`], [`supervisor`]: the actix actors.
+//! - [`debug`]: the shared view of every actor's state and the live transition stream.
+
+pub mod lifecycle;

@@ -1,0 +1,81 @@
+//! The side effects a decision asks for; the Cluster actor performs them in order.
+
+use serde::Serialize;
+
+use super::Version;
+
+/// One step the Cluster actor must perform. A decision returns a short list of these;
+/// the actor executes them in order and stops at the first failure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "action", rename_all = "camelCase")]
+pub enum Action {
+    /// Create the headless and client Services if they are missing (idempotent).
+    EnsureServices,
+    /// Start a brand-new cluster: one seed pod with `--initial-cluster-state=new` and a
+    /// fresh `--initial-cluster-token`.
+    CreateSeed,
+    /// `member add` a new member (as a learner when `learner`), then start its pod with
+    /// `--initial-cluster` built from the member list etcd returned.
+    AddMember {
+        /// Add as a non-voting learner (etcd 3.4+), to be promoted once caught up.
+        learner: bool,
+    },
+    /// Start the pod of a member that was added but whose pod does not exist (the
+    /// operator stopped between `member add` and pod creation).
+    ResumeJoin {
+        /// etcd member ID.
+        id: u64,
+        /// Member (and pod) name.
+        name: String,
+    },
+    /// `member promote` a learner.
+    PromoteLearner {
+        /// etcd member ID.
+        id: u64,
+        /// Member name.
+        name: String,
+    },
+    /// `member remove`.
+    RemoveMember {
+        /// etcd member ID.
+        id: u64,
+        /// Member name (for logs and events).
+        name: String,
+    },
+    /// Delete a pod (always after its member has left etcd, or when it never had one).
+    DeletePod {
+        /// Pod name.
+        name: String,
+    },
+    /// Change the etcd image of a member's pod in place; its data stays.
+    UpgradeMember {
+        /// Member (and pod) name.
+        name: String,
+        /// Version to run.
+        to: Version,
+    },
+}
+
+impl Action {
+    /// A short, bounded label for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Action::EnsureServices => "ensure_services",
+            Action::CreateSeed => "create_seed",
+            Action::AddMember { .. } => "add_member",
+            Action::ResumeJoin { .. } => "resume_join",
+            Action::PromoteLearner { .. } => "promote_learner",
+            Action::RemoveMember { .. } => "remove_member",
+            Action::DeletePod { .. } => "delete_pod",
+            Action::UpgradeMember { .. } => "upgrade_member",
+        }
+    }
+
+    /// Whether the action changes etcd's membership (at most one per tick).
+    pub fn changes_membership(&self) -> bool {
+        matches!(
+            self,
+            Action::AddMember { .. } | Action::PromoteLearner { .. } | Action::RemoveMember { .. }
+        )
+    }
+}

@@ -1,0 +1,167 @@
+//! Test fixtures: a small builder for observations of a cluster named `demo`.
+
+use std::collections::BTreeMap;
+
+use tokio::time::Instant;
+
+use super::*;
+
+/// Builds observations member by member.
+pub(crate) struct World {
+    pub(crate) obs: Observation,
+    members: Vec<MemberView>,
+    listed: bool,
+}
+
+pub(crate) fn peer_url(name: &str) -> String {
+    format!("http://{name}.demo.default.svc:2380")
+}
+
+impl World {
+    /// No pods, no members, Services present.
+    pub(crate) fn empty(now: Instant) -> Self {
+        World {
+            obs: Observation {
+                now,
+                pods: Vec::new(),
+                services_present: true,
+                previously_bootstrapped: false,
+                membership: Membership::Unreachable {
+                    error: "connection refused".into(),
+                },
+                health: BTreeMap::new(),
+            },
+            members: Vec::new(),
+            listed: false,
+        }
+    }
+
+    /// `n` healthy voting members `m1..mn` running `version`, with Running pods; `m1` leads.
+    pub(crate) fn healthy(now: Instant, n: u64, version: &str) -> Self {
+        let mut w = World::empty(now);
+        for id in 1..=n {
+            w = w.member(id, version);
+        }
+        w
+    }
+
+    /// Adds a healthy started voting member `m<id>` with a Running pod.
+    pub(crate) fn member(mut self, id: u64, version: &str) -> Self {
+        let name = format!("m{id}");
+        self.members.push(MemberView {
+            id,
+            name: name.clone(),
+            peer_urls: vec![peer_url(&name)],
+            client_urls: vec![format!("http://{name}.demo.default.svc:2379")],
+            is_learner: false,
+        });
+        self.obs.pods.push(PodView {
+            name,
+            phase: PodPhase::Running,
+            ready: true,
+            terminating: false,
+            version: Some(version.to_string()),
+            problem: None,
+        });
+        let mut health = MemberHealth::healthy(version);
+        health.leader = Some(1);
+        self.obs.health.insert(id, health);
+        self.listed = true;
+        self
+    }
+
+    /// Adds a member that was `member add`ed but has not started (no name, no pod).
+    pub(crate) fn unstarted(mut self, id: u64, name: &str, learner: bool) -> Self {
+        self.members.push(MemberView {
+            id,
+            name: String::new(),
+            peer_urls: vec![peer_url(name)],
+            client_urls: vec![],
+            is_learner: learner,
+        });
+        self.listed = true;
+        self
+    }
+
+    /// Marks member `id` a learner.
+    pub(crate) fn learner(mut self, id: u64) -> Self {
+        self.members.iter_mut().find(|m| m.id == id).unwrap().is_learner = true;
+        self
+    }
+
+    /// Member `id` does not answer.
+    pub(crate) fn unreachable(mut self, id: u64) -> Self {
+        self.obs
+            .health
+            .insert(id, MemberHealth::unreachable("deadline exceeded"));
+        self
+    }
+
+    /// Member `id` reports `version`.
+    pub(crate) fn runs(mut self, id: u64, version: &str) -> Self {
+        self.obs.health.get_mut(&id).unwrap().version = version.parse().ok();
+        self
+    }
+
+    /// Changes the pod named `name` in place.
+    pub(crate) fn pod(mut self, name: &str, f: impl FnOnce(&mut PodView)) -> Self {
+        f(self.obs.pods.iter_mut().find(|p| p.name == name).unwrap());
+        self
+    }
+
+    /// Adds a Running pod that has no member.
+    pub(crate) fn extra_pod(mut self, name: &str, phase: PodPhase) -> Self {
+        self.obs.pods.push(PodView {
+            name: name.to_string(),
+            phase,
+            ready: phase == PodPhase::Running,
+            terminating: false,
+            version: Some("3.5.21".into()),
+            problem: None,
+        });
+        self
+    }
+
+    /// Removes the pod named `name`.
+    pub(crate) fn without_pod(mut self, name: &str) -> Self {
+        self.obs.pods.retain(|p| p.name != name);
+        self
+    }
+
+    /// The object's status says it had members before.
+    pub(crate) fn previously_bootstrapped(mut self) -> Self {
+        self.obs.previously_bootstrapped = true;
+        self
+    }
+
+    /// The Services are missing.
+    pub(crate) fn without_services(mut self) -> Self {
+        self.obs.services_present = false;
+        self
+    }
+
+    /// Etcd answers nothing.
+    pub(crate) fn etcd_down(mut self) -> Self {
+        self.listed = false;
+        self
+    }
+
+    /// The observation.
+    pub(crate) fn build(mut self) -> Observation {
+        if self.listed {
+            self.obs.membership = Membership::Listed {
+                members: self.members,
+            };
+        }
+        self.obs
+    }
+}
+
+/// A state that has already seen the cluster running.
+pub(crate) fn running_state() -> State {
+    State {
+        phase: Phase::Running,
+        bootstrapped: true,
+        ..State::default()
+    }
+}

@@ -1,0 +1,23 @@
+//! The cluster lifecycle as data: states, observations, actions, and the pure decision
+//! function that moves one to the next. No I/O happens here.
+
+mod action;
+mod decide;
+mod observation;
+mod reason;
+mod spec;
+mod state;
+mod version;
+
+#[cfg(test)]
+mod decide_tests;
+#[cfg(test)]
+pub(crate) mod fixtures;
+
+pub use action::Action;
+pub use decide::{Decision, ORPHAN_POD_GRACE, decide};
+pub use observation::{MemberHealth, MemberView, Membership, Observation, PodPhase, PodView};
+pub use reason::{Reason, Why};
+pub use spec::DesiredCluster;
+pub use state::{Deadlines, Phase, State};
+pub use version::{UpgradePath, Version, VersionError};

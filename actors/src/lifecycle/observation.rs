@@ -1,0 +1,165 @@
+//! What one tick saw: the cluster's pods, etcd's member list, and each member's health.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use tokio::time::Instant;
+
+use super::Version;
+
+/// Lifecycle phase of a pod as Kubernetes reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum PodPhase {
+    /// Accepted, not all containers running yet.
+    Pending,
+    /// Bound and running.
+    Running,
+    /// All containers exited successfully; for an etcd member this means dead.
+    Succeeded,
+    /// A container failed; the member is dead.
+    Failed,
+    /// The kubelet stopped reporting.
+    Unknown,
+}
+
+/// One pod of the cluster (pods are named after their member).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PodView {
+    /// Pod name, equal to the etcd member name.
+    pub name: String,
+    /// Kubernetes phase.
+    pub phase: PodPhase,
+    /// The pod's Ready condition.
+    pub ready: bool,
+    /// A deletion has been requested.
+    pub terminating: bool,
+    /// etcd version of the pod's image (what it runs or is about to run).
+    pub version: Option<String>,
+    /// Why a container is waiting or failing, as the kubelet says (e.g. `ErrImagePull: ...`).
+    pub problem: Option<String>,
+}
+
+impl PodView {
+    /// A pod whose member can never come back: failed, succeeded, or being deleted.
+    pub fn is_dead(&self) -> bool {
+        matches!(self.phase, PodPhase::Failed | PodPhase::Succeeded) || self.terminating
+    }
+}
+
+/// One entry of etcd's member list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MemberView {
+    /// etcd member ID.
+    pub id: u64,
+    /// Member name; empty while a member that was added has not started yet.
+    pub name: String,
+    /// Peer URLs registered with `member add`.
+    pub peer_urls: Vec<String>,
+    /// Client URLs; empty until the member starts.
+    pub client_urls: Vec<String>,
+    /// A non-voting learner.
+    pub is_learner: bool,
+}
+
+impl MemberView {
+    /// Whether the member has started and published its name.
+    pub fn started(&self) -> bool {
+        !self.name.is_empty()
+    }
+
+    /// The member's name, or for a member that has not started yet the name the operator
+    /// gave it, read back from the first label of its peer URL's host.
+    pub fn pod_name(&self) -> Option<String> {
+        if self.started() {
+            return Some(self.name.clone());
+        }
+        let url = self.peer_urls.first()?;
+        let host = url.split("://").nth(1).unwrap_or(url);
+        let name = host.split(['.', ':', '/']).next()?;
+        (!name.is_empty()).then(|| name.to_string())
+    }
+}
+
+/// What a member's own status endpoint answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MemberHealth {
+    /// The member answered its status call.
+    pub reachable: bool,
+    /// Server version the member reports.
+    pub version: Option<Version>,
+    /// ID of the leader in the member's view.
+    pub leader: Option<u64>,
+    /// The member's raft index, to judge whether a learner has caught up.
+    pub raft_index: u64,
+    /// Errors the member itself reports (e.g. `NOSPACE` alarms), or why it did not answer.
+    pub errors: Vec<String>,
+}
+
+impl MemberHealth {
+    /// A healthy answer from a member at `version`.
+    pub fn healthy(version: &str) -> Self {
+        MemberHealth {
+            reachable: true,
+            version: version.parse().ok(),
+            leader: None,
+            raft_index: 0,
+            errors: Vec::new(),
+        }
+    }
+
+    /// A member that did not answer.
+    pub fn unreachable(why: &str) -> Self {
+        MemberHealth {
+            reachable: false,
+            version: None,
+            leader: None,
+            raft_index: 0,
+            errors: vec![why.to_string()],
+        }
+    }
+
+    /// Reachable and reporting no error.
+    pub fn is_healthy(&self) -> bool {
+        self.reachable && self.errors.is_empty()
+    }
+}
+
+/// etcd's member list as seen this tick, or why it could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum Membership {
+    /// No member answered.
+    Unreachable {
+        /// The last error.
+        error: String,
+    },
+    /// The member list.
+    Listed {
+        /// Every member, voting or learner, started or not.
+        members: Vec<MemberView>,
+    },
+}
+
+/// Everything the decision function knows about the world at one tick.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Observation {
+    /// When the observation was taken (monotonic; used only for deadlines).
+    #[serde(skip)]
+    pub now: Instant,
+    /// The cluster's pods.
+    pub pods: Vec<PodView>,
+    /// The headless and client Services both exist.
+    pub services_present: bool,
+    /// The object's status says this cluster has had members before (survives restarts).
+    pub previously_bootstrapped: bool,
+    /// etcd's member list.
+    pub membership: Membership,
+    /// Health of started members, by member ID.
+    pub health: BTreeMap<u64, MemberHealth>,
+}
+
+impl Observation {
+    /// The pod named `name`, if any.
+    pub fn pod(&self, name: &str) -> Option<&PodView> {
+        self.pods.iter().find(|p| p.name == name)
+    }
+}

@@ -1,0 +1,34 @@
+//! What the user asked for, reduced to what the lifecycle decides on.
+
+use serde::Serialize;
+
+/// The desired shape of one etcd cluster, taken from its `EtcdCluster` spec.
+///
+/// The Kubernetes-specific parts of the spec (pod policy, repository) stay with the adapter
+/// that builds pods; the lifecycle only needs these fields.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DesiredCluster {
+    /// Number of voting members wanted.
+    pub size: u32,
+    /// etcd version wanted, as written by the user (validated when deciding).
+    pub version: String,
+    /// Observe and report only; take no action.
+    pub paused: bool,
+    /// The spec asks for TLS, which this operator does not implement yet.
+    pub tls_requested: bool,
+    /// `metadata.generation` of the object this was read from.
+    pub generation: i64,
+}
+
+impl DesiredCluster {
+    /// A plain desired cluster of `size` members at `version`, not paused, without TLS.
+    pub fn new(size: u32, version: &str) -> Self {
+        DesiredCluster {
+            size,
+            version: version.to_string(),
+            paused: false,
+            tls_requested: false,
+            generation: 1,
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! The lifecycle state of one cluster: its phase plus the timers deadlines are measured from.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::time::Instant;
+
+use super::{Reason, Version};
+
+/// Where a cluster is in its life. Derived anew on every tick from the observation, so an
+/// operator restart loses nothing but timers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "phase")]
+pub enum Phase {
+    /// No member list yet: the seed is being created or started.
+    Bootstrapping,
+    /// Size and version match the spec and every member is healthy.
+    Running,
+    /// Adding or removing members to reach `to`.
+    Scaling {
+        /// Members now.
+        from: usize,
+        /// Members wanted.
+        to: usize,
+    },
+    /// Moving members, one at a time, to a new version.
+    Upgrading {
+        /// Oldest version still running.
+        from: Version,
+        /// Target version.
+        to: Version,
+    },
+    /// Replacing a dead, unhealthy or never-started member.
+    Recovering,
+    /// `spec.paused`: observing and reporting only.
+    Paused,
+    /// Cannot proceed safely; waits for the cluster or the user. Nothing is deleted.
+    Blocked {
+        /// Why.
+        reason: Reason,
+    },
+}
+
+impl Phase {
+    /// The phase name shown in `status.phase` and `kubectl get etcd`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Phase::Bootstrapping => "Bootstrapping",
+            Phase::Running => "Running",
+            Phase::Scaling { .. } => "Scaling",
+            Phase::Upgrading { .. } => "Upgrading",
+            Phase::Recovering => "Recovering",
+            Phase::Paused => "Paused",
+            Phase::Blocked { .. } => "Blocked",
+        }
+    }
+
+    /// Whether the operator is in the middle of changing the cluster.
+    pub fn is_progressing(&self) -> bool {
+        matches!(
+            self,
+            Phase::Bootstrapping | Phase::Scaling { .. } | Phase::Upgrading { .. } | Phase::Recovering
+        )
+    }
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Phase::Scaling { from, to } => write!(f, "Scaling({from}->{to})"),
+            Phase::Upgrading { from, to } => write!(f, "Upgrading({from}->{to})"),
+            Phase::Blocked { reason } => write!(f, "Blocked({})", reason.as_str()),
+            other => f.write_str(other.name()),
+        }
+    }
+}
+
+/// Deadlines after which the lifecycle gives up on a member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadlines {
+    /// A member added with `member add` must have started within this time, else it is
+    /// removed (a member that never starts makes every later change risky).
+    pub unstarted_member: Duration,
+    /// A started member whose pod lives but that does not answer for this long is replaced.
+    pub unhealthy_member: Duration,
+}
+
+impl Default for Deadlines {
+    fn default() -> Self {
+        Deadlines {
+            unstarted_member: Duration::from_secs(90),
+            unhealthy_member: Duration::from_secs(120),
+        }
+    }
+}
+
+/// The lifecycle state carried from one tick to the next.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct State {
+    /// Current phase.
+    pub phase: Phase,
+    /// A member list has been read at least once (by this actor).
+    pub bootstrapped: bool,
+    /// When each started member was first seen unhealthy (cleared when healthy again).
+    #[serde(skip)]
+    pub unhealthy_since: BTreeMap<u64, Instant>,
+    /// When each added-but-not-started member was first seen.
+    #[serde(skip)]
+    pub unstarted_since: BTreeMap<u64, Instant>,
+    /// When each pod without an etcd member was first seen.
+    #[serde(skip)]
+    pub orphan_since: BTreeMap<String, Instant>,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State {
+            phase: Phase::Bootstrapping,
+            bootstrapped: false,
+            unhealthy_since: BTreeMap::new(),
+            unstarted_since: BTreeMap::new(),
+            orphan_since: BTreeMap::new(),
+        }
+    }
+}

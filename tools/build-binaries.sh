@@ -1,0 +1,275 @@
+#!/usr/bin/env bash
+# Build (once) and cache the binaries of the local control plane:
+#
+#   $CACHE/k8s/<K8S_VERSION>/bin/{kube-apiserver,kube-controller-manager}
+#   $CACHE/etcd/v3.X.Y/bin/{etcd,etcdctl}     and the link $CACHE/etcd/v3.X -> v3.X.Y
+#
+# where CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}.
+#
+# Everything is built from source with the Go toolchain and the Go module proxy
+# (there are no prebuilt Kubernetes binaries and no containers on these machines).
+# A second run finds the binaries and returns in seconds.
+#
+# Usage: tools/build-binaries.sh [all|k8s|etcd]...       (default: all)
+#
+# Environment:
+#   ETCD_OPERATOR_CACHE  cache root (default $HOME/.cache/etcd-operator)
+#   K8S_VERSION          k8s.io/kubernetes version (default v1.35.4)
+#   ETCD_VERSIONS        etcd versions to build, space separated, each either a
+#                        minor ("3.5": the newest v3.5.N the proxy serves) or an
+#                        exact version ("v3.5.21")             (default "3.5 3.6")
+#   ETCD_REFRESH=1       re-ask the proxy for the newest patch of each minor even if
+#                        one is cached already (by default a cached minor is reused,
+#                        so that warm runs need no network and stay reproducible)
+#   GOMODCACHE, GOCACHE  Go's own caches; Go's defaults unless set
+#
+# Partial outputs are written under temporary names and renamed into place only
+# when complete, so an interrupted build is never mistaken for a cached one.
+set -euo pipefail
+
+CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}
+K8S_VERSION=${K8S_VERSION:-v1.35.4}
+ETCD_VERSIONS=${ETCD_VERSIONS:-3.5 3.6}
+
+log() { printf '[build-binaries] %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+command -v go >/dev/null || die "the Go toolchain (go) is needed"
+
+# Pure-Go, reproducible-ish, and gentle with the 2 cores we share.
+export CGO_ENABLED=0
+GO_BUILD=(nice -n 10 go build -trimpath)
+
+mkdir -p "$CACHE"
+
+# One build at a time per cache (control-plane.sh may call us while a background
+# build is running): wait for the lock instead of racing on the same files.
+exec 9>"$CACHE/.build.lock"
+if ! flock -n 9; then
+    log "another build holds $CACHE/.build.lock; waiting for it"
+    flock 9
+fi
+
+# Seconds since $1, for the timing lines.
+elapsed() { echo "$(($(date +%s) - $1))s"; }
+
+# True when every named file exists and is executable.
+all_executable() {
+    local f
+    for f in "$@"; do [[ -x $f ]] || return 1; done
+}
+
+# Finish a build: move <dir>/bin.partial to <dir>/bin in one rename.
+publish_bin() {
+    local dir=$1
+    rm -rf "$dir/bin"
+    mv "$dir/bin.partial" "$dir/bin"
+}
+
+# ---------------------------------------------------------------------------
+# Kubernetes: kube-apiserver and kube-controller-manager
+# ---------------------------------------------------------------------------
+# `go install k8s.io/kubernetes/cmd/kube-apiserver@v1.X.Y` does not work: that
+# module's go.mod replaces its ~30 staging modules (k8s.io/api, k8s.io/client-go,
+# ...) with relative ./staging paths. A wrapper module replaces each of them with
+# the published v0.X.Y release of the same module instead.
+build_k8s() {
+    local version=$K8S_VERSION
+    [[ $version =~ ^v1\.([0-9]+)\.([0-9]+)$ ]] || die "K8S_VERSION must look like v1.35.4, got '$version'"
+    local minor=${BASH_REMATCH[1]} patch=${BASH_REMATCH[2]}
+    local staging_version="v0.${minor}.${patch}"
+    local dir="$CACHE/k8s/$version"
+    local bins=("$dir/bin/kube-apiserver" "$dir/bin/kube-controller-manager")
+
+    if all_executable "${bins[@]}"; then
+        log "kubernetes $version: cached in $dir/bin"
+        return 0
+    fi
+
+    local start
+    start=$(date +%s)
+    log "kubernetes $version: building (a cold build takes 10-20 minutes)"
+    mkdir -p "$dir"
+
+    # The wrapper module is kept (its go.sum makes rebuilds offline); it is
+    # prepared under a temporary name and renamed once `go get` succeeded.
+    local wrapper="$dir/wrapper"
+    if [[ ! -f $wrapper/.ready ]]; then
+        local tmp="$dir/wrapper.partial"
+        rm -rf "$tmp"
+        mkdir -p "$tmp"
+
+        # Where the proxy put k8s.io/kubernetes' own go.mod.
+        local gomod
+        gomod=$(cd "$tmp" && go mod download -json "k8s.io/kubernetes@$version" |
+            sed -n 's/^[[:space:]]*"GoMod":[[:space:]]*"\(.*\)",\{0,1\}$/\1/p')
+        [[ -f $gomod ]] || die "could not download the go.mod of k8s.io/kubernetes@$version"
+
+        (
+            cd "$tmp"
+            go mod init local.invalid/k8s-binaries >/dev/null 2>&1
+
+            # Every `k8s.io/foo => ./staging/src/k8s.io/foo` (in a replace block or
+            # on a single `replace` line) becomes `k8s.io/foo => k8s.io/foo v0.X.Y`.
+            local mods
+            mods=$(sed -n 's/^[[:space:]]*\(replace[[:space:]]\{1,\}\)\{0,1\}\([^[:space:]]\{1,\}\)[[:space:]]\{1,\}=>[[:space:]]*\.\/staging\/.*/\2/p' "$gomod")
+            [[ -n $mods ]] || die "no ./staging replace lines found in $gomod"
+            local m edits=()
+            for m in $mods; do
+                edits+=("-replace=$m=$m@$staging_version")
+            done
+            go mod edit "${edits[@]}"
+            log "kubernetes $version: replaced $(wc -w <<<"$mods") staging modules with $staging_version"
+
+            # Copy the godebug settings (single line or block) so the binaries
+            # behave as upstream builds them.
+            local kv
+            for kv in $(awk '
+                /^godebug[[:space:]]*\(/ { inblock = 1; next }
+                inblock && /^\)/          { inblock = 0; next }
+                inblock                   { print $1; next }
+                /^godebug[[:space:]]/     { print $2 }' "$gomod"); do
+                go mod edit "-godebug=$kv"
+            done
+
+            # Resolve the two commands (this also records the go.sum entries
+            # of every package they need).
+            go get "k8s.io/kubernetes/cmd/kube-apiserver@$version" \
+                "k8s.io/kubernetes/cmd/kube-controller-manager@$version"
+        )
+        touch "$tmp/.ready"
+        rm -rf "$wrapper"
+        mv "$tmp" "$wrapper"
+    fi
+
+    # The version stamped by the Kubernetes build (hack/lib/version.sh) into both
+    # places that read it; without it the binaries report v0.0.0-master.
+    local ldflags="" pkg
+    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        ldflags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+        ldflags+=" -X $pkg.gitTreeState=clean"
+    done
+
+    rm -rf "$dir/bin.partial"
+    mkdir -p "$dir/bin.partial"
+    (
+        cd "$wrapper"
+        "${GO_BUILD[@]}" -ldflags "${ldflags# }" -o "$dir/bin.partial/" \
+            k8s.io/kubernetes/cmd/kube-apiserver \
+            k8s.io/kubernetes/cmd/kube-controller-manager
+    )
+    publish_bin "$dir"
+    log "kubernetes $version: built in $(elapsed "$start") -> $dir/bin"
+}
+
+# ---------------------------------------------------------------------------
+# etcd: etcd and etcdctl
+# ---------------------------------------------------------------------------
+# Newest stable (no pre-release) v3.<minor>.N of the etcd server the proxy serves.
+newest_etcd() {
+    local minor=$1
+    (cd "$CACHE" && go list -m -versions go.etcd.io/etcd/server/v3) |
+        tr ' ' '\n' | grep -E "^v${minor//./\\.}\.[0-9]+$" | sort -V | tail -n 1
+}
+
+build_etcd_version() {
+    local version=$1
+    local dir="$CACHE/etcd/$version"
+    local bins=("$dir/bin/etcd" "$dir/bin/etcdctl")
+
+    if all_executable "${bins[@]}"; then
+        log "etcd $version: cached in $dir/bin"
+        return 0
+    fi
+
+    local start
+    start=$(date +%s)
+    log "etcd $version: building"
+    mkdir -p "$dir"
+
+    # Wrapper module, prepared under a temporary name like the Kubernetes one.
+    # etcd's own relative replaces are ignored in a dependency; its modules of
+    # the same release are published, so `go get` is all it takes.
+    local wrapper="$dir/wrapper"
+    if [[ ! -f $wrapper/.ready ]]; then
+        local tmp="$dir/wrapper.partial"
+        rm -rf "$tmp"
+        mkdir -p "$tmp"
+        (
+            cd "$tmp"
+            go mod init local.invalid/etcd-binaries >/dev/null 2>&1
+            go get "go.etcd.io/etcd/server/v3@$version" "go.etcd.io/etcd/etcdctl/v3@$version"
+        )
+        touch "$tmp/.ready"
+        rm -rf "$wrapper"
+        mv "$tmp" "$wrapper"
+    fi
+
+    rm -rf "$dir/bin.partial"
+    mkdir -p "$dir/bin.partial"
+    (
+        cd "$wrapper"
+        # The main packages are the module roots; -o names them explicitly.
+        "${GO_BUILD[@]}" -o "$dir/bin.partial/etcd" go.etcd.io/etcd/server/v3
+        "${GO_BUILD[@]}" -o "$dir/bin.partial/etcdctl" go.etcd.io/etcd/etcdctl/v3
+    )
+    publish_bin "$dir"
+    log "etcd $version: built in $(elapsed "$start") -> $dir/bin"
+}
+
+# Build one entry of ETCD_VERSIONS ("3.5" or "v3.5.21") and point the minor's
+# link ($CACHE/etcd/v3.5) at it, so callers can find "the 3.5" without knowing N.
+build_etcd() {
+    local want=$1 version minor
+    if [[ $want =~ ^v?(3\.[0-9]+)\.[0-9]+$ ]]; then
+        version="v${want#v}"
+        minor=${BASH_REMATCH[1]}
+    elif [[ $want =~ ^v?(3\.[0-9]+)$ ]]; then
+        minor=${BASH_REMATCH[1]}
+        local link="$CACHE/etcd/v$minor"
+        if [[ ${ETCD_REFRESH:-0} != 1 && -L $link ]] &&
+            all_executable "$link/bin/etcd" "$link/bin/etcdctl"; then
+            version=$(basename "$(readlink "$link")")
+        else
+            version=$(newest_etcd "$minor") || true
+            [[ -n $version ]] || die "the Go module proxy lists no v$minor.N of go.etcd.io/etcd/server/v3"
+        fi
+    else
+        die "bad entry '$want' in ETCD_VERSIONS (want 3.5 or v3.5.21)"
+    fi
+
+    build_etcd_version "$version"
+
+    # Atomic link update: make it under a temporary name, then rename over.
+    mkdir -p "$CACHE/etcd"
+    ln -sfn "$version" "$CACHE/etcd/.v$minor.tmp"
+    mv -T "$CACHE/etcd/.v$minor.tmp" "$CACHE/etcd/v$minor"
+}
+
+main() {
+    local targets=("$@")
+    [[ ${#targets[@]} -gt 0 ]] || targets=(all)
+    local t e
+    local total_start
+    total_start=$(date +%s)
+    for t in "${targets[@]}"; do
+        case $t in
+        all)
+            # etcd first: it is quick, and control-plane.sh can already use it
+            # while Kubernetes builds.
+            for e in $ETCD_VERSIONS; do build_etcd "$e"; done
+            build_k8s
+            ;;
+        k8s) build_k8s ;;
+        etcd) for e in $ETCD_VERSIONS; do build_etcd "$e"; done ;;
+        -h | --help)
+            sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+            return 0
+            ;;
+        *) die "unknown target '$t' (want all, k8s or etcd)" ;;
+        esac
+    done
+    log "done in $(elapsed "$total_start") (cache: $CACHE)"
+}
+
+main "$@"
