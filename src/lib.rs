@@ -1,1 +1,14 @@
-//! x
+//! etcd-operator: a Kubernetes operator that creates and runs etcd clusters.
+//!
+//! The actors and the lifecycle they run live in the `etcd-operator-actors` crate
+//! (`actors/`); this crate holds everything that touches the outside world:
+//!
+//! - [`api`]: the `EtcdCluster` custom resource (CoreOS `v1beta2` compatible) and its CRD;
+//! - [`resources`]: the pods and Services a cluster is made of;
+//! - [`kube_api`]: the Kubernetes side of a cluster (the actors' `ClusterApi` port);
+//! - [`etcd_api`]: etcd's membership API over `etcd-client` (the actors' `EtcdApi` port);
+//! - [`controller`]: the watch stream, leader election and wiring of the actors;
+//! - [`http`]: `/healthz`, `/readyz`, `/metrics` and the debug endpoints;
+//! - [`logging`]: slog setup.
+
+pub mod etcd_api;

@@ -6,3 +6,11 @@
 //! - [`debug`]: the shared view of every actor's state and the live transition stream.
 
 pub mod lifecycle;
+pub mod ports;
+pub mod status;
+pub mod supervisor;
+pub mod cluster;
+pub mod debug;
+pub mod member_client;
+pub mod metrics;
+pub mod topology;

@@ -13,12 +13,17 @@ pub enum Action {
     EnsureServices,
     /// Start a brand-new cluster: one seed pod with `--initial-cluster-state=new` and a
     /// fresh `--initial-cluster-token`.
-    CreateSeed,
+    CreateSeed {
+        /// etcd version of the seed.
+        version: Version,
+    },
     /// `member add` a new member (as a learner when `learner`), then start its pod with
     /// `--initial-cluster` built from the member list etcd returned.
     AddMember {
         /// Add as a non-voting learner (etcd 3.4+), to be promoted once caught up.
         learner: bool,
+        /// etcd version of the new member.
+        version: Version,
     },
     /// Start the pod of a member that was added but whose pod does not exist (the
     /// operator stopped between `member add` and pod creation).
@@ -27,6 +32,8 @@ pub enum Action {
         id: u64,
         /// Member (and pod) name.
         name: String,
+        /// etcd version of the member.
+        version: Version,
     },
     /// `member promote` a learner.
     PromoteLearner {
@@ -61,7 +68,7 @@ impl Action {
     pub fn kind(&self) -> &'static str {
         match self {
             Action::EnsureServices => "ensure_services",
-            Action::CreateSeed => "create_seed",
+            Action::CreateSeed { .. } => "create_seed",
             Action::AddMember { .. } => "add_member",
             Action::ResumeJoin { .. } => "resume_join",
             Action::PromoteLearner { .. } => "promote_learner",

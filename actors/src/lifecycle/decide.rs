@@ -57,7 +57,7 @@ pub fn decide(
         return settle(state, Phase::Paused, vec![], why);
     }
     match &obs.membership {
-        Membership::Unreachable { error } => without_member_list(state, obs, error),
+        Membership::Unreachable { error } => without_member_list(state, obs, error, &target),
         Membership::Listed { members } => {
             state.bootstrapped = true;
             track_timers(&mut state, obs, members);
@@ -92,7 +92,12 @@ fn check_spec(spec: &DesiredCluster) -> Result<Version, Why> {
         .map_err(|e| Why::new(Reason::InvalidSpec, format!("spec.version: {e}")))
 }
 
-fn without_member_list(state: State, obs: &Observation, error: &str) -> Decision {
+fn without_member_list(
+    state: State,
+    obs: &Observation,
+    error: &str,
+    target: &Version,
+) -> Decision {
     let bootstrapped = state.bootstrapped || obs.previously_bootstrapped;
     let live: Vec<_> = obs.pods.iter().filter(|p| !p.is_dead()).collect();
     if !bootstrapped && obs.pods.is_empty() {
@@ -100,7 +105,9 @@ fn without_member_list(state: State, obs: &Observation, error: &str) -> Decision
         if !obs.services_present {
             actions.push(Action::EnsureServices);
         }
-        actions.push(Action::CreateSeed);
+        actions.push(Action::CreateSeed {
+            version: target.clone(),
+        });
         let why = Why::new(Reason::CreatingSeed, "no members yet: creating the seed member");
         return settle(state, Phase::Bootstrapping, actions, why);
     }
@@ -252,7 +259,8 @@ fn with_member_list(
     if let Some(d) = orphan_pods(&state, view) {
         return d(state);
     }
-    if let Some(d) = unstarted_member(&state, view, deadlines, &scaling) {
+    let join_version = version_for_new_members(view, target);
+    if let Some(d) = unstarted_member(&state, view, deadlines, &scaling, &join_version) {
         return d(state);
     }
     if view.healthy_voters < view.quorum() {
@@ -298,9 +306,20 @@ fn with_member_list(
         return settle(state, phase, vec![], why);
     }
     if view.members.len() != size {
-        return scale(state, view, size, target, scaling);
+        return scale(state, view, size, &join_version, scaling);
     }
     upgrade(state, view, target)
+}
+
+/// The version a new member runs: the target when the running members may move to it,
+/// otherwise the newest version already running (a refused target is never started).
+fn version_for_new_members(view: &ClusterView<'_>, target: &Version) -> Version {
+    match view.running_versions() {
+        Some((oldest, newest)) if target < &newest || oldest.path_to(target) == UpgradePath::TooFar => {
+            newest
+        }
+        _ => target.clone(),
+    }
 }
 
 type Step = Box<dyn FnOnce(State) -> Decision>;
@@ -334,6 +353,7 @@ fn unstarted_member(
     view: &ClusterView<'_>,
     deadlines: &Deadlines,
     scaling: &Phase,
+    version: &Version,
 ) -> Option<Step> {
     let m = view.members.iter().find(|m| !m.started())?;
     let name = m.pod_name().unwrap_or_default();
@@ -365,7 +385,12 @@ fn unstarted_member(
             Reason::ResumingJoin,
             format!("member {name} was added but has no pod: starting it"),
         );
-        (vec![Action::ResumeJoin { id: m.id, name }], why)
+        let action = Action::ResumeJoin {
+            id: m.id,
+            name,
+            version: version.clone(),
+        };
+        (vec![action], why)
     } else {
         let detail = pod
             .and_then(|p| p.problem.clone())
@@ -434,14 +459,14 @@ fn scale(
     state: State,
     view: &ClusterView<'_>,
     size: usize,
-    target: &Version,
+    version: &Version,
     scaling: Phase,
 ) -> Decision {
     if view.members.len() < size {
         let learner = view
             .running_versions()
             .map(|(oldest, _)| oldest)
-            .unwrap_or_else(|| target.clone())
+            .unwrap_or_else(|| version.clone())
             .supports_learners();
         let kind = if learner { "learner" } else { "voting member" };
         let why = Why::new(
@@ -451,7 +476,11 @@ fn scale(
                 view.members.len() + 1
             ),
         );
-        return settle(state, scaling, vec![Action::AddMember { learner }], why);
+        let action = Action::AddMember {
+            learner,
+            version: version.clone(),
+        };
+        return settle(state, scaling, vec![action], why);
     }
     if view.voters <= 2 && !view.members.iter().any(|m| m.is_learner) {
         let why = Why::new(

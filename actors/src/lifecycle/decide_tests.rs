@@ -15,6 +15,15 @@ fn run(state: State, obs: &Observation, spec: &DesiredCluster) -> Decision {
     decide(state, obs, spec, &Deadlines::default())
 }
 
+fn add(learner: bool, version: &str) -> Action {
+    Action::AddMember {
+        learner,
+        version: version.parse().unwrap(),
+    }
+}
+
+const VERSION: &str = "3.5.21";
+
 fn later(now: Instant, secs: u64) -> Instant {
     now + Duration::from_secs(secs)
 }
@@ -24,7 +33,12 @@ fn empty_cluster_creates_services_and_seed() {
     let now = Instant::now();
     let obs = World::empty(now).without_services().build();
     let d = run(State::default(), &obs, &spec(3, "3.5.21"));
-    assert_eq!(d.actions, vec![Action::EnsureServices, Action::CreateSeed]);
+    assert_eq!(d.actions, vec![
+            Action::EnsureServices,
+            Action::CreateSeed {
+                version: "3.5.21".parse().unwrap()
+            }
+        ]);
     assert_eq!(d.state.phase, Phase::Bootstrapping);
     assert_eq!(d.why.reason, Reason::CreatingSeed);
 }
@@ -86,7 +100,7 @@ fn restarted_operator_with_running_pods_but_no_answer_yet_does_not_bootstrap() {
     let now = Instant::now();
     let obs = World::healthy(now, 1, "3.5.21").etcd_down().build();
     let d = run(State::default(), &obs, &spec(3, "3.5.21"));
-    assert!(!d.actions.contains(&Action::CreateSeed));
+    assert!(!d.actions.iter().any(|a| matches!(a, Action::CreateSeed { .. })));
     assert_eq!(d.why.reason, Reason::WaitingForSeed);
 }
 
@@ -95,7 +109,7 @@ fn healthy_seed_grows_by_one_learner_when_version_supports_it() {
     let now = Instant::now();
     let obs = World::healthy(now, 1, "3.4.23").build();
     let d = run(State::default(), &obs, &spec(3, "3.4.23"));
-    assert_eq!(d.actions, vec![Action::AddMember { learner: true }]);
+    assert_eq!(d.actions, vec![add(true, "3.4.23")]);
     assert_eq!(d.state.phase, Phase::Scaling { from: 1, to: 3 });
     assert!(d.state.bootstrapped);
 }
@@ -105,7 +119,7 @@ fn clusters_older_than_3_4_add_voting_members() {
     let now = Instant::now();
     let obs = World::healthy(now, 1, "3.3.25").build();
     let d = run(running_state(), &obs, &spec(3, "3.3.25"));
-    assert_eq!(d.actions, vec![Action::AddMember { learner: false }]);
+    assert_eq!(d.actions, vec![add(false, "3.3.25")]);
 }
 
 #[test]
@@ -144,7 +158,8 @@ fn added_member_without_pod_gets_its_pod_after_an_operator_restart() {
         d.actions,
         vec![Action::ResumeJoin {
             id: 7,
-            name: "demo-abcde".into()
+            name: "demo-abcde".into(),
+            version: "3.5.21".parse().unwrap()
         }]
     );
 }
@@ -245,7 +260,7 @@ fn after_a_dead_member_is_removed_a_replacement_is_added() {
     let now = Instant::now();
     let obs = World::healthy(now, 2, "3.5.21").build();
     let d = run(running_state(), &obs, &spec(3, "3.5.21"));
-    assert_eq!(d.actions, vec![Action::AddMember { learner: true }]);
+    assert_eq!(d.actions, vec![add(true, VERSION)]);
 }
 
 #[test]
@@ -404,7 +419,7 @@ fn scaling_comes_before_upgrading() {
     let now = Instant::now();
     let obs = World::healthy(now, 3, "3.4.23").build();
     let d = run(running_state(), &obs, &spec(4, "3.5.21"));
-    assert_eq!(d.actions, vec![Action::AddMember { learner: true }]);
+    assert_eq!(d.actions, vec![add(true, VERSION)]);
 }
 
 #[test]
@@ -481,4 +496,14 @@ fn at_most_one_membership_change_per_decision() {
         let changes = d.actions.iter().filter(|a| a.changes_membership()).count();
         assert!(changes <= 1, "{:?}", d.actions);
     }
+}
+
+#[test]
+fn new_members_never_run_a_refused_target_version() {
+    let now = Instant::now();
+    let obs = World::healthy(now, 2, "3.5.21").build();
+    let d = run(running_state(), &obs, &spec(3, "3.4.23"));
+    assert_eq!(d.actions, vec![add(true, "3.5.21")]);
+    let d = run(running_state(), &obs, &spec(3, "3.7.0"));
+    assert_eq!(d.actions, vec![add(true, "3.5.21")]);
 }

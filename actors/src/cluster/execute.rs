@@ -1,0 +1,202 @@
+//! The act step of a tick: performs a decision's actions in order, stopping at the first
+//! failure, and records an Event for each membership change, upgrade step and failure.
+
+use actix::Addr;
+use serde::Serialize;
+
+use crate::lifecycle::{Action, MemberView, Version};
+use crate::member_client::{AddMember, ListMembers, MemberClient, PromoteMember, RemoveMember};
+use crate::ports::{ClusterApi, EventRecord, EventType, InitialState, MemberPod};
+use crate::topology::Topology;
+
+use super::observe::ask;
+
+/// What happened to one action.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ActionOutcome {
+    /// The action.
+    pub action: Action,
+    /// What it did, or why it failed.
+    pub result: Result<String, String>,
+}
+
+/// Everything an action needs to reach the world.
+pub(crate) struct Effectors<'a> {
+    pub kube: &'a dyn ClusterApi,
+    pub members: &'a Addr<MemberClient>,
+    pub topology: &'a Topology,
+    /// Client URLs of the live members, for membership calls.
+    pub endpoints: Vec<String>,
+}
+
+/// Executes `actions` in order; stops after the first failure.
+pub(crate) async fn execute(fx: &Effectors<'_>, actions: &[Action]) -> Vec<ActionOutcome> {
+    let mut outcomes = Vec::new();
+    for action in actions {
+        let result = perform(fx, action).await;
+        let failed = result.is_err();
+        record(fx, action, &result).await;
+        outcomes.push(ActionOutcome {
+            action: action.clone(),
+            result,
+        });
+        if failed {
+            break;
+        }
+    }
+    outcomes
+}
+
+async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<String, String> {
+    let t = fx.topology;
+    match action {
+        Action::EnsureServices => {
+            fx.kube.ensure_services().await.map_err(|e| e.message)?;
+            Ok(format!("Services {} and {} ensured", t.name, t.client_service()))
+        }
+        Action::CreateSeed { version } => {
+            let name = t.new_member_name(&mut rand::rng());
+            let token = format!("{}-{:016x}", t.name, rand::random::<u64>());
+            let pod = MemberPod {
+                name: name.clone(),
+                version: version.clone(),
+                initial_cluster: t.initial_cluster(std::slice::from_ref(&name)),
+                state: InitialState::New { token },
+            };
+            fx.kube.create_member_pod(&pod).await.map_err(|e| e.message)?;
+            Ok(format!("created seed member {name} (etcd {version})"))
+        }
+        Action::AddMember { learner, version } => {
+            let name = t.new_member_name(&mut rand::rng());
+            let added = ask(
+                fx.members,
+                AddMember {
+                    endpoints: fx.endpoints.clone(),
+                    peer_url: t.peer_url(&name),
+                    learner: *learner,
+                },
+            )
+            .await
+            .map_err(|e| format!("member add {name}: {e}"))?;
+            start_joining_pod(fx, &name, added.id, &added.members, version).await?;
+            let kind = if *learner { "learner" } else { "member" };
+            Ok(format!(
+                "added {kind} {name} (id {:x}) and started its pod",
+                added.id
+            ))
+        }
+        Action::ResumeJoin { id, name, version } => {
+            let list = ask(
+                fx.members,
+                ListMembers {
+                    endpoints: fx.endpoints.clone(),
+                },
+            )
+            .await
+            .map_err(|e| format!("member list: {e}"))?;
+            start_joining_pod(fx, name, *id, &list, version).await?;
+            Ok(format!("started the pod of added member {name}"))
+        }
+        Action::PromoteLearner { id, name } => {
+            ask(
+                fx.members,
+                PromoteMember {
+                    endpoints: fx.endpoints.clone(),
+                    id: *id,
+                },
+            )
+            .await
+            .map_err(|e| format!("member promote {name}: {e}"))?;
+            Ok(format!("promoted learner {name} to a voting member"))
+        }
+        Action::RemoveMember { id, name } => {
+            ask(
+                fx.members,
+                RemoveMember {
+                    endpoints: fx.endpoints.clone(),
+                    id: *id,
+                },
+            )
+            .await
+            .map_err(|e| format!("member remove {name}: {e}"))?;
+            Ok(format!("removed member {name} (id {id:x}) from etcd"))
+        }
+        Action::DeletePod { name } => {
+            fx.kube.delete_pod(name).await.map_err(|e| e.message)?;
+            Ok(format!("deleted pod {name}"))
+        }
+        Action::UpgradeMember { name, to } => {
+            fx.kube
+                .set_pod_version(name, to)
+                .await
+                .map_err(|e| e.message)?;
+            Ok(format!("set member {name} to etcd {to}; its data stays"))
+        }
+    }
+}
+
+/// Creates the pod of a member etcd already knows, with `--initial-cluster` built from
+/// the live member list (never from `spec.size`).
+async fn start_joining_pod(
+    fx: &Effectors<'_>,
+    name: &str,
+    id: u64,
+    members: &[MemberView],
+    version: &Version,
+) -> Result<(), String> {
+    let names: Vec<String> = members
+        .iter()
+        .filter_map(|m| {
+            if m.id == id {
+                Some(name.to_string())
+            } else {
+                m.pod_name()
+            }
+        })
+        .collect();
+    let pod = MemberPod {
+        name: name.to_string(),
+        version: version.clone(),
+        initial_cluster: fx.topology.initial_cluster(&names),
+        state: InitialState::Existing,
+    };
+    fx.kube
+        .create_member_pod(&pod)
+        .await
+        .map_err(|e| format!("creating pod {name}: {e}"))
+}
+
+async fn record(fx: &Effectors<'_>, action: &Action, result: &Result<String, String>) {
+    if matches!(action, Action::EnsureServices) && result.is_ok() {
+        return;
+    }
+    let (kind, reason, note) = match result {
+        Ok(note) => (EventType::Normal, event_reason(action), note.clone()),
+        Err(error) => (
+            EventType::Warning,
+            "ActionFailed",
+            format!("{}: {error}", action.kind()),
+        ),
+    };
+    let event = EventRecord {
+        kind,
+        reason: reason.to_string(),
+        action: action.kind().to_string(),
+        note,
+    };
+    // An Event that cannot be written must not stop the lifecycle.
+    let _ = fx.kube.record_event(&event).await;
+}
+
+fn event_reason(action: &Action) -> &'static str {
+    match action {
+        Action::EnsureServices => "ServicesEnsured",
+        Action::CreateSeed { .. } => "SeedCreated",
+        Action::AddMember { .. } => "MemberAdded",
+        Action::ResumeJoin { .. } => "JoinResumed",
+        Action::PromoteLearner { .. } => "LearnerPromoted",
+        Action::RemoveMember { .. } => "MemberRemoved",
+        Action::DeletePod { .. } => "PodDeleted",
+        Action::UpgradeMember { .. } => "MemberUpgraded",
+    }
+}

@@ -1,0 +1,317 @@
+//! The Cluster actor: owns one EtcdCluster's lifecycle and drives it with ticks.
+//!
+//! Each [`Tick`] runs one observe–decide–act round as a spawned job ([`tick`]); the
+//! actor keeps the lifecycle [`State`] between rounds, schedules the next tick, logs and
+//! publishes every phase transition, and is restarted by actix's supervisor (with a fresh
+//! state rebuilt from observation) if a round panics.
+
+mod execute;
+mod messages;
+mod observe;
+mod tick;
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use futures::FutureExt;
+use slog::{Logger, crit, debug, info, warn};
+
+pub use execute::ActionOutcome;
+pub use messages::{Inspect, Retire, SpecChanged, Tick};
+
+use crate::debug::{ActorKind, TransitionRecord, unix_ms};
+use crate::lifecycle::{Deadlines, DesiredCluster, Phase, Reason, State};
+use crate::member_client::MemberClient;
+use crate::metrics::{ActionLabels, PhaseLabels, Telemetry};
+use crate::ports::{ClusterApi, EtcdApi};
+use crate::status::StatusReport;
+use crate::topology::Topology;
+use tick::{TickJob, TickOutcome};
+
+/// Timing of a Cluster actor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClusterConfig {
+    /// Time between ticks while nothing happens.
+    pub tick_interval: Duration,
+    /// Time before the next tick after a tick that acted (to see the effect quickly).
+    pub follow_up: Duration,
+    /// Deadline of every etcd call.
+    pub etcd_timeout: Duration,
+    /// Deadlines of the lifecycle.
+    pub deadlines: Deadlines,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            tick_interval: Duration::from_secs(2),
+            follow_up: Duration::from_millis(250),
+            etcd_timeout: Duration::from_secs(3),
+            deadlines: Deadlines::default(),
+        }
+    }
+}
+
+/// The actor that runs one EtcdCluster.
+pub struct ClusterActor {
+    topology: Topology,
+    spec: DesiredCluster,
+    state: State,
+    config: ClusterConfig,
+    kube: Arc<dyn ClusterApi>,
+    members: Addr<MemberClient>,
+    telemetry: Telemetry,
+    logger: Logger,
+    busy: bool,
+    tick_again: bool,
+    next_tick: Option<SpawnHandle>,
+    last_status: Option<StatusReport>,
+    last_reason: Option<Reason>,
+    last_message: String,
+    ticks: u64,
+}
+
+impl ClusterActor {
+    /// A Cluster actor for `topology`, with its own MemberClient over `etcd`.
+    pub fn new(
+        topology: Topology,
+        spec: DesiredCluster,
+        config: ClusterConfig,
+        kube: Arc<dyn ClusterApi>,
+        etcd: Arc<dyn EtcdApi>,
+        telemetry: Telemetry,
+        logger: &Logger,
+    ) -> Self {
+        let logger = logger.new(slog::o!("cluster" => topology.key()));
+        let members = MemberClient::new(etcd, config.etcd_timeout).start();
+        ClusterActor {
+            topology,
+            spec,
+            state: State::default(),
+            config,
+            kube,
+            members,
+            telemetry,
+            logger,
+            busy: false,
+            tick_again: false,
+            next_tick: None,
+            last_status: None,
+            last_reason: None,
+            last_message: String::new(),
+            ticks: 0,
+        }
+    }
+
+    fn schedule(&mut self, after: Duration, ctx: &mut Context<Self>) {
+        if let Some(handle) = self.next_tick.take() {
+            ctx.cancel_future(handle);
+        }
+        self.next_tick = Some(ctx.notify_later(Tick, after));
+    }
+
+    fn debug_view(&self) -> serde_json::Value {
+        serde_json::json!({
+            "cluster": self.topology.key(),
+            "phase": self.state.phase.to_string(),
+            "state": self.state,
+            "spec": self.spec,
+            "reason": self.last_reason.map(|r| r.as_str()),
+            "message": self.last_message,
+            "status": self.last_status,
+            "ticks": self.ticks,
+            "busy": self.busy,
+        })
+    }
+
+    fn publish_view(&self) {
+        self.telemetry
+            .hub
+            .set_state(ActorKind::Cluster, &self.topology.key(), self.debug_view());
+    }
+
+    fn finish(&mut self, outcome: TickOutcome, ctx: &mut Context<Self>) {
+        self.busy = false;
+        self.ticks += 1;
+        let metrics = &self.telemetry.metrics;
+        metrics.ticks.inc();
+        let acted = match outcome {
+            TickOutcome::Blind { error, elapsed } => {
+                metrics.tick_seconds.observe(elapsed.as_secs_f64());
+                warn!(self.logger, "cannot read the cluster's pods; deciding nothing"; "error" => error);
+                false
+            }
+            TickOutcome::Decided {
+                decision,
+                outcomes,
+                status,
+                status_error,
+                members,
+                elapsed,
+            } => {
+                metrics.tick_seconds.observe(elapsed.as_secs_f64());
+                for o in &outcomes {
+                    let outcome = if o.result.is_ok() { "ok" } else { "error" };
+                    metrics
+                        .actions
+                        .get_or_create(&ActionLabels {
+                            action: o.action.kind(),
+                            outcome,
+                        })
+                        .inc();
+                    match &o.result {
+                        Ok(done) => info!(self.logger, "{}", done; "action" => o.action.kind()),
+                        Err(error) => {
+                            warn!(self.logger, "action failed"; "action" => o.action.kind(), "error" => error)
+                        }
+                    }
+                }
+                if let Some(error) = status_error {
+                    warn!(self.logger, "cannot write status"; "error" => error);
+                } else {
+                    self.last_status = Some(status);
+                }
+                let from = std::mem::replace(&mut self.state, decision.state);
+                self.transition(&from.phase, &decision.why, members);
+                self.last_reason = Some(decision.why.reason);
+                self.last_message = decision.why.message;
+                !outcomes.is_empty()
+            }
+        };
+        self.publish_view();
+        let next = if self.tick_again {
+            self.tick_again = false;
+            Duration::ZERO
+        } else if acted {
+            self.config.follow_up
+        } else {
+            self.config.tick_interval
+        };
+        self.schedule(next, ctx);
+    }
+
+    fn transition(&self, from: &Phase, why: &crate::lifecycle::Why, members: usize) {
+        let to = &self.state.phase;
+        if from == to {
+            debug!(self.logger, "tick"; "phase" => %to, "reason" => why.reason.as_str());
+            return;
+        }
+        info!(self.logger, "state transition";
+            "from" => %from, "to" => %to, "reason" => why.reason.as_str(),
+            "message" => &why.message, "members" => members);
+        self.telemetry
+            .metrics
+            .transitions
+            .get_or_create(&PhaseLabels { phase: to.name() })
+            .inc();
+        self.telemetry.hub.publish(TransitionRecord {
+            time_unix_ms: unix_ms(),
+            kind: ActorKind::Cluster,
+            key: self.topology.key(),
+            from: from.to_string(),
+            to: to.to_string(),
+            reason: why.reason.as_str().to_string(),
+            message: why.message.clone(),
+        });
+    }
+}
+
+impl Actor for ClusterActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        info!(self.logger, "cluster actor started"; "size" => self.spec.size, "version" => &self.spec.version);
+        self.telemetry.metrics.clusters.inc();
+        self.publish_view();
+        self.schedule(Duration::ZERO, ctx);
+    }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        self.telemetry.metrics.clusters.dec();
+        self.telemetry
+            .hub
+            .remove(ActorKind::Cluster, &self.topology.key());
+        info!(self.logger, "cluster actor stopped");
+    }
+}
+
+impl Supervised for ClusterActor {
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        warn!(self.logger, "restarting cluster actor; state is rebuilt from observation");
+        self.telemetry.metrics.restarts.inc();
+        self.telemetry.metrics.clusters.dec();
+        self.state = State::default();
+        self.busy = false;
+        self.tick_again = false;
+        self.next_tick = None;
+        self.last_status = None;
+    }
+}
+
+impl Handler<Tick> for ClusterActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Tick, ctx: &mut Context<Self>) {
+        self.next_tick = None;
+        if self.busy {
+            self.tick_again = true;
+            return;
+        }
+        self.busy = true;
+        let job = TickJob {
+            kube: self.kube.clone(),
+            members: self.members.clone(),
+            topology: self.topology.clone(),
+            spec: self.spec.clone(),
+            state: self.state.clone(),
+            deadlines: self.config.deadlines,
+            last_status: self.last_status.clone(),
+            last_reason: self.last_reason,
+        };
+        let guarded = AssertUnwindSafe(job.run()).catch_unwind();
+        ctx.spawn(guarded.into_actor(self).map(|result, act, ctx| match result {
+            Ok(outcome) => act.finish(outcome, ctx),
+            Err(_) => {
+                crit!(act.logger, "tick panicked; stopping the actor so it restarts");
+                ctx.stop();
+            }
+        }));
+    }
+}
+
+impl Handler<SpecChanged> for ClusterActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: SpecChanged, ctx: &mut Context<Self>) {
+        if msg.0 == self.spec {
+            return;
+        }
+        info!(self.logger, "spec changed"; "size" => msg.0.size, "version" => &msg.0.version,
+            "paused" => msg.0.paused, "generation" => msg.0.generation);
+        self.spec = msg.0;
+        if self.busy {
+            self.tick_again = true;
+        } else {
+            self.schedule(Duration::ZERO, ctx);
+        }
+    }
+}
+
+impl Handler<Retire> for ClusterActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Retire, ctx: &mut Context<Self>) {
+        info!(self.logger, "EtcdCluster deleted; its pods and Services go with it (ownerReferences)");
+        ctx.stop();
+    }
+}
+
+impl Handler<Inspect> for ClusterActor {
+    type Result = MessageResult<Inspect>;
+
+    fn handle(&mut self, _: Inspect, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.debug_view())
+    }
+}

@@ -1,0 +1,73 @@
+//! The observe step of a tick: pods from Kubernetes, members and health from etcd.
+
+use std::collections::BTreeMap;
+
+use actix::Addr;
+use tokio::time::Instant;
+
+use crate::lifecycle::{MemberHealth, Membership, Observation};
+use crate::member_client::{ListMembers, MemberClient, MemberStatus};
+use crate::ports::{ApiError, ClusterApi, EtcdError};
+use crate::topology::Topology;
+
+/// Reads the world for one tick. Fails only when Kubernetes cannot be read: without the
+/// pods nothing may be decided.
+pub(crate) async fn observe(
+    kube: &dyn ClusterApi,
+    members: &Addr<MemberClient>,
+    topology: &Topology,
+) -> Result<Observation, ApiError> {
+    let view = kube.observe().await?;
+    let endpoints: Vec<String> = view
+        .pods
+        .iter()
+        .filter(|p| !p.is_dead())
+        .map(|p| topology.client_url(&p.name))
+        .collect();
+    let membership = if endpoints.is_empty() {
+        Membership::Unreachable {
+            error: "no live member pods".into(),
+        }
+    } else {
+        match ask(members, ListMembers { endpoints }).await {
+            Ok(list) => Membership::Listed { members: list },
+            Err(e) => Membership::Unreachable { error: e.message },
+        }
+    };
+    let mut health = BTreeMap::new();
+    if let Membership::Listed { members: list } = &membership {
+        for m in list.iter().filter(|m| m.started()) {
+            let endpoint = m
+                .client_urls
+                .first()
+                .cloned()
+                .unwrap_or_else(|| topology.client_url(&m.name));
+            let status = ask(members, MemberStatus { endpoint })
+                .await
+                .unwrap_or_else(|e| MemberHealth::unreachable(&e.message));
+            health.insert(m.id, status);
+        }
+    }
+    Ok(Observation {
+        now: Instant::now(),
+        pods: view.pods,
+        services_present: view.services_present,
+        previously_bootstrapped: view.previously_bootstrapped,
+        membership,
+        health,
+    })
+}
+
+/// Sends a call to the MemberClient; a stopped MemberClient is an unavailable etcd.
+pub(crate) async fn ask<M, T>(client: &Addr<MemberClient>, msg: M) -> Result<T, EtcdError>
+where
+    M: actix::Message<Result = Result<T, EtcdError>> + Send + 'static,
+    T: Send + 'static,
+    MemberClient: actix::Handler<M>,
+{
+    client.send(msg).await.unwrap_or_else(|e| {
+        Err(EtcdError::classify(format!(
+            "member client unavailable: {e}"
+        )))
+    })
+}

@@ -1,0 +1,105 @@
+//! One tick as a self-contained job: observe, decide, act, report. It owns clones of
+//! everything it needs, so the actor stays free to take messages while it runs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::Addr;
+use tokio::time::Instant;
+
+use crate::lifecycle::{Deadlines, Decision, DesiredCluster, Reason, State, decide};
+use crate::member_client::MemberClient;
+use crate::ports::{ClusterApi, EventRecord, EventType};
+use crate::status::{StatusReport, summarize};
+use crate::topology::Topology;
+
+use super::execute::{ActionOutcome, Effectors, execute};
+use super::observe::observe;
+
+/// Inputs of one tick.
+pub(crate) struct TickJob {
+    pub kube: Arc<dyn ClusterApi>,
+    pub members: Addr<MemberClient>,
+    pub topology: Topology,
+    pub spec: DesiredCluster,
+    pub state: State,
+    pub deadlines: Deadlines,
+    /// The status published last, to skip writes that change nothing.
+    pub last_status: Option<StatusReport>,
+    /// The reason of the previous decision, to raise a refusal's Event once.
+    pub last_reason: Option<Reason>,
+}
+
+/// What a tick did.
+#[derive(Debug)]
+pub(crate) enum TickOutcome {
+    /// Kubernetes could not be read; nothing was decided.
+    Blind { error: String, elapsed: Duration },
+    /// A decision was taken and carried out.
+    Decided {
+        decision: Decision,
+        outcomes: Vec<ActionOutcome>,
+        status: StatusReport,
+        status_error: Option<String>,
+        members: usize,
+        elapsed: Duration,
+    },
+}
+
+impl TickJob {
+    /// Runs the tick to completion.
+    pub(crate) async fn run(self) -> TickOutcome {
+        let started = Instant::now();
+        let kube = self.kube.as_ref();
+        let obs = match observe(kube, &self.members, &self.topology).await {
+            Ok(obs) => obs,
+            Err(e) => {
+                return TickOutcome::Blind {
+                    error: e.message,
+                    elapsed: started.elapsed(),
+                };
+            }
+        };
+        let decision = decide(self.state, &obs, &self.spec, &self.deadlines);
+        let endpoints = obs
+            .pods
+            .iter()
+            .filter(|p| !p.is_dead())
+            .map(|p| self.topology.client_url(&p.name))
+            .collect();
+        let fx = Effectors {
+            kube,
+            members: &self.members,
+            topology: &self.topology,
+            endpoints,
+        };
+        let outcomes = execute(&fx, &decision.actions).await;
+        let mut status = summarize(&decision, &obs, &self.spec);
+        if let Some(failure) = outcomes.iter().find_map(|o| o.result.as_ref().err()) {
+            status.message = format!("{} (last step failed: {failure})", status.message);
+        }
+        if decision.why.reason.is_refusal() && self.last_reason != Some(decision.why.reason) {
+            let event = EventRecord {
+                kind: EventType::Warning,
+                reason: decision.why.reason.as_str().to_string(),
+                action: "Decide".into(),
+                note: decision.why.message.clone(),
+            };
+            let _ = kube.record_event(&event).await;
+        }
+        let status_error = if self.last_status.as_ref() != Some(&status) {
+            kube.publish_status(&status).await.err().map(|e| e.message)
+        } else {
+            None
+        };
+        let members = status.size;
+        TickOutcome::Decided {
+            decision,
+            outcomes,
+            status,
+            status_error,
+            members,
+            elapsed: started.elapsed(),
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! The MemberClient actor: one per cluster, it serializes every etcd membership call.
+//!
+//! Its mailbox is the serialization: each handler returns an [`AtomicResponse`], so the
+//! actor takes no other message until the current call has finished or timed out. Errors
+//! come back as [`EtcdError`] values.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+
+use crate::lifecycle::{MemberHealth, MemberView};
+use crate::ports::{AddedMember, EtcdApi, EtcdError};
+
+/// Serializes membership calls of one cluster through an [`EtcdApi`].
+pub struct MemberClient {
+    api: Arc<dyn EtcdApi>,
+    timeout: Duration,
+}
+
+impl MemberClient {
+    /// A client that gives every call `timeout`.
+    pub fn new(api: Arc<dyn EtcdApi>, timeout: Duration) -> Self {
+        MemberClient { api, timeout }
+    }
+
+    fn serialized<T: 'static>(
+        &self,
+        what: &'static str,
+        call: impl Future<Output = Result<T, EtcdError>> + 'static,
+    ) -> AtomicResponse<Self, Result<T, EtcdError>> {
+        let timeout = self.timeout;
+        let bounded = async move {
+            tokio::time::timeout(timeout, call)
+                .await
+                .unwrap_or_else(|_| Err(EtcdError::timeout(what, timeout)))
+        };
+        AtomicResponse::new(Box::pin(bounded.into_actor(self)))
+    }
+}
+
+impl Actor for MemberClient {
+    type Context = Context<Self>;
+}
+
+/// `member list` through any of `endpoints`.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<Vec<MemberView>, EtcdError>")]
+pub struct ListMembers {
+    /// Client URLs to try.
+    pub endpoints: Vec<String>,
+}
+
+/// `member add`.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<AddedMember, EtcdError>")]
+pub struct AddMember {
+    /// Client URLs to try.
+    pub endpoints: Vec<String>,
+    /// Peer URL of the new member.
+    pub peer_url: String,
+    /// Add as a learner.
+    pub learner: bool,
+}
+
+/// `member remove`.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<(), EtcdError>")]
+pub struct RemoveMember {
+    /// Client URLs to try.
+    pub endpoints: Vec<String>,
+    /// Member ID.
+    pub id: u64,
+}
+
+/// `member promote`.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<(), EtcdError>")]
+pub struct PromoteMember {
+    /// Client URLs to try.
+    pub endpoints: Vec<String>,
+    /// Member ID.
+    pub id: u64,
+}
+
+/// `endpoint status` of one member.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<MemberHealth, EtcdError>")]
+pub struct MemberStatus {
+    /// The member's client URL.
+    pub endpoint: String,
+}
+
+impl Handler<ListMembers> for MemberClient {
+    type Result = AtomicResponse<Self, Result<Vec<MemberView>, EtcdError>>;
+
+    fn handle(&mut self, msg: ListMembers, _: &mut Context<Self>) -> Self::Result {
+        let api = self.api.clone();
+        self.serialized("member list", async move { api.list(&msg.endpoints).await })
+    }
+}
+
+impl Handler<AddMember> for MemberClient {
+    type Result = AtomicResponse<Self, Result<AddedMember, EtcdError>>;
+
+    fn handle(&mut self, msg: AddMember, _: &mut Context<Self>) -> Self::Result {
+        let api = self.api.clone();
+        self.serialized("member add", async move {
+            api.add(&msg.endpoints, &msg.peer_url, msg.learner).await
+        })
+    }
+}
+
+impl Handler<RemoveMember> for MemberClient {
+    type Result = AtomicResponse<Self, Result<(), EtcdError>>;
+
+    fn handle(&mut self, msg: RemoveMember, _: &mut Context<Self>) -> Self::Result {
+        let api = self.api.clone();
+        self.serialized("member remove", async move {
+            api.remove(&msg.endpoints, msg.id).await
+        })
+    }
+}
+
+impl Handler<PromoteMember> for MemberClient {
+    type Result = AtomicResponse<Self, Result<(), EtcdError>>;
+
+    fn handle(&mut self, msg: PromoteMember, _: &mut Context<Self>) -> Self::Result {
+        let api = self.api.clone();
+        self.serialized("member promote", async move {
+            api.promote(&msg.endpoints, msg.id).await
+        })
+    }
+}
+
+impl Handler<MemberStatus> for MemberClient {
+    type Result = AtomicResponse<Self, Result<MemberHealth, EtcdError>>;
+
+    fn handle(&mut self, msg: MemberStatus, _: &mut Context<Self>) -> Self::Result {
+        let api = self.api.clone();
+        self.serialized("endpoint status", async move { api.status(&msg.endpoint).await })
+    }
+}

@@ -1,0 +1,162 @@
+//! The node's state directory: one directory per pod (`pods/<ns>_<name>_<uid>/`) holding
+//! its volumes, container logs and the pid files that `kill` uses.
+
+use std::path::{Path, PathBuf};
+
+/// The root of the node's state.
+#[derive(Clone, Debug)]
+pub struct StateDir {
+    root: PathBuf,
+}
+
+impl StateDir {
+    /// The state rooted at `root` (created on demand).
+    pub fn new(root: impl Into<PathBuf>) -> StateDir {
+        StateDir { root: root.into() }
+    }
+
+    /// Where pod directories live.
+    pub fn pods(&self) -> PathBuf {
+        self.root.join("pods")
+    }
+
+    /// Where per-image program directories live.
+    pub fn images(&self) -> PathBuf {
+        self.root.join("images")
+    }
+
+    /// The directory of one pod.
+    pub fn pod(&self, namespace: &str, name: &str, uid: &str) -> PodDir {
+        PodDir {
+            path: self.pods().join(format!("{namespace}_{name}_{uid}")),
+        }
+    }
+
+    /// Every pod directory, with its `(namespace, name, uid)`.
+    pub fn all_pods(&self) -> Vec<(PodDir, String, String, String)> {
+        let Ok(entries) = std::fs::read_dir(self.pods()) else {
+            return Vec::new();
+        };
+        let mut pods: Vec<_> = entries
+            .flatten()
+            .filter_map(|e| {
+                let file_name = e.file_name().to_string_lossy().into_owned();
+                let (ns, name, uid) = parse_pod_dir_name(&file_name)?;
+                Some((PodDir { path: e.path() }, ns, name, uid))
+            })
+            .collect();
+        pods.sort_by(|a, b| a.0.path.cmp(&b.0.path));
+        pods
+    }
+}
+
+/// Splits `<ns>_<name>_<uid>` (namespaces and names never contain `_`).
+pub fn parse_pod_dir_name(file_name: &str) -> Option<(String, String, String)> {
+    let mut parts = file_name.splitn(3, '_');
+    let ns = parts.next()?;
+    let name = parts.next()?;
+    let uid = parts.next()?;
+    if ns.is_empty() || name.is_empty() || uid.is_empty() {
+        return None;
+    }
+    Some((ns.to_string(), name.to_string(), uid.to_string()))
+}
+
+/// The state of one pod.
+#[derive(Clone, Debug)]
+pub struct PodDir {
+    path: PathBuf,
+}
+
+impl PodDir {
+    /// The directory itself.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The host directory backing a volume.
+    pub fn volume(&self, name: &str) -> PathBuf {
+        self.path.join("volumes").join(name)
+    }
+
+    /// The log file of a container (stdout and stderr, appended across restarts).
+    pub fn log(&self, container: &str) -> PathBuf {
+        self.path.join("logs").join(format!("{container}.log"))
+    }
+
+    /// The pid file of a container's running process.
+    pub fn pid_file(&self, container: &str) -> PathBuf {
+        self.path.join("pids").join(format!("{container}.pid"))
+    }
+
+    /// The pid files present, as `(container, pid)`.
+    pub fn pids(&self) -> Vec<(String, i32)> {
+        let Ok(entries) = std::fs::read_dir(self.path.join("pids")) else {
+            return Vec::new();
+        };
+        let mut pids: Vec<_> = entries
+            .flatten()
+            .filter_map(|e| {
+                let file_name = e.file_name().to_string_lossy().into_owned();
+                let container = file_name.strip_suffix(".pid")?.to_string();
+                let pid = std::fs::read_to_string(e.path()).ok()?.trim().parse().ok()?;
+                Some((container, pid))
+            })
+            .collect();
+        pids.sort();
+        pids
+    }
+
+    /// Records a container's running pid.
+    pub fn write_pid(&self, container: &str, pid: i32) -> std::io::Result<()> {
+        let path = self.pid_file(container);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(path, format!("{pid}\n"))
+    }
+
+    /// Forgets a container's pid.
+    pub fn remove_pid(&self, container: &str) {
+        let _ = std::fs::remove_file(self.pid_file(container));
+    }
+
+    /// Removes everything of the pod.
+    pub fn remove(&self) -> std::io::Result<()> {
+        match std::fs::remove_dir_all(&self.path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pod_dir_name_round_trips() {
+        let dir = StateDir::new("/s").pod("ns", "m-1", "abc-def");
+        let name = dir.path().file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(
+            parse_pod_dir_name(&name),
+            Some(("ns".into(), "m-1".into(), "abc-def".into()))
+        );
+        assert_eq!(parse_pod_dir_name("nope"), None);
+    }
+
+    #[test]
+    fn pid_files_are_listed_and_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let state = StateDir::new(tmp.path());
+        let pod = state.pod("ns", "p", "u1");
+        pod.write_pid("etcd", 123).unwrap();
+        pod.write_pid("init", 7).unwrap();
+        assert_eq!(pod.pids(), vec![("etcd".into(), 123), ("init".into(), 7)]);
+        pod.remove_pid("init");
+        assert_eq!(pod.pids(), vec![("etcd".into(), 123)]);
+        assert_eq!(state.all_pods().len(), 1);
+        pod.remove().unwrap();
+        assert!(state.all_pods().is_empty());
+    }
+}
