@@ -11,4 +11,11 @@
 //! - [`http`]: `/healthz`, `/readyz`, `/metrics` and the debug endpoints;
 //! - [`logging`]: slog setup.
 
+pub mod api;
+pub mod cli;
+pub mod controller;
 pub mod etcd_api;
+pub mod http;
+pub mod kube_api;
+pub mod logging;
+pub mod resources;

@@ -187,12 +187,13 @@ store_etcd_bin() {
 # Certificates (openssl) and kubeconfig
 # ---------------------------------------------------------------------------
 
-# sign NAME SUBJECT EXTENSIONS: key + certificate signed by the local CA.
+# sign DIR NAME SUBJECT EXTENSIONS [CA]: key + certificate signed by DIR/CA.crt
+# (default: the cluster CA, "ca").
 sign() {
-    local dir=$1 name=$2 subject=$3 ext=$4
+    local dir=$1 name=$2 subject=$3 ext=$4 ca=${5:-ca}
     openssl genrsa -out "$dir/$name.key" 2048 2>/dev/null
     openssl req -new -key "$dir/$name.key" -subj "$subject" -out "$dir/$name.csr"
-    openssl x509 -req -in "$dir/$name.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" \
+    openssl x509 -req -in "$dir/$name.csr" -CA "$dir/$ca.crt" -CAkey "$dir/$ca.key" \
         -CAcreateserial -days 3650 -sha256 -out "$dir/$name.crt" \
         -extfile <(printf '%s\n' "$ext") 2>/dev/null
     rm -f "$dir/$name.csr"
@@ -231,6 +232,20 @@ ensure_pki() {
             "keyUsage=critical,digitalSignature,keyEncipherment" \
             "extendedKeyUsage=clientAuth"
     )"
+
+    # Front-proxy (request header) CA and client: the apiserver publishes this CA
+    # in kube-system/extension-apiserver-authentication, which the delegated
+    # authentication of the controller-manager (and any aggregated API) reads.
+    openssl req -x509 -new -nodes -newkey rsa:2048 -sha256 -days 3650 \
+        -keyout "$tmp/front-proxy-ca.key" -out "$tmp/front-proxy-ca.crt" -subj "/CN=etcd-operator-local-front-proxy-ca" \
+        -addext "basicConstraints=critical,CA:TRUE" \
+        -addext "keyUsage=critical,digitalSignature,keyCertSign,cRLSign" 2>/dev/null
+    sign "$tmp" front-proxy-client "/CN=front-proxy-client" "$(
+        printf '%s\n' \
+            "basicConstraints=CA:FALSE" \
+            "keyUsage=critical,digitalSignature,keyEncipherment" \
+            "extendedKeyUsage=clientAuth"
+    )" front-proxy-ca
 
     # Service-account token signing key pair (apiserver signs and verifies,
     # the controller-manager signs the legacy token secrets).
@@ -325,6 +340,10 @@ up_apiserver() {
     fi
     require_free_port kube-apiserver "$APISERVER_PORT"
     mkdir -p "$LOCAL_ENV_DIR/apiserver"
+    # --endpoint-reconciler-type=none: the apiserver would otherwise publish its
+    # advertise address in the "kubernetes" Endpoints every 10s, and a loopback
+    # address is invalid there (an error in the log each time). Nothing here
+    # reaches the apiserver through that Service; clients use the kubeconfig.
     start kube-apiserver "$KUBE_BIN_DIR/kube-apiserver" \
         --etcd-servers="http://$HOST:$STORE_ETCD_PORT" \
         --bind-address=$HOST \
@@ -340,6 +359,14 @@ up_apiserver() {
         --service-account-issuer=https://kubernetes.default.svc \
         --service-account-key-file="$PKI/sa.pub" \
         --service-account-signing-key-file="$PKI/sa.key" \
+        --requestheader-client-ca-file="$PKI/front-proxy-ca.crt" \
+        --requestheader-allowed-names=front-proxy-client \
+        --requestheader-username-headers=X-Remote-User \
+        --requestheader-group-headers=X-Remote-Group \
+        --requestheader-extra-headers-prefix=X-Remote-Extra- \
+        --proxy-client-cert-file="$PKI/front-proxy-client.crt" \
+        --proxy-client-key-file="$PKI/front-proxy-client.key" \
+        --endpoint-reconciler-type=none \
         --profiling=false
     wait_until kube-apiserver "/readyz ok" apiserver_ready
     log "kube-apiserver ready at $APISERVER_URL"

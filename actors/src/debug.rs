@@ -125,7 +125,9 @@ impl DebugHub {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<(ActorKind, String), ActorSnapshot>> {
-        self.actors.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.actors
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -136,8 +138,16 @@ mod tests {
     #[test]
     fn snapshot_holds_the_latest_state_per_actor_until_removed() {
         let hub = DebugHub::default();
-        hub.set_state(ActorKind::Cluster, "ns/a", serde_json::json!({"phase": "Bootstrapping"}));
-        hub.set_state(ActorKind::Cluster, "ns/a", serde_json::json!({"phase": "Running"}));
+        hub.set_state(
+            ActorKind::Cluster,
+            "ns/a",
+            serde_json::json!({"phase": "Bootstrapping"}),
+        );
+        hub.set_state(
+            ActorKind::Cluster,
+            "ns/a",
+            serde_json::json!({"phase": "Running"}),
+        );
         hub.set_state(ActorKind::Supervisor, "supervisor", serde_json::json!({}));
         let snap = hub.snapshot();
         assert_eq!(snap.len(), 2);

@@ -4,13 +4,15 @@
 //! - [`ports`]: the traits through which actors reach Kubernetes and etcd.
 //! - [`member_client`], [`cluster`], [`supervisor`]: the actix actors.
 //! - [`debug`]: the shared view of every actor's state and the live transition stream.
+//! - [`fakes`]: an in-memory simulated cluster implementing the ports, for tests and benchmarks.
 
+pub mod cluster;
+pub mod debug;
+pub mod fakes;
 pub mod lifecycle;
+pub mod member_client;
+pub mod metrics;
 pub mod ports;
 pub mod status;
 pub mod supervisor;
-pub mod cluster;
-pub mod debug;
-pub mod member_client;
-pub mod metrics;
 pub mod topology;

@@ -139,6 +139,9 @@ impl Handler<MemberStatus> for MemberClient {
 
     fn handle(&mut self, msg: MemberStatus, _: &mut Context<Self>) -> Self::Result {
         let api = self.api.clone();
-        self.serialized("endpoint status", async move { api.status(&msg.endpoint).await })
+        self.serialized(
+            "endpoint status",
+            async move { api.status(&msg.endpoint).await },
+        )
     }
 }

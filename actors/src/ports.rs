@@ -75,7 +75,10 @@ impl EtcdError {
 
     /// Whether a later tick may simply try again.
     pub fn is_transient(&self) -> bool {
-        !matches!(self.kind, EtcdErrorKind::Rejected | EtcdErrorKind::MemberNotFound)
+        !matches!(
+            self.kind,
+            EtcdErrorKind::Rejected | EtcdErrorKind::MemberNotFound
+        )
     }
 }
 
@@ -211,7 +214,10 @@ mod tests {
     #[test]
     fn etcd_errors_are_classified_from_their_messages() {
         let k = |m: &str| EtcdError::classify(m).kind;
-        assert_eq!(k("etcdserver: unhealthy cluster"), EtcdErrorKind::UnhealthyCluster);
+        assert_eq!(
+            k("etcdserver: unhealthy cluster"),
+            EtcdErrorKind::UnhealthyCluster
+        );
         assert_eq!(
             k("etcdserver: can only promote a learner member which is in sync with leader"),
             EtcdErrorKind::LearnerNotReady
@@ -220,8 +226,17 @@ mod tests {
             k("etcdserver: too many learner members in cluster"),
             EtcdErrorKind::TooManyLearners
         );
-        assert_eq!(k("etcdserver: member not found"), EtcdErrorKind::MemberNotFound);
-        assert_eq!(k("transport error: connection refused"), EtcdErrorKind::Unavailable);
-        assert_eq!(k("etcdserver: Peer URLs already exists"), EtcdErrorKind::Rejected);
+        assert_eq!(
+            k("etcdserver: member not found"),
+            EtcdErrorKind::MemberNotFound
+        );
+        assert_eq!(
+            k("transport error: connection refused"),
+            EtcdErrorKind::Unavailable
+        );
+        assert_eq!(
+            k("etcdserver: Peer URLs already exists"),
+            EtcdErrorKind::Rejected
+        );
     }
 }

@@ -118,7 +118,10 @@ impl Actor for Supervisor {
     type Context = Context<Self>;
 
     fn started(&mut self, _: &mut Context<Self>) {
-        info!(self.logger, "supervisor started; waiting for the first list of EtcdClusters");
+        info!(
+            self.logger,
+            "supervisor started; waiting for the first list of EtcdClusters"
+        );
         self.publish_view();
     }
 }

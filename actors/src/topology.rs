@@ -89,8 +89,14 @@ mod tests {
     #[test]
     fn urls_use_the_member_dns_name_never_an_ip() {
         let t = Topology::new("prod", "etcd-a");
-        assert_eq!(t.peer_url("etcd-a-x7k2p"), "http://etcd-a-x7k2p.etcd-a.prod.svc:2380");
-        assert_eq!(t.client_url("etcd-a-x7k2p"), "http://etcd-a-x7k2p.etcd-a.prod.svc:2379");
+        assert_eq!(
+            t.peer_url("etcd-a-x7k2p"),
+            "http://etcd-a-x7k2p.etcd-a.prod.svc:2380"
+        );
+        assert_eq!(
+            t.client_url("etcd-a-x7k2p"),
+            "http://etcd-a-x7k2p.etcd-a.prod.svc:2379"
+        );
         assert_eq!(t.client_service_url(), "http://etcd-a-client.prod.svc:2379");
     }
 

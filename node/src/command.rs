@@ -99,9 +99,13 @@ mod tests {
 
     #[test]
     fn other_commands_in_etcd_image_run_as_written() {
-        let argv =
-            container_argv(&etcd(), &s(&["/bin/sh", "-ec", "echo $(POD_IP)"]), &[], &env())
-                .unwrap();
+        let argv = container_argv(
+            &etcd(),
+            &s(&["/bin/sh", "-ec", "echo $(POD_IP)"]),
+            &[],
+            &env(),
+        )
+        .unwrap();
         assert_eq!(argv, s(&["/bin/sh", "-ec", "echo 127.0.1.3"]));
     }
 

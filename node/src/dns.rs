@@ -64,7 +64,10 @@ fn is_headless(service: &Service) -> bool {
 
 fn push(map: &mut BTreeMap<Ipv4Addr, Vec<String>>, ip: Ipv4Addr, short: String) {
     let names = map.entry(ip).or_default();
-    for name in [format!("{short}.svc"), format!("{short}.svc.{CLUSTER_DOMAIN}")] {
+    for name in [
+        format!("{short}.svc"),
+        format!("{short}.svc.{CLUSTER_DOMAIN}"),
+    ] {
         if !names.contains(&name) {
             names.push(name);
         }

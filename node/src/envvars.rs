@@ -121,7 +121,12 @@ pub fn build_env(
     for from in container.env_from.iter().flatten() {
         let prefix = from.prefix.clone().unwrap_or_default();
         let (kind, name, optional, map) = if let Some(r) = &from.config_map_ref {
-            ("configmap", &r.name, r.optional, data.config_maps.get(&r.name))
+            (
+                "configmap",
+                &r.name,
+                r.optional,
+                data.config_maps.get(&r.name),
+            )
         } else if let Some(r) = &from.secret_ref {
             ("secret", &r.name, r.optional, data.secrets.get(&r.name))
         } else {
@@ -281,8 +286,13 @@ mod tests {
             env: Some(vec![plain("PATH", "/x")]),
             ..Default::default()
         };
-        let vars = build_env(&c, &facts(), &RefData::default(), &[("PATH".into(), "/y".into())])
-            .unwrap();
+        let vars = build_env(
+            &c,
+            &facts(),
+            &RefData::default(),
+            &[("PATH".into(), "/y".into())],
+        )
+        .unwrap();
         assert_eq!(vars, vec![("PATH".to_string(), "/x".to_string())]);
     }
 

@@ -98,7 +98,10 @@ pub fn update_hosts_file(path: &Path, node: &str, entries: &[HostEntry]) -> std:
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "hosts".to_string());
-    let temp = dir.join(format!(".{file_name}.etcd-operator-node.{}", std::process::id()));
+    let temp = dir.join(format!(
+        ".{file_name}.etcd-operator-node.{}",
+        std::process::id()
+    ));
     {
         let mut f = std::fs::File::create(&temp)?;
         f.write_all(updated.as_bytes())?;

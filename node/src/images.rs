@@ -60,7 +60,10 @@ impl<'a> ImageRef<'a> {
 
     /// The last path segment of the repository (`etcd` for `quay.io/coreos/etcd`).
     pub fn short_name(&self) -> &'a str {
-        self.repository.rsplit('/').next().unwrap_or(self.repository)
+        self.repository
+            .rsplit('/')
+            .next()
+            .unwrap_or(self.repository)
     }
 }
 
@@ -268,7 +271,10 @@ mod tests {
     #[test]
     fn other_images_cannot_be_pulled() {
         let err = resolve("nginx:1.25", &table()).unwrap_err();
-        assert!(err.starts_with("no local binary for image nginx:1.25"), "{err}");
+        assert!(
+            err.starts_with("no local binary for image nginx:1.25"),
+            "{err}"
+        );
         assert!(err.contains("known etcd versions: 3.4.23, 3.5.21"), "{err}");
     }
 

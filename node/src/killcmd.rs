@@ -55,7 +55,10 @@ mod tests {
     #[test]
     fn running_process_of_the_pod_is_signalled() {
         let tmp = tempfile::tempdir().unwrap();
-        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
         let state = StateDir::new(tmp.path());
         state
             .pod("ns", "m1", "u")

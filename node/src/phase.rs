@@ -167,7 +167,10 @@ mod tests {
     fn failed_init_container_fails_pod_under_never_only() {
         assert_eq!(init_progress(Never, &[exited(1)]), InitProgress::Failed);
         assert_eq!(pod_phase(Never, InitProgress::Failed, &[]), Phase::Failed);
-        assert_eq!(init_progress(Always, &[restarting()]), InitProgress::Pending);
+        assert_eq!(
+            init_progress(Always, &[restarting()]),
+            InitProgress::Pending
+        );
     }
 
     #[test]

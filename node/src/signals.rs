@@ -39,7 +39,10 @@ pub fn send_group(pgid: i32, sig: Signal) -> Result<bool, Errno> {
 
 /// Whether process `pid` exists.
 pub fn alive(pid: i32) -> bool {
-    matches!(signal::kill(Pid::from_raw(pid), None), Ok(()) | Err(Errno::EPERM))
+    matches!(
+        signal::kill(Pid::from_raw(pid), None),
+        Ok(()) | Err(Errno::EPERM)
+    )
 }
 
 #[cfg(test)]

@@ -99,7 +99,11 @@ impl PodDir {
             .filter_map(|e| {
                 let file_name = e.file_name().to_string_lossy().into_owned();
                 let container = file_name.strip_suffix(".pid")?.to_string();
-                let pid = std::fs::read_to_string(e.path()).ok()?.trim().parse().ok()?;
+                let pid = std::fs::read_to_string(e.path())
+                    .ok()?
+                    .trim()
+                    .parse()
+                    .ok()?;
                 Some((container, pid))
             })
             .collect();
@@ -137,7 +141,12 @@ mod tests {
     #[test]
     fn pod_dir_name_round_trips() {
         let dir = StateDir::new("/s").pod("ns", "m-1", "abc-def");
-        let name = dir.path().file_name().unwrap().to_string_lossy().into_owned();
+        let name = dir
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         assert_eq!(
             parse_pod_dir_name(&name),
             Some(("ns".into(), "m-1".into(), "abc-def".into()))

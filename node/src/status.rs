@@ -445,7 +445,11 @@ mod tests {
 
     #[test]
     fn pending_init_containers_are_listed() {
-        let init = [ContainerRecord::new("wait-dns", "busybox", "PodInitializing")];
+        let init = [ContainerRecord::new(
+            "wait-dns",
+            "busybox",
+            "PodInitializing",
+        )];
         let records = [ContainerRecord::new("etcd", "etcd", "PodInitializing")];
         let mut i = input(Phase::Pending, &records, &[]);
         i.init = InitProgress::Pending;

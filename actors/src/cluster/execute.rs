@@ -52,7 +52,11 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<String, String> 
     match action {
         Action::EnsureServices => {
             fx.kube.ensure_services().await.map_err(|e| e.message)?;
-            Ok(format!("Services {} and {} ensured", t.name, t.client_service()))
+            Ok(format!(
+                "Services {} and {} ensured",
+                t.name,
+                t.client_service()
+            ))
         }
         Action::CreateSeed { version } => {
             let name = t.new_member_name(&mut rand::rng());
@@ -63,7 +67,10 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<String, String> 
                 initial_cluster: t.initial_cluster(std::slice::from_ref(&name)),
                 state: InitialState::New { token },
             };
-            fx.kube.create_member_pod(&pod).await.map_err(|e| e.message)?;
+            fx.kube
+                .create_member_pod(&pod)
+                .await
+                .map_err(|e| e.message)?;
             Ok(format!("created seed member {name} (etcd {version})"))
         }
         Action::AddMember { learner, version } => {

@@ -239,9 +239,12 @@ impl Actor for ClusterActor {
 
 impl Supervised for ClusterActor {
     fn restarting(&mut self, _: &mut Context<Self>) {
-        warn!(self.logger, "restarting cluster actor; state is rebuilt from observation");
+        warn!(
+            self.logger,
+            "restarting cluster actor; state is rebuilt from observation"
+        );
         self.telemetry.metrics.restarts.inc();
-        self.telemetry.metrics.clusters.dec();
+        // `stopped` already decremented the `clusters` gauge; `started` runs again next.
         self.state = State::default();
         self.busy = false;
         self.tick_again = false;
@@ -271,13 +274,20 @@ impl Handler<Tick> for ClusterActor {
             last_reason: self.last_reason,
         };
         let guarded = AssertUnwindSafe(job.run()).catch_unwind();
-        ctx.spawn(guarded.into_actor(self).map(|result, act, ctx| match result {
-            Ok(outcome) => act.finish(outcome, ctx),
-            Err(_) => {
-                crit!(act.logger, "tick panicked; stopping the actor so it restarts");
-                ctx.stop();
-            }
-        }));
+        ctx.spawn(
+            guarded
+                .into_actor(self)
+                .map(|result, act, ctx| match result {
+                    Ok(outcome) => act.finish(outcome, ctx),
+                    Err(_) => {
+                        crit!(
+                            act.logger,
+                            "tick panicked; stopping the actor so it restarts"
+                        );
+                        ctx.stop();
+                    }
+                }),
+        );
     }
 }
 
@@ -303,7 +313,10 @@ impl Handler<Retire> for ClusterActor {
     type Result = ();
 
     fn handle(&mut self, _: Retire, ctx: &mut Context<Self>) {
-        info!(self.logger, "EtcdCluster deleted; its pods and Services go with it (ownerReferences)");
+        info!(
+            self.logger,
+            "EtcdCluster deleted; its pods and Services go with it (ownerReferences)"
+        );
         ctx.stop();
     }
 }

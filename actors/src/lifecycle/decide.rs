@@ -85,19 +85,17 @@ fn check_spec(spec: &DesiredCluster) -> Result<Version, Why> {
         ));
     }
     if spec.size == 0 {
-        return Err(Why::new(Reason::InvalidSpec, "spec.size must be at least 1"));
+        return Err(Why::new(
+            Reason::InvalidSpec,
+            "spec.size must be at least 1",
+        ));
     }
     spec.version
         .parse::<Version>()
         .map_err(|e| Why::new(Reason::InvalidSpec, format!("spec.version: {e}")))
 }
 
-fn without_member_list(
-    state: State,
-    obs: &Observation,
-    error: &str,
-    target: &Version,
-) -> Decision {
+fn without_member_list(state: State, obs: &Observation, error: &str, target: &Version) -> Decision {
     let bootstrapped = state.bootstrapped || obs.previously_bootstrapped;
     let live: Vec<_> = obs.pods.iter().filter(|p| !p.is_dead()).collect();
     if !bootstrapped && obs.pods.is_empty() {
@@ -108,7 +106,10 @@ fn without_member_list(
         actions.push(Action::CreateSeed {
             version: target.clone(),
         });
-        let why = Why::new(Reason::CreatingSeed, "no members yet: creating the seed member");
+        let why = Why::new(
+            Reason::CreatingSeed,
+            "no members yet: creating the seed member",
+        );
         return settle(state, Phase::Bootstrapping, actions, why);
     }
     if !bootstrapped && live.is_empty() {
@@ -131,7 +132,10 @@ fn without_member_list(
         let detail = problem.unwrap_or_else(|| format!("etcd not answering yet: {error}"));
         let why = Why::new(
             Reason::WaitingForSeed,
-            format!("waiting for seed member {} to start ({detail})", live[0].name),
+            format!(
+                "waiting for seed member {} to start ({detail})",
+                live[0].name
+            ),
         );
         return settle(state, Phase::Bootstrapping, vec![], why);
     }
@@ -203,7 +207,10 @@ impl<'a> ClusterView<'a> {
             .filter(|m| !m.is_learner && m.started())
             .filter(|m| obs.health.get(&m.id).is_some_and(|h| h.is_healthy()))
             .count();
-        let leader = obs.health.values().find_map(|h| h.leader.filter(|l| *l != 0));
+        let leader = obs
+            .health
+            .values()
+            .find_map(|h| h.leader.filter(|l| *l != 0));
         ClusterView {
             obs,
             members,
@@ -252,7 +259,10 @@ fn with_member_list(
         to: size,
     };
     if !view.obs.services_present {
-        let why = Why::new(Reason::CreatingServices, "recreating the cluster's Services");
+        let why = Why::new(
+            Reason::CreatingServices,
+            "recreating the cluster's Services",
+        );
         let phase = state.phase.clone();
         return settle(state, phase, vec![Action::EnsureServices], why);
     }
@@ -279,7 +289,11 @@ fn with_member_list(
     if let Some(d) = dead_or_unhealthy_member(&state, view, deadlines) {
         return d(state);
     }
-    if let Some(m) = view.members.iter().find(|m| m.is_learner && view.is_healthy(m)) {
+    if let Some(m) = view
+        .members
+        .iter()
+        .find(|m| m.is_learner && view.is_healthy(m))
+    {
         let why = Why::new(
             Reason::PromotingLearner,
             format!("promoting learner {} to a voting member", m.name),
@@ -315,7 +329,9 @@ fn with_member_list(
 /// otherwise the newest version already running (a refused target is never started).
 fn version_for_new_members(view: &ClusterView<'_>, target: &Version) -> Version {
     match view.running_versions() {
-        Some((oldest, newest)) if target < &newest || oldest.path_to(target) == UpgradePath::TooFar => {
+        Some((oldest, newest))
+            if target < &newest || oldest.path_to(target) == UpgradePath::TooFar =>
+        {
             newest
         }
         _ => target.clone(),
@@ -414,32 +430,31 @@ fn dead_or_unhealthy_member(
     deadlines: &Deadlines,
 ) -> Option<Step> {
     let now = view.obs.now;
-    let (m, reason, message) = view
-        .members
-        .iter()
-        .filter(|m| m.started())
-        .find_map(|m| {
-            if view.pod_is_dead_or_missing(m) {
-                return Some((
-                    m,
-                    Reason::ReplacingDeadMember,
-                    format!("member {}'s pod is gone or dead: removing it from etcd", m.name),
-                ));
-            }
-            let since = state.unhealthy_since.get(&m.id)?;
-            let waited = now.saturating_duration_since(*since);
-            (waited >= deadlines.unhealthy_member).then(|| {
-                (
-                    m,
-                    Reason::ReplacingUnhealthyMember,
-                    format!(
-                        "member {} has been unhealthy for {}s: removing it from etcd",
-                        m.name,
-                        waited.as_secs()
-                    ),
-                )
-            })
-        })?;
+    let (m, reason, message) = view.members.iter().filter(|m| m.started()).find_map(|m| {
+        if view.pod_is_dead_or_missing(m) {
+            return Some((
+                m,
+                Reason::ReplacingDeadMember,
+                format!(
+                    "member {}'s pod is gone or dead: removing it from etcd",
+                    m.name
+                ),
+            ));
+        }
+        let since = state.unhealthy_since.get(&m.id)?;
+        let waited = now.saturating_duration_since(*since);
+        (waited >= deadlines.unhealthy_member).then(|| {
+            (
+                m,
+                Reason::ReplacingUnhealthyMember,
+                format!(
+                    "member {} has been unhealthy for {}s: removing it from etcd",
+                    m.name,
+                    waited.as_secs()
+                ),
+            )
+        })
+    })?;
     let mut actions = vec![Action::RemoveMember {
         id: m.id,
         name: m.name.clone(),
@@ -556,11 +571,7 @@ fn upgrade(state: State, view: &ClusterView<'_>, target: &Version) -> Decision {
         to: target.clone(),
     };
     let runs = |m: &MemberView| {
-        view.obs
-            .health
-            .get(&m.id)
-            .and_then(|h| h.version.as_ref())
-            == Some(target)
+        view.obs.health.get(&m.id).and_then(|h| h.version.as_ref()) == Some(target)
     };
     let pod_wants = |m: &MemberView| {
         view.obs

@@ -33,12 +33,15 @@ fn empty_cluster_creates_services_and_seed() {
     let now = Instant::now();
     let obs = World::empty(now).without_services().build();
     let d = run(State::default(), &obs, &spec(3, "3.5.21"));
-    assert_eq!(d.actions, vec![
+    assert_eq!(
+        d.actions,
+        vec![
             Action::EnsureServices,
             Action::CreateSeed {
                 version: "3.5.21".parse().unwrap()
             }
-        ]);
+        ]
+    );
     assert_eq!(d.state.phase, Phase::Bootstrapping);
     assert_eq!(d.why.reason, Reason::CreatingSeed);
 }
@@ -48,7 +51,9 @@ fn seed_pod_starting_is_waited_for_and_its_problem_reported() {
     let now = Instant::now();
     let obs = World::empty(now)
         .extra_pod("demo-seed", PodPhase::Pending)
-        .pod("demo-seed", |p| p.problem = Some("ErrImagePull: no binary".into()))
+        .pod("demo-seed", |p| {
+            p.problem = Some("ErrImagePull: no binary".into())
+        })
         .build();
     let d = run(State::default(), &obs, &spec(3, "3.2.13"));
     assert!(d.actions.is_empty());
@@ -100,7 +105,11 @@ fn restarted_operator_with_running_pods_but_no_answer_yet_does_not_bootstrap() {
     let now = Instant::now();
     let obs = World::healthy(now, 1, "3.5.21").etcd_down().build();
     let d = run(State::default(), &obs, &spec(3, "3.5.21"));
-    assert!(!d.actions.iter().any(|a| matches!(a, Action::CreateSeed { .. })));
+    assert!(
+        !d.actions
+            .iter()
+            .any(|a| matches!(a, Action::CreateSeed { .. }))
+    );
     assert_eq!(d.why.reason, Reason::WaitingForSeed);
 }
 

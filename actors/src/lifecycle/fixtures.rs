@@ -85,7 +85,11 @@ impl World {
 
     /// Marks member `id` a learner.
     pub(crate) fn learner(mut self, id: u64) -> Self {
-        self.members.iter_mut().find(|m| m.id == id).unwrap().is_learner = true;
+        self.members
+            .iter_mut()
+            .find(|m| m.id == id)
+            .unwrap()
+            .is_learner = true;
         self
     }
 

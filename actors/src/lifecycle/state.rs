@@ -61,7 +61,10 @@ impl Phase {
     pub fn is_progressing(&self) -> bool {
         matches!(
             self,
-            Phase::Bootstrapping | Phase::Scaling { .. } | Phase::Upgrading { .. } | Phase::Recovering
+            Phase::Bootstrapping
+                | Phase::Scaling { .. }
+                | Phase::Upgrading { .. }
+                | Phase::Recovering
         )
     }
 }

@@ -140,7 +140,9 @@ mod tests {
 
     #[test]
     fn rejects_words_missing_parts_and_extra_parts() {
-        for bad in ["latest", "3.4", "3.4.x", "3.4.5.6", "", "3..4", "3.4.5-", " 3.4.5"] {
+        for bad in [
+            "latest", "3.4", "3.4.x", "3.4.5.6", "", "3..4", "3.4.5-", " 3.4.5",
+        ] {
             assert!(bad.parse::<Version>().is_err(), "{bad:?} accepted");
         }
     }

@@ -1,0 +1,740 @@
+//! In-memory fakes of the ports, for tests and benchmarks.
+//!
+//! A [`FakeCluster`] simulates both sides of one EtcdCluster at once: the Kubernetes
+//! objects ([`ClusterApi`]: pods, Services, status, Events) and the etcd cluster running in
+//! those pods ([`EtcdApi`]: the member list, `member add/remove/promote`, `endpoint status`).
+//! The two sides are tied together the way they are in a real cluster: creating a member's
+//! pod starts the member, a killed pod's member stops answering, and a member reports the
+//! version of its pod's image.
+//!
+//! It is a cheap cloneable handle (`Arc<Mutex<..>>`), so a test keeps one clone to inject
+//! faults and inspect the world while the actors use another. Knobs:
+//!
+//! - [`FakeCluster::kill_member`]: the pod fails, the member stays in etcd, unreachable;
+//! - [`FakeCluster::fail_next_add`]: errors returned by the next `member add` calls;
+//! - [`FakeCluster::set_hang`]: etcd calls never return (to exercise timeouts);
+//! - [`FakeCluster::set_latency`]: etcd calls take this long (to expose overlapping calls);
+//! - [`FakeCluster::panic_on_next_observe`]: the next `observe` panics once;
+//! - [`FakeCluster::calls`]: call counters, with the most calls ever in flight at once.
+//!
+//! [`FakeWiring`] hands out one `FakeCluster` per [`Topology`] to a Supervisor.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::lifecycle::{MemberHealth, MemberView, PodPhase, PodView, Version};
+use crate::ports::{
+    AddedMember, ApiError, ClusterApi, EtcdApi, EtcdError, EtcdErrorKind, EventRecord,
+    InitialState, KubeView, MemberPod,
+};
+use crate::status::StatusReport;
+use crate::supervisor::ClusterWiring;
+use crate::topology::Topology;
+
+/// How many times each fake call was made, and the most calls that were ever in flight at
+/// the same time.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallCounts {
+    /// `ClusterApi::observe`.
+    pub observe: u64,
+    /// `ClusterApi::ensure_services`.
+    pub ensure_services: u64,
+    /// `ClusterApi::create_member_pod`.
+    pub create_member_pod: u64,
+    /// `ClusterApi::delete_pod`.
+    pub delete_pod: u64,
+    /// `ClusterApi::set_pod_version`.
+    pub set_pod_version: u64,
+    /// `ClusterApi::publish_status`.
+    pub publish_status: u64,
+    /// `ClusterApi::record_event`.
+    pub record_event: u64,
+    /// `EtcdApi::list`.
+    pub list: u64,
+    /// `EtcdApi::add`, failed calls included.
+    pub add: u64,
+    /// `EtcdApi::remove`, failed calls included.
+    pub remove: u64,
+    /// `EtcdApi::promote`, failed calls included.
+    pub promote: u64,
+    /// `EtcdApi::status`.
+    pub status: u64,
+    /// Most etcd calls (of any kind) in flight at once.
+    pub max_etcd_in_flight: usize,
+    /// Most membership changes (`add`, `remove`, `promote`) in flight at once.
+    pub max_membership_in_flight: usize,
+}
+
+impl CallCounts {
+    /// Membership changes attempted: `add + remove + promote`.
+    pub fn membership_changes(&self) -> u64 {
+        self.add + self.remove + self.promote
+    }
+}
+
+/// The simulated world of one cluster.
+#[derive(Debug, Default)]
+struct World {
+    pods: Vec<PodView>,
+    members: Vec<MemberView>,
+    services_present: bool,
+    previously_bootstrapped: bool,
+    next_id: u64,
+    raft_index: u64,
+    created_pods: Vec<MemberPod>,
+    last_status: Option<StatusReport>,
+    events: Vec<EventRecord>,
+    add_errors: VecDeque<EtcdError>,
+    hang: bool,
+    latency: Duration,
+    panic_next_observe: bool,
+    calls: CallCounts,
+    etcd_in_flight: usize,
+    membership_in_flight: usize,
+}
+
+impl World {
+    fn fresh_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    fn pod(&self, name: &str) -> Option<&PodView> {
+        self.pods.iter().find(|p| p.name == name)
+    }
+
+    /// Whether the etcd process of member `name` runs: its pod is Running and the member
+    /// has started.
+    fn serving(&self, name: &str) -> bool {
+        let pod_runs = self
+            .pod(name)
+            .is_some_and(|p| p.phase == PodPhase::Running && !p.terminating);
+        pod_runs && self.members.iter().any(|m| m.name == name)
+    }
+
+    /// Whether any of `endpoints` answers.
+    fn any_answers(&self, endpoints: &[String]) -> bool {
+        endpoints
+            .iter()
+            .filter_map(|e| host_label(e))
+            .any(|name| self.serving(&name))
+    }
+
+    fn leader(&self) -> Option<u64> {
+        self.members
+            .iter()
+            .filter(|m| m.started() && !m.is_learner && self.serving(&m.name))
+            .map(|m| m.id)
+            .min()
+    }
+}
+
+/// The first label of a URL's host: the member (and pod) name in this operator's URLs.
+fn host_label(url: &str) -> Option<String> {
+    let host = url.split("://").nth(1).unwrap_or(url);
+    let name = host.split(['.', ':', '/']).next()?;
+    (!name.is_empty()).then(|| name.to_string())
+}
+
+/// An etcd error of `kind`, with the message etcd or the transport would give.
+pub fn etcd_error(kind: EtcdErrorKind) -> EtcdError {
+    let message = match kind {
+        EtcdErrorKind::Unavailable => "transport: error while dialing: connection refused",
+        EtcdErrorKind::Timeout => "context deadline exceeded",
+        EtcdErrorKind::UnhealthyCluster => "etcdserver: unhealthy cluster",
+        EtcdErrorKind::LearnerNotReady => {
+            "etcdserver: can only promote a learner member which is in sync with leader"
+        }
+        EtcdErrorKind::TooManyLearners => "etcdserver: too many learner members in cluster",
+        EtcdErrorKind::MemberNotFound => "etcdserver: member not found",
+        EtcdErrorKind::Rejected => "etcdserver: request rejected",
+    };
+    EtcdError {
+        kind,
+        message: message.to_string(),
+    }
+}
+
+/// Counts one etcd call as in flight until dropped (also when a timeout cancels it).
+struct InFlight {
+    world: Arc<Mutex<World>>,
+    membership: bool,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut w = lock(&self.world);
+        w.etcd_in_flight -= 1;
+        if self.membership {
+            w.membership_in_flight -= 1;
+        }
+    }
+}
+
+fn lock(world: &Mutex<World>) -> MutexGuard<'_, World> {
+    world
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// One simulated EtcdCluster: its pods and Services, and the etcd cluster they run.
+/// Implements both [`ClusterApi`] and [`EtcdApi`]; clones share the same world.
+#[derive(Clone)]
+pub struct FakeCluster {
+    topology: Topology,
+    world: Arc<Mutex<World>>,
+}
+
+impl FakeCluster {
+    /// A cluster that has nothing yet: no pods, no Services, no members.
+    pub fn new(topology: Topology) -> Self {
+        FakeCluster {
+            topology,
+            world: Arc::default(),
+        }
+    }
+
+    /// A cluster already converged: Services, and `size` started voting members, each
+    /// with a Running, ready pod at `version`; its status says it has had members.
+    pub fn running(topology: Topology, size: usize, version: &str) -> Self {
+        let fake = FakeCluster::new(topology);
+        {
+            let mut w = fake.lock();
+            w.services_present = true;
+            w.previously_bootstrapped = true;
+            for i in 0..size {
+                let name = format!("{}-m{i}", fake.topology.name);
+                let id = w.fresh_id();
+                w.members.push(MemberView {
+                    id,
+                    name: name.clone(),
+                    peer_urls: vec![fake.topology.peer_url(&name)],
+                    client_urls: vec![fake.topology.client_url(&name)],
+                    is_learner: false,
+                });
+                w.pods.push(running_pod(&name, version));
+            }
+        }
+        fake
+    }
+
+    fn lock(&self) -> MutexGuard<'_, World> {
+        lock(&self.world)
+    }
+
+    /// The cluster this fake simulates.
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    // ---- knobs ----
+
+    /// Kills member `name`'s pod: it turns Failed and not ready, and the member, still in
+    /// etcd's member list, stops answering. Returns whether the pod existed.
+    pub fn kill_member(&self, name: &str) -> bool {
+        let mut w = self.lock();
+        match w.pods.iter_mut().find(|p| p.name == name) {
+            Some(pod) => {
+                pod.phase = PodPhase::Failed;
+                pod.ready = false;
+                pod.problem = Some("Error: etcd exited with code 1".into());
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Makes the next `member add` call fail with `kind` (queued: each call takes one).
+    pub fn fail_next_add(&self, kind: EtcdErrorKind) {
+        self.lock().add_errors.push_back(etcd_error(kind));
+    }
+
+    /// While `hang` is true, every etcd call that starts never returns.
+    pub fn set_hang(&self, hang: bool) {
+        self.lock().hang = hang;
+    }
+
+    /// Every etcd call takes `latency` (a Tokio sleep) before it takes effect.
+    pub fn set_latency(&self, latency: Duration) {
+        self.lock().latency = latency;
+    }
+
+    /// The next `observe` call panics (once).
+    pub fn panic_on_next_observe(&self) {
+        self.lock().panic_next_observe = true;
+    }
+
+    // ---- inspection ----
+
+    /// Call counters so far.
+    pub fn calls(&self) -> CallCounts {
+        self.lock().calls.clone()
+    }
+
+    /// etcd's member list.
+    pub fn members(&self) -> Vec<MemberView> {
+        self.lock().members.clone()
+    }
+
+    /// The cluster's pods.
+    pub fn pods(&self) -> Vec<PodView> {
+        self.lock().pods.clone()
+    }
+
+    /// Whether both Services exist.
+    pub fn services_present(&self) -> bool {
+        self.lock().services_present
+    }
+
+    /// Every pod creation request, in order.
+    pub fn created_pods(&self) -> Vec<MemberPod> {
+        self.lock().created_pods.clone()
+    }
+
+    /// The status written last.
+    pub fn last_status(&self) -> Option<StatusReport> {
+        self.lock().last_status.clone()
+    }
+
+    /// Every Event recorded, in order.
+    pub fn events(&self) -> Vec<EventRecord> {
+        self.lock().events.clone()
+    }
+
+    /// The ID of the member the others follow: the lowest ID of the serving voters.
+    pub fn leader(&self) -> Option<u64> {
+        self.lock().leader()
+    }
+
+    /// Whether the cluster is exactly `size` started voting members, no learner, each
+    /// with a Running, ready pod at `version`, and no other pod.
+    pub fn is_converged(&self, size: usize, version: &str) -> bool {
+        let w = self.lock();
+        w.members.len() == size
+            && w.pods.len() == size
+            && w.members.iter().all(|m| {
+                m.started()
+                    && !m.is_learner
+                    && w.pod(&m.name).is_some_and(|p| {
+                        p.phase == PodPhase::Running
+                            && p.ready
+                            && p.version.as_deref() == Some(version)
+                    })
+            })
+    }
+
+    // ---- etcd call plumbing ----
+
+    /// Registers an etcd call, then waits out the hang switch and the latency.
+    async fn enter(&self, membership: bool) -> InFlight {
+        let (hang, latency) = {
+            let mut w = self.lock();
+            w.etcd_in_flight += 1;
+            w.calls.max_etcd_in_flight = w.calls.max_etcd_in_flight.max(w.etcd_in_flight);
+            if membership {
+                w.membership_in_flight += 1;
+                w.calls.max_membership_in_flight =
+                    w.calls.max_membership_in_flight.max(w.membership_in_flight);
+            }
+            (w.hang, w.latency)
+        };
+        let guard = InFlight {
+            world: self.world.clone(),
+            membership,
+        };
+        if hang {
+            std::future::pending::<()>().await;
+        }
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
+        guard
+    }
+}
+
+fn running_pod(name: &str, version: &str) -> PodView {
+    PodView {
+        name: name.to_string(),
+        phase: PodPhase::Running,
+        ready: true,
+        terminating: false,
+        version: Some(version.to_string()),
+        problem: None,
+    }
+}
+
+#[async_trait]
+impl EtcdApi for FakeCluster {
+    async fn list(&self, endpoints: &[String]) -> Result<Vec<MemberView>, EtcdError> {
+        self.lock().calls.list += 1;
+        let _call = self.enter(false).await;
+        let w = self.lock();
+        if !w.any_answers(endpoints) {
+            return Err(etcd_error(EtcdErrorKind::Unavailable));
+        }
+        Ok(w.members.clone())
+    }
+
+    async fn add(
+        &self,
+        endpoints: &[String],
+        peer_url: &str,
+        learner: bool,
+    ) -> Result<AddedMember, EtcdError> {
+        self.lock().calls.add += 1;
+        let _call = self.enter(true).await;
+        let mut w = self.lock();
+        if !w.any_answers(endpoints) {
+            return Err(etcd_error(EtcdErrorKind::Unavailable));
+        }
+        if let Some(error) = w.add_errors.pop_front() {
+            return Err(error);
+        }
+        if w.members
+            .iter()
+            .any(|m| m.peer_urls.iter().any(|u| u == peer_url))
+        {
+            return Err(EtcdError {
+                kind: EtcdErrorKind::Rejected,
+                message: "etcdserver: Peer URLs already exists".into(),
+            });
+        }
+        if learner && w.members.iter().any(|m| m.is_learner) {
+            return Err(etcd_error(EtcdErrorKind::TooManyLearners));
+        }
+        let id = w.fresh_id();
+        w.raft_index += 1;
+        w.members.push(MemberView {
+            id,
+            name: String::new(),
+            peer_urls: vec![peer_url.to_string()],
+            client_urls: Vec::new(),
+            is_learner: learner,
+        });
+        Ok(AddedMember {
+            id,
+            members: w.members.clone(),
+        })
+    }
+
+    async fn remove(&self, endpoints: &[String], id: u64) -> Result<(), EtcdError> {
+        self.lock().calls.remove += 1;
+        let _call = self.enter(true).await;
+        let mut w = self.lock();
+        if !w.any_answers(endpoints) {
+            return Err(etcd_error(EtcdErrorKind::Unavailable));
+        }
+        let before = w.members.len();
+        w.members.retain(|m| m.id != id);
+        if w.members.len() == before {
+            return Err(etcd_error(EtcdErrorKind::MemberNotFound));
+        }
+        w.raft_index += 1;
+        Ok(())
+    }
+
+    async fn promote(&self, endpoints: &[String], id: u64) -> Result<(), EtcdError> {
+        self.lock().calls.promote += 1;
+        let _call = self.enter(true).await;
+        let mut w = self.lock();
+        if !w.any_answers(endpoints) {
+            return Err(etcd_error(EtcdErrorKind::Unavailable));
+        }
+        let Some(member) = w.members.iter().find(|m| m.id == id).cloned() else {
+            return Err(etcd_error(EtcdErrorKind::MemberNotFound));
+        };
+        if !member.is_learner {
+            return Err(EtcdError {
+                kind: EtcdErrorKind::Rejected,
+                message: "etcdserver: can only promote a learner member".into(),
+            });
+        }
+        if !w.serving(&member.name) {
+            return Err(etcd_error(EtcdErrorKind::LearnerNotReady));
+        }
+        if let Some(m) = w.members.iter_mut().find(|m| m.id == id) {
+            m.is_learner = false;
+        }
+        w.raft_index += 1;
+        Ok(())
+    }
+
+    async fn status(&self, endpoint: &str) -> Result<MemberHealth, EtcdError> {
+        self.lock().calls.status += 1;
+        let _call = self.enter(false).await;
+        let w = self.lock();
+        let member = w.members.iter().find(|m| {
+            m.client_urls.iter().any(|u| u == endpoint)
+                || (m.started() && host_label(endpoint).as_deref() == Some(m.name.as_str()))
+        });
+        let Some(member) = member.filter(|m| w.serving(&m.name)) else {
+            return Err(etcd_error(EtcdErrorKind::Unavailable));
+        };
+        let version = w.pod(&member.name).and_then(|p| p.version.as_deref());
+        Ok(MemberHealth {
+            reachable: true,
+            version: version.and_then(|v| v.parse::<Version>().ok()),
+            leader: w.leader(),
+            raft_index: w.raft_index,
+            errors: Vec::new(),
+        })
+    }
+}
+
+#[async_trait]
+impl ClusterApi for FakeCluster {
+    async fn observe(&self) -> Result<KubeView, ApiError> {
+        let panic_now = {
+            let mut w = self.lock();
+            w.calls.observe += 1;
+            std::mem::take(&mut w.panic_next_observe)
+        };
+        if panic_now {
+            panic!("injected panic in FakeCluster::observe");
+        }
+        let w = self.lock();
+        Ok(KubeView {
+            pods: w.pods.clone(),
+            services_present: w.services_present,
+            previously_bootstrapped: w.previously_bootstrapped,
+        })
+    }
+
+    async fn ensure_services(&self) -> Result<(), ApiError> {
+        let mut w = self.lock();
+        w.calls.ensure_services += 1;
+        w.services_present = true;
+        Ok(())
+    }
+
+    async fn create_member_pod(&self, pod: &MemberPod) -> Result<(), ApiError> {
+        let mut w = self.lock();
+        w.calls.create_member_pod += 1;
+        w.created_pods.push(pod.clone());
+        if w.pod(&pod.name).is_some() {
+            return Err(ApiError::new(format!(
+                "pods \"{}\" already exists",
+                pod.name
+            )));
+        }
+        let mut view = running_pod(&pod.name, &pod.version.to_string());
+        match &pod.state {
+            InitialState::New { .. } => {
+                // A new cluster of one: the seed starts and forms it.
+                let id = w.fresh_id();
+                w.raft_index += 1;
+                w.members = vec![MemberView {
+                    id,
+                    name: pod.name.clone(),
+                    peer_urls: vec![self.topology.peer_url(&pod.name)],
+                    client_urls: vec![self.topology.client_url(&pod.name)],
+                    is_learner: false,
+                }];
+            }
+            InitialState::Existing => {
+                let client_url = self.topology.client_url(&pod.name);
+                let joining = w
+                    .members
+                    .iter_mut()
+                    .find(|m| !m.started() && m.pod_name().as_deref() == Some(pod.name.as_str()));
+                match joining {
+                    Some(m) => {
+                        m.name = pod.name.clone();
+                        m.client_urls = vec![client_url];
+                    }
+                    None => {
+                        // etcd refuses to join a cluster that does not know it.
+                        view.ready = false;
+                        view.problem = Some("etcd: member not found in the cluster".into());
+                    }
+                }
+            }
+        }
+        w.pods.push(view);
+        Ok(())
+    }
+
+    async fn delete_pod(&self, name: &str) -> Result<(), ApiError> {
+        let mut w = self.lock();
+        w.calls.delete_pod += 1;
+        w.pods.retain(|p| p.name != name);
+        Ok(())
+    }
+
+    async fn set_pod_version(&self, name: &str, version: &Version) -> Result<(), ApiError> {
+        let mut w = self.lock();
+        w.calls.set_pod_version += 1;
+        match w.pods.iter_mut().find(|p| p.name == name) {
+            Some(pod) => {
+                pod.version = Some(version.to_string());
+                Ok(())
+            }
+            None => Err(ApiError::new(format!("pods \"{name}\" not found"))),
+        }
+    }
+
+    async fn publish_status(&self, report: &StatusReport) -> Result<(), ApiError> {
+        let mut w = self.lock();
+        w.calls.publish_status += 1;
+        if report.size > 0 {
+            w.previously_bootstrapped = true;
+        }
+        w.last_status = Some(report.clone());
+        Ok(())
+    }
+
+    async fn record_event(&self, event: &EventRecord) -> Result<(), ApiError> {
+        let mut w = self.lock();
+        w.calls.record_event += 1;
+        w.events.push(event.clone());
+        Ok(())
+    }
+}
+
+/// A [`ClusterWiring`] that hands a Supervisor one [`FakeCluster`] per [`Topology`]:
+/// the one inserted for it, or a new empty one created on first use.
+#[derive(Default)]
+pub struct FakeWiring {
+    clusters: Mutex<BTreeMap<Topology, FakeCluster>>,
+}
+
+impl FakeWiring {
+    /// Wiring without any cluster yet.
+    pub fn new() -> Self {
+        FakeWiring::default()
+    }
+
+    /// Uses `fake` for its topology from now on.
+    pub fn insert(&self, fake: FakeCluster) {
+        self.lock().insert(fake.topology.clone(), fake);
+    }
+
+    /// The fake of `cluster`, created empty if it has none yet.
+    pub fn cluster(&self, cluster: &Topology) -> FakeCluster {
+        self.lock()
+            .entry(cluster.clone())
+            .or_insert_with(|| FakeCluster::new(cluster.clone()))
+            .clone()
+    }
+
+    /// Every fake handed out or inserted so far.
+    pub fn clusters(&self) -> Vec<FakeCluster> {
+        self.lock().values().cloned().collect()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<Topology, FakeCluster>> {
+        self.clusters
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl ClusterWiring for FakeWiring {
+    fn cluster_api(&self, cluster: &Topology) -> Arc<dyn ClusterApi> {
+        Arc::new(self.cluster(cluster))
+    }
+
+    fn etcd_api(&self, cluster: &Topology) -> Arc<dyn EtcdApi> {
+        Arc::new(self.cluster(cluster))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn demo() -> Topology {
+        Topology::new("default", "demo")
+    }
+
+    fn endpoints(fake: &FakeCluster) -> Vec<String> {
+        fake.pods()
+            .iter()
+            .map(|p| fake.topology().client_url(&p.name))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_seed_pod_forms_a_one_member_cluster_that_answers() {
+        let fake = FakeCluster::new(demo());
+        let seed = MemberPod {
+            name: "demo-seed".into(),
+            version: "3.5.21".parse().unwrap(),
+            initial_cluster: demo().initial_cluster(&["demo-seed".into()]),
+            state: InitialState::New { token: "t".into() },
+        };
+        fake.create_member_pod(&seed).await.unwrap();
+        let members = fake.list(&endpoints(&fake)).await.unwrap();
+        assert_eq!(members.len(), 1);
+        assert_eq!(members[0].name, "demo-seed");
+        let health = fake.status(&demo().client_url("demo-seed")).await.unwrap();
+        assert!(health.is_healthy());
+        assert_eq!(health.leader, Some(members[0].id));
+        assert_eq!(health.version, "3.5.21".parse().ok());
+    }
+
+    #[tokio::test]
+    async fn an_added_learner_starts_when_its_pod_is_created_and_can_then_be_promoted() {
+        let fake = FakeCluster::running(demo(), 1, "3.5.21");
+        let eps = endpoints(&fake);
+        let added = fake
+            .add(&eps, &demo().peer_url("demo-new"), true)
+            .await
+            .unwrap();
+        assert_eq!(added.members.len(), 2);
+        let new = added.members.iter().find(|m| m.id == added.id).unwrap();
+        assert!(new.is_learner && !new.started());
+        assert_eq!(
+            fake.promote(&eps, added.id).await.unwrap_err().kind,
+            EtcdErrorKind::LearnerNotReady
+        );
+        let pod = MemberPod {
+            name: "demo-new".into(),
+            version: "3.5.21".parse().unwrap(),
+            initial_cluster: String::new(),
+            state: InitialState::Existing,
+        };
+        fake.create_member_pod(&pod).await.unwrap();
+        fake.promote(&eps, added.id).await.unwrap();
+        assert!(fake.is_converged(2, "3.5.21"));
+    }
+
+    #[tokio::test]
+    async fn a_killed_member_stays_listed_but_does_not_answer() {
+        let fake = FakeCluster::running(demo(), 3, "3.5.21");
+        assert!(fake.kill_member("demo-m1"));
+        assert_eq!(fake.members().len(), 3);
+        let err = fake
+            .status(&demo().client_url("demo-m1"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind, EtcdErrorKind::Unavailable);
+        assert!(fake.status(&demo().client_url("demo-m0")).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn injected_add_errors_are_returned_in_order_then_adds_succeed() {
+        let fake = FakeCluster::running(demo(), 1, "3.5.21");
+        fake.fail_next_add(EtcdErrorKind::UnhealthyCluster);
+        let eps = endpoints(&fake);
+        let peer = demo().peer_url("demo-x");
+        let err = fake.add(&eps, &peer, true).await.unwrap_err();
+        assert_eq!(err.kind, EtcdErrorKind::UnhealthyCluster);
+        assert_eq!(
+            EtcdError::classify(err.message).kind,
+            EtcdErrorKind::UnhealthyCluster
+        );
+        assert!(fake.add(&eps, &peer, true).await.is_ok());
+        assert_eq!(fake.calls().add, 2);
+    }
+
+    #[tokio::test]
+    async fn removing_an_unknown_member_is_member_not_found() {
+        let fake = FakeCluster::running(demo(), 1, "3.5.21");
+        let err = fake.remove(&endpoints(&fake), 999).await.unwrap_err();
+        assert_eq!(err.kind, EtcdErrorKind::MemberNotFound);
+    }
+}

@@ -1,0 +1,257 @@
+//! The Cluster actor against the simulated cluster of `fakes`, in paused (virtual) time.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use etcd_operator_actors::cluster::{ClusterActor, ClusterConfig, Inspect, SpecChanged};
+use etcd_operator_actors::fakes::FakeCluster;
+use etcd_operator_actors::lifecycle::DesiredCluster;
+use etcd_operator_actors::metrics::Telemetry;
+use etcd_operator_actors::ports::{EtcdErrorKind, EventType, InitialState};
+use etcd_operator_actors::topology::Topology;
+use serde_json::Value;
+use slog::{Logger, o};
+use tokio::time::Instant;
+
+const V: &str = "3.5.21";
+
+fn logger() -> Logger {
+    Logger::root(slog::Discard, o!())
+}
+
+fn demo() -> Topology {
+    Topology::new("default", "demo")
+}
+
+fn start(fake: &FakeCluster, spec: DesiredCluster, config: ClusterConfig) -> Addr<ClusterActor> {
+    ClusterActor::new(
+        fake.topology().clone(),
+        spec,
+        config,
+        Arc::new(fake.clone()),
+        Arc::new(fake.clone()),
+        Telemetry::default(),
+        &logger(),
+    )
+    .start()
+}
+
+/// Waits, in virtual time, until `done` holds for the actor's debug view and the fake;
+/// gives up after ten virtual minutes.
+async fn until(
+    actor: &Addr<ClusterActor>,
+    fake: &FakeCluster,
+    what: &str,
+    done: impl Fn(&Value, &FakeCluster) -> bool,
+) -> Value {
+    for _ in 0..6_000 {
+        let view = actor.send(Inspect).await.expect("cluster actor alive");
+        if done(&view, fake) {
+            return view;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let view = actor.send(Inspect).await.expect("cluster actor alive");
+    panic!(
+        "never reached: {what}\nview: {view:#}\nmembers: {:#?}\npods: {:#?}",
+        fake.members(),
+        fake.pods()
+    );
+}
+
+/// Converged in the fake, and the actor's last status says Running with `size` ready.
+fn running_with(size: usize) -> impl Fn(&Value, &FakeCluster) -> bool {
+    move |view, fake| {
+        fake.is_converged(size, V)
+            && view["status"]["phase"] == "Running"
+            && view["status"]["ready"].as_array().map(Vec::len) == Some(size)
+    }
+}
+
+fn event_reasons(fake: &FakeCluster) -> Vec<String> {
+    fake.events().into_iter().map(|e| e.reason).collect()
+}
+
+#[actix_rt::test]
+async fn a_three_member_cluster_converges_from_nothing_through_seed_learner_adds_and_promotions() {
+    tokio::time::pause();
+    let fake = FakeCluster::new(demo());
+    let actor = start(&fake, DesiredCluster::new(3, V), ClusterConfig::default());
+
+    let view = until(&actor, &fake, "3 running members", running_with(3)).await;
+
+    assert_eq!(view["phase"], "Running");
+    assert_eq!(view["reason"], "Converged");
+    assert!(fake.services_present());
+    let status = fake.last_status().expect("a status was published");
+    assert_eq!(status.phase, "Running");
+    assert_eq!(status.ready.len(), 3);
+    assert_eq!(status.current_version.as_deref(), Some(V));
+    assert_eq!(
+        event_reasons(&fake),
+        [
+            "SeedCreated",
+            "MemberAdded",
+            "LearnerPromoted",
+            "MemberAdded",
+            "LearnerPromoted"
+        ]
+    );
+    let created = fake.created_pods();
+    assert!(matches!(created[0].state, InitialState::New { .. }));
+    assert!(
+        created[1..]
+            .iter()
+            .all(|p| p.state == InitialState::Existing)
+    );
+    // The second joiner's --initial-cluster names the two members before it and itself.
+    assert_eq!(created[2].initial_cluster.matches('=').count(), 3);
+    let calls = fake.calls();
+    assert_eq!((calls.add, calls.promote, calls.remove), (2, 2, 0));
+    assert_eq!(calls.max_membership_in_flight, 1);
+    assert_eq!(calls.max_etcd_in_flight, 1);
+}
+
+#[actix_rt::test]
+async fn scaling_three_to_two_removes_one_member_but_never_the_leader() {
+    tokio::time::pause();
+    let fake = FakeCluster::running(demo(), 3, V);
+    let leader = fake.leader().unwrap();
+    let actor = start(&fake, DesiredCluster::new(3, V), ClusterConfig::default());
+    until(&actor, &fake, "3 running members", running_with(3)).await;
+
+    actor.do_send(SpecChanged(DesiredCluster::new(2, V)));
+    until(&actor, &fake, "2 running members", running_with(2)).await;
+
+    assert!(fake.members().iter().any(|m| m.id == leader));
+    assert_eq!(fake.calls().remove, 1);
+    assert_eq!(fake.calls().add, 0);
+}
+
+#[actix_rt::test]
+async fn scaling_three_to_one_stops_at_two_members_and_reports_the_refusal() {
+    tokio::time::pause();
+    let fake = FakeCluster::running(demo(), 3, V);
+    let actor = start(&fake, DesiredCluster::new(1, V), ClusterConfig::default());
+
+    let view = until(&actor, &fake, "refusal at 2 members", |view, fake| {
+        fake.is_converged(2, V) && view["reason"] == "ScaleDownFromTwoRefused"
+    })
+    .await;
+
+    assert_eq!(view["phase"], "Running");
+    assert_eq!(view["status"]["reason"], "ScaleDownFromTwoRefused");
+    // Some more virtual time changes nothing: the refusal is stable.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(fake.is_converged(2, V));
+    assert_eq!(fake.calls().remove, 1);
+    let refusals: Vec<_> = fake
+        .events()
+        .into_iter()
+        .filter(|e| e.reason == "ScaleDownFromTwoRefused")
+        .collect();
+    assert_eq!(refusals.len(), 1, "the refusal's Event is raised once");
+    assert_eq!(refusals[0].kind, EventType::Warning);
+}
+
+#[actix_rt::test]
+async fn a_spec_change_wakes_the_actor_at_once_instead_of_at_the_next_interval() {
+    tokio::time::pause();
+    let fake = FakeCluster::running(demo(), 3, V);
+    let config = ClusterConfig {
+        tick_interval: Duration::from_secs(3600),
+        ..ClusterConfig::default()
+    };
+    let actor = start(&fake, DesiredCluster::new(3, V), config);
+    until(&actor, &fake, "3 running members", running_with(3)).await;
+    // The next tick is now an hour away.
+
+    let asked = Instant::now();
+    actor.do_send(SpecChanged(DesiredCluster::new(5, V)));
+    until(&actor, &fake, "5 running members", running_with(5)).await;
+
+    let took = asked.elapsed();
+    assert!(
+        took < Duration::from_secs(60),
+        "took {took:?} of virtual time; the interval is an hour"
+    );
+}
+
+#[actix_rt::test]
+async fn a_dead_member_is_removed_and_replaced_by_a_member_with_a_new_name() {
+    tokio::time::pause();
+    let fake = FakeCluster::running(demo(), 3, V);
+    let actor = start(&fake, DesiredCluster::new(3, V), ClusterConfig::default());
+    until(&actor, &fake, "3 running members", running_with(3)).await;
+    let before: Vec<String> = fake.members().into_iter().map(|m| m.name).collect();
+
+    assert!(fake.kill_member("demo-m1"));
+    until(&actor, &fake, "3 running members again", |view, fake| {
+        running_with(3)(view, fake) && fake.members().iter().all(|m| m.name != "demo-m1")
+    })
+    .await;
+
+    let after: Vec<String> = fake.members().into_iter().map(|m| m.name).collect();
+    let new: Vec<&String> = after.iter().filter(|n| !before.contains(n)).collect();
+    assert_eq!(new.len(), 1, "exactly one replacement: {after:?}");
+    assert!(new[0].starts_with("demo-"));
+    assert!(fake.pods().iter().all(|p| p.name != "demo-m1"));
+    let reasons = event_reasons(&fake);
+    let removed = reasons.iter().position(|r| r == "MemberRemoved").unwrap();
+    let added = reasons.iter().position(|r| r == "MemberAdded").unwrap();
+    assert!(removed < added, "removed before replaced: {reasons:?}");
+    assert_eq!(fake.calls().max_membership_in_flight, 1);
+}
+
+#[actix_rt::test]
+async fn an_unhealthy_cluster_refusal_of_member_add_is_retried_on_a_later_tick() {
+    tokio::time::pause();
+    let fake = FakeCluster::running(demo(), 1, V);
+    fake.fail_next_add(EtcdErrorKind::UnhealthyCluster);
+    fake.fail_next_add(EtcdErrorKind::UnhealthyCluster);
+    let actor = start(&fake, DesiredCluster::new(3, V), ClusterConfig::default());
+
+    until(&actor, &fake, "3 running members", running_with(3)).await;
+
+    assert_eq!(
+        fake.calls().add,
+        4,
+        "two refused adds, then two that worked"
+    );
+    let failures: Vec<_> = fake
+        .events()
+        .into_iter()
+        .filter(|e| e.reason == "ActionFailed")
+        .collect();
+    assert_eq!(failures.len(), 2);
+    assert!(failures.iter().all(|e| e.kind == EventType::Warning));
+    assert!(
+        failures[0].note.contains("unhealthy cluster"),
+        "{failures:?}"
+    );
+}
+
+#[actix_rt::test]
+async fn a_version_change_upgrades_every_member_in_place_keeping_the_membership() {
+    tokio::time::pause();
+    let fake = FakeCluster::running(demo(), 3, V);
+    let members_before = fake.members();
+    let actor = start(&fake, DesiredCluster::new(3, V), ClusterConfig::default());
+    until(&actor, &fake, "3 running members", running_with(3)).await;
+
+    actor.do_send(SpecChanged(DesiredCluster::new(3, "3.6.0")));
+    let view = until(&actor, &fake, "3 members on 3.6.0", |view, fake| {
+        fake.is_converged(3, "3.6.0") && view["status"]["current_version"] == "3.6.0"
+    })
+    .await;
+
+    assert_eq!(view["status"]["phase"], "Running");
+    assert_eq!(
+        fake.members(),
+        members_before,
+        "same members, upgraded in place"
+    );
+    assert_eq!(fake.calls().set_pod_version, 3);
+    assert_eq!(fake.calls().membership_changes(), 0);
+}

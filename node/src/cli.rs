@@ -1,0 +1,124 @@
+//! Command-line interface: `run` plays the kubelet, `kill` crashes a pod's processes.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::ipam::IpRange;
+
+/// Where the node keeps pod state unless told otherwise.
+pub const DEFAULT_STATE_DIR: &str = "/tmp/etcd-operator-local/node";
+
+/// A process node: plays the kubelet for one Node, running pod containers as local
+/// processes.
+#[derive(Debug, Parser)]
+#[command(name = "etcd-operator-node", version)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Register the node and run the pods bound to it until SIGINT/SIGTERM.
+    Run(RunArgs),
+    /// Signal a pod's running container processes (for failure tests).
+    Kill(KillArgs),
+}
+
+/// Options of `run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Kubeconfig of the cluster (default: $KUBECONFIG, then ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Name of the Node to play.
+    #[arg(long, default_value = "local-node")]
+    pub node_name: String,
+    /// Directory for pod volumes, logs and pid files.
+    #[arg(long, default_value = DEFAULT_STATE_DIR)]
+    pub state_dir: PathBuf,
+    /// An etcd version and its binary, e.g. 3.4.23=/usr/bin/etcd (repeatable; also read
+    /// from NODE_ETCD_BINARIES="V=PATH,V=PATH", which the flags override).
+    #[arg(long = "etcd-binary", value_name = "VERSION=PATH")]
+    pub etcd_binary: Vec<String>,
+    /// The hosts file whose block maps pod and service names to pod addresses.
+    #[arg(long, default_value = "/etc/hosts")]
+    pub hosts_file: PathBuf,
+    /// Loopback addresses handed to pods, FIRST-LAST.
+    #[arg(long, default_value = "127.0.1.1-127.0.255.254")]
+    pub pod_ip_range: IpRange,
+    /// On node shutdown, the longest wait for a pod's processes before SIGKILL.
+    #[arg(long, default_value_t = 10)]
+    pub shutdown_grace_seconds: u64,
+}
+
+/// Options of `kill`.
+#[derive(Debug, Args)]
+pub struct KillArgs {
+    /// The node's state directory.
+    #[arg(long, default_value = DEFAULT_STATE_DIR)]
+    pub state_dir: PathBuf,
+    /// The pod's namespace.
+    #[arg(long, short = 'n', default_value = "default")]
+    pub namespace: String,
+    /// The pod's name.
+    #[arg(long)]
+    pub pod: String,
+    /// The signal to send (KILL, TERM, INT, 9, ...).
+    #[arg(long, default_value = "KILL")]
+    pub signal: String,
+}
+
+/// The etcd table entries: NODE_ETCD_BINARIES first, then the flags.
+pub fn etcd_entries(env_value: Option<&str>, flags: &[String]) -> Vec<String> {
+    env_value
+        .into_iter()
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .chain(flags.iter().cloned())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_flags_parse_with_defaults() {
+        let cli = Cli::parse_from([
+            "etcd-operator-node",
+            "run",
+            "--etcd-binary",
+            "3.4.23=/usr/bin/etcd",
+            "--etcd-binary",
+            "3.5.21=/x/etcd",
+        ]);
+        let Command::Run(args) = cli.command else {
+            panic!("not run");
+        };
+        assert_eq!(args.node_name, "local-node");
+        assert_eq!(args.etcd_binary.len(), 2);
+        assert_eq!(args.pod_ip_range, IpRange::default());
+    }
+
+    #[test]
+    fn kill_defaults_to_sigkill() {
+        let cli = Cli::parse_from(["etcd-operator-node", "kill", "--pod", "m1"]);
+        let Command::Kill(args) = cli.command else {
+            panic!("not kill");
+        };
+        assert_eq!(args.signal, "KILL");
+        assert_eq!(args.namespace, "default");
+    }
+
+    #[test]
+    fn env_entries_come_first_so_flags_override() {
+        let entries = etcd_entries(Some("3.4.23=/a, 3.5.21=/b,"), &["3.4.23=/c".to_string()]);
+        assert_eq!(entries, vec!["3.4.23=/a", "3.5.21=/b", "3.4.23=/c"]);
+    }
+}

@@ -1,0 +1,270 @@
+//! Starting a container process: `unshare` gives it a private mount (and UTS) namespace,
+//! a small shell prologue bind-mounts its volumes and sets its hostname, then execs the
+//! command. stdout and stderr are appended to the container's log file.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use crate::images::EtcdRelease;
+use crate::volumes::Mount;
+
+/// The prologue run by `/bin/sh -c` inside the new namespaces. Arguments:
+/// hostname, /usr/local/bin overlay (or empty), working dir, mount count, then
+/// `source target ro|rw` per mount, then the command.
+pub const PROLOGUE: &str = r#"h="$1"; ov="$2"; wd="$3"; n="$4"; shift 4
+fail() { echo "etcd-operator-node: $*" >&2; exit 126; }
+hostname "$h" 2>/dev/null || true
+if [ -n "$ov" ]; then mount --bind "$ov" /usr/local/bin || fail "cannot mount $ov on /usr/local/bin"; fi
+while [ "$n" -gt 0 ]; do
+  mount --bind "$1" "$2" || fail "cannot bind-mount $1 at $2"
+  if [ "$3" = ro ]; then mount -o remount,bind,ro "$2" || fail "cannot make $2 read-only"; fi
+  shift 3; n=$((n - 1))
+done
+mkdir -p "$wd" && cd "$wd" || fail "cannot enter working directory $wd"
+exec "$@""#;
+
+/// Everything needed to start one container process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaunchSpec {
+    /// The command and its arguments.
+    pub argv: Vec<String>,
+    /// The complete environment.
+    pub env: Vec<(String, String)>,
+    /// Bind mounts, made in order of target path.
+    pub mounts: Vec<Mount>,
+    /// A directory to mount over `/usr/local/bin` (an etcd image's programs).
+    pub bin_overlay: Option<PathBuf>,
+    /// The container's hostname.
+    pub hostname: String,
+    /// The working directory.
+    pub working_dir: String,
+    /// Where stdout and stderr go.
+    pub log_path: PathBuf,
+}
+
+/// The full argv: `unshare ... /bin/sh -c PROLOGUE sh <prologue args> <command>`.
+pub fn wrapper_argv(unshare: &Path, spec: &LaunchSpec) -> Vec<String> {
+    let mut mounts = spec.mounts.clone();
+    mounts.sort_by(|a, b| a.target.cmp(&b.target));
+    let mut argv = vec![
+        unshare.display().to_string(),
+        "--mount".into(),
+        "--uts".into(),
+        "--propagation".into(),
+        "private".into(),
+        "/bin/sh".into(),
+        "-c".into(),
+        PROLOGUE.into(),
+        "sh".into(),
+        spec.hostname.clone(),
+        spec.bin_overlay
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        spec.working_dir.clone(),
+        mounts.len().to_string(),
+    ];
+    for m in &mounts {
+        argv.push(m.source.display().to_string());
+        argv.push(m.target.clone());
+        argv.push(if m.read_only { "ro" } else { "rw" }.into());
+    }
+    argv.extend(spec.argv.iter().cloned());
+    argv
+}
+
+/// Creates what the mounts need on the host: the volume path (a directory unless it is an
+/// existing file) and a mount point of the same kind.
+pub fn prepare_mount_points(mounts: &[Mount]) -> std::io::Result<()> {
+    for m in mounts {
+        if m.source.is_file() {
+            let target = Path::new(&m.target);
+            if !target.exists() {
+                if let Some(parent) = target.parent() {
+                    std::fs::create_dir_all(parent)?;
+                }
+                std::fs::File::create(target)?;
+            }
+        } else {
+            std::fs::create_dir_all(&m.source)?;
+            std::fs::create_dir_all(&m.target)?;
+        }
+    }
+    Ok(())
+}
+
+/// A directory with links to an etcd release's programs, to mount over `/usr/local/bin`
+/// so that scripts calling `/usr/local/bin/etcd` find them; `None` when that cannot work
+/// (the host lacks /usr/local/bin, or a program itself lives there).
+pub fn etcd_overlay(images_dir: &Path, release: &EtcdRelease) -> Option<PathBuf> {
+    if !Path::new("/usr/local/bin").is_dir()
+        || release
+            .tools
+            .values()
+            .any(|p| p.starts_with("/usr/local/bin"))
+    {
+        return None;
+    }
+    let dir = images_dir.join(format!("etcd-{}", release.version));
+    std::fs::create_dir_all(&dir).ok()?;
+    for (name, target) in &release.tools {
+        let link = dir.join(name);
+        let _ = std::fs::remove_file(&link);
+        let target = std::fs::canonicalize(target).unwrap_or_else(|_| target.clone());
+        std::os::unix::fs::symlink(&target, &link).ok()?;
+    }
+    Some(dir)
+}
+
+/// Finds a program in the node's PATH.
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+/// Starts the process, in a process group of its own.
+pub fn spawn(unshare: &Path, spec: &LaunchSpec) -> std::io::Result<tokio::process::Child> {
+    prepare_mount_points(&spec.mounts)?;
+    if let Some(dir) = spec.log_path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&spec.log_path)?;
+    let argv = wrapper_argv(unshare, spec);
+    let mut cmd = tokio::process::Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .process_group(0)
+        .kill_on_drop(false);
+    cmd.spawn()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    fn spec(dir: &Path, argv: &[&str], mounts: Vec<Mount>) -> LaunchSpec {
+        LaunchSpec {
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            env: vec![
+                ("PATH".into(), "/usr/sbin:/usr/bin:/sbin:/bin".into()),
+                ("GREETING".into(), "hi".into()),
+            ],
+            mounts,
+            bin_overlay: None,
+            hostname: "m1".into(),
+            working_dir: "/".into(),
+            log_path: dir.join("logs/c.log"),
+        }
+    }
+
+    #[test]
+    fn wrapper_passes_mounts_sorted_then_command() {
+        let s = LaunchSpec {
+            mounts: vec![
+                Mount {
+                    source: "/v/b".into(),
+                    target: "/data/sub".into(),
+                    read_only: true,
+                },
+                Mount {
+                    source: "/v/a".into(),
+                    target: "/data".into(),
+                    read_only: false,
+                },
+            ],
+            ..spec(Path::new("/s"), &["etcd", "--name=m1"], vec![])
+        };
+        let argv = wrapper_argv(Path::new("/usr/bin/unshare"), &s);
+        let tail: Vec<&str> = argv[9..].iter().map(String::as_str).collect();
+        assert_eq!(
+            tail,
+            [
+                "m1",
+                "",
+                "/",
+                "2",
+                "/v/a",
+                "/data",
+                "rw",
+                "/v/b",
+                "/data/sub",
+                "ro",
+                "etcd",
+                "--name=m1"
+            ]
+        );
+        assert_eq!(argv[0], "/usr/bin/unshare");
+    }
+
+    #[test]
+    fn overlay_links_etcd_programs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let bin = tmp.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::write(bin.join("etcd"), b"").unwrap();
+        let release = EtcdRelease {
+            version: crate::images::Version(3, 4, 23),
+            tools: [("etcd".to_string(), bin.join("etcd"))]
+                .into_iter()
+                .collect::<BTreeMap<_, _>>(),
+        };
+        if let Some(dir) = etcd_overlay(&tmp.path().join("images"), &release) {
+            assert_eq!(
+                std::fs::read_link(dir.join("etcd")).unwrap(),
+                std::fs::canonicalize(bin.join("etcd")).unwrap()
+            );
+        }
+    }
+
+    /// Needs root (CAP_SYS_ADMIN) for the mount namespace, as the node itself does.
+    #[tokio::test]
+    async fn process_sees_its_volume_at_mount_path_and_logs_output() {
+        let Some(unshare) = find_program("unshare") else {
+            panic!("util-linux unshare is required (apt-get install util-linux)");
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let volume = tmp.path().join("vol");
+        std::fs::create_dir_all(&volume).unwrap();
+        std::fs::write(volume.join("marker"), b"from-volume").unwrap();
+        let target = tmp.path().join("mnt/data");
+        let s = spec(
+            tmp.path(),
+            &[
+                "sh",
+                "-c",
+                "cat \"$0\"/marker; echo \" $GREETING $(hostname)\"",
+            ],
+            vec![Mount {
+                source: volume,
+                target: target.display().to_string(),
+                read_only: true,
+            }],
+        );
+        let mut s = s;
+        s.argv.push(target.display().to_string());
+        let mut child = spawn(&unshare, &s).unwrap();
+        let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        let log = std::fs::read_to_string(&s.log_path).unwrap();
+        assert!(status.success(), "{log}");
+        assert_eq!(log, "from-volume hi m1\n");
+        assert!(
+            !target.join("marker").exists(),
+            "mount leaked to the host namespace"
+        );
+    }
+}

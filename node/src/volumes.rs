@@ -1,0 +1,386 @@
+//! Pod volumes on the host: emptyDir as a directory in the pod's state, hostPath as is,
+//! configMap and secret as files; projected service-account tokens and other kinds are
+//! skipped (nothing is mounted for them).
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Component, Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Container, KeyToPath, Secret, Volume};
+use kube::{Api, Client};
+
+use crate::expand::expand_with;
+use crate::statedir::PodDir;
+
+/// A bind mount to make in the container's mount namespace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mount {
+    /// Host path.
+    pub source: PathBuf,
+    /// Path seen by the container.
+    pub target: String,
+    /// Whether it is remounted read-only.
+    pub read_only: bool,
+}
+
+/// How a volume is provided.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Provision {
+    /// A directory of the pod's state.
+    EmptyDir,
+    /// A host path; `create` for `DirectoryOrCreate`.
+    HostPath {
+        /// The path.
+        path: PathBuf,
+        /// Whether to create the directory.
+        create: bool,
+    },
+    /// Files from a ConfigMap.
+    ConfigMap {
+        /// ConfigMap name.
+        name: String,
+        /// Selected keys, or all when empty.
+        items: Vec<KeyToPath>,
+        /// Whether a missing ConfigMap is fine.
+        optional: bool,
+        /// File mode.
+        mode: u32,
+    },
+    /// Files from a Secret.
+    Secret {
+        /// Secret name.
+        name: String,
+        /// Selected keys, or all when empty.
+        items: Vec<KeyToPath>,
+        /// Whether a missing Secret is fine.
+        optional: bool,
+        /// File mode.
+        mode: u32,
+    },
+    /// Not provided on this node; mounts of it are left out.
+    Skip,
+}
+
+/// Decides how a volume is provided.
+pub fn provision(volume: &Volume) -> Provision {
+    if volume.empty_dir.is_some() {
+        Provision::EmptyDir
+    } else if let Some(h) = &volume.host_path {
+        Provision::HostPath {
+            path: PathBuf::from(&h.path),
+            create: h.type_.as_deref() == Some("DirectoryOrCreate"),
+        }
+    } else if let Some(c) = &volume.config_map {
+        Provision::ConfigMap {
+            name: c.name.clone(),
+            items: c.items.clone().unwrap_or_default(),
+            optional: c.optional == Some(true),
+            mode: c.default_mode.unwrap_or(0o644) as u32,
+        }
+    } else if let Some(s) = &volume.secret {
+        Provision::Secret {
+            name: s.secret_name.clone().unwrap_or_default(),
+            items: s.items.clone().unwrap_or_default(),
+            optional: s.optional == Some(true),
+            mode: s.default_mode.unwrap_or(0o644) as u32,
+        }
+    } else {
+        Provision::Skip
+    }
+}
+
+fn is_relative_and_inside(path: &str) -> bool {
+    let p = Path::new(path);
+    !path.is_empty() && p.components().all(|c| matches!(c, Component::Normal(_)))
+}
+
+/// The bind mounts of a container, given the host path of each provided volume;
+/// `subPath` (and `subPathExpr`, expanded with `env`) select a path inside the volume.
+pub fn mounts_for(
+    container: &Container,
+    volumes: &BTreeMap<String, PathBuf>,
+    env: &[(String, String)],
+) -> Result<Vec<Mount>, String> {
+    let mut mounts = Vec::new();
+    for m in container.volume_mounts.iter().flatten() {
+        let Some(root) = volumes.get(&m.name) else {
+            continue;
+        };
+        let sub = match (&m.sub_path, &m.sub_path_expr) {
+            (Some(p), _) if !p.is_empty() => Some(p.clone()),
+            (_, Some(e)) if !e.is_empty() => Some(expand_with(e, env)),
+            _ => None,
+        };
+        let source = match sub {
+            Some(sub) if is_relative_and_inside(&sub) => root.join(sub),
+            Some(sub) => return Err(format!("volumeMount {}: bad subPath {sub:?}", m.name)),
+            None => root.clone(),
+        };
+        if !m.mount_path.starts_with('/') {
+            return Err(format!(
+                "volumeMount {}: mountPath {:?} is not absolute",
+                m.name, m.mount_path
+            ));
+        }
+        mounts.push(Mount {
+            source,
+            target: m.mount_path.clone(),
+            read_only: m.read_only == Some(true),
+        });
+    }
+    Ok(mounts)
+}
+
+/// Writes key files into `dir` (emptied first): every key, or only `items` (key → path).
+pub fn write_key_files(
+    dir: &Path,
+    data: &BTreeMap<String, Vec<u8>>,
+    items: &[KeyToPath],
+    mode: u32,
+) -> Result<(), String> {
+    let err = |e: std::io::Error| format!("{}: {e}", dir.display());
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).map_err(err)?;
+    }
+    std::fs::create_dir_all(dir).map_err(err)?;
+    let files: Vec<(String, &Vec<u8>, u32)> = if items.is_empty() {
+        data.iter().map(|(k, v)| (k.clone(), v, mode)).collect()
+    } else {
+        let mut files = Vec::new();
+        for item in items {
+            let value = data
+                .get(&item.key)
+                .ok_or_else(|| format!("key {:?} not found", item.key))?;
+            files.push((
+                item.path.clone(),
+                value,
+                item.mode.map(|m| m as u32).unwrap_or(mode),
+            ));
+        }
+        files
+    };
+    for (path, value, mode) in files {
+        if !is_relative_and_inside(&path) {
+            return Err(format!("bad key path {path:?}"));
+        }
+        let file = dir.join(&path);
+        if let Some(parent) = file.parent() {
+            std::fs::create_dir_all(parent).map_err(err)?;
+        }
+        std::fs::write(&file, value).map_err(err)?;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode & 0o777))
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+async fn config_map_data(
+    client: &Client,
+    ns: &str,
+    name: &str,
+) -> Result<Option<BTreeMap<String, Vec<u8>>>, String> {
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .get_opt(name)
+        .await
+        .map_err(|e| format!("reading configmap {name}: {e}"))?;
+    Ok(cm.map(|cm| {
+        let mut data: BTreeMap<String, Vec<u8>> = cm
+            .data
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.into_bytes()))
+            .collect();
+        for (k, v) in cm.binary_data.unwrap_or_default() {
+            data.insert(k, v.0);
+        }
+        data
+    }))
+}
+
+async fn secret_data(
+    client: &Client,
+    ns: &str,
+    name: &str,
+) -> Result<Option<BTreeMap<String, Vec<u8>>>, String> {
+    let secret = Api::<Secret>::namespaced(client.clone(), ns)
+        .get_opt(name)
+        .await
+        .map_err(|e| format!("reading secret {name}: {e}"))?;
+    Ok(secret.map(|s| {
+        s.data
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.0))
+            .collect()
+    }))
+}
+
+/// Makes every provided volume real on the host; returns volume name → host path.
+pub async fn materialize(
+    client: &Client,
+    namespace: &str,
+    pod_dir: &PodDir,
+    volumes: &[Volume],
+) -> Result<BTreeMap<String, PathBuf>, String> {
+    let mut paths = BTreeMap::new();
+    for volume in volumes {
+        let dir = pod_dir.volume(&volume.name);
+        let io = |e: std::io::Error| format!("volume {}: {e}", volume.name);
+        match provision(volume) {
+            Provision::EmptyDir => {
+                std::fs::create_dir_all(&dir).map_err(io)?;
+                paths.insert(volume.name.clone(), dir);
+            }
+            Provision::HostPath { path, create } => {
+                if create {
+                    std::fs::create_dir_all(&path).map_err(io)?;
+                }
+                paths.insert(volume.name.clone(), path);
+            }
+            Provision::ConfigMap {
+                name,
+                items,
+                optional,
+                mode,
+            } => match config_map_data(client, namespace, &name).await? {
+                Some(data) => {
+                    write_key_files(&dir, &data, &items, mode)?;
+                    paths.insert(volume.name.clone(), dir);
+                }
+                None if optional => {
+                    write_key_files(&dir, &BTreeMap::new(), &[], mode)?;
+                    paths.insert(volume.name.clone(), dir);
+                }
+                None => return Err(format!("configmap {name:?} not found")),
+            },
+            Provision::Secret {
+                name,
+                items,
+                optional,
+                mode,
+            } => match secret_data(client, namespace, &name).await? {
+                Some(data) => {
+                    write_key_files(&dir, &data, &items, mode)?;
+                    paths.insert(volume.name.clone(), dir);
+                }
+                None if optional => {
+                    write_key_files(&dir, &BTreeMap::new(), &[], mode)?;
+                    paths.insert(volume.name.clone(), dir);
+                }
+                None => return Err(format!("secret {name:?} not found")),
+            },
+            Provision::Skip => {}
+        }
+    }
+    Ok(paths)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{EmptyDirVolumeSource, ProjectedVolumeSource, VolumeMount};
+
+    fn container(mounts: Vec<VolumeMount>) -> Container {
+        Container {
+            volume_mounts: Some(mounts),
+            ..Default::default()
+        }
+    }
+
+    fn vm(name: &str, path: &str) -> VolumeMount {
+        VolumeMount {
+            name: name.into(),
+            mount_path: path.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn empty_dir_and_projected_volumes_are_classified() {
+        let v = Volume {
+            name: "data".into(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Default::default()
+        };
+        assert_eq!(provision(&v), Provision::EmptyDir);
+        let v = Volume {
+            name: "kube-api-access".into(),
+            projected: Some(ProjectedVolumeSource::default()),
+            ..Default::default()
+        };
+        assert_eq!(provision(&v), Provision::Skip);
+    }
+
+    #[test]
+    fn mounts_of_skipped_volumes_are_left_out() {
+        let volumes: BTreeMap<String, PathBuf> =
+            [("data".to_string(), PathBuf::from("/s/v/data"))].into();
+        let c = container(vec![
+            vm("data", "/var/etcd"),
+            vm(
+                "kube-api-access",
+                "/var/run/secrets/kubernetes.io/serviceaccount",
+            ),
+        ]);
+        assert_eq!(
+            mounts_for(&c, &volumes, &[]).unwrap(),
+            vec![Mount {
+                source: "/s/v/data".into(),
+                target: "/var/etcd".into(),
+                read_only: false
+            }]
+        );
+    }
+
+    #[test]
+    fn sub_path_selects_inside_volume_and_rejects_escapes() {
+        let volumes: BTreeMap<String, PathBuf> =
+            [("data".to_string(), PathBuf::from("/s/data"))].into();
+        let mut m = vm("data", "/x");
+        m.sub_path = Some("a/b".into());
+        m.read_only = Some(true);
+        let got = mounts_for(&container(vec![m.clone()]), &volumes, &[]).unwrap();
+        assert_eq!(got[0].source, PathBuf::from("/s/data/a/b"));
+        assert!(got[0].read_only);
+        m.sub_path = Some("../etc".into());
+        assert!(mounts_for(&container(vec![m]), &volumes, &[]).is_err());
+    }
+
+    #[test]
+    fn sub_path_expr_expands_env() {
+        let volumes: BTreeMap<String, PathBuf> =
+            [("data".to_string(), PathBuf::from("/s/data"))].into();
+        let mut m = vm("data", "/x");
+        m.sub_path_expr = Some("$(POD_NAME)".into());
+        let env = vec![("POD_NAME".to_string(), "m1".to_string())];
+        let got = mounts_for(&container(vec![m]), &volumes, &env).unwrap();
+        assert_eq!(got[0].source, PathBuf::from("/s/data/m1"));
+    }
+
+    #[test]
+    fn key_files_are_written_all_or_selected() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("cm");
+        let data: BTreeMap<String, Vec<u8>> = [
+            ("a".to_string(), b"1".to_vec()),
+            ("b".to_string(), b"2".to_vec()),
+        ]
+        .into();
+        write_key_files(&dir, &data, &[], 0o644).unwrap();
+        assert_eq!(std::fs::read(dir.join("a")).unwrap(), b"1");
+        assert_eq!(std::fs::read(dir.join("b")).unwrap(), b"2");
+        let items = vec![KeyToPath {
+            key: "b".into(),
+            path: "sub/bee".into(),
+            mode: Some(0o600),
+        }];
+        write_key_files(&dir, &data, &items, 0o644).unwrap();
+        assert!(!dir.join("a").exists());
+        let bee = dir.join("sub/bee");
+        assert_eq!(std::fs::read(&bee).unwrap(), b"2");
+        assert_eq!(
+            std::fs::metadata(&bee).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+}

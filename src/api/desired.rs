@@ -1,0 +1,17 @@
+//! Reduces an `EtcdCluster` to what the lifecycle decides on.
+
+use etcd_operator_actors::lifecycle::DesiredCluster;
+
+use super::EtcdCluster;
+
+/// The lifecycle's view of an EtcdCluster's spec.
+pub fn desired_cluster(cluster: &EtcdCluster) -> DesiredCluster {
+    let spec = &cluster.spec;
+    DesiredCluster {
+        size: u32::try_from(spec.size).unwrap_or(0),
+        version: spec.version_or_default().to_string(),
+        paused: spec.paused,
+        tls_requested: spec.tls.as_ref().is_some_and(|t| t.r#static.is_some()),
+        generation: cluster.metadata.generation.unwrap_or_default(),
+    }
+}

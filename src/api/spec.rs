@@ -1,0 +1,159 @@
+//! `EtcdCluster.spec`: the CoreOS v1beta2 fields, unchanged in name and meaning.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, EnvVar, PersistentVolumeClaimSpec, PodSecurityContext, ResourceRequirements,
+    Toleration,
+};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::status::EtcdClusterStatus;
+
+/// Image repository used when `spec.repository` is empty (as in the CoreOS operator).
+pub const DEFAULT_REPOSITORY: &str = "quay.io/coreos/etcd";
+/// Version used when `spec.version` is empty.
+pub const DEFAULT_VERSION: &str = "3.5.21";
+
+/// The desired state of an etcd cluster.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "etcd.database.coreos.com",
+    version = "v1beta2",
+    kind = "EtcdCluster",
+    plural = "etcdclusters",
+    shortname = "etcd",
+    namespaced,
+    status = "EtcdClusterStatus",
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Size","type":"integer","jsonPath":".spec.size"}"#,
+    printcolumn = r#"{"name":"Ready","type":"integer","jsonPath":".status.readyMembers"}"#,
+    printcolumn = r#"{"name":"Version","type":"string","jsonPath":".status.currentVersion"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdClusterSpec {
+    /// Number of voting members, 1 to 7.
+    #[schemars(range(min = 1, max = 7))]
+    pub size: i32,
+    /// Image repository of etcd; the image is `<repository>:v<version>`.
+    /// Default `quay.io/coreos/etcd`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    /// etcd version, `X.Y.Z` with an optional pre-release (`3.6.0-rc.1`). Default 3.5.21.
+    /// Upgrades move one minor version at a time; downgrades are refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Stop changing the cluster: the operator only observes and reports.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
+    /// Policy for the member pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<PodPolicy>,
+    /// TLS for peer and client traffic. Accepted for compatibility; not implemented yet:
+    /// a cluster that sets it is reported as blocked rather than run without TLS.
+    #[serde(rename = "TLS", default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsPolicy>,
+}
+
+/// How member pods are built.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodPolicy {
+    /// Extra labels on member pods (the operator's own labels win on conflict).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<BTreeMap<String, String>>,
+    /// Annotations on member pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<BTreeMap<String, String>>,
+    /// Node selector of member pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<BTreeMap<String, String>>,
+    /// Spread members over nodes (required pod anti-affinity on the hostname).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anti_affinity: Option<bool>,
+    /// Affinity of member pods (takes precedence over `antiAffinity`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+    /// Tolerations of member pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerations: Option<Vec<Toleration>>,
+    /// Resources of the etcd container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    /// Extra environment of the etcd container (e.g. `ETCD_QUOTA_BACKEND_BYTES`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd_env: Option<Vec<EnvVar>>,
+    /// Security context of member pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<PodSecurityContext>,
+    /// Keep member data on a PersistentVolumeClaim instead of an emptyDir.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent_volume_claim_spec: Option<PersistentVolumeClaimSpec>,
+    /// Image of the init container that waits for the member's DNS name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busybox_image: Option<String>,
+    /// Cluster domain appended to member names (default: none, `<member>.<cluster>.<ns>.svc`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_domain: Option<String>,
+    /// Seconds the init container waits for the member's DNS name (0: forever).
+    #[serde(
+        rename = "DNSTimeoutInSecond",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub dns_timeout_in_second: Option<i64>,
+}
+
+/// TLS settings (CoreOS layout).
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsPolicy {
+    /// Certificates from existing Secrets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub r#static: Option<StaticTls>,
+}
+
+/// TLS from static Secrets.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StaticTls {
+    /// Secrets of the members.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<MemberSecret>,
+    /// Secret with the operator's client certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator_secret: Option<String>,
+}
+
+/// Member certificate Secrets.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberSecret {
+    /// Secret with the peer certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_secret: Option<String>,
+    /// Secret with the client-facing server certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_secret: Option<String>,
+}
+
+impl EtcdClusterSpec {
+    /// The version to run, defaulted.
+    pub fn version_or_default(&self) -> &str {
+        self.version
+            .as_deref()
+            .filter(|v| !v.is_empty())
+            .unwrap_or(DEFAULT_VERSION)
+    }
+
+    /// The image repository, defaulted.
+    pub fn repository_or_default(&self) -> &str {
+        self.repository
+            .as_deref()
+            .filter(|r| !r.is_empty())
+            .unwrap_or(DEFAULT_REPOSITORY)
+    }
+}

@@ -1,0 +1,89 @@
+//! Writes the informer cache has not shown yet.
+//!
+//! Observations read pods from a watch cache, which lags behind the operator's own
+//! writes. Without care, a tick right after creating the seed pod could see no pod and
+//! create a second seed. Every create and delete is recorded here until the cache shows it
+//! (or a timeout passes), and observations are corrected with it.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long a write is expected before the cache is trusted again.
+pub const EXPECTATION_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Pods created or deleted by this operator that the cache may not show yet.
+#[derive(Debug, Default)]
+pub struct Expectations {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    created: BTreeMap<String, Instant>,
+    deleted: BTreeMap<String, Instant>,
+}
+
+impl Expectations {
+    /// Records that pod `name` was created.
+    pub fn created(&self, name: &str) {
+        let mut inner = self.lock();
+        inner.deleted.remove(name);
+        inner.created.insert(name.to_string(), Instant::now());
+    }
+
+    /// Records that pod `name` was deleted.
+    pub fn deleted(&self, name: &str) {
+        let mut inner = self.lock();
+        inner.created.remove(name);
+        inner.deleted.insert(name.to_string(), Instant::now());
+    }
+
+    /// Given the names the cache shows, returns the pods it should also show (created, not
+    /// seen yet) and the pods it should not (deleted, still seen). Settled and timed-out
+    /// expectations are dropped.
+    pub fn reconcile(&self, cached: &[String]) -> (Vec<String>, Vec<String>) {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        let fresh = |at: &Instant| now.duration_since(*at) < EXPECTATION_TIMEOUT;
+        inner
+            .created
+            .retain(|name, at| fresh(at) && !cached.contains(name));
+        inner
+            .deleted
+            .retain(|name, at| fresh(at) && cached.contains(name));
+        (
+            inner.created.keys().cloned().collect(),
+            inner.deleted.keys().cloned().collect(),
+        )
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn created_pod_is_expected_until_the_cache_shows_it() {
+        let e = Expectations::default();
+        e.created("seed");
+        assert_eq!(e.reconcile(&[]).0, vec!["seed"]);
+        assert!(e.reconcile(&["seed".into()]).0.is_empty());
+        assert!(
+            e.reconcile(&[]).0.is_empty(),
+            "settled expectations are forgotten"
+        );
+    }
+
+    #[test]
+    fn deleted_pod_is_hidden_until_the_cache_drops_it() {
+        let e = Expectations::default();
+        e.deleted("old");
+        assert_eq!(e.reconcile(&["old".into()]).1, vec!["old"]);
+        assert!(e.reconcile(&[]).1.is_empty());
+    }
+}

@@ -1,0 +1,11 @@
+//! The Kubernetes side of a cluster: the actors' `ClusterApi` port over kube-rs.
+
+mod cluster_api;
+mod expectations;
+mod pod_view;
+mod status_patch;
+
+pub use cluster_api::{Caches, KubeClusterApi};
+pub use expectations::Expectations;
+pub use pod_view::pod_view;
+pub use status_patch::status_from_report;

@@ -1,0 +1,108 @@
+//! Turns a tick's `StatusReport` into the EtcdCluster status, keeping each condition's
+//! `lastTransitionTime` while its status does not change.
+
+use etcd_operator_actors::status::StatusReport;
+use etcd_operator_actors::topology::{CLIENT_PORT, Topology};
+
+use crate::api::{ClusterCondition, EtcdClusterStatus, MembersStatus};
+
+/// The status to write, given the report and the status currently stored.
+pub fn status_from_report(
+    report: &StatusReport,
+    topology: &Topology,
+    previous: Option<&EtcdClusterStatus>,
+    now: &str,
+) -> EtcdClusterStatus {
+    let conditions = report
+        .conditions
+        .iter()
+        .map(|c| {
+            let status = if c.status { "True" } else { "False" };
+            let since = previous
+                .and_then(|p| p.conditions.iter().find(|old| old.r#type == c.kind))
+                .filter(|old| old.status == status)
+                .and_then(|old| old.last_transition_time.clone())
+                .unwrap_or_else(|| now.to_string());
+            ClusterCondition {
+                r#type: c.kind.to_string(),
+                status: status.to_string(),
+                reason: c.reason.clone(),
+                message: c.message.clone(),
+                last_transition_time: Some(since),
+            }
+        })
+        .collect();
+    EtcdClusterStatus {
+        phase: report.phase.clone(),
+        reason: report.reason.clone(),
+        message: report.message.clone(),
+        control_paused: report.paused,
+        conditions,
+        size: i32::try_from(report.size).unwrap_or(i32::MAX),
+        ready_members: i32::try_from(report.ready.len()).unwrap_or(i32::MAX),
+        service_name: topology.client_service(),
+        client_port: i32::from(CLIENT_PORT),
+        members: MembersStatus {
+            ready: report.ready.clone(),
+            unready: report.unready.clone(),
+        },
+        current_version: report.current_version.clone().unwrap_or_default(),
+        target_version: report.target_version.clone(),
+        observed_generation: Some(report.observed_generation),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use etcd_operator_actors::status::ConditionReport;
+
+    use super::*;
+
+    fn report(available: bool) -> StatusReport {
+        StatusReport {
+            phase: "Running".into(),
+            reason: "Converged".into(),
+            message: "3 members running 3.5.21".into(),
+            size: 3,
+            ready: vec!["a".into(), "b".into(), "c".into()],
+            unready: vec![],
+            current_version: Some("3.5.21".into()),
+            target_version: "3.5.21".into(),
+            conditions: vec![ConditionReport {
+                kind: "Available",
+                status: available,
+                reason: "QuorumHealthy".into(),
+                message: String::new(),
+            }],
+            paused: false,
+            observed_generation: 4,
+        }
+    }
+
+    #[test]
+    fn status_carries_coreos_fields_and_observed_generation() {
+        let t = Topology::new("prod", "demo");
+        let s = status_from_report(&report(true), &t, None, "2026-01-01T00:00:00Z");
+        assert_eq!(s.service_name, "demo-client");
+        assert_eq!(s.client_port, 2379);
+        assert_eq!(s.ready_members, 3);
+        assert_eq!(s.observed_generation, Some(4));
+        assert_eq!(s.current_version, "3.5.21");
+    }
+
+    #[test]
+    fn condition_keeps_its_transition_time_until_its_status_changes() {
+        let t = Topology::new("prod", "demo");
+        let first = status_from_report(&report(true), &t, None, "T1");
+        let same = status_from_report(&report(true), &t, Some(&first), "T2");
+        assert_eq!(
+            same.conditions[0].last_transition_time.as_deref(),
+            Some("T1")
+        );
+        let flipped = status_from_report(&report(false), &t, Some(&same), "T3");
+        assert_eq!(
+            flipped.conditions[0].last_transition_time.as_deref(),
+            Some("T3")
+        );
+    }
+}

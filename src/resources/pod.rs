@@ -1,0 +1,238 @@
+//! The pod of one etcd member: the exact etcd flags, the DNS-wait init container, and the
+//! user's pod policy.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction,
+    ObjectFieldSelector, PersistentVolumeClaimVolumeSource, Pod, PodAffinityTerm, PodAntiAffinity,
+    PodSpec, Probe, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::ResourceExt;
+
+use etcd_operator_actors::ports::{InitialState, MemberPod};
+use etcd_operator_actors::topology::{CLIENT_PORT, PEER_PORT, Topology};
+
+use super::labels::{object_labels, owner_reference, selector};
+use crate::api::EtcdCluster;
+
+/// Name of the etcd container in a member pod.
+pub const ETCD_CONTAINER: &str = "etcd";
+/// Where the member's data volume is mounted.
+const DATA_MOUNT: &str = "/var/etcd";
+/// etcd's data directory inside the volume.
+const DATA_DIR: &str = "/var/etcd/data";
+/// Init container image when the pod policy names none.
+const DEFAULT_BUSYBOX: &str = "busybox:1.36";
+
+/// The image for `version`: `<repository>:v<version>`.
+pub fn image(repository: &str, version: &str) -> String {
+    format!("{repository}:v{version}")
+}
+
+/// The etcd version an image runs, read from its tag (`quay.io/coreos/etcd:v3.5.21` → 3.5.21).
+pub fn version_of_image(image: &str) -> Option<String> {
+    let last = image.rsplit('/').next()?;
+    let (_, tag) = last.split_once(':')?;
+    let tag = tag.split('@').next()?;
+    Some(tag.strip_prefix('v').unwrap_or(tag).to_string())
+}
+
+/// Name of the PersistentVolumeClaim of a member when the pod policy asks for one.
+pub fn pvc_name(member: &str) -> String {
+    format!("{member}-data")
+}
+
+/// The etcd command line of a member. Listen addresses use the pod's IP (from the
+/// downward API); every advertised URL uses the member's DNS name, never an IP.
+pub fn etcd_flags(topology: &Topology, member: &MemberPod) -> Vec<String> {
+    let mut flags = vec![
+        format!("--name={}", member.name),
+        format!("--data-dir={DATA_DIR}"),
+        format!("--listen-peer-urls=http://$(POD_IP):{PEER_PORT}"),
+        format!("--listen-client-urls=http://$(POD_IP):{CLIENT_PORT}"),
+        format!(
+            "--initial-advertise-peer-urls={}",
+            topology.peer_url(&member.name)
+        ),
+        format!(
+            "--advertise-client-urls={}",
+            topology.client_url(&member.name)
+        ),
+        format!("--initial-cluster={}", member.initial_cluster),
+    ];
+    match &member.state {
+        InitialState::New { token } => {
+            flags.push("--initial-cluster-state=new".into());
+            flags.push(format!("--initial-cluster-token={token}"));
+        }
+        InitialState::Existing => flags.push("--initial-cluster-state=existing".into()),
+    }
+    flags
+}
+
+/// A shell loop that waits until `host` resolves (with `getent` or busybox's `nslookup`),
+/// giving up after `timeout_secs` when that is positive.
+fn dns_wait_script(host: &str, timeout_secs: i64) -> String {
+    format!(
+        "i=0; until (getent hosts {host} || nslookup {host}) >/dev/null 2>&1; do \
+         i=$((i+1)); if [ {timeout_secs} -gt 0 ] && [ $i -ge {timeout_secs} ]; then \
+         echo \"timed out waiting for DNS name {host}\"; exit 1; fi; sleep 1; done; \
+         echo \"{host} resolves\""
+    )
+}
+
+fn env_from_field(name: &str, path: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_string(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: path.to_string(),
+                ..ObjectFieldSelector::default()
+            }),
+            ..EnvVarSource::default()
+        }),
+        ..EnvVar::default()
+    }
+}
+
+fn anti_affinity(cluster: &str) -> Affinity {
+    Affinity {
+        pod_anti_affinity: Some(PodAntiAffinity {
+            required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
+                label_selector: Some(LabelSelector {
+                    match_labels: Some(selector(cluster)),
+                    ..LabelSelector::default()
+                }),
+                topology_key: "kubernetes.io/hostname".into(),
+                ..PodAffinityTerm::default()
+            }]),
+            ..PodAntiAffinity::default()
+        }),
+        ..Affinity::default()
+    }
+}
+
+/// The pod of `member` in `cluster`.
+pub fn member_pod(cluster: &EtcdCluster, member: &MemberPod) -> Pod {
+    let name = cluster.name_any();
+    let namespace = cluster.namespace().unwrap_or_default();
+    let topology = Topology::new(&namespace, &name);
+    let policy = cluster.spec.pod.clone().unwrap_or_default();
+
+    let mut labels: BTreeMap<String, String> = policy.labels.clone().unwrap_or_default();
+    labels.extend(object_labels(&name));
+    let host = topology.member_host(&member.name);
+
+    let mut env = vec![env_from_field("POD_IP", "status.podIP")];
+    env.extend(policy.etcd_env.clone().unwrap_or_default());
+
+    let mut command = vec!["/usr/local/bin/etcd".to_string()];
+    command.extend(etcd_flags(&topology, member));
+
+    let etcd = Container {
+        name: ETCD_CONTAINER.into(),
+        image: Some(image(
+            cluster.spec.repository_or_default(),
+            &member.version.to_string(),
+        )),
+        command: Some(command),
+        env: Some(env),
+        ports: Some(vec![
+            ContainerPort {
+                name: Some("client".into()),
+                container_port: i32::from(CLIENT_PORT),
+                ..ContainerPort::default()
+            },
+            ContainerPort {
+                name: Some("peer".into()),
+                container_port: i32::from(PEER_PORT),
+                ..ContainerPort::default()
+            },
+        ]),
+        readiness_probe: Some(Probe {
+            http_get: Some(HTTPGetAction {
+                path: Some("/health".into()),
+                port: IntOrString::Int(i32::from(CLIENT_PORT)),
+                ..HTTPGetAction::default()
+            }),
+            period_seconds: Some(5),
+            timeout_seconds: Some(3),
+            failure_threshold: Some(3),
+            ..Probe::default()
+        }),
+        resources: policy.resources.clone(),
+        volume_mounts: Some(vec![VolumeMount {
+            name: "etcd-data".into(),
+            mount_path: DATA_MOUNT.into(),
+            ..VolumeMount::default()
+        }]),
+        ..Container::default()
+    };
+    let wait_for_dns = Container {
+        name: "check-dns".into(),
+        image: Some(
+            policy
+                .busybox_image
+                .clone()
+                .unwrap_or_else(|| DEFAULT_BUSYBOX.into()),
+        ),
+        command: Some(vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            dns_wait_script(&host, policy.dns_timeout_in_second.unwrap_or(0)),
+        ]),
+        ..Container::default()
+    };
+    let data = match &policy.persistent_volume_claim_spec {
+        Some(_) => Volume {
+            name: "etcd-data".into(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: pvc_name(&member.name),
+                ..PersistentVolumeClaimVolumeSource::default()
+            }),
+            ..Volume::default()
+        },
+        None => Volume {
+            name: "etcd-data".into(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Volume::default()
+        },
+    };
+    let affinity = policy.affinity.clone().or_else(|| {
+        policy
+            .anti_affinity
+            .unwrap_or(false)
+            .then(|| anti_affinity(&name))
+    });
+
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(member.name.clone()),
+            namespace: Some(namespace),
+            labels: Some(labels),
+            annotations: policy.annotations.clone(),
+            owner_references: Some(vec![owner_reference(cluster)]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            hostname: Some(member.name.clone()),
+            subdomain: Some(name),
+            // A member whose container exits is dead: it is removed and replaced under a
+            // new identity, never restarted in place on data etcd may have given up on.
+            restart_policy: Some("Never".into()),
+            init_containers: Some(vec![wait_for_dns]),
+            containers: vec![etcd],
+            volumes: Some(vec![data]),
+            node_selector: policy.node_selector.clone(),
+            tolerations: policy.tolerations.clone(),
+            affinity,
+            security_context: policy.security_context.clone(),
+            automount_service_account_token: Some(false),
+            ..PodSpec::default()
+        }),
+        status: None,
+    }
+}

@@ -1,0 +1,172 @@
+//! The exact flags and shape of member pods and Services.
+
+use etcd_operator_actors::ports::{InitialState, MemberPod};
+use etcd_operator_actors::topology::Topology;
+use kube::api::ObjectMeta;
+
+use super::*;
+use crate::api::{EtcdCluster, EtcdClusterSpec, PodPolicy};
+
+fn cluster(spec: EtcdClusterSpec) -> EtcdCluster {
+    let mut c = EtcdCluster::new("demo", spec);
+    c.metadata = ObjectMeta {
+        name: Some("demo".into()),
+        namespace: Some("prod".into()),
+        uid: Some("0f6c7a2e-uid".into()),
+        ..ObjectMeta::default()
+    };
+    c
+}
+
+fn spec(size: i32, version: &str) -> EtcdClusterSpec {
+    EtcdClusterSpec {
+        size,
+        version: Some(version.into()),
+        ..EtcdClusterSpec::default()
+    }
+}
+
+fn seed() -> MemberPod {
+    let t = Topology::new("prod", "demo");
+    MemberPod {
+        name: "demo-seed1".into(),
+        version: "3.5.21".parse().unwrap(),
+        initial_cluster: t.initial_cluster(&["demo-seed1".into()]),
+        state: InitialState::New {
+            token: "demo-0123456789abcdef".into(),
+        },
+    }
+}
+
+fn joiner() -> MemberPod {
+    let t = Topology::new("prod", "demo");
+    MemberPod {
+        name: "demo-join2".into(),
+        version: "3.5.21".parse().unwrap(),
+        initial_cluster: t.initial_cluster(&["demo-seed1".into(), "demo-join2".into()]),
+        state: InitialState::Existing,
+    }
+}
+
+#[test]
+fn seed_flags_start_a_new_cluster_with_a_unique_token_and_dns_urls() {
+    let t = Topology::new("prod", "demo");
+    assert_eq!(
+        etcd_flags(&t, &seed()),
+        vec![
+            "--name=demo-seed1",
+            "--data-dir=/var/etcd/data",
+            "--listen-peer-urls=http://$(POD_IP):2380",
+            "--listen-client-urls=http://$(POD_IP):2379",
+            "--initial-advertise-peer-urls=http://demo-seed1.demo.prod.svc:2380",
+            "--advertise-client-urls=http://demo-seed1.demo.prod.svc:2379",
+            "--initial-cluster=demo-seed1=http://demo-seed1.demo.prod.svc:2380",
+            "--initial-cluster-state=new",
+            "--initial-cluster-token=demo-0123456789abcdef",
+        ]
+    );
+}
+
+#[test]
+fn joining_member_flags_use_existing_state_and_the_live_member_list() {
+    let t = Topology::new("prod", "demo");
+    let flags = etcd_flags(&t, &joiner());
+    assert!(flags.contains(&"--initial-cluster-state=existing".to_string()));
+    assert!(
+        flags.contains(
+            &"--initial-cluster=demo-seed1=http://demo-seed1.demo.prod.svc:2380,\
+          demo-join2=http://demo-join2.demo.prod.svc:2380"
+                .to_string()
+        )
+    );
+    assert!(
+        !flags
+            .iter()
+            .any(|f| f.starts_with("--initial-cluster-token"))
+    );
+}
+
+#[test]
+fn member_pod_has_hostname_subdomain_owner_and_never_restarts() {
+    let pod = member_pod(&cluster(spec(3, "3.5.21")), &seed());
+    let s = pod.spec.as_ref().unwrap();
+    assert_eq!(s.hostname.as_deref(), Some("demo-seed1"));
+    assert_eq!(s.subdomain.as_deref(), Some("demo"));
+    assert_eq!(s.restart_policy.as_deref(), Some("Never"));
+    let owner = &pod.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(owner.kind, "EtcdCluster");
+    assert_eq!(owner.controller, Some(true));
+    let labels = pod.metadata.labels.as_ref().unwrap();
+    assert_eq!(labels["etcd_cluster"], "demo");
+    assert_eq!(labels["app"], "etcd");
+    assert_eq!(
+        s.containers[0].image.as_deref(),
+        Some("quay.io/coreos/etcd:v3.5.21")
+    );
+}
+
+#[test]
+fn init_container_waits_for_the_members_own_dns_name() {
+    let pod = member_pod(&cluster(spec(3, "3.5.21")), &seed());
+    let init = &pod.spec.unwrap().init_containers.unwrap()[0];
+    let script = &init.command.as_ref().unwrap()[2];
+    assert!(
+        script.contains("getent hosts demo-seed1.demo.prod.svc"),
+        "{script}"
+    );
+    assert!(
+        script.contains("nslookup demo-seed1.demo.prod.svc"),
+        "{script}"
+    );
+}
+
+#[test]
+fn pod_policy_reaches_the_pod() {
+    let mut s = spec(3, "3.5.21");
+    s.repository = Some("registry.example/etcd".into());
+    s.pod = Some(PodPolicy {
+        labels: Some([("team".to_string(), "infra".to_string())].into()),
+        node_selector: Some([("disk".to_string(), "ssd".to_string())].into()),
+        anti_affinity: Some(true),
+        etcd_env: Some(vec![k8s_openapi::api::core::v1::EnvVar {
+            name: "ETCD_QUOTA_BACKEND_BYTES".into(),
+            value: Some("4294967296".into()),
+            ..Default::default()
+        }]),
+        ..PodPolicy::default()
+    });
+    let pod = member_pod(&cluster(s), &seed());
+    assert_eq!(pod.metadata.labels.as_ref().unwrap()["team"], "infra");
+    let ps = pod.spec.unwrap();
+    assert_eq!(ps.node_selector.unwrap()["disk"], "ssd");
+    assert!(ps.affinity.unwrap().pod_anti_affinity.is_some());
+    let etcd = &ps.containers[0];
+    assert_eq!(etcd.image.as_deref(), Some("registry.example/etcd:v3.5.21"));
+    let env = etcd.env.as_ref().unwrap();
+    assert!(env.iter().any(|e| e.name == "ETCD_QUOTA_BACKEND_BYTES"));
+    assert!(env.iter().any(|e| e.name == "POD_IP"));
+}
+
+#[test]
+fn image_tags_round_trip_to_versions() {
+    assert_eq!(
+        version_of_image(&image("quay.io/coreos/etcd", "3.4.23")).as_deref(),
+        Some("3.4.23")
+    );
+    assert_eq!(
+        version_of_image("localhost:5000/etcd:v3.5.21").as_deref(),
+        Some("3.5.21")
+    );
+    assert_eq!(version_of_image("localhost:5000/etcd"), None);
+}
+
+#[test]
+fn headless_service_publishes_not_ready_addresses() {
+    let svc = headless_service(&cluster(spec(3, "3.5.21")));
+    let s = svc.spec.unwrap();
+    assert_eq!(svc.metadata.name.as_deref(), Some("demo"));
+    assert_eq!(s.cluster_ip.as_deref(), Some("None"));
+    assert_eq!(s.publish_not_ready_addresses, Some(true));
+    let client = client_service(&cluster(spec(3, "3.5.21")));
+    assert_eq!(client.metadata.name.as_deref(), Some("demo-client"));
+}

@@ -1,0 +1,6 @@
+//! Support shared by the integration tests.
+
+// Each test binary uses only part of the support code.
+#![allow(dead_code)]
+
+pub mod etcd_process;
