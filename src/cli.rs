@@ -25,7 +25,7 @@ pub struct Cli {
 pub enum Command {
     /// Run the operator.
     Run(RunArgs),
-    /// Print the EtcdCluster CRD as YAML (the content of manifests/crd.yaml).
+    /// Print the EtcdCluster CRD as YAML (the content of manifests/10-crd.yaml).
     Crd,
 }
 

@@ -349,6 +349,42 @@ mod tests {
         assert_eq!(describe_status("Unknown", "boom"), "boom");
     }
 
+    #[derive(Debug)]
+    struct Layer(&'static str, Option<Box<Layer>>);
+
+    impl std::fmt::Display for Layer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Layer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|l| l as _)
+        }
+    }
+
+    #[test]
+    fn transport_errors_say_their_causes_without_tonic_wrappers() {
+        // What tonic reports when nothing listens on the endpoint.
+        let refused = Layer(
+            "transport error",
+            Some(Box::new(Layer(
+                "tcp connect error",
+                Some(Box::new(Layer(
+                    "transport error",
+                    Some(Box::new(Layer("Connection refused (os error 111)", None))),
+                ))),
+            ))),
+        );
+        let text = with_sources("transport error", &refused);
+        assert_eq!(
+            text,
+            "transport error: tcp connect error: Connection refused (os error 111)"
+        );
+        assert_eq!(EtcdError::classify(text).kind, EtcdErrorKind::Unavailable);
+    }
+
     #[test]
     fn endpoint_lists_share_a_client_whatever_their_order() {
         let a = endpoint_key(&["http://b:2379".into(), "http://a:2379".into()]);

@@ -61,8 +61,8 @@ all_executable() {
 
 # Finish a build: move <dir>/bin.partial to <dir>/bin in one rename.
 publish_bin() {
-    local dir=$1
-    rm -rf "$dir/bin"
+    local dir=${1:?}
+    rm -rf "${dir:?}/bin"
     mv "$dir/bin.partial" "$dir/bin"
 }
 
@@ -88,7 +88,7 @@ build_k8s() {
 
     local start
     start=$(date +%s)
-    log "kubernetes $version: building (a cold build takes 10-20 minutes)"
+    log "kubernetes $version: building (cold: about 5 minutes on 2 cores, more on a slow network)"
     mkdir -p "$dir"
 
     # The wrapper module is kept (its go.sum makes rebuilds offline); it is
@@ -124,13 +124,14 @@ build_k8s() {
             # Copy the godebug settings (single line or block) so the binaries
             # behave as upstream builds them.
             local kv
-            for kv in $(awk '
+            awk '
                 /^godebug[[:space:]]*\(/ { inblock = 1; next }
                 inblock && /^\)/          { inblock = 0; next }
                 inblock                   { print $1; next }
-                /^godebug[[:space:]]/     { print $2 }' "$gomod"); do
-                go mod edit "-godebug=$kv"
-            done
+                /^godebug[[:space:]]/     { print $2 }' "$gomod" |
+                while read -r kv; do
+                    if [[ -n $kv ]]; then go mod edit "-godebug=$kv"; fi
+                done
 
             # Resolve the two commands (this also records the go.sum entries
             # of every package they need).

@@ -31,7 +31,7 @@
 #   KCM_PORT             kube-controller-manager secure port (default 16257)
 #   UP_TIMEOUT           seconds to wait for each component (default 120)
 #
-# Missing Kubernetes binaries are built by tools/build-binaries.sh (10-20 minutes
+# Missing Kubernetes binaries are built by tools/build-binaries.sh (about 5 minutes
 # the first time).
 set -euo pipefail
 
@@ -108,11 +108,11 @@ wait_until() {
     until "$@" >/dev/null 2>&1; do
         if ! is_running "$name"; then
             log_tail "$name"
-            die "$name exited before $what"
+            die "$name exited before $what (log: $LOGS/$name.log; clean up with: $0 down)"
         fi
         if ((SECONDS >= deadline)); then
             log_tail "$name"
-            die "$name: no $what after ${UP_TIMEOUT}s (log: $LOGS/$name.log)"
+            die "$name: no $what after ${UP_TIMEOUT}s (log: $LOGS/$name.log; clean up with: $0 down)"
         fi
         sleep 0.5
     done
@@ -125,7 +125,7 @@ port_in_use() { (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
 require_free_port() {
     local name=$1 port=$2
     if port_in_use "$port"; then
-        die "port $HOST:$port is in use by a process this script did not start; cannot start $name (set the *_PORT variables to move it)"
+        die "port $HOST:$port is in use by another process; cannot start $name (set the *_PORT variables to move it)"
     fi
 }
 

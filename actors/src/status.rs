@@ -111,6 +111,8 @@ pub fn summarize(decision: &Decision, obs: &Observation, spec: &DesiredCluster) 
         status: degraded_status,
         reason: if blocked {
             why.reason.as_str().into()
+        } else if matches!(phase, Phase::Bootstrapping) {
+            "Bootstrapping".into()
         } else if degraded_status {
             "MembersUnhealthy".into()
         } else {

@@ -48,7 +48,10 @@ pub struct Supervisor {
     wiring: Arc<dyn ClusterWiring>,
     config: ClusterConfig,
     telemetry: Telemetry,
+    /// The supervisor's own logger.
     logger: Logger,
+    /// The root logger, parent of each Cluster actor's logger.
+    root: Logger,
     clusters: BTreeMap<Topology, Addr<ClusterActor>>,
     /// Objects of the relist in progress, if one is.
     relist: Option<BTreeMap<Topology, DesiredCluster>>,
@@ -69,6 +72,7 @@ impl Supervisor {
             config,
             telemetry,
             logger: logger.new(slog::o!("actor" => "supervisor")),
+            root: logger.clone(),
             clusters: BTreeMap::new(),
             relist: None,
             synced: false,
@@ -84,7 +88,7 @@ impl Supervisor {
         let kube = self.wiring.cluster_api(&cluster);
         let etcd = self.wiring.etcd_api(&cluster);
         let (config, telemetry, logger) =
-            (self.config, self.telemetry.clone(), self.logger.clone());
+            (self.config, self.telemetry.clone(), self.root.clone());
         let key = cluster.clone();
         let addr = actix::Supervisor::start(move |_| {
             ClusterActor::new(key, spec, config, kube, etcd, telemetry, &logger)

@@ -44,6 +44,17 @@ impl Default for IpRange {
     }
 }
 
+impl std::fmt::Display for IpRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}-{}",
+            Ipv4Addr::from(self.first),
+            Ipv4Addr::from(self.last)
+        )
+    }
+}
+
 impl FromStr for IpRange {
     type Err = String;
 
@@ -176,6 +187,12 @@ mod tests {
         assert!("127.0.0.1-127.0.0.9".parse::<IpRange>().is_err());
         assert!("10.0.0.1-10.0.0.9".parse::<IpRange>().is_err());
         assert!("127.0.2.1-127.0.1.1".parse::<IpRange>().is_err());
+    }
+
+    #[test]
+    fn range_displays_as_it_parses() {
+        let r: IpRange = "127.0.1.1-127.0.2.9".parse().unwrap();
+        assert_eq!(r.to_string(), "127.0.1.1-127.0.2.9");
     }
 
     #[test]

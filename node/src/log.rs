@@ -4,9 +4,7 @@ use std::fmt;
 
 /// Writes one event line.
 pub fn emit(args: fmt::Arguments<'_>) {
-    let now = jiff::Timestamp::now()
-        .round(jiff::Unit::Millisecond)
-        .unwrap_or_else(|_| jiff::Timestamp::now());
+    let now = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.3fZ");
     eprintln!("{now} {args}");
 }
 

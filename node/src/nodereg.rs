@@ -287,9 +287,10 @@ async fn refresh_ready(ctx: &NodeCtx, reg: &Registration) -> Result<(), kube::Er
 }
 
 /// Renews the lease and the Ready heartbeat every [`HEARTBEAT`] until shutdown.
+/// When the Node object disappears (a recreated control plane), it is registered again.
 pub async fn heartbeat(
     ctx: std::sync::Arc<NodeCtx>,
-    reg: Registration,
+    mut reg: Registration,
     shutdown: CancellationToken,
 ) {
     let mut tick = tokio::time::interval(HEARTBEAT);
@@ -299,10 +300,27 @@ pub async fn heartbeat(
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let result = match renew_lease(&ctx, &reg).await {
-            Ok(()) => refresh_ready(&ctx, &reg).await,
-            Err(e) => Err(e),
-        };
+        let mut result = refresh_ready(&ctx, &reg).await;
+        if matches!(&result, Err(kube::Error::Api(e)) if e.code == 404) {
+            event!(
+                "node {} no longer exists; registering it again",
+                ctx.node_name
+            );
+            match register(&ctx).await {
+                Ok(r) => {
+                    reg = r;
+                    result = Ok(());
+                }
+                Err(e) => {
+                    failing = true;
+                    event!("node registration failed: {e:#}");
+                    continue;
+                }
+            }
+        }
+        if result.is_ok() {
+            result = renew_lease(&ctx, &reg).await;
+        }
         match result {
             Ok(()) if failing => {
                 failing = false;

@@ -215,7 +215,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         shutdown.clone(),
     ));
     event!(
-        "node {} running (state {}, hosts {}, pod IPs {:?})",
+        "node {} running (state {}, hosts {}, pod IPs {})",
         args.node_name,
         args.state_dir.display(),
         args.hosts_file.display(),

@@ -93,7 +93,6 @@ struct Slot {
     blocked_image: Option<String>,
     kill_at: Option<Instant>,
     stopping: Option<StopWhy>,
-    has_run: bool,
 }
 
 impl Slot {
@@ -101,9 +100,6 @@ impl Slot {
         let image = container.image.clone().unwrap_or_default();
         let record =
             previous.unwrap_or_else(|| ContainerRecord::new(&container.name, &image, reason));
-        let has_run = record.restart_count > 0
-            || record.last_termination.is_some()
-            || !matches!(record.state, RunState::Waiting { .. });
         Slot {
             record,
             proc: None,
@@ -113,7 +109,6 @@ impl Slot {
             blocked_image: None,
             kill_at: None,
             stopping: None,
-            has_run,
         }
     }
 
@@ -591,10 +586,6 @@ impl PodWorker {
         let pod_ip = self.ip.clone();
         let events = self.events_tx.clone();
         let slot = &mut self.slots_mut(kind)[i];
-        if slot.has_run {
-            slot.record.restart_count += 1;
-        }
-        slot.has_run = true;
         slot.retry_at = None;
         slot.record.image_id = program.image_id();
         slot.record.state = RunState::Running {
@@ -719,6 +710,7 @@ impl PodWorker {
         slot.record.ready = false;
         let back_off = |slot: &mut Slot, term: Terminated| {
             let delay = restart::backoff(slot.record.restart_count);
+            slot.record.restart_count += 1;
             slot.record.last_termination = Some(term);
             slot.record.wait(
                 "CrashLoopBackOff",
@@ -732,6 +724,7 @@ impl PodWorker {
         };
         match (stopping, kind) {
             (Some(StopWhy::ImageChange), _) => {
+                slot.record.restart_count += 1;
                 slot.record.last_termination = Some(term);
                 slot.record.wait("ContainerCreating", None);
                 slot.retry_at = None;
@@ -816,7 +809,9 @@ impl PodWorker {
             return;
         }
         let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), &self.ns);
-        let patch = Patch::Strategic(serde_json::json!({ "status": value }));
+        let patch = Patch::Strategic(
+            serde_json::json!({ "status": clear_absent_condition_fields(&value) }),
+        );
         match api
             .patch_status(&self.name, &PatchParams::default(), &patch)
             .await
@@ -976,4 +971,44 @@ fn spawn_probe(
             tokio::time::sleep(timing.period).await;
         }
     }))
+}
+
+/// Conditions are merged by type in a strategic merge patch, so a field left out would keep
+/// its old value: send the optional fields a condition lacks as explicit nulls.
+pub fn clear_absent_condition_fields(status: &serde_json::Value) -> serde_json::Value {
+    let mut status = status.clone();
+    if let Some(conditions) = status.get_mut("conditions").and_then(|c| c.as_array_mut()) {
+        for condition in conditions.iter_mut().filter_map(|c| c.as_object_mut()) {
+            for field in ["reason", "message"] {
+                condition.entry(field).or_insert(serde_json::Value::Null);
+            }
+        }
+    }
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absent_condition_reason_and_message_become_null() {
+        let status = serde_json::json!({
+            "phase": "Running",
+            "conditions": [
+                { "type": "Ready", "status": "True" },
+                { "type": "Initialized", "status": "False", "reason": "X", "message": "m" },
+            ],
+        });
+        let patched = clear_absent_condition_fields(&status);
+        assert_eq!(patched["conditions"][0]["reason"], serde_json::Value::Null);
+        assert!(
+            patched["conditions"][0]
+                .as_object()
+                .unwrap()
+                .contains_key("message")
+        );
+        assert_eq!(patched["conditions"][1]["reason"], "X");
+        assert_eq!(patched["phase"], "Running");
+    }
 }

@@ -25,7 +25,7 @@ pub fn crd() -> CustomResourceDefinition {
         };
         let rule = serde_json::from_value(json!({
             "rule": format!("!has(self.version) || self.version.matches(r'{VERSION_PATTERN}')"),
-            "message": "spec.version must be a release version like 3.5.21 \
+            "message": "must be a release version like 3.5.35 \
                         (X.Y.Z, optionally with a pre-release such as 3.6.0-rc.1)",
             "fieldPath": ".version",
             "reason": "FieldValueInvalid",

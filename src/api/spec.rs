@@ -15,7 +15,7 @@ use super::status::EtcdClusterStatus;
 /// Image repository used when `spec.repository` is empty (as in the CoreOS operator).
 pub const DEFAULT_REPOSITORY: &str = "quay.io/coreos/etcd";
 /// Version used when `spec.version` is empty.
-pub const DEFAULT_VERSION: &str = "3.5.21";
+pub const DEFAULT_VERSION: &str = "3.5.35";
 
 /// The desired state of an etcd cluster.
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -42,7 +42,7 @@ pub struct EtcdClusterSpec {
     /// Default `quay.io/coreos/etcd`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repository: Option<String>,
-    /// etcd version, `X.Y.Z` with an optional pre-release (`3.6.0-rc.1`). Default 3.5.21.
+    /// etcd version, `X.Y.Z` with an optional pre-release (`3.6.0-rc.1`). Default 3.5.35.
     /// Upgrades move one minor version at a time; downgrades are refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,

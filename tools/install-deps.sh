@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the project needs, only when something is missing.
+#   etcd-server, etcd-client  etcd 3.4.23 for the real-etcd tests and the local node
+#   protobuf-compiler         protoc, needed by the etcd-client crate's build
+#   openssl                   certificates of the local control plane
+#   util-linux                unshare, for the process node's per-pod mount namespaces
+set -euo pipefail
+
+need=()
+command -v etcd >/dev/null || need+=(etcd-server)
+command -v etcdctl >/dev/null || need+=(etcd-client)
+command -v protoc >/dev/null || need+=(protobuf-compiler)
+command -v openssl >/dev/null || need+=(openssl)
+command -v unshare >/dev/null || need+=(util-linux)
+command -v curl >/dev/null || need+=(curl)
+if ((${#need[@]})); then
+  echo "installing: ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+command -v kubectl >/dev/null || { echo "kubectl is missing (it comes with the machine image)" >&2; exit 1; }
+command -v go >/dev/null || { echo "go is missing: the local control plane is built with Go" >&2; exit 1; }

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Stops everything tools/local-up.sh started (by the pids it recorded): the operator, the
+# node (which stops its pods' processes and removes its /etc/hosts entries), then the
+# control plane; and removes LOCAL_ENV_DIR.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
+RUN="$LOCAL_ENV_DIR/run"
+
+stop() {
+  local pidfile="$RUN/$1.pid" pid
+  [ -f "$pidfile" ] || return 0
+  pid=$(cat "$pidfile")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+  fi
+  rm -f "$pidfile"
+}
+stop operator
+stop node
+bash "$ROOT/tools/control-plane.sh" down

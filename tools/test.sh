@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The project's test command (README, `make test`, and CI):
+#   1. fmt and clippy;
+#   2. unit, actor and real-etcd tests (`cargo test --workspace`);
+#   3. the end-to-end suite against a real control plane, the process node and the
+#      operator (tools/local-up.sh), torn down afterwards unless it was already up.
+# E2E_ONLY=1 skips 1 and 2.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+export LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
+
+bash tools/install-deps.sh
+if [ -z "${E2E_ONLY:-}" ]; then
+  echo "== fmt and clippy"
+  cargo fmt --all -- --check
+  cargo clippy --workspace --all-targets --features e2e -- -D warnings
+  echo "== unit, actor and real-etcd tests"
+  cargo test --workspace
+fi
+
+echo "== end-to-end tests"
+if [ -f "$LOCAL_ENV_DIR/run/operator.pid" ] && kill -0 "$(cat "$LOCAL_ENV_DIR/run/operator.pid")" 2>/dev/null; then
+  echo "(reusing the local environment that is already up)"
+else
+  trap 'bash tools/local-down.sh' EXIT
+fi
+EXAMPLE= bash tools/local-up.sh
+cargo test --features e2e --test e2e -- --test-threads=1
