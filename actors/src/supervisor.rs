@@ -87,8 +87,7 @@ impl Supervisor {
         info!(self.logger, "starting cluster actor"; "cluster" => cluster.key());
         let kube = self.wiring.cluster_api(&cluster);
         let etcd = self.wiring.etcd_api(&cluster);
-        let (config, telemetry, logger) =
-            (self.config, self.telemetry.clone(), self.root.clone());
+        let (config, telemetry, logger) = (self.config, self.telemetry.clone(), self.root.clone());
         let key = cluster.clone();
         let addr = actix::Supervisor::start(move |_| {
             ClusterActor::new(key, spec, config, kube, etcd, telemetry, &logger)

@@ -1,4 +1,4 @@
-//! Readiness probes: what to check (`httpGet`, `tcpSocket`, `exec`), how often, and how
+//! Readiness and liveness probes: what to check (`httpGet`, `tcpSocket`, `exec`), how often, and how
 //! consecutive results turn into a ready/unready verdict, as the kubelet does.
 
 use std::time::Duration;
@@ -133,6 +133,14 @@ impl ProbeTracker {
             successes: 0,
             failures: 0,
             ready: false,
+        }
+    }
+
+    /// A tracker that starts out passing (liveness: healthy until proven otherwise).
+    pub fn passing(timing: &ProbeTiming) -> ProbeTracker {
+        ProbeTracker {
+            ready: true,
+            ..ProbeTracker::new(timing)
         }
     }
 
@@ -305,6 +313,15 @@ mod tests {
         assert!(t.record(false));
         assert!(!t.record(false));
         assert!(!t.record(true));
+        assert!(t.record(true));
+    }
+
+    #[test]
+    fn passing_tracker_fails_only_after_failure_threshold() {
+        let mut t = ProbeTracker::passing(&ProbeTiming::of(&Probe::default()));
+        assert!(t.record(false));
+        assert!(t.record(false));
+        assert!(!t.record(false));
         assert!(t.record(true));
     }
 

@@ -1,5 +1,5 @@
 //! One pod's life on the node: address, init containers in order, containers, restarts,
-//! image changes, readiness probes, status reports, and on deletion the graceful stop and
+//! image changes, readiness and liveness probes, status reports, and on deletion the graceful stop and
 //! removal of the pod object.
 
 use std::collections::BTreeMap;
@@ -51,6 +51,8 @@ pub enum Event {
     Probe {
         /// Which process was probed.
         generation: u64,
+        /// A liveness (not readiness) check.
+        liveness: bool,
         /// Whether it passed.
         ok: bool,
     },
@@ -89,6 +91,8 @@ struct Slot {
     proc: Option<Proc>,
     probe: Option<TaskGuard>,
     tracker: Option<ProbeTracker>,
+    liveness_probe: Option<TaskGuard>,
+    liveness: Option<ProbeTracker>,
     retry_at: Option<Instant>,
     blocked_image: Option<String>,
     kill_at: Option<Instant>,
@@ -105,11 +109,20 @@ impl Slot {
             proc: None,
             probe: None,
             tracker: None,
+            liveness_probe: None,
+            liveness: None,
             retry_at: None,
             blocked_image: None,
             kill_at: None,
             stopping: None,
         }
+    }
+
+    fn stop_probes(&mut self) {
+        self.probe = None;
+        self.tracker = None;
+        self.liveness_probe = None;
+        self.liveness = None;
     }
 
     fn may_start(&self, spec_image: &str, now: Instant) -> bool {
@@ -421,8 +434,7 @@ impl PodWorker {
                     let _ = signals::send(proc.pid, Signal::SIGTERM);
                     slot.stopping = Some(StopWhy::ImageChange);
                     slot.kill_at = Some(now + grace);
-                    slot.probe = None;
-                    slot.tracker = None;
+                    slot.stop_probes();
                     slot.record.ready = false;
                 }
             } else if slot.may_start(&image, now) {
@@ -599,18 +611,39 @@ impl PodWorker {
             image: image.clone(),
             started_at: Timestamp::now(),
         });
-        if kind == Kind::Main
-            && let Some(probe) = &container.readiness_probe
-        {
-            match probe::check_of(probe, &container, &pod_ip) {
-                Ok(check) => {
-                    let timing = ProbeTiming::of(probe);
-                    slot.tracker = Some(ProbeTracker::new(&timing));
-                    slot.record.ready = false;
-                    slot.probe = Some(spawn_probe(check, timing, pid, env, generation, events));
-                }
-                Err(msg) => {
-                    event!("pod {id} container {name}: readiness probe ignored: {msg}");
+        if kind == Kind::Main {
+            for (liveness, spec) in [
+                (false, &container.readiness_probe),
+                (true, &container.liveness_probe),
+            ] {
+                let Some(spec) = spec else {
+                    continue;
+                };
+                let what = if liveness { "liveness" } else { "readiness" };
+                match probe::check_of(spec, &container, &pod_ip) {
+                    Ok(check) => {
+                        let timing = ProbeTiming::of(spec);
+                        let task = spawn_probe(
+                            check,
+                            timing,
+                            pid,
+                            env.clone(),
+                            generation,
+                            liveness,
+                            events.clone(),
+                        );
+                        if liveness {
+                            slot.liveness = Some(ProbeTracker::passing(&timing));
+                            slot.liveness_probe = Some(task);
+                        } else {
+                            slot.tracker = Some(ProbeTracker::new(&timing));
+                            slot.record.ready = false;
+                            slot.probe = Some(task);
+                        }
+                    }
+                    Err(msg) => {
+                        event!("pod {id} container {name}: {what} probe ignored: {msg}");
+                    }
                 }
             }
         }
@@ -650,8 +683,7 @@ impl PodWorker {
                     return;
                 };
                 let name = slot.record.name.clone();
-                slot.probe = None;
-                slot.tracker = None;
+                slot.stop_probes();
                 slot.kill_at = None;
                 let stopping = slot.stopping.take();
                 self.dir.remove_pid(&name);
@@ -676,13 +708,36 @@ impl PodWorker {
                 }
                 self.after_exit(kind, i, term, stopping);
             }
-            Event::Probe { generation, ok } => {
+            Event::Probe {
+                generation,
+                liveness,
+                ok,
+            } => {
                 let Some((kind, i)) = self.find_generation(generation) else {
                     return;
                 };
                 let id = self.id();
+                let grace = self.grace(false);
                 let slot = &mut self.slots_mut(kind)[i];
-                if let Some(tracker) = &mut slot.tracker {
+                if liveness {
+                    let Some(tracker) = &mut slot.liveness else {
+                        return;
+                    };
+                    if !tracker.record(ok)
+                        && let Some(proc) = &slot.proc
+                    {
+                        event!(
+                            "pod {id} container {}: liveness probe failed; stopping pid {} (SIGTERM, SIGKILL after {}s)",
+                            slot.record.name,
+                            proc.pid,
+                            grace.as_secs()
+                        );
+                        let _ = signals::send(proc.pid, Signal::SIGTERM);
+                        slot.kill_at = Some(Instant::now() + grace);
+                        slot.stop_probes();
+                        slot.record.ready = false;
+                    }
+                } else if let Some(tracker) = &mut slot.tracker {
                     let ready = tracker.record(ok);
                     if ready != slot.record.ready {
                         event!(
@@ -843,8 +898,7 @@ impl PodWorker {
     async fn stop_all(&mut self, grace: Duration, shutdown: &CancellationToken) {
         let mut running = 0;
         for slot in self.init.iter_mut().chain(self.main.iter_mut()) {
-            slot.probe = None;
-            slot.tracker = None;
+            slot.stop_probes();
             if let Some(proc) = &slot.proc {
                 slot.stopping = Some(StopWhy::Pod);
                 let _ = signals::send(proc.pid, Signal::SIGTERM);
@@ -959,13 +1013,19 @@ fn spawn_probe(
     pid: i32,
     env: Vec<(String, String)>,
     generation: u64,
+    liveness: bool,
     events: mpsc::UnboundedSender<Event>,
 ) -> TaskGuard {
     TaskGuard(tokio::spawn(async move {
         tokio::time::sleep(timing.initial_delay).await;
         loop {
             let ok = probe::run_check(&check, timing.timeout, pid, &env).await;
-            if events.send(Event::Probe { generation, ok }).is_err() {
+            let event = Event::Probe {
+                generation,
+                liveness,
+                ok,
+            };
+            if events.send(event).is_err() {
                 return;
             }
             tokio::time::sleep(timing.period).await;

@@ -53,18 +53,18 @@ fn problem(pod: &Pod) -> Option<String> {
                 return Some(format!("{}: {reason}: {message}", cs.name));
             }
         }
-        if let Some(t) = state.and_then(|s| s.terminated.as_ref()) {
-            if t.exit_code != 0 {
-                return Some(format!(
-                    "{}: exited with code {}{}",
-                    cs.name,
-                    t.exit_code,
-                    t.reason
-                        .as_ref()
-                        .map(|r| format!(" ({r})"))
-                        .unwrap_or_default()
-                ));
-            }
+        if let Some(t) = state.and_then(|s| s.terminated.as_ref())
+            && t.exit_code != 0
+        {
+            let reason = t
+                .reason
+                .as_ref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default();
+            return Some(format!(
+                "{}: exited with code {}{reason}",
+                cs.name, t.exit_code
+            ));
         }
     }
     None

@@ -143,14 +143,15 @@ impl ClusterActor {
                 warn!(self.logger, "cannot read the cluster's pods; deciding nothing"; "error" => error);
                 false
             }
-            TickOutcome::Decided {
-                decision,
-                outcomes,
-                status,
-                status_error,
-                members,
-                elapsed,
-            } => {
+            TickOutcome::Decided(done) => {
+                let tick::Decided {
+                    decision,
+                    outcomes,
+                    status,
+                    status_error,
+                    members,
+                    elapsed,
+                } = *done;
                 metrics.tick_seconds.observe(elapsed.as_secs_f64());
                 for o in &outcomes {
                     let outcome = if o.result.is_ok() { "ok" } else { "error" };

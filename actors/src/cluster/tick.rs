@@ -36,14 +36,18 @@ pub(crate) enum TickOutcome {
     /// Kubernetes could not be read; nothing was decided.
     Blind { error: String, elapsed: Duration },
     /// A decision was taken and carried out.
-    Decided {
-        decision: Decision,
-        outcomes: Vec<ActionOutcome>,
-        status: StatusReport,
-        status_error: Option<String>,
-        members: usize,
-        elapsed: Duration,
-    },
+    Decided(Box<Decided>),
+}
+
+/// A tick that decided something.
+#[derive(Debug)]
+pub(crate) struct Decided {
+    pub decision: Decision,
+    pub outcomes: Vec<ActionOutcome>,
+    pub status: StatusReport,
+    pub status_error: Option<String>,
+    pub members: usize,
+    pub elapsed: Duration,
 }
 
 impl TickJob {
@@ -93,13 +97,13 @@ impl TickJob {
             None
         };
         let members = status.size;
-        TickOutcome::Decided {
+        TickOutcome::Decided(Box::new(Decided {
             decision,
             outcomes,
             status,
             status_error,
             members,
             elapsed: started.elapsed(),
-        }
+        }))
     }
 }
