@@ -133,6 +133,10 @@ impl Handler<WatchEvent> for Supervisor {
     type Result = ();
 
     fn handle(&mut self, event: WatchEvent, _: &mut Context<Self>) {
+        // The view lists every cluster: rebuild it only when it changes, not on every
+        // event (with N clusters a relist would otherwise cost O(N²)).
+        let relist_done = matches!(event, WatchEvent::RelistDone);
+        let before = (self.clusters.len(), self.synced, self.relist.is_some());
         match event {
             WatchEvent::RelistStarted => self.relist = Some(BTreeMap::new()),
             WatchEvent::Relisted(cluster, spec) => {
@@ -177,7 +181,9 @@ impl Handler<WatchEvent> for Supervisor {
                 self.retire(&cluster);
             }
         }
-        self.publish_view();
+        if relist_done || before != (self.clusters.len(), self.synced, self.relist.is_some()) {
+            self.publish_view();
+        }
     }
 }
 

@@ -71,6 +71,17 @@ impl Harness {
             .map(|s| s.state)
     }
 
+    /// The cluster keys the Supervisor's published debug view lists.
+    fn listed_in_view(&self) -> Value {
+        self.telemetry
+            .hub
+            .snapshot()
+            .into_iter()
+            .find(|s| s.kind == ActorKind::Supervisor)
+            .map(|s| s.state["clusters"].clone())
+            .expect("the supervisor publishes a view")
+    }
+
     fn alive(&self) -> i64 {
         self.telemetry.metrics.clusters.get()
     }
@@ -143,6 +154,7 @@ async fn a_relist_without_an_object_retires_its_actor() {
     h.send(WatchEvent::RelistDone).await;
 
     assert_eq!(h.clusters().await, ["default/a"]);
+    assert_eq!(h.listed_in_view(), serde_json::json!(["default/a"]));
     h.until("b's actor stopped", |h| {
         h.alive() == 1 && h.view(&b).is_none()
     })
@@ -169,6 +181,7 @@ async fn a_deleted_cluster_retires_its_actor_for_good() {
     h.send(WatchEvent::Deleted(a.clone())).await;
 
     assert!(h.clusters().await.is_empty());
+    assert_eq!(h.listed_in_view(), serde_json::json!([]));
     h.until("a's actor stopped", |h| {
         h.alive() == 0 && h.view(&a).is_none()
     })
@@ -188,6 +201,7 @@ async fn applied_after_the_first_list_starts_an_actor_then_forwards_spec_changes
 
     h.send(WatchEvent::Applied(a.clone(), spec(1))).await;
     assert_eq!(h.clusters().await, ["default/a"]);
+    assert_eq!(h.listed_in_view(), serde_json::json!(["default/a"]));
     h.until("a runs with 1 member", |h| h.running(&a, 1)).await;
 
     h.send(WatchEvent::Applied(a.clone(), spec(3))).await;

@@ -18,12 +18,14 @@ mod launch;
 mod log;
 mod nodereg;
 mod phase;
+mod prepare;
 mod probe;
 mod restart;
 mod run;
 mod signals;
 mod statedir;
 mod status;
+mod tasks;
 mod volumes;
 mod worker;
 

@@ -379,6 +379,20 @@ pub fn pod_status(input: StatusInput<'_>) -> PodStatus {
     }
 }
 
+/// Conditions are merged by type in a strategic merge patch, so a field left out would keep
+/// its old value: send the optional fields a condition lacks as explicit nulls.
+pub fn clear_absent_condition_fields(status: &serde_json::Value) -> serde_json::Value {
+    let mut status = status.clone();
+    if let Some(conditions) = status.get_mut("conditions").and_then(|c| c.as_array_mut()) {
+        for condition in conditions.iter_mut().filter_map(|c| c.as_object_mut()) {
+            for field in ["reason", "message"] {
+                condition.entry(field).or_insert(serde_json::Value::Null);
+            }
+        }
+    }
+    status
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -561,5 +575,26 @@ mod tests {
         assert_eq!(status.pod_ips.unwrap()[0].ip, "127.0.1.4");
         assert_eq!(status.host_ip.as_deref(), Some("127.0.0.1"));
         assert_eq!(status.container_statuses.unwrap().len(), 1);
+    }
+
+    #[test]
+    fn absent_condition_reason_and_message_become_null() {
+        let status = serde_json::json!({
+            "phase": "Running",
+            "conditions": [
+                { "type": "Ready", "status": "True" },
+                { "type": "Initialized", "status": "False", "reason": "X", "message": "m" },
+            ],
+        });
+        let patched = clear_absent_condition_fields(&status);
+        assert_eq!(patched["conditions"][0]["reason"], serde_json::Value::Null);
+        assert!(
+            patched["conditions"][0]
+                .as_object()
+                .unwrap()
+                .contains_key("message")
+        );
+        assert_eq!(patched["conditions"][1]["reason"], "X");
+        assert_eq!(patched["phase"], "Running");
     }
 }

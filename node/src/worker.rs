@@ -3,60 +3,32 @@
 //! removal of the pod object.
 
 use std::collections::BTreeMap;
-use std::os::unix::process::ExitStatusExt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, PodCondition, Secret};
+use k8s_openapi::api::core::v1::{Container, Pod, PodCondition};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use nix::sys::signal::Signal;
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::ctx::NodeCtx;
-use crate::envvars::{self, PodFacts, RefData};
-use crate::images::{self, Program};
-use crate::launch::{self, LaunchSpec};
+use crate::launch;
 use crate::log::event;
 use crate::phase::{InitProgress, Phase, init_progress, pod_phase};
-use crate::probe::{self, Check, ProbeTiming, ProbeTracker};
+use crate::prepare::{self, NotStartable, Prepared};
+use crate::probe::{self, ProbeTiming, ProbeTracker};
 use crate::restart::{self, InitOutcome, RestartPolicy};
 use crate::signals;
 use crate::statedir::PodDir;
 use crate::status::{self, ConditionInput, ContainerRecord, RunState, StatusInput, Terminated};
-use crate::volumes;
+use crate::tasks::{Event, TaskGuard, spawn_probe, spawn_waiter};
 
-/// The default PATH of container images.
-const IMAGE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 /// How long a container waits before retrying a start that failed for a passing reason.
 const RETRY: Duration = Duration::from_secs(5);
-
-/// Something that happened to one of the pod's processes.
-#[derive(Debug)]
-pub enum Event {
-    /// A container process ended.
-    Exited {
-        /// Which process.
-        generation: u64,
-        /// Its exit code, if it exited.
-        code: Option<i32>,
-        /// The signal that killed it, if any.
-        signal: Option<i32>,
-    },
-    /// A readiness check finished.
-    Probe {
-        /// Which process was probed.
-        generation: u64,
-        /// A liveness (not readiness) check.
-        liveness: bool,
-        /// Whether it passed.
-        ok: bool,
-    },
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -68,15 +40,6 @@ enum Kind {
 enum StopWhy {
     ImageChange,
     Pod,
-}
-
-/// Aborts a task when dropped.
-struct TaskGuard(JoinHandle<()>);
-
-impl Drop for TaskGuard {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 struct Proc {
@@ -462,39 +425,6 @@ impl PodWorker {
         self.main.iter().map(|s| s.record.clone()).collect()
     }
 
-    fn hostname(&self) -> String {
-        let spec = self.pod.spec.as_ref();
-        let mut h = spec
-            .and_then(|s| s.hostname.clone())
-            .unwrap_or_else(|| self.name.clone());
-        h.truncate(63);
-        h
-    }
-
-    async fn fetch_refs(&self, container: &Container) -> Result<RefData, String> {
-        let (cms, secrets) = envvars::referenced_objects(container);
-        let mut data = RefData::default();
-        for name in cms {
-            let api: Api<ConfigMap> = Api::namespaced(self.ctx.client.clone(), &self.ns);
-            if let Some(cm) = api.get_opt(&name).await.map_err(|e| e.to_string())? {
-                data.config_maps.insert(name, cm.data.unwrap_or_default());
-            }
-        }
-        for name in secrets {
-            let api: Api<Secret> = Api::namespaced(self.ctx.client.clone(), &self.ns);
-            if let Some(s) = api.get_opt(&name).await.map_err(|e| e.to_string())? {
-                let map = s
-                    .data
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
-                    .collect();
-                data.secrets.insert(name, map);
-            }
-        }
-        Ok(data)
-    }
-
     /// Tries to start a container; on failure it is left waiting with the reason a kubelet
     /// would give.
     async fn start(&mut self, kind: Kind, i: usize) {
@@ -506,78 +436,29 @@ impl PodWorker {
         let image = container.image.clone().unwrap_or_default();
         let now = Instant::now();
         self.slots_mut(kind)[i].record.image = image.clone();
-        let program = match images::resolve(&image, &self.ctx.etcd) {
+        let prepared =
+            prepare::prepare(&self.ctx, &self.pod, &self.dir, &self.ip, &container).await;
+        let Prepared {
+            program,
+            spec: launch_spec,
+        } = match prepared {
             Ok(p) => p,
-            Err(msg) => {
+            Err(NotStartable::Image(msg)) => {
                 event!("pod {id} container {name}: ErrImagePull: {msg}");
                 let slot = &mut self.slots_mut(kind)[i];
                 slot.record.wait("ErrImagePull", Some(msg));
                 slot.blocked_image = Some(image);
                 return;
             }
-        };
-        let volumes_list = self
-            .pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.volumes.clone())
-            .unwrap_or_default();
-        let prepared = async {
-            let volumes =
-                volumes::materialize(&self.ctx.client, &self.ns, &self.dir, &volumes_list)
-                    .await
-                    .map_err(|m| ("ContainerCreating", m))?;
-            let refs = self
-                .fetch_refs(&container)
-                .await
-                .map_err(|m| ("CreateContainerConfigError", m))?;
-            let facts = PodFacts::of(&self.pod, &self.ip, &self.ctx.host_ip);
-            let base = vec![
-                ("PATH".to_string(), IMAGE_PATH.to_string()),
-                ("HOSTNAME".to_string(), self.hostname()),
-                ("HOME".to_string(), "/root".to_string()),
-            ];
-            let env = envvars::build_env(&container, &facts, &refs, &base)
-                .map_err(|m| ("CreateContainerConfigError", m))?;
-            let mounts = volumes::mounts_for(&container, &volumes, &env)
-                .map_err(|m| ("CreateContainerConfigError", m))?;
-            let argv = crate::command::container_argv(
-                &program,
-                container.command.as_deref().unwrap_or_default(),
-                container.args.as_deref().unwrap_or_default(),
-                &env,
-            )
-            .map_err(|m| ("CreateContainerError", m))?;
-            Ok::<_, (&str, String)>((env, mounts, argv))
-        }
-        .await;
-        let (env, mounts, argv) = match prepared {
-            Ok(x) => x,
-            Err((reason, msg)) => {
-                event!("pod {id} container {name}: {reason}: {msg}");
+            Err(NotStartable::Config { reason, message }) => {
+                event!("pod {id} container {name}: {reason}: {message}");
                 let slot = &mut self.slots_mut(kind)[i];
-                slot.record.wait(reason, Some(msg));
+                slot.record.wait(reason, Some(message));
                 slot.retry_at = Some(now + RETRY);
                 return;
             }
         };
-        let bin_overlay = match &program {
-            Program::Etcd(release) => launch::etcd_overlay(&self.ctx.state.images(), release),
-            Program::HostTools => None,
-        };
-        let spec = LaunchSpec {
-            argv,
-            env: env.clone(),
-            mounts,
-            bin_overlay,
-            hostname: self.hostname(),
-            working_dir: container
-                .working_dir
-                .clone()
-                .unwrap_or_else(|| "/".to_string()),
-            log_path: self.dir.log(&name),
-        };
-        let child = match launch::spawn(&self.ctx.unshare, &spec) {
+        let child = match launch::spawn(&self.ctx.unshare, &launch_spec) {
             Ok(child) => child,
             Err(e) => {
                 let slot = &mut self.slots_mut(kind)[i];
@@ -627,7 +508,7 @@ impl PodWorker {
                             check,
                             timing,
                             pid,
-                            env.clone(),
+                            launch_spec.env.clone(),
                             generation,
                             liveness,
                             events.clone(),
@@ -650,7 +531,7 @@ impl PodWorker {
         event!(
             "pod {id} container {name} started: pid {pid}, image {image}, restarts {}, log {}",
             slot.record.restart_count,
-            spec.log_path.display()
+            launch_spec.log_path.display()
         );
     }
 
@@ -865,7 +746,7 @@ impl PodWorker {
         }
         let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), &self.ns);
         let patch = Patch::Strategic(
-            serde_json::json!({ "status": clear_absent_condition_fields(&value) }),
+            serde_json::json!({ "status": status::clear_absent_condition_fields(&value) }),
         );
         match api
             .patch_status(&self.name, &PatchParams::default(), &patch)
@@ -982,93 +863,5 @@ impl PodWorker {
             );
         }
         self.ctx.release_ip(&self.uid);
-    }
-}
-
-fn spawn_waiter(
-    mut child: tokio::process::Child,
-    pid: i32,
-    generation: u64,
-    events: mpsc::UnboundedSender<Event>,
-) {
-    tokio::spawn(async move {
-        let status = child.wait().await;
-        // Like a container runtime, take the container's other processes down with it.
-        let _ = signals::send_group(pid, Signal::SIGKILL);
-        let (code, signal) = match status {
-            Ok(s) => (s.code(), s.signal()),
-            Err(_) => (None, Some(9)),
-        };
-        let _ = events.send(Event::Exited {
-            generation,
-            code,
-            signal,
-        });
-    });
-}
-
-fn spawn_probe(
-    check: Check,
-    timing: ProbeTiming,
-    pid: i32,
-    env: Vec<(String, String)>,
-    generation: u64,
-    liveness: bool,
-    events: mpsc::UnboundedSender<Event>,
-) -> TaskGuard {
-    TaskGuard(tokio::spawn(async move {
-        tokio::time::sleep(timing.initial_delay).await;
-        loop {
-            let ok = probe::run_check(&check, timing.timeout, pid, &env).await;
-            let event = Event::Probe {
-                generation,
-                liveness,
-                ok,
-            };
-            if events.send(event).is_err() {
-                return;
-            }
-            tokio::time::sleep(timing.period).await;
-        }
-    }))
-}
-
-/// Conditions are merged by type in a strategic merge patch, so a field left out would keep
-/// its old value: send the optional fields a condition lacks as explicit nulls.
-pub fn clear_absent_condition_fields(status: &serde_json::Value) -> serde_json::Value {
-    let mut status = status.clone();
-    if let Some(conditions) = status.get_mut("conditions").and_then(|c| c.as_array_mut()) {
-        for condition in conditions.iter_mut().filter_map(|c| c.as_object_mut()) {
-            for field in ["reason", "message"] {
-                condition.entry(field).or_insert(serde_json::Value::Null);
-            }
-        }
-    }
-    status
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn absent_condition_reason_and_message_become_null() {
-        let status = serde_json::json!({
-            "phase": "Running",
-            "conditions": [
-                { "type": "Ready", "status": "True" },
-                { "type": "Initialized", "status": "False", "reason": "X", "message": "m" },
-            ],
-        });
-        let patched = clear_absent_condition_fields(&status);
-        assert_eq!(patched["conditions"][0]["reason"], serde_json::Value::Null);
-        assert!(
-            patched["conditions"][0]
-                .as_object()
-                .unwrap()
-                .contains_key("message")
-        );
-        assert_eq!(patched["conditions"][1]["reason"], "X");
-        assert_eq!(patched["phase"], "Running");
     }
 }

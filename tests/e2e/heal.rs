@@ -1,0 +1,141 @@
+//! Dead members are replaced; the member list never keeps a dead member for long.
+
+use std::time::Duration;
+
+use crate::support::*;
+
+async fn replaced_after(ns: &str, name: &str, victim: &str, kill: impl FnOnce()) {
+    let before = wait_running(ns, name, 3, Duration::from_secs(120)).await;
+    let mut client = etcd(ns, name, &before).await;
+    write_keys(&mut client, "heal", 30).await;
+    kill();
+    let api = clusters(ns).await;
+    let victim_owned = victim.to_string();
+    let after = wait_for(
+        "the dead member to be replaced",
+        Duration::from_secs(120),
+        || {
+            let api = api.clone();
+            let victim = victim_owned.clone();
+            async move {
+                let s = api
+                    .get(name)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .status
+                    .unwrap_or_default();
+                let gone =
+                    !s.members.ready.contains(&victim) && !s.members.unready.contains(&victim);
+                if gone && s.phase == "Running" && s.members.ready.len() == 3 {
+                    Ok(s.members.ready)
+                } else {
+                    Err(format!(
+                        "{} {:?} {:?} {}",
+                        s.phase, s.members.ready, s.members.unready, s.message
+                    ))
+                }
+            }
+        },
+    )
+    .await;
+    let mut client = etcd(ns, name, &after).await;
+    let members = member_list(&mut client).await;
+    assert_eq!(members.len(), 3, "{members:?}");
+    assert!(members.iter().all(|(_, n, _)| n != victim), "{members:?}");
+    assert_keys(&mut client, "heal", 30).await;
+}
+
+#[tokio::test]
+async fn a_member_whose_process_is_killed_is_replaced_under_a_new_name() {
+    let ns = Namespace::create("heal-kill");
+    apply(&cluster_yaml(&ns.0, "healing", 3, "3.5.35", false));
+    let ready = wait_running(&ns.0, "healing", 3, Duration::from_secs(120)).await;
+    let victim = ready[1].clone();
+    let ns_name = ns.0.clone();
+    replaced_after(&ns.0, "healing", &victim, || kill_member(&ns_name, &victim)).await;
+}
+
+#[tokio::test]
+async fn a_member_whose_pod_is_deleted_is_replaced() {
+    let ns = Namespace::create("heal-delete");
+    apply(&cluster_yaml(&ns.0, "healing", 3, "3.5.35", false));
+    let ready = wait_running(&ns.0, "healing", 3, Duration::from_secs(120)).await;
+    let victim = ready[0].clone();
+    let ns_name = ns.0.clone();
+    replaced_after(&ns.0, "healing", &victim, || {
+        let (ok, out) = kubectl(
+            &["delete", "pod", "-n", &ns_name, &victim, "--wait=false"],
+            None,
+        );
+        assert!(ok, "{out}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_paused_cluster_leaves_a_killed_member_dead_until_unpaused() {
+    let ns = Namespace::create("pause");
+    apply(&cluster_yaml(&ns.0, "paused", 3, "3.5.35", false));
+    let ready = wait_running(&ns.0, "paused", 3, Duration::from_secs(120)).await;
+    let mut client = etcd(&ns.0, "paused", &ready).await;
+    write_keys(&mut client, "pause", 10).await;
+
+    patch_spec(&ns.0, "paused", serde_json::json!({"paused": true})).await;
+    let api = clusters(&ns.0).await;
+    wait_for("status to show the pause", Duration::from_secs(30), || {
+        let api = api.clone();
+        async move {
+            let s = api
+                .get("paused")
+                .await
+                .map_err(|e| e.to_string())?
+                .status
+                .unwrap_or_default();
+            if s.phase == "Paused" && s.control_paused {
+                Ok(())
+            } else {
+                Err(s.phase)
+            }
+        }
+    })
+    .await;
+    let victim = ready[2].clone();
+    kill_member(&ns.0, &victim);
+    // The operator keeps observing: the dead member shows as unready, and stays a member.
+    wait_for(
+        "the dead member to be reported unready",
+        Duration::from_secs(60),
+        || {
+            let api = api.clone();
+            let victim = victim.clone();
+            async move {
+                let s = api
+                    .get("paused")
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .status
+                    .unwrap_or_default();
+                if s.members.unready.contains(&victim) {
+                    Ok(())
+                } else {
+                    Err(format!("{:?}", s.members))
+                }
+            }
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let members = member_list(&mut client).await;
+    assert!(
+        members.iter().any(|(_, n, _)| *n == victim),
+        "paused operator removed {victim}"
+    );
+    let s = api.get("paused").await.unwrap().status.unwrap();
+    assert!(s.members.unready.contains(&victim), "{:?}", s.members);
+
+    patch_spec(&ns.0, "paused", serde_json::json!({"paused": false})).await;
+    let after = wait_running(&ns.0, "paused", 3, Duration::from_secs(120)).await;
+    assert!(!after.contains(&victim));
+    let mut client = etcd(&ns.0, "paused", &after).await;
+    assert_keys(&mut client, "pause", 10).await;
+}

@@ -1,0 +1,149 @@
+//! Deletion, operator restarts, and an operator stopped in the middle of a join.
+
+use std::time::Duration;
+
+use crate::support::*;
+
+#[tokio::test]
+async fn deleting_the_cluster_garbage_collects_its_pods_and_services() {
+    let ns = Namespace::create("delete");
+    apply(&cluster_yaml(&ns.0, "doomed", 3, "3.5.35", false));
+    wait_running(&ns.0, "doomed", 3, Duration::from_secs(120)).await;
+    let (ok, out) = kubectl(&["delete", "etcd", "doomed", "-n", &ns.0], None);
+    assert!(ok, "{out}");
+    wait_for(
+        "pods and services to be garbage-collected",
+        Duration::from_secs(90),
+        || async {
+            let (_, pods) = kubectl(&["get", "pods,services", "-n", &ns.0, "-o", "name"], None);
+            if pods.trim().is_empty() || pods.contains("No resources") {
+                Ok(())
+            } else {
+                Err(pods)
+            }
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_restarted_operator_adopts_running_clusters_without_touching_a_member() {
+    let ns = Namespace::create("adopt");
+    apply(&cluster_yaml(&ns.0, "adopted", 3, "3.5.35", false));
+    let ready = wait_running(&ns.0, "adopted", 3, Duration::from_secs(120)).await;
+    let mut client = etcd(&ns.0, "adopted", &ready).await;
+    write_keys(&mut client, "adopt", 10).await;
+    let members_before = member_list(&mut client).await;
+    let (_, pods_before) = kubectl(
+        &[
+            "get",
+            "pods",
+            "-n",
+            &ns.0,
+            "-o",
+            "jsonpath={.items[*].metadata.uid}",
+        ],
+        None,
+    );
+    let (_, events_before) = kubectl(
+        &[
+            "get",
+            "events",
+            "-n",
+            &ns.0,
+            "--field-selector",
+            "involvedObject.kind=EtcdCluster",
+            "-o",
+            "name",
+        ],
+        None,
+    );
+
+    stop_operator().await;
+    start_operator();
+    // Let the new operator tick a few times.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    wait_running(&ns.0, "adopted", 3, Duration::from_secs(60)).await;
+
+    assert_eq!(member_list(&mut client).await, members_before);
+    let (_, pods_after) = kubectl(
+        &[
+            "get",
+            "pods",
+            "-n",
+            &ns.0,
+            "-o",
+            "jsonpath={.items[*].metadata.uid}",
+        ],
+        None,
+    );
+    assert_eq!(pods_after, pods_before, "a pod was replaced");
+    let (_, events_after) = kubectl(
+        &[
+            "get",
+            "events",
+            "-n",
+            &ns.0,
+            "--field-selector",
+            "involvedObject.kind=EtcdCluster",
+            "-o",
+            "name",
+        ],
+        None,
+    );
+    assert_eq!(events_after, events_before, "the restarted operator acted");
+    assert_keys(&mut client, "adopt", 10).await;
+}
+
+#[tokio::test]
+async fn an_operator_stopped_between_member_add_and_pod_start_converges_without_a_second_bootstrap()
+{
+    let ns = Namespace::create("interrupted");
+    apply(&cluster_yaml(&ns.0, "joined", 2, "3.5.35", false));
+    let ready = wait_running(&ns.0, "joined", 2, Duration::from_secs(120)).await;
+    let mut client = etcd(&ns.0, "joined", &ready).await;
+    write_keys(&mut client, "interrupted", 10).await;
+    let cluster_id = client
+        .member_list()
+        .await
+        .unwrap()
+        .header()
+        .unwrap()
+        .cluster_id();
+
+    // Do what the operator does first when it adds a member, then "crash" before the pod.
+    stop_operator().await;
+    let name = "joined-zzzzz";
+    client
+        .member_add(
+            [format!("http://{name}.joined.{}.svc:2380", ns.0)],
+            Some(etcd_client::MemberAddOptions::new().with_is_learner()),
+        )
+        .await
+        .expect("member add");
+    patch_spec(&ns.0, "joined", serde_json::json!({"size": 3})).await;
+    start_operator();
+
+    let after = wait_running(&ns.0, "joined", 3, Duration::from_secs(180)).await;
+    let mut client = etcd(&ns.0, "joined", &after).await;
+    let members = member_list(&mut client).await;
+    assert_eq!(members.len(), 3, "{members:?}");
+    assert!(
+        members
+            .iter()
+            .all(|(_, n, learner)| !n.is_empty() && !learner),
+        "dangling member: {members:?}"
+    );
+    let same_cluster = client
+        .member_list()
+        .await
+        .unwrap()
+        .header()
+        .unwrap()
+        .cluster_id();
+    assert_eq!(
+        same_cluster, cluster_id,
+        "a second cluster was bootstrapped"
+    );
+    assert_keys(&mut client, "interrupted", 10).await;
+}

@@ -1,0 +1,304 @@
+//! What every end-to-end scenario needs: the local environment, kubectl, waiting, and etcd.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use etcd_client::{Client as Etcd, ConnectOptions, GetOptions};
+use etcd_operator::api::EtcdCluster;
+use kube::api::{Api, Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use tokio::time::{Instant, sleep};
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The local environment directory (see tools/local-up.sh).
+pub fn env_dir() -> PathBuf {
+    std::env::var_os("LOCAL_ENV_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/tmp/etcd-operator-local"))
+}
+
+/// The admin kubeconfig; panics with instructions when the environment is not up.
+pub fn kubeconfig() -> PathBuf {
+    let path = env_dir().join("kubeconfig");
+    assert!(
+        path.exists() && env_dir().join("run/operator.pid").exists(),
+        "the local environment is not up ({} missing): run `EXAMPLE= tools/local-up.sh` \
+         first, or use `make e2e`, which does",
+        path.display()
+    );
+    path
+}
+
+/// A client with the admin kubeconfig.
+pub async fn client() -> Client {
+    let kc = Kubeconfig::read_from(kubeconfig()).expect("readable kubeconfig");
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("valid kubeconfig");
+    Client::try_from(config).expect("client")
+}
+
+/// Runs kubectl with the admin kubeconfig; returns (success, stdout + stderr).
+pub fn kubectl(args: &[&str], stdin: Option<&str>) -> (bool, String) {
+    use std::io::Write;
+    let mut cmd = Command::new("kubectl");
+    cmd.args(args)
+        .env("KUBECONFIG", kubeconfig())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("kubectl runs");
+    if let Some(input) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+    }
+    let out = child.wait_with_output().expect("kubectl finishes");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// Applies YAML, panicking on failure.
+pub fn apply(yaml: &str) {
+    let (ok, out) = kubectl(&["apply", "-f", "-"], Some(yaml));
+    assert!(ok, "kubectl apply failed: {out}");
+}
+
+/// An EtcdCluster manifest.
+pub fn cluster_yaml(ns: &str, name: &str, size: u32, version: &str, paused: bool) -> String {
+    format!(
+        "apiVersion: etcd.database.coreos.com/v1beta2\nkind: EtcdCluster\nmetadata:\n  \
+         name: {name}\n  namespace: {ns}\nspec:\n  size: {size}\n  version: \"{version}\"\n  \
+         paused: {paused}\n"
+    )
+}
+
+/// A namespace for one scenario, deleted (with everything in it) when dropped.
+pub struct Namespace(pub String);
+
+impl Namespace {
+    /// Creates `e2e-<name>`.
+    pub fn create(name: &str) -> Self {
+        let ns = format!("e2e-{name}");
+        let _ = kubectl(
+            &["delete", "namespace", &ns, "--wait=true", "--timeout=60s"],
+            None,
+        );
+        let (ok, out) = kubectl(&["create", "namespace", &ns], None);
+        assert!(ok, "{out}");
+        Namespace(ns)
+    }
+}
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        let _ = kubectl(&["delete", "namespace", &self.0, "--wait=false"], None);
+    }
+}
+
+/// Polls `probe` every 200 ms until it returns `Some`, or panics after `timeout` with
+/// `what` and the last state `describe` returns.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        match probe().await {
+            Ok(value) => return value,
+            Err(state) if Instant::now() >= deadline => {
+                panic!("timed out after {timeout:?} waiting for {what}; last state: {state}")
+            }
+            Err(_) => sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
+/// The EtcdCluster API of a namespace.
+pub async fn clusters(ns: &str) -> Api<EtcdCluster> {
+    Api::namespaced(client().await, ns)
+}
+
+/// Waits until the cluster is Running with `size` ready members, its status answering the
+/// current generation; returns the ready member names.
+pub async fn wait_running(ns: &str, name: &str, size: usize, timeout: Duration) -> Vec<String> {
+    let api = clusters(ns).await;
+    wait_for(
+        &format!("{ns}/{name} Running with {size} ready"),
+        timeout,
+        || {
+            let api = api.clone();
+            async move {
+                let c = api.get(name).await.map_err(|e| e.to_string())?;
+                let generation = c.metadata.generation;
+                let s = c.status.unwrap_or_default();
+                let settled = s.phase == "Running"
+                    && s.members.ready.len() == size
+                    && s.members.unready.is_empty()
+                    && s.observed_generation == generation;
+                if settled {
+                    Ok(s.members.ready)
+                } else {
+                    Err(format!(
+                        "phase {} reason {} ready {:?} unready {:?}: {}",
+                        s.phase, s.reason, s.members.ready, s.members.unready, s.message
+                    ))
+                }
+            }
+        },
+    )
+    .await
+}
+
+/// Patches the spec of a cluster.
+pub async fn patch_spec(ns: &str, name: &str, spec: serde_json::Value) {
+    clusters(ns)
+        .await
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({ "spec": spec })),
+        )
+        .await
+        .expect("patch the spec");
+}
+
+/// Client URL of a member.
+pub fn member_url(ns: &str, cluster: &str, member: &str) -> String {
+    format!("http://{member}.{cluster}.{ns}.svc:2379")
+}
+
+/// An etcd client over the given members.
+pub async fn etcd(ns: &str, cluster: &str, members: &[String]) -> Etcd {
+    let endpoints: Vec<String> = members.iter().map(|m| member_url(ns, cluster, m)).collect();
+    let options = ConnectOptions::new()
+        .with_connect_timeout(Duration::from_secs(3))
+        .with_timeout(Duration::from_secs(5));
+    Etcd::connect(endpoints, Some(options))
+        .await
+        .expect("connect to etcd")
+}
+
+/// Writes `count` keys `prefix/i = value-i`.
+pub async fn write_keys(etcd: &mut Etcd, prefix: &str, count: usize) {
+    for i in 0..count {
+        etcd.put(format!("{prefix}/{i}"), format!("value-{i}"), None)
+            .await
+            .expect("put");
+    }
+}
+
+/// Asserts every key `prefix/i` (i < count) reads back `value-i`.
+pub async fn assert_keys(etcd: &mut Etcd, prefix: &str, count: usize) {
+    let resp = etcd
+        .get(prefix.to_string(), Some(GetOptions::new().with_prefix()))
+        .await
+        .expect("get");
+    let found: std::collections::BTreeMap<String, String> = resp
+        .kvs()
+        .iter()
+        .map(|kv| {
+            (
+                kv.key_str().unwrap().to_string(),
+                kv.value_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    for i in 0..count {
+        assert_eq!(
+            found.get(&format!("{prefix}/{i}")).map(String::as_str),
+            Some(format!("value-{i}").as_str()),
+            "key {prefix}/{i} lost"
+        );
+    }
+}
+
+/// (id, name, is_learner) of every member, read from etcd.
+pub async fn member_list(etcd: &mut Etcd) -> Vec<(u64, String, bool)> {
+    etcd.member_list()
+        .await
+        .expect("member list")
+        .members()
+        .iter()
+        .map(|m| (m.id(), m.name().to_string(), m.is_learner()))
+        .collect()
+}
+
+/// Kills a member's etcd process through the process node, as a crash would.
+pub fn kill_member(ns: &str, pod: &str) {
+    let node = root().join("target/debug/etcd-operator-node");
+    let out = Command::new(node)
+        .args(["kill", "--state-dir"])
+        .arg(env_dir().join("node"))
+        .args(["--namespace", ns, "--pod", pod])
+        .output()
+        .expect("node kill runs");
+    assert!(
+        out.status.success(),
+        "kill {ns}/{pod}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn operator_pid() -> Option<i32> {
+    std::fs::read_to_string(env_dir().join("run/operator.pid"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn alive(pid: i32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+}
+
+/// Stops the operator started by tools/local-up.sh (SIGTERM, by its recorded pid).
+pub async fn stop_operator() {
+    let pid = operator_pid().expect("operator pid file");
+    let _ = Command::new("kill").arg(pid.to_string()).status();
+    wait_for(
+        "the operator to exit",
+        Duration::from_secs(30),
+        || async move {
+            if alive(pid) {
+                Err(format!("pid {pid} alive"))
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
+}
+
+/// Starts the operator again (tools/local-up.sh restarts what is not running) and waits
+/// until it is ready.
+pub fn start_operator() {
+    let status = Command::new("bash")
+        .arg(root().join("tools/local-up.sh"))
+        .env("EXAMPLE", "")
+        .env("LOCAL_ENV_DIR", env_dir())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("local-up runs");
+    assert!(
+        status.success(),
+        "tools/local-up.sh failed to restart the operator"
+    );
+}
