@@ -13,7 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use etcd_client::{Client, ConnectOptions, Member, MemberAddOptions};
 use etcd_operator_actors::lifecycle::{MemberHealth, MemberView};
-use etcd_operator_actors::ports::{AddedMember, EtcdApi, EtcdError};
+use etcd_operator_actors::ports::{AddedMember, EtcdApi, EtcdError, EtcdErrorKind};
 
 /// How many endpoint lists keep a cached client; past that the cache starts over.
 const MAX_CACHED_CLIENTS: usize = 64;
@@ -67,7 +67,9 @@ impl EtcdClientApi {
     }
 
     /// Runs `call` with a client for `endpoints`, bounded by the timeout; the client is
-    /// dropped from the cache unless etcd itself answered.
+    /// dropped from the cache unless etcd itself answered. When the connection to the
+    /// endpoint set fails before anything was sent, each endpoint is tried alone in turn:
+    /// a member that is still starting must not hide the others.
     async fn call<T, F, Fut>(
         &self,
         what: &str,
@@ -75,7 +77,7 @@ impl EtcdClientApi {
         call: F,
     ) -> Result<T, EtcdError>
     where
-        F: FnOnce(Client) -> Fut,
+        F: Fn(Client) -> Fut,
         Fut: Future<Output = Result<T, etcd_client::Error>>,
     {
         let key = endpoint_key(endpoints);
@@ -84,21 +86,55 @@ impl EtcdClientApi {
                 "{what}: no endpoints to connect to"
             )));
         }
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let mut result = self.attempt(what, &key, deadline, &call).await;
+        if key.len() > 1 {
+            for single in &key {
+                match &result {
+                    Err((error, true)) if error.kind != EtcdErrorKind::Timeout => {}
+                    _ => break,
+                }
+                result = self
+                    .attempt(what, std::slice::from_ref(single), deadline, &call)
+                    .await;
+            }
+        }
+        result.map_err(|(error, _)| error)
+    }
+
+    /// One try against one endpoint set; the error says whether nothing was sent.
+    async fn attempt<T, F, Fut>(
+        &self,
+        what: &str,
+        key: &[String],
+        deadline: tokio::time::Instant,
+        call: &F,
+    ) -> Result<T, (EtcdError, bool)>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
         let attempt = async {
-            let client = self.client(&key).await?;
+            let client = self.client(key).await?;
             call(client).await
         };
-        match tokio::time::timeout(self.timeout, attempt).await {
+        match tokio::time::timeout_at(deadline, attempt).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(err)) => {
                 if !answered_by_etcd(&err) {
-                    self.forget(&key);
+                    self.forget(key);
                 }
-                Err(EtcdError::classify(describe(&err)))
+                let message = describe(&err);
+                // Nothing reached a voting member: the connection failed, or the balancer
+                // picked a learner, which serves no cluster-wide calls.
+                let unsent = message.contains("connect error")
+                    || message.contains("Connection refused")
+                    || message.contains("not supported for learner");
+                Err((EtcdError::classify(message), unsent))
             }
             Err(_) => {
-                self.forget(&key);
-                Err(EtcdError::timeout(what, self.timeout))
+                self.forget(key);
+                Err((EtcdError::timeout(what, self.timeout), false))
             }
         }
     }
@@ -130,25 +166,28 @@ impl EtcdApi for EtcdClientApi {
         learner: bool,
     ) -> Result<AddedMember, EtcdError> {
         let urls = vec![peer_url.to_string()];
-        self.call("member add", endpoints, |mut client| async move {
-            let options = if learner {
-                MemberAddOptions::new().with_is_learner()
-            } else {
-                MemberAddOptions::new()
-            };
-            let resp = client.member_add(urls, Some(options)).await?;
-            let id = match resp.member() {
-                Some(member) => member.id(),
-                None => {
-                    return Err(etcd_client::Error::InvalidArgs(
-                        "etcd answered member add without the new member".to_string(),
-                    ));
-                }
-            };
-            Ok(AddedMember {
-                id,
-                members: resp.member_list().iter().map(member_view).collect(),
-            })
+        self.call("member add", endpoints, |mut client| {
+            let urls = urls.clone();
+            async move {
+                let options = if learner {
+                    MemberAddOptions::new().with_is_learner()
+                } else {
+                    MemberAddOptions::new()
+                };
+                let resp = client.member_add(urls, Some(options)).await?;
+                let id = match resp.member() {
+                    Some(member) => member.id(),
+                    None => {
+                        return Err(etcd_client::Error::InvalidArgs(
+                            "etcd answered member add without the new member".to_string(),
+                        ));
+                    }
+                };
+                Ok(AddedMember {
+                    id,
+                    members: resp.member_list().iter().map(member_view).collect(),
+                })
+            }
         })
         .await
     }

@@ -14,7 +14,7 @@ bash tools/install-deps.sh
 if [ -z "${E2E_ONLY:-}" ]; then
   echo "== fmt and clippy"
   cargo fmt --all -- --check
-  cargo clippy --workspace --all-targets --features e2e -- -D warnings
+  cargo clippy --workspace --all-targets --all-features -- -D warnings
   echo "== unit, actor and real-etcd tests"
   cargo test --workspace
 fi
@@ -26,4 +26,6 @@ else
   trap 'bash tools/local-down.sh' EXIT
 fi
 EXAMPLE= bash tools/local-up.sh
+export KUBECONFIG="$LOCAL_ENV_DIR/kubeconfig"
+cargo test -p etcd-operator-node --features e2e --test process_node
 cargo test --features e2e --test e2e -- --test-threads=1

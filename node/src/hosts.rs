@@ -83,7 +83,32 @@ pub fn is_mount_point(path: &Path) -> bool {
 /// Rewrites the node's block in the hosts file; returns whether the file changed.
 /// The new content is written to a temporary file first, then renamed over the file, or,
 /// when the file is a mount point (where rename fails), copied into it.
+///
+/// Node processes sharing the file serialise their updates with a lock file (see
+/// [`lock_path`]), so that no update overwrites another's block.
 pub fn update_hosts_file(path: &Path, node: &str, entries: &[HostEntry]) -> std::io::Result<bool> {
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(lock_path(path))?;
+    lock.lock()?;
+    let result = rewrite_block(path, node, entries);
+    let _ = lock.unlock();
+    result
+}
+
+/// The lock file guarding updates of a hosts file, in the temporary directory.
+pub fn lock_path(hosts: &Path) -> std::path::PathBuf {
+    let flat: String = hosts
+        .to_string_lossy()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    std::env::temp_dir().join(format!("etcd-operator-node.lock{flat}"))
+}
+
+fn rewrite_block(path: &Path, node: &str, entries: &[HostEntry]) -> std::io::Result<bool> {
     let original = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -178,6 +203,49 @@ mod tests {
     fn file_without_trailing_newline_gets_one() {
         let text = replace_block("127.0.0.1 localhost", "n1", &[]);
         assert_eq!(text, "127.0.0.1 localhost\n");
+    }
+
+    #[test]
+    fn concurrent_updates_of_two_nodes_keep_both_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hosts");
+        std::fs::write(&path, ORIGINAL).unwrap();
+        let threads: Vec<_> = ["n1", "n2", "n3", "n4"]
+            .into_iter()
+            .map(|node| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    for i in 0..50u8 {
+                        let e = vec![(
+                            std::net::Ipv4Addr::new(127, 0, 1, i + 1),
+                            vec![format!("{node}.ns.svc")],
+                        )];
+                        update_hosts_file(&path, node, &e).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        for node in ["n1", "n2", "n3", "n4"] {
+            assert!(
+                text.contains(&format!("127.0.1.50 {node}.ns.svc")),
+                "{text}"
+            );
+        }
+        assert!(text.starts_with(ORIGINAL));
+    }
+
+    #[test]
+    fn lock_file_name_is_derived_from_the_hosts_path() {
+        let lock = lock_path(Path::new("/etc/hosts"));
+        assert!(
+            lock.ends_with("etcd-operator-node.lock-etc-hosts"),
+            "{}",
+            lock.display()
+        );
     }
 
     #[test]

@@ -38,7 +38,7 @@ pub fn describe_change(before: &[HostEntry], after: &[HostEntry]) -> String {
         (false, false) => format!("+[{added}] -[{removed}]"),
         (false, true) => format!("+[{added}]"),
         (true, false) => format!("-[{removed}]"),
-        (true, true) => "no change".to_string(),
+        (true, true) => "block rewritten, no name changed".to_string(),
     }
 }
 
@@ -56,7 +56,6 @@ pub async fn run(
         _ = shutdown.cancelled() => None,
     };
     let mut current: Vec<HostEntry> = Vec::new();
-    let mut first = true;
     loop {
         if shutdown.is_cancelled() {
             break;
@@ -68,23 +67,16 @@ pub async fn run(
             pod_list.iter().map(|p| p.as_ref()),
             service_list.iter().map(|s| s.as_ref()),
         );
-        if first || entries != current {
-            match hosts::update_hosts_file(&path, &node, &entries) {
-                Ok(true) => {
-                    event!(
-                        "hosts updated ({}): {}",
-                        path.display(),
-                        describe_change(&current, &entries)
-                    );
-                    current = entries;
-                    first = false;
-                }
-                Ok(false) => {
-                    current = entries;
-                    first = false;
-                }
-                Err(e) => event!("hosts update of {} failed: {e}", path.display()),
+        // Checked every time, not only on changes: another writer of the file may have
+        // dropped the block.
+        match hosts::update_hosts_file(&path, &node, &entries) {
+            Ok(true) => {
+                let change = describe_change(&current, &entries);
+                event!("hosts updated ({}): {change}", path.display());
+                current = entries;
             }
+            Ok(false) => current = entries,
+            Err(e) => event!("hosts update of {} failed: {e}", path.display()),
         }
         tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -111,6 +103,6 @@ mod tests {
             describe_change(&a, &b),
             "+[b.ns.svc=127.0.1.2] -[a.ns.svc=127.0.1.1]"
         );
-        assert_eq!(describe_change(&a, &a), "no change");
+        assert_eq!(describe_change(&a, &a), "block rewritten, no name changed");
     }
 }

@@ -1,7 +1,7 @@
 //! Pod IP allocation from a loopback range: one address per pod, stable for its lifetime,
 //! handed out round-robin so a freed address is not reused at once.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::str::FromStr;
 
@@ -94,7 +94,19 @@ impl IpPool {
 
     /// The owner's address: the one it already has, or the next free one.
     /// Addresses ending in .0 or .255 are skipped.
+    #[cfg(test)]
     pub fn allocate(&mut self, owner: &str) -> Option<Ipv4Addr> {
+        self.allocate_avoiding(owner, &BTreeSet::new())
+    }
+
+    /// The owner's address: the one it already has, or the next free one that is not in
+    /// `busy` (in use by processes that are not pods of this node). Addresses ending in .0
+    /// or .255 are skipped.
+    pub fn allocate_avoiding(
+        &mut self,
+        owner: &str,
+        busy: &BTreeSet<Ipv4Addr>,
+    ) -> Option<Ipv4Addr> {
         if let Some(ip) = self.by_owner.get(owner) {
             return Some(*ip);
         }
@@ -103,7 +115,11 @@ impl IpPool {
             let candidate = self.range.first + (self.cursor - self.range.first + step) % size;
             let ip = Ipv4Addr::from(candidate);
             let last_octet = ip.octets()[3];
-            if last_octet == 0 || last_octet == 255 || self.owners.contains_key(&ip) {
+            if last_octet == 0
+                || last_octet == 255
+                || self.owners.contains_key(&ip)
+                || busy.contains(&ip)
+            {
                 continue;
             }
             self.cursor = if candidate == self.range.last {
@@ -148,6 +164,32 @@ impl IpPool {
     }
 }
 
+/// The IPv4 addresses with a listening TCP socket, from the text of `/proc/net/tcp`.
+pub fn listening_addresses(proc_net_tcp: &str) -> BTreeSet<Ipv4Addr> {
+    proc_net_tcp
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let local = fields.nth(1)?;
+            let state = fields.nth(1)?;
+            if state != "0A" {
+                return None;
+            }
+            let hex = local.split(':').next()?;
+            let n = u32::from_str_radix(hex, 16).ok()?;
+            Some(Ipv4Addr::from(n.to_le_bytes()))
+        })
+        .collect()
+}
+
+/// The addresses this machine listens on now (empty if that cannot be read).
+pub fn busy_addresses() -> BTreeSet<Ipv4Addr> {
+    std::fs::read_to_string("/proc/net/tcp")
+        .map(|text| listening_addresses(&text))
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,6 +229,21 @@ mod tests {
         assert!("127.0.0.1-127.0.0.9".parse::<IpRange>().is_err());
         assert!("10.0.0.1-10.0.0.9".parse::<IpRange>().is_err());
         assert!("127.0.2.1-127.0.1.1".parse::<IpRange>().is_err());
+    }
+
+    #[test]
+    fn addresses_with_listeners_are_skipped() {
+        let mut pool = IpPool::new(IpRange::default());
+        let busy: BTreeSet<Ipv4Addr> = [ip("127.0.1.1"), ip("127.0.1.2")].into();
+        assert_eq!(pool.allocate_avoiding("a", &busy), Some(ip("127.0.1.3")));
+    }
+
+    #[test]
+    fn listening_sockets_are_read_from_proc_net_tcp() {
+        let text = "  sl  local_address rem_address   st tx_queue\n\
+            0: 0301007F:094B 00000000:0000 0A 00000000:00000000\n\
+            1: 0401007F:094B 0100007F:0000 01 00000000:00000000\n";
+        assert_eq!(listening_addresses(text), [ip("127.0.1.3")].into());
     }
 
     #[test]

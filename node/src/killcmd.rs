@@ -21,7 +21,8 @@ pub fn kill_pod(
         if ns != namespace || name != pod {
             continue;
         }
-        for (container, pid) in dir.pids() {
+        for record in dir.live_processes() {
+            let (container, pid) = (record.container, record.pid);
             match crate::signals::send(pid, signal) {
                 Ok(true) => done.push(format!(
                     "sent {} to {namespace}/{pod} (uid {uid}) container {container} pid {pid}",

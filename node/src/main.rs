@@ -20,6 +20,7 @@ mod nodereg;
 mod phase;
 mod prepare;
 mod probe;
+mod procinfo;
 mod restart;
 mod run;
 mod signals;

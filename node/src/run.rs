@@ -105,9 +105,9 @@ async fn adopt_existing(ctx: &NodeCtx) -> anyhow::Result<()> {
         if uids.contains(&uid) {
             continue;
         }
-        for (_, pid) in dir.pids() {
-            let _ = signals::send_group(pid, Signal::SIGKILL);
-            let _ = signals::send(pid, Signal::SIGKILL);
+        for record in dir.live_processes() {
+            let _ = signals::send_group(record.pid, Signal::SIGKILL);
+            let _ = signals::send(record.pid, Signal::SIGKILL);
         }
         match dir.remove() {
             Ok(()) => event!("removed state of vanished pod {ns}/{name} ({uid})"),

@@ -37,14 +37,6 @@ pub fn send_group(pgid: i32, sig: Signal) -> Result<bool, Errno> {
     }
 }
 
-/// Whether process `pid` exists.
-pub fn alive(pid: i32) -> bool {
-    matches!(
-        signal::kill(Pid::from_raw(pid), None),
-        Ok(()) | Err(Errno::EPERM)
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,7 +53,5 @@ mod tests {
     fn signalling_a_missing_process_reports_false() {
         // Pids are below 2^22 on Linux.
         assert_eq!(send(i32::MAX - 1, Signal::SIGTERM), Ok(false));
-        assert!(!alive(i32::MAX - 1));
-        assert!(alive(std::process::id() as i32));
     }
 }

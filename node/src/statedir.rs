@@ -62,6 +62,17 @@ pub fn parse_pod_dir_name(file_name: &str) -> Option<(String, String, String)> {
     Some((ns.to_string(), name.to_string(), uid.to_string()))
 }
 
+/// A container's pid file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PidRecord {
+    /// The container.
+    pub container: String,
+    /// Its process.
+    pub pid: i32,
+    /// When the pid file was written.
+    pub written: std::time::SystemTime,
+}
+
 /// The state of one pod.
 #[derive(Clone, Debug)]
 pub struct PodDir {
@@ -89,8 +100,8 @@ impl PodDir {
         self.path.join("pids").join(format!("{container}.pid"))
     }
 
-    /// The pid files present, as `(container, pid)`.
-    pub fn pids(&self) -> Vec<(String, i32)> {
+    /// The pid files present.
+    pub fn pids(&self) -> Vec<PidRecord> {
         let Ok(entries) = std::fs::read_dir(self.path.join("pids")) else {
             return Vec::new();
         };
@@ -104,11 +115,24 @@ impl PodDir {
                     .trim()
                     .parse()
                     .ok()?;
-                Some((container, pid))
+                let written = e.metadata().ok()?.modified().ok()?;
+                Some(PidRecord {
+                    container,
+                    pid,
+                    written,
+                })
             })
             .collect();
-        pids.sort();
+        pids.sort_by(|a, b| a.container.cmp(&b.container));
         pids
+    }
+
+    /// The recorded processes that still run (not pids reused by other processes).
+    pub fn live_processes(&self) -> Vec<PidRecord> {
+        self.pids()
+            .into_iter()
+            .filter(|r| crate::procinfo::is_recorded_process(r.pid, r.written))
+            .collect()
     }
 
     /// Records a container's running pid.
@@ -155,15 +179,48 @@ mod tests {
     }
 
     #[test]
+    fn only_the_recorded_process_is_live() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pod = StateDir::new(tmp.path()).pod("ns", "p", "u1");
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        pod.write_pid("c", child.id() as i32).unwrap();
+        // A pid file written an hour after this process started: a reused pid.
+        pod.write_pid("stale", std::process::id() as i32).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(pod.pid_file("stale"))
+            .unwrap()
+            .set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(3600))
+            .unwrap();
+        let live: Vec<String> = pod
+            .live_processes()
+            .into_iter()
+            .map(|r| r.container)
+            .collect();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(live, vec!["c".to_string()]);
+    }
+
+    #[test]
     fn pid_files_are_listed_and_removed() {
         let tmp = tempfile::tempdir().unwrap();
         let state = StateDir::new(tmp.path());
         let pod = state.pod("ns", "p", "u1");
         pod.write_pid("etcd", 123).unwrap();
         pod.write_pid("init", 7).unwrap();
-        assert_eq!(pod.pids(), vec![("etcd".into(), 123), ("init".into(), 7)]);
+        let listed = |pod: &PodDir| -> Vec<(String, i32)> {
+            pod.pids()
+                .into_iter()
+                .map(|r| (r.container, r.pid))
+                .collect()
+        };
+        assert_eq!(listed(&pod), vec![("etcd".into(), 123), ("init".into(), 7)]);
         pod.remove_pid("init");
-        assert_eq!(pod.pids(), vec![("etcd".into(), 123)]);
+        assert_eq!(listed(&pod), vec![("etcd".into(), 123)]);
         assert_eq!(state.all_pods().len(), 1);
         pod.remove().unwrap();
         assert!(state.all_pods().is_empty());

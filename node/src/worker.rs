@@ -143,13 +143,14 @@ impl PodWorker {
         let ip = if spec.host_network == Some(true) {
             ctx.host_ip.clone()
         } else {
+            let busy = crate::ipam::busy_addresses();
             let mut pool = ctx.ips.lock().unwrap_or_else(|e| e.into_inner());
             let kept = status
                 .pod_ip
                 .as_deref()
                 .and_then(|ip| ip.parse().ok())
                 .filter(|ip| pool.reserve(&uid, *ip));
-            match kept.or_else(|| pool.allocate(&uid)) {
+            match kept.or_else(|| pool.allocate_avoiding(&uid, &busy)) {
                 Some(ip) => ip.to_string(),
                 None => return Err("no free pod address left".to_string()),
             }
@@ -214,16 +215,18 @@ impl PodWorker {
     /// After a node restart: leftover processes are killed, and containers reported running
     /// are treated as exited (then restarted or not, per restartPolicy).
     fn recover(&mut self) {
-        for (container, pid) in self.dir.pids() {
-            if signals::alive(pid) {
-                let _ = signals::send_group(pid, Signal::SIGKILL);
-                let _ = signals::send(pid, Signal::SIGKILL);
-                event!(
-                    "pod {} container {container}: killed leftover process {pid} of a previous node run",
-                    self.id()
-                );
-            }
-            self.dir.remove_pid(&container);
+        for record in self.dir.live_processes() {
+            let _ = signals::send_group(record.pid, Signal::SIGKILL);
+            let _ = signals::send(record.pid, Signal::SIGKILL);
+            event!(
+                "pod {} container {}: killed leftover process {} of a previous node run",
+                self.id(),
+                record.container,
+                record.pid
+            );
+        }
+        for record in self.dir.pids() {
+            self.dir.remove_pid(&record.container);
         }
         if self.terminal.is_some() {
             return;

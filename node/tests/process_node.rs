@@ -417,7 +417,7 @@ impl Env {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn etcd_pod_resolves_serves_crashes_and_is_deleted() {
-    let env = Env::new("a", "127.0.200.1-127.0.200.254").await;
+    let env = Env::new("a", "127.0.231.1-127.0.231.254").await;
     env.run(|env| {
         Box::pin(async move {
             let ns = env.ns.clone();
@@ -442,7 +442,7 @@ async fn etcd_pod_resolves_serves_crashes_and_is_deleted() {
             .await;
             let status = ready.status.clone().unwrap();
             let ip = status.pod_ip.clone().unwrap();
-            assert!(ip.starts_with("127.0.200."), "pod IP {ip}");
+            assert!(ip.starts_with("127.0.231."), "pod IP {ip}");
             assert_eq!(status.host_ip.as_deref(), Some("127.0.0.1"));
             assert_eq!(
                 ready.spec.as_ref().unwrap().node_name.as_deref(),
@@ -521,7 +521,7 @@ async fn etcd_pod_resolves_serves_crashes_and_is_deleted() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn image_changes_pull_failures_restarts_and_node_restart_are_reported() {
-    let env = Env::new("b", "127.0.201.1-127.0.201.254").await;
+    let env = Env::new("b", "127.0.232.1-127.0.232.254").await;
     env.run(|env| Box::pin(async move {
         let ns = env.ns.clone();
         let pods = env.pods();

@@ -74,13 +74,14 @@ pub fn etcd_flags(topology: &Topology, member: &MemberPod) -> Vec<String> {
 }
 
 /// A shell loop that waits until `host` resolves (with `getent` or busybox's `nslookup`),
-/// giving up after `timeout_secs` when that is positive.
+/// checking five times a second, giving up after `timeout_secs` when that is positive.
 fn dns_wait_script(host: &str, timeout_secs: i64) -> String {
+    let tries = timeout_secs.saturating_mul(5);
     format!(
         "i=0; until (getent hosts {host} || nslookup {host}) >/dev/null 2>&1; do \
-         i=$((i+1)); if [ {timeout_secs} -gt 0 ] && [ $i -ge {timeout_secs} ]; then \
-         echo \"timed out waiting for DNS name {host}\"; exit 1; fi; sleep 1; done; \
-         echo \"{host} resolves\""
+         i=$((i+1)); if [ {tries} -gt 0 ] && [ $i -ge {tries} ]; then \
+         echo \"timed out waiting for DNS name {host}\"; exit 1; fi; \
+         sleep 0.2 2>/dev/null || sleep 1; done; echo \"{host} resolves\""
     )
 }
 
@@ -158,8 +159,8 @@ pub fn member_pod(cluster: &EtcdCluster, member: &MemberPod) -> Pod {
                 port: IntOrString::Int(i32::from(CLIENT_PORT)),
                 ..HTTPGetAction::default()
             }),
-            period_seconds: Some(5),
-            timeout_seconds: Some(3),
+            period_seconds: Some(2),
+            timeout_seconds: Some(2),
             failure_threshold: Some(3),
             ..Probe::default()
         }),

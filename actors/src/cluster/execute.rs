@@ -6,7 +6,9 @@ use serde::Serialize;
 
 use crate::lifecycle::{Action, MemberView, Version};
 use crate::member_client::{AddMember, ListMembers, MemberClient, PromoteMember, RemoveMember};
-use crate::ports::{ClusterApi, EventRecord, EventType, InitialState, MemberPod};
+use crate::ports::{
+    ClusterApi, EtcdError, EtcdErrorKind, EventRecord, EventType, InitialState, MemberPod,
+};
 use crate::topology::Topology;
 
 use super::observe::ask;
@@ -18,6 +20,36 @@ pub struct ActionOutcome {
     pub action: Action,
     /// What it did, or why it failed.
     pub result: Result<String, String>,
+    /// The failure is etcd saying "not yet" (its 5-second gate after a join, a learner
+    /// still catching up): retried on the next tick, not worth a Warning.
+    pub not_yet: bool,
+}
+
+/// Why an action failed.
+struct Failure {
+    message: String,
+    not_yet: bool,
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Failure {
+            message,
+            not_yet: false,
+        }
+    }
+}
+
+impl Failure {
+    fn etcd(context: String, error: &EtcdError) -> Self {
+        Failure {
+            message: format!("{context}: {error}"),
+            not_yet: matches!(
+                error.kind,
+                EtcdErrorKind::UnhealthyCluster | EtcdErrorKind::LearnerNotReady
+            ),
+        }
+    }
 }
 
 /// Everything an action needs to reach the world.
@@ -33,12 +65,18 @@ pub(crate) struct Effectors<'a> {
 pub(crate) async fn execute(fx: &Effectors<'_>, actions: &[Action]) -> Vec<ActionOutcome> {
     let mut outcomes = Vec::new();
     for action in actions {
-        let result = perform(fx, action).await;
+        let (result, not_yet) = match perform(fx, action).await {
+            Ok(done) => (Ok(done), false),
+            Err(f) => (Err(f.message), f.not_yet),
+        };
         let failed = result.is_err();
-        record(fx, action, &result).await;
+        if !not_yet {
+            record(fx, action, &result).await;
+        }
         outcomes.push(ActionOutcome {
             action: action.clone(),
             result,
+            not_yet,
         });
         if failed {
             break;
@@ -47,7 +85,7 @@ pub(crate) async fn execute(fx: &Effectors<'_>, actions: &[Action]) -> Vec<Actio
     outcomes
 }
 
-async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<String, String> {
+async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<String, Failure> {
     let t = fx.topology;
     match action {
         Action::EnsureServices => {
@@ -84,8 +122,10 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<String, String> 
                 },
             )
             .await
-            .map_err(|e| format!("member add {name}: {e}"))?;
-            start_joining_pod(fx, &name, added.id, &added.members, version).await?;
+            .map_err(|e| Failure::etcd(format!("member add {name}"), &e))?;
+            start_joining_pod(fx, &name, added.id, &added.members, version)
+                .await
+                .map_err(Failure::from)?;
             let kind = if *learner { "learner" } else { "member" };
             Ok(format!(
                 "added {kind} {name} (id {:x}) and started its pod",
@@ -100,8 +140,10 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<String, String> 
                 },
             )
             .await
-            .map_err(|e| format!("member list: {e}"))?;
-            start_joining_pod(fx, name, *id, &list, version).await?;
+            .map_err(|e| Failure::etcd("member list".to_string(), &e))?;
+            start_joining_pod(fx, name, *id, &list, version)
+                .await
+                .map_err(Failure::from)?;
             Ok(format!("started the pod of added member {name}"))
         }
         Action::PromoteLearner { id, name } => {
@@ -113,7 +155,7 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<String, String> 
                 },
             )
             .await
-            .map_err(|e| format!("member promote {name}: {e}"))?;
+            .map_err(|e| Failure::etcd(format!("member promote {name}"), &e))?;
             Ok(format!("promoted learner {name} to a voting member"))
         }
         Action::RemoveMember { id, name } => {
@@ -125,7 +167,7 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<String, String> 
                 },
             )
             .await
-            .map_err(|e| format!("member remove {name}: {e}"))?;
+            .map_err(|e| Failure::etcd(format!("member remove {name}"), &e))?;
             Ok(format!("removed member {name} (id {id:x}) from etcd"))
         }
         Action::DeletePod { name } => {

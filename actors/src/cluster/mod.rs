@@ -1,6 +1,6 @@
 //! The Cluster actor: owns one EtcdCluster's lifecycle and drives it with ticks.
 //!
-//! Each [`Tick`] runs one observe–decide–act round as a spawned job ([`tick`]); the
+//! Each [`Tick`] runs one observe–decide–act round as a spawned job (`tick.rs`); the
 //! actor keeps the lifecycle [`State`] between rounds, schedules the next tick, logs and
 //! publishes every phase transition, and is restarted by actix's supervisor (with a fresh
 //! state rebuilt from observation) if a round panics.
@@ -35,7 +35,8 @@ use tick::{TickJob, TickOutcome};
 pub struct ClusterConfig {
     /// Time between ticks while nothing happens.
     pub tick_interval: Duration,
-    /// Time before the next tick after a tick that acted (to see the effect quickly).
+    /// Time before the next tick after a tick that acted, or while the cluster is changing
+    /// (to see the effect quickly).
     pub follow_up: Duration,
     /// Deadline of every etcd call.
     pub etcd_timeout: Duration,
@@ -164,6 +165,10 @@ impl ClusterActor {
                         .inc();
                     match &o.result {
                         Ok(done) => info!(self.logger, "{}", done; "action" => o.action.kind()),
+                        Err(error) if o.not_yet => {
+                            info!(self.logger, "etcd is not ready for this step yet; retrying";
+                                "action" => o.action.kind(), "error" => error)
+                        }
                         Err(error) => {
                             warn!(self.logger, "action failed"; "action" => o.action.kind(), "error" => error)
                         }
@@ -185,7 +190,7 @@ impl ClusterActor {
         let next = if self.tick_again {
             self.tick_again = false;
             Duration::ZERO
-        } else if acted {
+        } else if acted || self.state.phase.is_progressing() {
             self.config.follow_up
         } else {
             self.config.tick_interval

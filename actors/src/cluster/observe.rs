@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use actix::Addr;
 use tokio::time::Instant;
 
-use crate::lifecycle::{MemberHealth, Membership, Observation};
+use crate::lifecycle::{MemberHealth, Membership, Observation, PodView};
 use crate::member_client::{ListMembers, MemberClient, MemberStatus};
 use crate::ports::{ApiError, ClusterApi, EtcdError};
 use crate::topology::Topology;
@@ -18,12 +18,7 @@ pub(crate) async fn observe(
     topology: &Topology,
 ) -> Result<Observation, ApiError> {
     let view = kube.observe().await?;
-    let endpoints: Vec<String> = view
-        .pods
-        .iter()
-        .filter(|p| !p.is_dead())
-        .map(|p| topology.client_url(&p.name))
-        .collect();
+    let endpoints = client_endpoints(&view.pods, topology);
     let membership = if endpoints.is_empty() {
         Membership::Unreachable {
             error: "no live member pods".into(),
@@ -56,6 +51,20 @@ pub(crate) async fn observe(
         membership,
         health,
     })
+}
+
+/// Client URLs to reach etcd through: the ready member pods, or when none is ready (a
+/// seed starting, a cluster recovering) every live one.
+pub(crate) fn client_endpoints(pods: &[PodView], topology: &Topology) -> Vec<String> {
+    let live = || pods.iter().filter(|p| !p.is_dead());
+    let ready: Vec<String> = live()
+        .filter(|p| p.ready)
+        .map(|p| topology.client_url(&p.name))
+        .collect();
+    if !ready.is_empty() {
+        return ready;
+    }
+    live().map(|p| topology.client_url(&p.name)).collect()
 }
 
 /// Sends a call to the MemberClient; a stopped MemberClient is an unavailable etcd.

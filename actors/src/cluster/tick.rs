@@ -14,7 +14,7 @@ use crate::status::{StatusReport, summarize};
 use crate::topology::Topology;
 
 use super::execute::{ActionOutcome, Effectors, execute};
-use super::observe::observe;
+use super::observe::{client_endpoints, observe};
 
 /// Inputs of one tick.
 pub(crate) struct TickJob {
@@ -65,12 +65,7 @@ impl TickJob {
             }
         };
         let decision = decide(self.state, &obs, &self.spec, &self.deadlines);
-        let endpoints = obs
-            .pods
-            .iter()
-            .filter(|p| !p.is_dead())
-            .map(|p| self.topology.client_url(&p.name))
-            .collect();
+        let endpoints = client_endpoints(&obs.pods, &self.topology);
         let fx = Effectors {
             kube,
             members: &self.members,
@@ -79,7 +74,11 @@ impl TickJob {
         };
         let outcomes = execute(&fx, &decision.actions).await;
         let mut status = summarize(&decision, &obs, &self.spec);
-        if let Some(failure) = outcomes.iter().find_map(|o| o.result.as_ref().err()) {
+        let real_failure = outcomes
+            .iter()
+            .filter(|o| !o.not_yet)
+            .find_map(|o| o.result.as_ref().err());
+        if let Some(failure) = real_failure {
             status.message = format!("{} (last step failed: {failure})", status.message);
         }
         if decision.why.reason.is_refusal() && self.last_reason != Some(decision.why.reason) {

@@ -255,7 +255,7 @@ fn with_member_list(
 ) -> Decision {
     let size = spec.size as usize;
     let scaling = Phase::Scaling {
-        from: view.members.len(),
+        from: view.members.iter().filter(|m| m.started()).count(),
         to: size,
     };
     if !view.obs.services_present {

@@ -1,0 +1,391 @@
+#!/usr/bin/env bash
+# How long the operator takes to make a cluster Ready and to replace a dead member, each
+# next to the FLOOR measured in the same run: the same etcd binary bootstrapped on this
+# machine by hand with etcdctl, exactly as the operator does it, without Kubernetes.
+#
+#   tools/timings.sh                      # floor + operator, etcd 3.5.35, one run
+#   SKIP_OPERATOR=1 tools/timings.sh      # floor only (touches nothing shared)
+#   ETCD_VERSION=3.4.23 RUNS=3 tools/timings.sh
+#
+# The floor, for 3 and for 5 members, on 127.0.200.N:2379/2380 (N=1..5; the process node
+# uses 127.0.1.x, the control plane 127.0.0.1):
+#   start a seed (--initial-cluster-state new, a unique token); then for each further
+#   member: `etcdctl member add` (as a learner on etcd >= 3.4, as the operator does),
+#   retrying `etcdserver: unhealthy cluster` every 100 ms; start it with
+#   --initial-cluster-state existing and the --initial-cluster etcd returned; wait until
+#   it is started (named in `member list`) and healthy (`endpoint status` answers without
+#   errors, the operator's own test); promote it if it is a learner (retried until etcd
+#   accepts). Ready = every member started, healthy and voting.
+# The floor replacement: in the 3-member floor cluster, SIGKILL a follower, `member
+#   remove` it, add a new member as above; timed from the kill until Ready again.
+# The operator, against the local environment (`EXAMPLE= tools/local-up.sh`, called here;
+#   a fast no-op when it is up): in a namespace timings-<random>, `kubectl apply` an
+#   EtcdCluster of size 3, then one of size 5, and time each from the apply until
+#   .status.phase is Running with .status.readyMembers == size (polled every 100 ms).
+#   Then, on the 3-member cluster, kill a follower's process with
+#   `etcd-operator-node kill` and time until it is Running with 3 ready members again and
+#   the killed member is gone from .status.members.ready. The namespace is deleted at the end.
+# Each replacement starts SETTLE_S seconds after its cluster became Ready, in both cases.
+#
+# Environment:
+#   ETCD_VERSION   etcd version for both (default 3.5.35: $CACHE/etcd/v3.5.35/bin, built by
+#                  tools/build-binaries.sh; 3.4.23: Debian's /usr/bin/etcd and etcdctl)
+#   SKIP_OPERATOR  1: measure the floor only
+#   RUNS           repeat everything N times and report medians (default 1)
+#   FLOOR_NET      the floor's /24 on loopback (default 127.0.200; its .1-.5 must be free)
+#   SETTLE_S       seconds between Ready and the kill of a replacement (default 6)
+#   TIMEOUT_S      give up on any single wait after this many seconds (default 180)
+#   LOCAL_ENV_DIR, ETCD_OPERATOR_CACHE   as for tools/local-up.sh
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ETCD_VERSION=${ETCD_VERSION:-3.5.35}
+SKIP_OPERATOR=${SKIP_OPERATOR:-0}
+RUNS=${RUNS:-1}
+SETTLE_S=${SETTLE_S:-6}
+FLOOR_NET=${FLOOR_NET:-127.0.200}
+TIMEOUT_S=${TIMEOUT_S:-180}
+export LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
+CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}
+export ETCDCTL_API=3
+
+log() { printf '[timings] %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+[[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive integer, got '$RUNS'"
+[[ $ETCD_VERSION =~ ^([0-9]+)\.([0-9]+)\.[0-9]+$ ]] || die "ETCD_VERSION must look like 3.5.35"
+if [[ $ETCD_VERSION == 3.4.23 ]]; then
+    ETCD=/usr/bin/etcd ETCDCTL=/usr/bin/etcdctl
+else
+    ETCD=$CACHE/etcd/v$ETCD_VERSION/bin/etcd ETCDCTL=$CACHE/etcd/v$ETCD_VERSION/bin/etcdctl
+fi
+[[ -x $ETCD && -x $ETCDCTL ]] ||
+    die "no etcd $ETCD_VERSION at $ETCD (tools/build-binaries.sh etcd, or ETCD_VERSIONS=v$ETCD_VERSION)"
+# The operator adds members as learners from etcd 3.4 on (Version::supports_learners).
+if (( BASH_REMATCH[1] > 3 || (BASH_REMATCH[1] == 3 && BASH_REMATCH[2] >= 4) )); then
+    LEARNERS=1 MODE="learners (member add --learner, then member promote)"
+else
+    LEARNERS=0 MODE="voting members (no learners before etcd 3.4)"
+fi
+
+# Every ETCD_* variable (ETCD_VERSION, ETCD_OPERATOR_CACHE, ...), unset for etcd.
+ENV_UNSET=()
+for v in $(compgen -e); do [[ $v == ETCD_* ]] && ENV_UNSET+=(-u "$v"); done
+# Nothing may listen on the floor's addresses (another test may use the same range).
+busy=$(ss -ltnH 2>/dev/null | awk -v net="$FLOOR_NET." '
+    index($4, net) == 1 && substr($4, length(net) + 1) ~ /^[1-5]:/ { print $4 }' | paste -sd' ')
+[[ -z $busy ]] || die "already listening: $busy; pick another FLOOR_NET (e.g. 127.0.210)"
+
+WORK=$(mktemp -d /tmp/etcd-operator-timings.XXXXXX)
+declare -A PID=()   # floor member index -> etcd pid
+NS=""               # the operator part's namespace, once created
+
+cleanup() {
+    floor_stop
+    if [[ -n $NS ]]; then
+        log "deleting namespace $NS"
+        kubectl delete namespace "$NS" --ignore-not-found --timeout=120s >/dev/null ||
+            log "namespace $NS is still being deleted"
+    fi
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+now() { date +%s.%N; }
+# Sets RESULT to the seconds since $1, to the millisecond. (The measuring functions set
+# RESULT rather than print: run in $(...), they would lose the pids they start.)
+RESULT=""
+since() { RESULT=$(awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'); }
+
+# Runs "$@" every 100 ms until it succeeds; dies after TIMEOUT_S seconds naming $1.
+poll() {
+    local what=$1 deadline=$((SECONDS + TIMEOUT_S))
+    shift
+    until "$@"; do
+        ((SECONDS < deadline)) || die "timed out after ${TIMEOUT_S}s waiting for $what"
+        sleep 0.1
+    done
+}
+
+# etcdctl against a comma-separated list of endpoints.
+ctl() {
+    local endpoints=$1
+    shift
+    "$ETCDCTL" --endpoints="$endpoints" --dial-timeout=1s --command-timeout=3s "$@"
+}
+
+# The endpoint, among the comma-separated $1, of a member that is not the leader.
+follower_of() {
+    local out
+    out=$(ctl "$1" endpoint status -w fields 2>/dev/null) || true
+    awk -F' : ' '
+        $1 == "\"MemberID\"" { id = $2 }
+        $1 == "\"Leader\""   { leader = $2 }
+        $1 == "\"Endpoint\"" { if (id != leader) { gsub(/"/, "", $2); print $2; exit } }' <<<"$out"
+}
+
+# ---------------------------------------------------------------------------
+# The floor: etcd by hand
+# ---------------------------------------------------------------------------
+ip() { echo "$FLOOR_NET.$1"; }
+client_url() { echo "http://$(ip "$1"):2379"; }
+peer_url() { echo "http://$(ip "$1"):2380"; }
+# Client URLs of the running floor members.
+endpoints() {
+    local i urls=()
+    for i in "${!PID[@]}"; do urls+=("$(client_url "$i")"); done
+    local IFS=,
+    echo "${urls[*]}"
+}
+
+# Starts member m$1: $2 = new|existing, $3 = --initial-cluster, $4 = token (for new).
+floor_start() {
+    local i=$1 state=$2 initial=$3 token=${4:-}
+    local args=(--name "m$i" --data-dir "$WORK/m$i"
+        --listen-peer-urls "$(peer_url "$i")" --listen-client-urls "$(client_url "$i")"
+        --initial-advertise-peer-urls "$(peer_url "$i")" --advertise-client-urls "$(client_url "$i")"
+        --initial-cluster "$initial" --initial-cluster-state "$state")
+    [[ -n $token ]] && args+=(--initial-cluster-token "$token")
+    # etcd reads ETCD_* variables as flags: ETCD_VERSION=3.4.23 would be refused.
+    env "${ENV_UNSET[@]}" "$ETCD" "${args[@]}" >"$WORK/m$i.log" 2>&1 &
+    PID[$i]=$!
+}
+
+floor_stop() {
+    local i
+    for i in "${!PID[@]}"; do
+        kill -KILL "${PID[$i]}" 2>/dev/null || true
+        wait "${PID[$i]}" 2>/dev/null || true
+        unset "PID[$i]"
+    done
+    rm -rf "$WORK"/m*
+}
+
+# The `member list` line of m$1 ("id, started, name, peer, client, learner").
+member_line() { ctl "$(endpoints)" member list -w simple 2>/dev/null | grep -E "^[0-9a-f]+, [a-z]+, m$1, "; }
+
+# True when m$1 is started (named in the member list) and answers `endpoint status`
+# without errors; dies if its process has exited.
+floor_healthy() {
+    kill -0 "${PID[$1]}" 2>/dev/null || die "m$1 exited; its log: $(tail -5 "$WORK/m$1.log")"
+    local status
+    member_line "$1" >/dev/null || return 1
+    status=$(ctl "$(client_url "$1")" endpoint status -w fields 2>/dev/null) || return 1
+    [[ $status == *'"Errors" : []'* ]]
+}
+
+# `member add` m$1, retrying etcd's post-join refusals; sets INITIAL to the
+# --initial-cluster etcd returned.
+floor_add() {
+    local i=$1 out flags=() deadline=$((SECONDS + TIMEOUT_S))
+    ((LEARNERS)) && flags+=(--learner)
+    until out=$(ctl "$(endpoints)" member add "m$i" --peer-urls="$(peer_url "$i")" "${flags[@]}" 2>&1); do
+        [[ $out == *"unhealthy cluster"* || $out == *"not enough started members"* ]] ||
+            die "member add m$i: $out"
+        ((SECONDS < deadline)) || die "member add m$i still refused after ${TIMEOUT_S}s: $out"
+        sleep 0.1
+    done
+    INITIAL=$(sed -n 's/^ETCD_INITIAL_CLUSTER="\(.*\)"$/\1/p' <<<"$out")
+    [[ -n $INITIAL ]] || die "member add m$i printed no ETCD_INITIAL_CLUSTER: $out"
+}
+
+# `member promote` m$1, retrying until etcd accepts (it refuses a learner not yet in sync).
+floor_promote() {
+    local i=$1 id out deadline=$((SECONDS + TIMEOUT_S))
+    id=$(member_line "$i" | cut -d, -f1)
+    until out=$(ctl "$(endpoints)" member promote "$id" 2>&1); do
+        ((SECONDS < deadline)) || die "member promote m$i still refused after ${TIMEOUT_S}s: $out"
+        sleep 0.1
+    done
+}
+
+# Adds m$1 to the running floor cluster, starts it, waits until healthy, promotes it.
+floor_join() {
+    local i=$1
+    floor_add "$i"
+    floor_start "$i" existing "$INITIAL"
+    poll "m$i to start" floor_healthy "$i"
+    if ((LEARNERS)); then
+        floor_promote "$i"
+    fi
+}
+
+# True when every floor member is started, healthy and voting.
+floor_ready() {
+    local i list
+    for i in "${!PID[@]}"; do floor_healthy "$i" || return 1; done
+    list=$(ctl "$(endpoints)" member list -w simple 2>/dev/null) || return 1
+    [[ $(grep -c ', started, .*, false$' <<<"$list") == "$(wc -l <<<"$list")" ]]
+}
+
+# Bootstraps an N-member floor cluster seed-then-add; RESULT = the seconds it took.
+floor_create() {
+    local n=$1 start i
+    start=$(now)
+    floor_start 1 new "m1=$(peer_url 1)" "timings-$$-$RANDOM-$(date +%s%N)"
+    poll "the seed to start" floor_healthy 1
+    for ((i = 2; i <= n; i++)); do floor_join "$i"; done
+    poll "the $n-member floor cluster to be ready" floor_ready
+    since "$start"
+}
+
+# In the running 3-member floor cluster: SIGKILL a follower, remove it, add m4;
+# RESULT = the seconds from the kill until ready again.
+floor_replace() {
+    local victim id start out deadline=$((SECONDS + TIMEOUT_S))
+    victim=$(follower_of "$(endpoints)")
+    [[ -n $victim ]] || die "no follower found among $(endpoints)"
+    victim=${victim#"http://$FLOOR_NET."}
+    victim=${victim%:2379}
+    id=$(member_line "$victim" | cut -d, -f1)
+    log "floor: killing follower m$victim"
+    start=$(now)
+    kill -KILL "${PID[$victim]}"
+    wait "${PID[$victim]}" 2>/dev/null || true
+    unset "PID[$victim]"
+    until out=$(ctl "$(endpoints)" member remove "$id" 2>&1); do
+        [[ $out == *"unhealthy cluster"* || $out == *"not enough started members"* ]] ||
+            die "member remove m$victim: $out"
+        ((SECONDS < deadline)) || die "member remove m$victim still refused: $out"
+        sleep 0.1
+    done
+    floor_join 4
+    poll "the replaced floor cluster to be ready" floor_ready
+    since "$start"
+}
+
+# ---------------------------------------------------------------------------
+# The operator, in the local environment
+# ---------------------------------------------------------------------------
+NODE_BIN=$ROOT/target/debug/etcd-operator-node
+
+operator_setup() {
+    log "bringing up the local environment (EXAMPLE= tools/local-up.sh; a no-op when up)"
+    # Without ETCD_VERSION: the store etcd it may start would take it for a flag.
+    (cd "$ROOT" && env -u ETCD_VERSION EXAMPLE='' bash tools/local-up.sh) >"$WORK/local-up.log" 2>&1 ||
+        die "tools/local-up.sh failed: $(tail -20 "$WORK/local-up.log")"
+    export KUBECONFIG=$LOCAL_ENV_DIR/kubeconfig
+    [[ -x $NODE_BIN ]] || (cd "$ROOT" && cargo build --bins --quiet)
+    NS=timings-$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')
+    kubectl create namespace "$NS" >/dev/null
+    log "operator: namespace $NS"
+}
+
+# "phase readyMembers ready-member-names..." of EtcdCluster $1.
+status_of() {
+    kubectl -n "$NS" get etcd "$1" \
+        -o jsonpath='{.status.phase} {.status.readyMembers} {.status.members.ready[*]}' 2>/dev/null
+}
+
+# True when EtcdCluster $1 is Running with $2 ready members, none of them named $3.
+operator_ready() {
+    local phase ready names
+    read -r phase ready names <<<"$(status_of "$1")" || true
+    [[ $phase == Running && $ready == "$2" ]] || return 1
+    [[ -z ${3:-} || " $names " != *" $3 "* ]]
+}
+
+# Applies an EtcdCluster $1 of size $2; RESULT = the seconds until it is ready.
+operator_create() {
+    local name=$1 size=$2 start
+    start=$(now)
+    kubectl -n "$NS" apply -f - >/dev/null <<EOF
+apiVersion: etcd.database.coreos.com/v1beta2
+kind: EtcdCluster
+metadata:
+  name: $name
+spec:
+  size: $size
+  version: "$ETCD_VERSION"
+EOF
+    poll "EtcdCluster $NS/$name to be Running with $size ready members" operator_ready "$name" "$size"
+    since "$start"
+}
+
+# Kills a follower of the ready EtcdCluster $1 (size $2); RESULT = the seconds until it is
+# Running with $2 ready members again, the killed one not among them.
+operator_replace() {
+    local name=$1 size=$2 pods endpoints victim start
+    # name=podIP for each member pod; members listen on their pod's loopback address.
+    pods=$(kubectl -n "$NS" get pods -l "app=etcd,etcd_cluster=$name" \
+        -o jsonpath='{range .items[*]}{.metadata.name}={.status.podIP}{"\n"}{end}')
+    endpoints=$(sed 's/^.*=\(.*\)$/http:\/\/\1:2379/' <<<"$pods" | paste -sd,)
+    victim=$(follower_of "$endpoints")
+    victim=${victim#http://}
+    victim=$(awk -F= -v ip="${victim%:2379}" '$2 == ip { print $1; exit }' <<<"$pods")
+    [[ -n $victim ]] || die "no follower found among $endpoints"
+    log "operator: killing follower $victim"
+    start=$(now)
+    "$NODE_BIN" kill --state-dir "$LOCAL_ENV_DIR/node" --namespace "$NS" --pod "$victim" >/dev/null
+    poll "EtcdCluster $NS/$name to replace $victim" operator_ready "$name" "$size" "$victim"
+    since "$start"
+}
+
+# Deletes EtcdCluster $1 and waits until its pods are gone, so the next measurement
+# runs on an idle machine.
+no_pods() { [[ -z $(kubectl -n "$NS" get pods -l "etcd_cluster=$1" -o name 2>/dev/null) ]]; }
+operator_delete() {
+    kubectl -n "$NS" delete etcd "$1" >/dev/null
+    poll "the pods of $1 to be deleted" no_pods "$1"
+}
+
+# ---------------------------------------------------------------------------
+# Measure, then print medians
+# ---------------------------------------------------------------------------
+declare -A FLOOR=() OPER=()   # scenario -> space-separated seconds, one per run
+# record FLOOR|OPER scenario: appends RESULT.
+record() { local -n into=$1; into[$2]+="$RESULT "; log "$1 $2: $RESULT s"; }
+
+for ((run = 1; run <= RUNS; run++)); do
+    log "run $run/$RUNS: floor, etcd $ETCD_VERSION, $MODE"
+    floor_create 3; record FLOOR create3
+    sleep "$SETTLE_S"
+    floor_replace; record FLOOR replace3
+    floor_stop
+    floor_create 5; record FLOOR create5
+    floor_stop
+    if [[ $SKIP_OPERATOR != 1 ]]; then
+        [[ -n $NS ]] || operator_setup
+        operator_create "t3-$run" 3; record OPER create3
+        sleep "$SETTLE_S"
+        operator_replace "t3-$run" 3; record OPER replace3
+        operator_delete "t3-$run"
+        operator_create "t5-$run" 5; record OPER create5
+        operator_delete "t5-$run"
+    fi
+done
+
+median() {
+    [[ -n ${1:-} ]] || { echo -; return; }
+    tr ' ' '\n' <<<"$1" | grep . | sort -g |
+        awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f", m }'
+}
+ratio() {
+    if [[ $2 == - ]]; then echo -; else awk -v f="$1" -v o="$2" 'BEGIN { printf "%.1fx", o / f }'; fi
+}
+
+echo
+echo "etcd-operator timings, $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname) ($(nproc) cores)"
+echo "etcd $ETCD_VERSION ($ETCD); members added as $MODE"
+echo "runs: $RUNS (median shown); a replacement starts ${SETTLE_S}s after Ready"
+echo
+printf '%-28s | %8s | %10s | %6s\n' scenario "floor s" "operator s" ratio
+printf '%-28s-|-%8s-|-%10s-|-%6s\n' "" "" "" "" | tr ' ' -
+for s in create3 create5 replace3; do
+    case $s in
+        create3) label="create, 3 members" ;;
+        create5) label="create, 5 members" ;;
+        replace3) label="replace 1 of 3 (SIGKILL)" ;;
+    esac
+    f=$(median "${FLOOR[$s]}")
+    o=$(median "${OPER[$s]:-}")
+    printf '%-28s | %8s | %10s | %6s\n' "$label" "$f" "$o" "$(ratio "$f" "$o")"
+done
+[[ $SKIP_OPERATOR == 1 ]] && echo "(SKIP_OPERATOR=1: operator not measured)"
+cat <<'EOF'
+
+For reference (from the issue): seed-then-add by hand on etcd 3.4.23 here took about
+6.3 s for 3 members and 16 s for 5; the archived CoreOS operator takes one step per
+8-second tick, roughly 17 s for 3 members and 33 s for 5.
+EOF
