@@ -3,6 +3,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+// Every field is always serialized (no `skip_serializing_if`): the operator writes status
+// with a merge patch, in which an omitted field would keep its stale value.
 /// What the operator last observed and did.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -11,16 +13,16 @@ pub struct EtcdClusterStatus {
     #[serde(default)]
     pub phase: String,
     /// Reason of the operator's last decision.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(default)]
     pub reason: String,
     /// Message of the operator's last decision.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(default)]
     pub message: String,
     /// The operator is not changing the cluster (`spec.paused`).
     #[serde(default)]
     pub control_paused: bool,
     /// Available, Progressing and Degraded.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub conditions: Vec<ClusterCondition>,
     /// Members in etcd's member list.
     #[serde(default)]
@@ -29,7 +31,7 @@ pub struct EtcdClusterStatus {
     #[serde(default)]
     pub ready_members: i32,
     /// Name of the client Service.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(default)]
     pub service_name: String,
     /// Port of the client Service.
     #[serde(default)]
@@ -44,7 +46,7 @@ pub struct EtcdClusterStatus {
     #[serde(default)]
     pub target_version: String,
     /// `metadata.generation` this status answers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub observed_generation: Option<i64>,
 }
 
@@ -53,10 +55,10 @@ pub struct EtcdClusterStatus {
 #[serde(rename_all = "camelCase")]
 pub struct MembersStatus {
     /// Started, healthy members.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub ready: Vec<String>,
     /// Members not started, not answering, or without a pod.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub unready: Vec<String>,
 }
 
@@ -75,7 +77,7 @@ pub struct ClusterCondition {
     #[serde(default)]
     pub message: String,
     /// When `status` last changed (RFC 3339).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub last_transition_time: Option<String>,
 }
 
