@@ -186,6 +186,9 @@ pub struct EventRecord {
     pub action: String,
     /// For people.
     pub note: String,
+    /// The member (pod) the event is about, if one: Events about different members are
+    /// kept apart rather than folded into one series.
+    pub member: Option<String>,
 }
 
 /// The Kubernetes objects of one cluster.

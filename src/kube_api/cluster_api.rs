@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType as KubeEventType, Recorder};
@@ -228,7 +228,13 @@ impl ClusterApi for KubeClusterApi {
             reason: event.reason.clone(),
             note: Some(note),
             action: event.action.clone(),
-            secondary: None,
+            secondary: event.member.as_ref().map(|name| ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                namespace: Some(self.topology.namespace.clone()),
+                name: Some(name.clone()),
+                ..ObjectReference::default()
+            }),
         };
         self.recorder
             .publish(&ev, &cluster.object_ref(&()))

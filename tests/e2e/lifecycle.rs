@@ -59,8 +59,7 @@ async fn a_restarted_operator_adopts_running_clusters_without_touching_a_member(
         None,
     );
 
-    stop_operator().await;
-    start_operator();
+    drop(OperatorStopped::new().await);
     // Let the new operator tick a few times.
     tokio::time::sleep(Duration::from_secs(8)).await;
     wait_running(&ns.0, "adopted", 3, Duration::from_secs(60)).await;
@@ -112,17 +111,28 @@ async fn an_operator_stopped_between_member_add_and_pod_start_converges_without_
         .cluster_id();
 
     // Do what the operator does first when it adds a member, then "crash" before the pod.
-    stop_operator().await;
-    let name = "joined-zzzzz";
-    client
-        .member_add(
-            [format!("http://{name}.joined.{}.svc:2380", ns.0)],
-            Some(etcd_client::MemberAddOptions::new().with_is_learner()),
-        )
-        .await
-        .expect("member add");
+    let stopped = OperatorStopped::new().await;
+    let peer = format!("http://joined-zzzzz.joined.{}.svc:2380", ns.0);
+    wait_for(
+        "etcd to accept the member add",
+        Duration::from_secs(30),
+        || {
+            let mut client = client.clone();
+            let peer = peer.clone();
+            async move {
+                let learner = Some(etcd_client::MemberAddOptions::new().with_is_learner());
+                // etcd refuses adds for a few seconds after a member joined.
+                client
+                    .member_add([peer], learner)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            }
+        },
+    )
+    .await;
     patch_spec(&ns.0, "joined", serde_json::json!({"size": 3})).await;
-    start_operator();
+    drop(stopped);
 
     let after = wait_running(&ns.0, "joined", 3, Duration::from_secs(180)).await;
     let mut client = etcd(&ns.0, "joined", &after).await;

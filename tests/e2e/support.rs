@@ -269,8 +269,26 @@ fn alive(pid: i32) -> bool {
             .contains(") Z ")
 }
 
+/// The operator stopped; it is started again when this is dropped (even by a failing
+/// test, so later scenarios still have an operator).
+pub struct OperatorStopped;
+
+impl OperatorStopped {
+    /// Stops the operator.
+    pub async fn new() -> Self {
+        stop_operator().await;
+        OperatorStopped
+    }
+}
+
+impl Drop for OperatorStopped {
+    fn drop(&mut self) {
+        start_operator();
+    }
+}
+
 /// Stops the operator started by tools/local-up.sh (SIGTERM, by its recorded pid).
-pub async fn stop_operator() {
+async fn stop_operator() {
     let pid = operator_pid().expect("operator pid file");
     let _ = Command::new("kill").arg(pid.to_string()).status();
     wait_for(
@@ -289,7 +307,7 @@ pub async fn stop_operator() {
 
 /// Starts the operator again (tools/local-up.sh restarts what is not running) and waits
 /// until it is ready.
-pub fn start_operator() {
+fn start_operator() {
     let status = Command::new("bash")
         .arg(root().join("tools/local-up.sh"))
         .env("EXAMPLE", "")

@@ -32,6 +32,7 @@ async fn upgrading_3_4_to_3_5_while_a_client_writes_loses_no_acknowledged_write(
         })
     };
 
+    tokio::time::sleep(Duration::from_secs(1)).await;
     patch_spec(&ns.0, "rolling", serde_json::json!({"version": "3.5.35"})).await;
     let api = clusters(&ns.0).await;
     wait_for("every member on 3.5.35", Duration::from_secs(240), || {
@@ -76,8 +77,24 @@ async fn upgrading_3_4_to_3_5_while_a_client_writes_loses_no_acknowledged_write(
         pods_before,
         "pods were replaced instead of upgraded"
     );
-    let (_, events) = kubectl(&["get", "events", "-n", &ns.0], None);
-    assert_eq!(events.matches("MemberUpgraded").count(), 3, "{events}");
+    let (_, events) = kubectl(
+        &[
+            "get",
+            "events",
+            "-n",
+            &ns.0,
+            "--field-selector",
+            "reason=MemberUpgraded",
+            "-o",
+            "name",
+        ],
+        None,
+    );
+    assert_eq!(
+        events.lines().count(),
+        3,
+        "one upgrade step per member: {events}"
+    );
 }
 
 #[tokio::test]

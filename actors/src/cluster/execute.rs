@@ -25,6 +25,25 @@ pub struct ActionOutcome {
     pub not_yet: bool,
 }
 
+/// What an action did, and to which member.
+struct Done {
+    note: String,
+    member: Option<String>,
+}
+
+impl Done {
+    fn cluster(note: String) -> Self {
+        Done { note, member: None }
+    }
+
+    fn member(note: String, member: &str) -> Self {
+        Done {
+            note,
+            member: Some(member.to_string()),
+        }
+    }
+}
+
 /// Why an action failed.
 struct Failure {
     message: String,
@@ -65,13 +84,13 @@ pub(crate) struct Effectors<'a> {
 pub(crate) async fn execute(fx: &Effectors<'_>, actions: &[Action]) -> Vec<ActionOutcome> {
     let mut outcomes = Vec::new();
     for action in actions {
-        let (result, not_yet) = match perform(fx, action).await {
-            Ok(done) => (Ok(done), false),
-            Err(f) => (Err(f.message), f.not_yet),
+        let (result, member, not_yet) = match perform(fx, action).await {
+            Ok(done) => (Ok(done.note), done.member, false),
+            Err(f) => (Err(f.message), None, f.not_yet),
         };
         let failed = result.is_err();
         if !not_yet {
-            record(fx, action, &result).await;
+            record(fx, action, &result, member).await;
         }
         outcomes.push(ActionOutcome {
             action: action.clone(),
@@ -85,16 +104,16 @@ pub(crate) async fn execute(fx: &Effectors<'_>, actions: &[Action]) -> Vec<Actio
     outcomes
 }
 
-async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<String, Failure> {
+async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
     let t = fx.topology;
     match action {
         Action::EnsureServices => {
             fx.kube.ensure_services().await.map_err(|e| e.message)?;
-            Ok(format!(
+            Ok(Done::cluster(format!(
                 "Services {} and {} ensured",
                 t.name,
                 t.client_service()
-            ))
+            )))
         }
         Action::CreateSeed { version } => {
             let name = t.new_member_name(&mut rand::rng());
@@ -109,7 +128,10 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<String, Failure>
                 .create_member_pod(&pod)
                 .await
                 .map_err(|e| e.message)?;
-            Ok(format!("created seed member {name} (etcd {version})"))
+            Ok(Done::member(
+                format!("created seed member {name} (etcd {version})"),
+                &name,
+            ))
         }
         Action::AddMember { learner, version } => {
             let name = t.new_member_name(&mut rand::rng());
@@ -127,9 +149,12 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<String, Failure>
                 .await
                 .map_err(Failure::from)?;
             let kind = if *learner { "learner" } else { "member" };
-            Ok(format!(
-                "added {kind} {name} (id {:x}) and started its pod",
-                added.id
+            Ok(Done::member(
+                format!(
+                    "added {kind} {name} (id {:x}) and started its pod",
+                    added.id
+                ),
+                &name,
             ))
         }
         Action::ResumeJoin { id, name, version } => {
@@ -144,7 +169,10 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<String, Failure>
             start_joining_pod(fx, name, *id, &list, version)
                 .await
                 .map_err(Failure::from)?;
-            Ok(format!("started the pod of added member {name}"))
+            Ok(Done::member(
+                format!("started the pod of added member {name}"),
+                name,
+            ))
         }
         Action::PromoteLearner { id, name } => {
             ask(
@@ -156,7 +184,10 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<String, Failure>
             )
             .await
             .map_err(|e| Failure::etcd(format!("member promote {name}"), &e))?;
-            Ok(format!("promoted learner {name} to a voting member"))
+            Ok(Done::member(
+                format!("promoted learner {name} to a voting member"),
+                name,
+            ))
         }
         Action::RemoveMember { id, name } => {
             ask(
@@ -168,18 +199,24 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<String, Failure>
             )
             .await
             .map_err(|e| Failure::etcd(format!("member remove {name}"), &e))?;
-            Ok(format!("removed member {name} (id {id:x}) from etcd"))
+            Ok(Done::member(
+                format!("removed member {name} (id {id:x}) from etcd"),
+                name,
+            ))
         }
         Action::DeletePod { name } => {
             fx.kube.delete_pod(name).await.map_err(|e| e.message)?;
-            Ok(format!("deleted pod {name}"))
+            Ok(Done::member(format!("deleted pod {name}"), name))
         }
         Action::UpgradeMember { name, to } => {
             fx.kube
                 .set_pod_version(name, to)
                 .await
                 .map_err(|e| e.message)?;
-            Ok(format!("set member {name} to etcd {to}; its data stays"))
+            Ok(Done::member(
+                format!("set member {name} to etcd {to}; its data stays"),
+                name,
+            ))
         }
     }
 }
@@ -215,7 +252,12 @@ async fn start_joining_pod(
         .map_err(|e| format!("creating pod {name}: {e}"))
 }
 
-async fn record(fx: &Effectors<'_>, action: &Action, result: &Result<String, String>) {
+async fn record(
+    fx: &Effectors<'_>,
+    action: &Action,
+    result: &Result<String, String>,
+    member: Option<String>,
+) {
     if matches!(action, Action::EnsureServices) && result.is_ok() {
         return;
     }
@@ -232,6 +274,7 @@ async fn record(fx: &Effectors<'_>, action: &Action, result: &Result<String, Str
         reason: reason.to_string(),
         action: action.kind().to_string(),
         note,
+        member,
     };
     // An Event that cannot be written must not stop the lifecycle.
     let _ = fx.kube.record_event(&event).await;

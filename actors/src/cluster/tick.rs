@@ -87,6 +87,7 @@ impl TickJob {
                 reason: decision.why.reason.as_str().to_string(),
                 action: "Decide".into(),
                 note: decision.why.message.clone(),
+                member: None,
             };
             let _ = kube.record_event(&event).await;
         }
