@@ -23,6 +23,9 @@ echo "== end-to-end tests"
 if [ -f "$LOCAL_ENV_DIR/run/operator.pid" ] && kill -0 "$(cat "$LOCAL_ENV_DIR/run/operator.pid")" 2>/dev/null; then
   echo "(reusing the local environment that is already up)"
 else
+  # Leftovers of an environment whose processes are gone (a reboot, an ended session)
+  # would bring back old objects and certificates: start clean.
+  bash tools/local-down.sh >/dev/null 2>&1 || true
   trap 'bash tools/local-down.sh' EXIT
 fi
 EXAMPLE= bash tools/local-up.sh

@@ -9,35 +9,20 @@ async fn replaced_after(ns: &str, name: &str, victim: &str, kill: impl FnOnce())
     let mut client = etcd(ns, name, &before).await;
     write_keys(&mut client, "heal", 30).await;
     kill();
-    let api = clusters(ns).await;
-    let victim_owned = victim.to_string();
-    let after = wait_for(
+    let after = wait_status(
+        ns,
+        name,
         "the dead member to be replaced",
         Duration::from_secs(120),
-        || {
-            let api = api.clone();
-            let victim = victim_owned.clone();
-            async move {
-                let s = api
-                    .get(name)
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .status
-                    .unwrap_or_default();
-                let gone =
-                    !s.members.ready.contains(&victim) && !s.members.unready.contains(&victim);
-                if gone && s.phase == "Running" && s.members.ready.len() == 3 {
-                    Ok(s.members.ready)
-                } else {
-                    Err(format!(
-                        "{} {:?} {:?} {}",
-                        s.phase, s.members.ready, s.members.unready, s.message
-                    ))
-                }
-            }
+        |s| {
+            let gone = !s.members.ready.iter().any(|m| m == victim)
+                && !s.members.unready.iter().any(|m| m == victim);
+            gone && s.phase == "Running" && s.members.ready.len() == 3
         },
     )
-    .await;
+    .await
+    .members
+    .ready;
     let mut client = etcd(ns, name, &after).await;
     let members = member_list(&mut client).await;
     assert_eq!(members.len(), 3, "{members:?}");
@@ -81,48 +66,18 @@ async fn a_paused_cluster_leaves_a_killed_member_dead_until_unpaused() {
     write_keys(&mut client, "pause", 10).await;
 
     patch_spec(&ns.0, "paused", serde_json::json!({"paused": true})).await;
-    let api = clusters(&ns.0).await;
-    wait_for("status to show the pause", Duration::from_secs(30), || {
-        let api = api.clone();
-        async move {
-            let s = api
-                .get("paused")
-                .await
-                .map_err(|e| e.to_string())?
-                .status
-                .unwrap_or_default();
-            if s.phase == "Paused" && s.control_paused {
-                Ok(())
-            } else {
-                Err(s.phase)
-            }
-        }
+    let timeout = Duration::from_secs(30);
+    wait_status(&ns.0, "paused", "the pause in status", timeout, |s| {
+        s.phase == "Paused" && s.control_paused
     })
     .await;
     let victim = ready[2].clone();
     kill_member(&ns.0, &victim);
     // The operator keeps observing: the dead member shows as unready, and stays a member.
-    wait_for(
-        "the dead member to be reported unready",
-        Duration::from_secs(60),
-        || {
-            let api = api.clone();
-            let victim = victim.clone();
-            async move {
-                let s = api
-                    .get("paused")
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .status
-                    .unwrap_or_default();
-                if s.members.unready.contains(&victim) {
-                    Ok(())
-                } else {
-                    Err(format!("{:?}", s.members))
-                }
-            }
-        },
-    )
+    let what = "the dead member reported unready";
+    wait_status(&ns.0, "paused", what, Duration::from_secs(60), |s| {
+        s.members.unready.contains(&victim)
+    })
     .await;
     tokio::time::sleep(Duration::from_secs(10)).await;
     let members = member_list(&mut client).await;
@@ -130,7 +85,13 @@ async fn a_paused_cluster_leaves_a_killed_member_dead_until_unpaused() {
         members.iter().any(|(_, n, _)| *n == victim),
         "paused operator removed {victim}"
     );
-    let s = api.get("paused").await.unwrap().status.unwrap();
+    let s = clusters(&ns.0)
+        .await
+        .get("paused")
+        .await
+        .unwrap()
+        .status
+        .unwrap();
     assert!(s.members.unready.contains(&victim), "{:?}", s.members);
 
     patch_spec(&ns.0, "paused", serde_json::json!({"paused": false})).await;

