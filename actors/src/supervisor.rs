@@ -12,7 +12,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 use slog::{Logger, info, warn};
 
-use crate::cluster::{ClusterActor, ClusterConfig, Retire, SpecChanged};
+use crate::cluster::{ClusterActor, ClusterConfig, Nudge, Retire, SpecChanged};
 use crate::debug::ActorKind;
 use crate::lifecycle::DesiredCluster;
 use crate::metrics::Telemetry;
@@ -194,6 +194,31 @@ impl StreamHandler<WatchEvent> for Supervisor {
 
     fn finished(&mut self, _: &mut Context<Self>) {
         warn!(self.logger, "the EtcdCluster watch stream ended");
+    }
+}
+
+/// One of a cluster's pods changed: its Cluster actor should look now.
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "()")]
+pub struct PodChanged(pub Topology);
+
+impl Handler<PodChanged> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: PodChanged, _: &mut Context<Self>) {
+        if let Some(addr) = self.clusters.get(&msg.0) {
+            addr.do_send(Nudge);
+        }
+    }
+}
+
+impl StreamHandler<PodChanged> for Supervisor {
+    fn handle(&mut self, msg: PodChanged, ctx: &mut Context<Self>) {
+        <Self as Handler<PodChanged>>::handle(self, msg, ctx);
+    }
+
+    fn finished(&mut self, _: &mut Context<Self>) {
+        warn!(self.logger, "the pod watch stream ended");
     }
 }
 

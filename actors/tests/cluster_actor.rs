@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use etcd_operator_actors::cluster::{ClusterActor, ClusterConfig, Inspect, SpecChanged};
+use etcd_operator_actors::cluster::{ClusterActor, ClusterConfig, Inspect, Nudge, SpecChanged};
 use etcd_operator_actors::fakes::FakeCluster;
 use etcd_operator_actors::lifecycle::DesiredCluster;
 use etcd_operator_actors::metrics::Telemetry;
@@ -171,6 +171,31 @@ async fn a_spec_change_wakes_the_actor_at_once_instead_of_at_the_next_interval()
     actor.do_send(SpecChanged(DesiredCluster::new(5, V)));
     until(&actor, &fake, "5 running members", running_with(5)).await;
 
+    let took = asked.elapsed();
+    assert!(
+        took < Duration::from_secs(60),
+        "took {took:?} of virtual time; the interval is an hour"
+    );
+}
+
+#[actix_rt::test]
+async fn a_nudge_about_a_changed_pod_makes_the_actor_look_at_once() {
+    tokio::time::pause();
+    let fake = FakeCluster::running(demo(), 3, V);
+    let config = ClusterConfig {
+        tick_interval: Duration::from_secs(3600),
+        ..ClusterConfig::default()
+    };
+    let actor = start(&fake, DesiredCluster::new(3, V), config);
+    until(&actor, &fake, "3 running members", running_with(3)).await;
+
+    let asked = Instant::now();
+    assert!(fake.kill_member("demo-m2"));
+    actor.do_send(Nudge);
+    until(&actor, &fake, "the dead member replaced", |view, fake| {
+        running_with(3)(view, fake) && fake.members().iter().all(|m| m.name != "demo-m2")
+    })
+    .await;
     let took = asked.elapsed();
     assert!(
         took < Duration::from_secs(60),

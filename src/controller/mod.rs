@@ -16,13 +16,14 @@ use kube::api::Api;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, Resource};
+use kube::{Client, Resource, ResourceExt};
 use prometheus_client::registry::Registry;
 use serde::de::DeserializeOwned;
 use slog::{Logger, info, warn};
 
 use etcd_operator_actors::metrics::Telemetry;
-use etcd_operator_actors::supervisor::{Supervisor, WatchEvent};
+use etcd_operator_actors::supervisor::{PodChanged, Supervisor, WatchEvent};
+use etcd_operator_actors::topology::Topology;
 
 pub use leader::{LeaderElection, can_take};
 pub use watch::watch_event;
@@ -31,7 +32,7 @@ pub use wiring::KubeWiring;
 use crate::api::EtcdCluster;
 use crate::cli::RunArgs;
 use crate::kube_api::Caches;
-use crate::resources::labels::{MANAGED_BY_LABEL, MANAGER};
+use crate::resources::labels::{CLUSTER_LABEL, MANAGED_BY_LABEL, MANAGER};
 
 fn api<K>(client: &Client, namespace: &str) -> Api<K>
 where
@@ -48,8 +49,14 @@ where
     }
 }
 
-/// Keeps a cache of `K` objects matching `labels` up to date in the background.
-fn cache<K>(api: Api<K>, labels: &str, log: &Logger) -> Store<K>
+/// Keeps a cache of `K` objects matching `labels` up to date in the background, calling
+/// `on_change` with every object the watch reports changed or deleted.
+fn cache<K>(
+    api: Api<K>,
+    labels: &str,
+    log: &Logger,
+    on_change: impl Fn(&K) + Send + 'static,
+) -> Store<K>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
@@ -64,12 +71,24 @@ where
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(item) = stream.next().await {
-            if let Err(e) = item {
-                warn!(log, "watch error"; "kind" => K::kind(&Default::default()).to_string(), "error" => %e);
+            match item {
+                Ok(watcher::Event::Apply(object) | watcher::Event::Delete(object)) => {
+                    on_change(&object)
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    warn!(log, "watch error"; "kind" => K::kind(&Default::default()).to_string(), "error" => %e)
+                }
             }
         }
     });
     store
+}
+
+/// The cluster a member pod belongs to.
+fn pod_cluster(pod: &Pod) -> Option<Topology> {
+    let cluster = pod.labels().get(CLUSTER_LABEL)?;
+    Some(Topology::new(&pod.namespace()?, cluster))
 }
 
 fn supervisor_events(
@@ -132,8 +151,16 @@ pub async fn run(args: RunArgs, log: Logger) -> anyhow::Result<()> {
     leading.store(true, Ordering::SeqCst);
 
     let selector = format!("app=etcd,{MANAGED_BY_LABEL}={MANAGER}");
-    let pods: Store<Pod> = cache(api(&client, &args.namespace), &selector, &log);
-    let services: Store<Service> = cache(api(&client, &args.namespace), &selector, &log);
+    // Pod changes wake their Cluster actor at once (a member that died is seen without
+    // waiting for the next interval). Nudges are hints: when the channel is full, the
+    // next tick sees the change anyway.
+    let (nudges, nudged) = tokio::sync::mpsc::channel::<PodChanged>(1024);
+    let pods: Store<Pod> = cache(api(&client, &args.namespace), &selector, &log, move |pod| {
+        if let Some(cluster) = pod_cluster(pod) {
+            let _ = nudges.try_send(PodChanged(cluster));
+        }
+    });
+    let services: Store<Service> = cache(api(&client, &args.namespace), &selector, &log, |_| {});
     pods.wait_until_ready().await.context("pod cache")?;
     services.wait_until_ready().await.context("service cache")?;
     info!(log, "pod and service caches synced");
@@ -158,6 +185,7 @@ pub async fn run(args: RunArgs, log: Logger) -> anyhow::Result<()> {
     let sup_log = log.clone();
     let _supervisor = Supervisor::create(move |ctx| {
         ctx.add_stream(events);
+        ctx.add_stream(tokio_stream::wrappers::ReceiverStream::new(nudged));
         Supervisor::new(wiring, config, telemetry, &sup_log)
     });
 

@@ -14,6 +14,12 @@ pub struct Tick;
 #[rtype(result = "()")]
 pub struct SpecChanged(pub DesiredCluster);
 
+/// Something the cluster is made of changed (one of its pods): tick at once rather than
+/// at the next interval.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct Nudge;
+
 /// Stop for good (the EtcdCluster is gone). The Supervisor drops its address right after,
 /// so the actor is not restarted.
 #[derive(Debug, Clone, Copy, Message)]

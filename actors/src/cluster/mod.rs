@@ -19,7 +19,7 @@ use futures::FutureExt;
 use slog::{Logger, crit, debug, info, warn};
 
 pub use execute::ActionOutcome;
-pub use messages::{Inspect, Retire, SpecChanged, Tick};
+pub use messages::{Inspect, Nudge, Retire, SpecChanged, Tick};
 
 use crate::debug::{ActorKind, TransitionRecord, unix_ms};
 use crate::lifecycle::{Deadlines, DesiredCluster, Phase, Reason, State};
@@ -111,6 +111,15 @@ impl ClusterActor {
             ctx.cancel_future(handle);
         }
         self.next_tick = Some(ctx.notify_later(Tick, after));
+    }
+
+    /// Ticks now, or right after the tick in progress.
+    fn tick_soon(&mut self, ctx: &mut Context<Self>) {
+        if self.busy {
+            self.tick_again = true;
+        } else {
+            self.schedule(Duration::ZERO, ctx);
+        }
     }
 
     fn debug_view(&self) -> serde_json::Value {
@@ -307,11 +316,15 @@ impl Handler<SpecChanged> for ClusterActor {
         info!(self.logger, "spec changed"; "size" => msg.0.size, "version" => &msg.0.version,
             "paused" => msg.0.paused, "generation" => msg.0.generation);
         self.spec = msg.0;
-        if self.busy {
-            self.tick_again = true;
-        } else {
-            self.schedule(Duration::ZERO, ctx);
-        }
+        self.tick_soon(ctx);
+    }
+}
+
+impl Handler<Nudge> for ClusterActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Nudge, ctx: &mut Context<Self>) {
+        self.tick_soon(ctx);
     }
 }
 
