@@ -35,3 +35,13 @@ fn invalid_specs_are_refused_at_kubectl_apply_with_the_field_named() {
         "{listed}"
     );
 }
+
+#[test]
+fn every_example_is_accepted_by_the_api_server() {
+    let ns = Namespace::create("examples");
+    let examples = crate::support::root().join("examples");
+    let path = examples.to_str().unwrap();
+    let (ok, out) = kubectl(&["apply", "--dry-run=server", "-n", &ns.0, "-f", path], None);
+    assert!(ok, "an example was refused: {out}");
+    assert!(out.contains("example-etcd-cluster"), "{out}");
+}
