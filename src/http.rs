@@ -136,6 +136,31 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn metrics_are_served_in_prometheus_text_format() {
+        let metrics = etcd_operator_actors::metrics::Metrics::default();
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        metrics.ticks.inc();
+        let s = HttpState {
+            registry: Arc::new(registry),
+            ..state()
+        };
+        let (code, body) = get_path(s, "/metrics").await;
+        assert_eq!(code, StatusCode::OK);
+        assert!(body.contains("etcd_operator_ticks_total 1"), "{body}");
+    }
+
+    #[tokio::test]
+    async fn a_standby_replica_is_not_ready() {
+        let s = state();
+        s.hub.set_synced();
+        s.leading.store(false, Ordering::SeqCst);
+        let (code, body) = get_path(s, "/readyz").await;
+        assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(body.contains("standby"));
+    }
+
+    #[tokio::test]
     async fn debug_actors_lists_every_actor_state_as_json() {
         let s = state();
         s.hub.set_state(

@@ -7,6 +7,7 @@ mod support;
 
 mod create;
 mod heal;
+mod leader;
 mod lifecycle;
 mod scale;
 mod upgrade;

@@ -41,7 +41,10 @@ fn every_example_is_accepted_by_the_api_server() {
     let ns = Namespace::create("examples");
     let examples = crate::support::root().join("examples");
     let path = examples.to_str().unwrap();
-    let (ok, out) = kubectl(&["apply", "--dry-run=server", "-n", &ns.0, "-f", path], None);
+    let (ok, out) = kubectl(
+        &["apply", "--dry-run=server", "-n", &ns.0, "-f", path],
+        None,
+    );
     assert!(ok, "an example was refused: {out}");
     assert!(out.contains("example-etcd-cluster"), "{out}");
 }
