@@ -31,7 +31,7 @@ bash tools/install-deps.sh
 bash tools/control-plane.sh up
 
 echo "== building the operator and the node"
-cargo build --bins --quiet
+cargo build --workspace --bins --quiet
 mkdir -p "$RUN" "$LOGS"
 
 alive() { [ -f "$RUN/$1.pid" ] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }

@@ -266,7 +266,7 @@ operator_setup() {
     (cd "$ROOT" && env -u ETCD_VERSION EXAMPLE='' bash tools/local-up.sh) >"$WORK/local-up.log" 2>&1 ||
         die "tools/local-up.sh failed: $(tail -20 "$WORK/local-up.log")"
     export KUBECONFIG=$LOCAL_ENV_DIR/kubeconfig
-    [[ -x $NODE_BIN ]] || (cd "$ROOT" && cargo build --bins --quiet)
+    [[ -x $NODE_BIN ]] || (cd "$ROOT" && cargo build --workspace --bins --quiet)
     NS=timings-$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')
     kubectl create namespace "$NS" >/dev/null
     log "operator: namespace $NS"
