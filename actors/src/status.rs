@@ -72,6 +72,12 @@ pub fn summarize(decision: &Decision, obs: &Observation, spec: &DesiredCluster) 
             }
         }
     }
+    if !matches!(obs.membership, Membership::Listed { .. }) && decision.state.bootstrapped {
+        // No member answers, but the cluster has members: its pods are the members we know
+        // of, all unready. The status must not forget them (it is what keeps a restarted
+        // operator from ever bootstrapping this cluster again).
+        unready.extend(obs.pods.iter().map(|p| p.name.clone()));
+    }
     ready.sort();
     unready.sort();
     let listed = matches!(obs.membership, Membership::Listed { .. });
@@ -193,6 +199,17 @@ mod tests {
         assert!(!condition(&r, AVAILABLE).status);
         assert_eq!(condition(&r, DEGRADED).reason, "QuorumLost");
         assert_eq!(r.phase, "Blocked");
+    }
+
+    #[test]
+    fn unreachable_cluster_that_had_members_lists_its_pods_as_unready() {
+        let obs = World::healthy(Instant::now(), 3, "3.5.21")
+            .etcd_down()
+            .build();
+        let r = report(&obs, &DesiredCluster::new(3, "3.5.21"));
+        assert_eq!(r.phase, "Blocked");
+        assert_eq!(r.unready, vec!["m1", "m2", "m3"]);
+        assert!(r.ready.is_empty());
     }
 
     #[test]

@@ -32,6 +32,24 @@ pub fn status_from_report(
             }
         })
         .collect();
+    let mut members = MembersStatus {
+        ready: report.ready.clone(),
+        unready: report.unready.clone(),
+    };
+    if members.ready.is_empty() && members.unready.is_empty() && report.phase == "Blocked" {
+        // Nothing answers and no pod is left: remember the members the cluster had, so
+        // that no later operator ever bootstraps a new cluster in its place.
+        if let Some(old) = previous {
+            members.unready = old
+                .members
+                .ready
+                .iter()
+                .chain(&old.members.unready)
+                .cloned()
+                .collect();
+            members.unready.sort();
+        }
+    }
     EtcdClusterStatus {
         phase: report.phase.clone(),
         reason: report.reason.clone(),
@@ -42,10 +60,7 @@ pub fn status_from_report(
         ready_members: i32::try_from(report.ready.len()).unwrap_or(i32::MAX),
         service_name: topology.client_service(),
         client_port: i32::from(CLIENT_PORT),
-        members: MembersStatus {
-            ready: report.ready.clone(),
-            unready: report.unready.clone(),
-        },
+        members,
         current_version: report.current_version.clone().unwrap_or_default(),
         target_version: report.target_version.clone(),
         observed_generation: Some(report.observed_generation),
@@ -88,6 +103,20 @@ mod tests {
         assert_eq!(s.ready_members, 3);
         assert_eq!(s.observed_generation, Some(4));
         assert_eq!(s.current_version, "3.5.21");
+    }
+
+    #[test]
+    fn a_blocked_cluster_with_nothing_left_keeps_its_members_in_status() {
+        let t = Topology::new("prod", "demo");
+        let before = status_from_report(&report(true), &t, None, "T1");
+        let mut lost = report(false);
+        lost.phase = "Blocked".into();
+        lost.ready.clear();
+        lost.size = 0;
+        let after = status_from_report(&lost, &t, Some(&before), "T2");
+        assert!(after.had_members());
+        assert_eq!(after.members.unready, vec!["a", "b", "c"]);
+        assert!(after.members.ready.is_empty());
     }
 
     #[test]

@@ -7,8 +7,21 @@ use crate::support::*;
 #[tokio::test]
 async fn applying_a_three_member_cluster_gives_three_started_healthy_members() {
     let ns = Namespace::create("create");
+    let stream = DebugStream::follow();
     apply(&cluster_yaml(&ns.0, "trio", 3, "3.5.35", false));
     let ready = wait_running(&ns.0, "trio", 3, Duration::from_secs(120)).await;
+
+    // The debug stream showed the transitions as they happened, ending in Running.
+    let transitions = stream.lines_for("e2e-create/trio");
+    assert!(
+        transitions.iter().any(|t| t["from"] == "Bootstrapping"),
+        "{transitions:?}"
+    );
+    assert_eq!(
+        transitions.last().unwrap()["to"],
+        "Running",
+        "{transitions:?}"
+    );
 
     let mut etcd = etcd(&ns.0, "trio", &ready).await;
     let members = member_list(&mut etcd).await;

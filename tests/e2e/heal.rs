@@ -100,3 +100,85 @@ async fn a_paused_cluster_leaves_a_killed_member_dead_until_unpaused() {
     let mut client = etcd(&ns.0, "paused", &after).await;
     assert_keys(&mut client, "pause", 10).await;
 }
+
+#[tokio::test]
+async fn losing_quorum_is_reported_and_no_member_is_removed() {
+    let ns = Namespace::create("quorum");
+    apply(&cluster_yaml(&ns.0, "fragile", 3, "3.5.35", false));
+    let ready = wait_running(&ns.0, "fragile", 3, Duration::from_secs(120)).await;
+    let pods_before = pod_uids(&ns.0);
+    kill_member(&ns.0, &ready[0]);
+    kill_member(&ns.0, &ready[1]);
+
+    let what = "quorum loss in status";
+    let status = wait_status(&ns.0, "fragile", what, Duration::from_secs(60), |s| {
+        s.phase == "Blocked"
+            && s.conditions
+                .iter()
+                .any(|c| c.r#type == "Available" && c.status == "False")
+            && s.conditions
+                .iter()
+                .any(|c| c.r#type == "Degraded" && c.status == "True")
+    })
+    .await;
+    assert!(
+        ["QuorumLost", "EtcdUnreachable"].contains(&status.reason.as_str()),
+        "{status:?}"
+    );
+    // Give the operator several ticks: it must not delete or replace anything.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(
+        pod_uids(&ns.0),
+        pods_before,
+        "a pod was deleted or replaced"
+    );
+    let (_, events) = kubectl(
+        &[
+            "get",
+            "events",
+            "-n",
+            &ns.0,
+            "--field-selector",
+            "reason=MemberRemoved",
+            "-o",
+            "name",
+        ],
+        None,
+    );
+    assert!(
+        events.trim().is_empty() || events.contains("No resources"),
+        "{events}"
+    );
+
+    // A restarted operator must not take the broken cluster for a new one.
+    drop(OperatorStopped::new().await);
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(
+        pod_uids(&ns.0),
+        pods_before,
+        "the restarted operator changed pods"
+    );
+    let status = clusters(&ns.0)
+        .await
+        .get("fragile")
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(status.phase, "Blocked", "{status:?}");
+    assert!(status.had_members(), "{status:?}");
+    let (_, seeds) = kubectl(
+        &[
+            "get",
+            "events",
+            "-n",
+            &ns.0,
+            "--field-selector",
+            "reason=SeedCreated",
+            "-o",
+            "name",
+        ],
+        None,
+    );
+    assert_eq!(seeds.lines().count(), 1, "a second seed: {seeds}");
+}

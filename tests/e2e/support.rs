@@ -372,3 +372,49 @@ fn start_operator() {
         "tools/local-up.sh failed to restart the operator"
     );
 }
+
+/// A `curl -sN` on the operator's `/debug/stream`, collecting lines until dropped.
+pub struct DebugStream {
+    child: std::process::Child,
+    lines: std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+}
+
+impl DebugStream {
+    /// Starts following the stream of the local operator.
+    pub fn follow() -> Self {
+        use std::io::BufRead;
+        let mut child = Command::new("curl")
+            .args(["-sN", "http://127.0.0.1:18080/debug/stream"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("curl runs");
+        let stdout = child.stdout.take().unwrap();
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if let Ok(value) = serde_json::from_str(&line) {
+                    sink.lock().unwrap().push(value);
+                }
+            }
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        DebugStream { child, lines }
+    }
+
+    /// The transitions seen so far for cluster `key` (`namespace/name`).
+    pub fn lines_for(&self, key: &str) -> Vec<serde_json::Value> {
+        let lines = self.lines.lock().unwrap();
+        lines.iter().filter(|l| l["key"] == key).cloned().collect()
+    }
+}
+
+impl Drop for DebugStream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -255,7 +255,11 @@ fn with_member_list(
 ) -> Decision {
     let size = spec.size as usize;
     let scaling = Phase::Scaling {
-        from: view.members.iter().filter(|m| m.started()).count(),
+        from: view
+            .members
+            .iter()
+            .filter(|m| m.started() && !m.is_learner)
+            .count(),
         to: size,
     };
     if !view.obs.services_present {

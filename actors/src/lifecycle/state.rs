@@ -20,7 +20,7 @@ pub enum Phase {
     Running,
     /// Adding or removing members to reach `to`.
     Scaling {
-        /// Started members now.
+        /// Started voting members now.
         from: usize,
         /// Members wanted.
         to: usize,
