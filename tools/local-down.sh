@@ -6,15 +6,17 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
 RUN="$LOCAL_ENV_DIR/run"
+# shellcheck source=tools/lib.sh
+source "$ROOT/tools/lib.sh"
 
 stop() {
   local pidfile="$RUN/$1.pid" pid
   [ -f "$pidfile" ] || return 0
   pid=$(cat "$pidfile")
-  if kill -0 "$pid" 2>/dev/null; then
+  if running "$pidfile"; then
     kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+    for _ in $(seq 100); do running "$pidfile" || break; sleep 0.1; done
+    if running "$pidfile"; then kill -KILL "$pid" 2>/dev/null || true; fi
   fi
   rm -f "$pidfile"
 }

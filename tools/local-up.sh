@@ -34,7 +34,9 @@ echo "== building the operator and the node"
 cargo build --workspace --bins --quiet
 mkdir -p "$RUN" "$LOGS"
 
-alive() { [ -f "$RUN/$1.pid" ] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }
+# shellcheck source=tools/lib.sh
+source "$ROOT/tools/lib.sh"
+alive() { running "$RUN/$1.pid"; }
 
 echo "== installing the CRD and the operator's namespace and RBAC from manifests/"
 kubectl apply -f manifests/00-namespace.yaml -f manifests/10-crd.yaml -f manifests/20-rbac.yaml >/dev/null
@@ -84,7 +86,10 @@ if [ -n "$EXAMPLE" ]; then
     sleep 1
   done
   kubectl get "$name"
-  [ "$phase" = Running ] && [ "$ready" = "$size" ] || { echo "the example did not become ready; see $LOGS/operator.log" >&2; exit 1; }
+  if [ "$phase" != Running ] || [ "$ready" != "$size" ]; then
+    echo "the example did not become ready; see $LOGS/operator.log" >&2
+    exit 1
+  fi
 fi
 
 cat <<MSG

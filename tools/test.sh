@@ -20,7 +20,9 @@ if [ -z "${E2E_ONLY:-}" ]; then
 fi
 
 echo "== end-to-end tests"
-if [ -f "$LOCAL_ENV_DIR/run/operator.pid" ] && kill -0 "$(cat "$LOCAL_ENV_DIR/run/operator.pid")" 2>/dev/null; then
+# shellcheck source=tools/lib.sh
+source tools/lib.sh
+if running "$LOCAL_ENV_DIR/run/operator.pid"; then
   echo "(reusing the local environment that is already up)"
 else
   # Leftovers of an environment whose processes are gone (a reboot, an ended session)
@@ -28,7 +30,7 @@ else
   bash tools/local-down.sh >/dev/null 2>&1 || true
   trap 'bash tools/local-down.sh' EXIT
 fi
-EXAMPLE= bash tools/local-up.sh
+EXAMPLE='' bash tools/local-up.sh
 export KUBECONFIG="$LOCAL_ENV_DIR/kubeconfig"
 cargo test -p etcd-operator-node --features e2e --test process_node
 cargo test --features e2e --test e2e -- --test-threads=1

@@ -35,7 +35,7 @@ async fn a_restarted_operator_adopts_running_clusters_without_touching_a_member(
     write_keys(&mut client, "adopt", 10).await;
     let members_before = member_list(&mut client).await;
     let pods_before = pod_uids(&ns.0);
-    let events_before = cluster_events(&ns.0);
+    let events_before = event_names(&ns.0, "involvedObject.kind=EtcdCluster");
 
     drop(OperatorStopped::new().await);
     // Let the new operator tick a few times.
@@ -44,7 +44,7 @@ async fn a_restarted_operator_adopts_running_clusters_without_touching_a_member(
 
     assert_eq!(member_list(&mut client).await, members_before);
     assert_eq!(pod_uids(&ns.0), pods_before, "a pod was replaced");
-    let events_after = cluster_events(&ns.0);
+    let events_after = event_names(&ns.0, "involvedObject.kind=EtcdCluster");
     assert_eq!(events_after, events_before, "the restarted operator acted");
     assert_keys(&mut client, "adopt", 10).await;
 }
@@ -111,20 +111,4 @@ async fn an_operator_stopped_between_member_add_and_pod_start_converges_without_
         "a second cluster was bootstrapped"
     );
     assert_keys(&mut client, "interrupted", 10).await;
-}
-
-/// The names of the Events about EtcdClusters in `ns`.
-fn cluster_events(ns: &str) -> String {
-    let selector = "involvedObject.kind=EtcdCluster";
-    let args = [
-        "get",
-        "events",
-        "-n",
-        ns,
-        "--field-selector",
-        selector,
-        "-o",
-        "name",
-    ];
-    kubectl(&args, None).1
 }

@@ -216,6 +216,26 @@ pub fn pod_uids(ns: &str) -> Vec<String> {
     uids
 }
 
+/// Names of the Events in `ns` matching a field selector (e.g. `reason=MemberRemoved`).
+pub fn event_names(ns: &str, selector: &str) -> Vec<String> {
+    let args = [
+        "get",
+        "events",
+        "-n",
+        ns,
+        "--field-selector",
+        selector,
+        "-o",
+        "name",
+    ];
+    let (ok, out) = kubectl(&args, None);
+    assert!(ok, "{out}");
+    out.lines()
+        .filter(|l| l.starts_with("event"))
+        .map(str::to_string)
+        .collect()
+}
+
 /// Patches the spec of a cluster.
 pub async fn patch_spec(ns: &str, name: &str, spec: serde_json::Value) {
     clusters(ns)
