@@ -23,3 +23,7 @@ stop() {
 stop operator
 stop node
 bash "$ROOT/tools/control-plane.sh" down
+# The node's lock on /etc/hosts, once no node is left to share it.
+if ! pgrep -f 'etcd-operator-node run' >/dev/null; then
+  rm -f "${TMPDIR:-/tmp}/etcd-operator-node.lock-etc-hosts"
+fi

@@ -126,6 +126,7 @@ impl ClusterApi for KubeClusterApi {
                 problem: None,
             });
         }
+        self.expectations.correct_versions(&mut pods);
         pods.sort_by(|a, b| a.name.cmp(&b.name));
         let services = self.caches.services.state();
         let has = |name: &str| {
@@ -196,8 +197,9 @@ impl ClusterApi for KubeClusterApi {
         self.pods_api()
             .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
             .await
-            .map(|_| ())
-            .map_err(|e| api_error(&format!("changing the image of pod {name}"), e))
+            .map_err(|e| api_error(&format!("changing the image of pod {name}"), e))?;
+        self.expectations.version_set(name, &version.to_string());
+        Ok(())
     }
 
     async fn publish_status(&self, report: &StatusReport) -> Result<(), ApiError> {

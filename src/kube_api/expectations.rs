@@ -22,6 +22,8 @@ pub struct Expectations {
 struct Inner {
     created: BTreeMap<String, Instant>,
     deleted: BTreeMap<String, Instant>,
+    /// Pods whose etcd image was changed, with the version asked for.
+    versions: BTreeMap<String, (String, Instant)>,
 }
 
 impl Expectations {
@@ -37,6 +39,32 @@ impl Expectations {
         let mut inner = self.lock();
         inner.created.remove(name);
         inner.deleted.insert(name.to_string(), Instant::now());
+    }
+
+    /// Records that pod `name` was set to run etcd `version`.
+    pub fn version_set(&self, name: &str, version: &str) {
+        self.lock()
+            .versions
+            .insert(name.to_string(), (version.to_string(), Instant::now()));
+    }
+
+    /// Corrects the versions of `pods` whose image change the cache does not show yet, so
+    /// an upgrade step is never taken twice for one member.
+    pub fn correct_versions(&self, pods: &mut [etcd_operator_actors::lifecycle::PodView]) {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        inner.versions.retain(|name, (version, at)| {
+            let Some(pod) = pods.iter_mut().find(|p| &p.name == name) else {
+                return false;
+            };
+            if pod.version.as_deref() == Some(version.as_str())
+                || now.duration_since(*at) >= EXPECTATION_TIMEOUT
+            {
+                return false;
+            }
+            pod.version = Some(version.clone());
+            true
+        });
     }
 
     /// Given the names the cache shows, returns the pods it should also show (created, not
@@ -76,6 +104,33 @@ mod tests {
         assert!(
             e.reconcile(&[]).0.is_empty(),
             "settled expectations are forgotten"
+        );
+    }
+
+    #[test]
+    fn an_image_change_shows_until_the_cache_catches_up() {
+        use etcd_operator_actors::lifecycle::{PodPhase, PodView};
+        let pod = |version: &str| PodView {
+            name: "m1".into(),
+            phase: PodPhase::Running,
+            ready: true,
+            terminating: false,
+            version: Some(version.into()),
+            problem: None,
+        };
+        let e = Expectations::default();
+        e.version_set("m1", "3.5.35");
+        let mut stale = [pod("3.4.23")];
+        e.correct_versions(&mut stale);
+        assert_eq!(stale[0].version.as_deref(), Some("3.5.35"));
+        let mut fresh = [pod("3.5.35")];
+        e.correct_versions(&mut fresh);
+        let mut later = [pod("3.4.23")];
+        e.correct_versions(&mut later);
+        assert_eq!(
+            later[0].version.as_deref(),
+            Some("3.4.23"),
+            "settled, forgotten"
         );
     }
 

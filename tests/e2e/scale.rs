@@ -31,13 +31,20 @@ async fn scaling_three_to_five_to_three_keeps_every_key() {
     let mut client = etcd(&ns.0, "scaled", &three).await;
     assert_eq!(member_list(&mut client).await.len(), 3);
     assert_keys(&mut client, "scale", 50).await;
-    let (_, pods) = kubectl(&["get", "pods", "-n", &ns.0, "-o", "name"], None);
-    let removed: Vec<_> = five.iter().filter(|m| !three.contains(m)).collect();
+    let removed: Vec<String> = five
+        .iter()
+        .filter(|m| !three.contains(m))
+        .cloned()
+        .collect();
     assert_eq!(removed.len(), 2);
-    for m in removed {
-        assert!(
-            !pods.contains(m.as_str()),
-            "pod of removed member {m} still there: {pods}"
-        );
-    }
+    // Their pods go too (deletion is graceful: the pod object lingers while etcd stops).
+    let what = "the removed members' pods to be deleted";
+    wait_for(what, Duration::from_secs(60), || async {
+        let (_, pods) = kubectl(&["get", "pods", "-n", &ns.0, "-o", "name"], None);
+        match removed.iter().find(|m| pods.contains(m.as_str())) {
+            Some(m) => Err(format!("pod of removed member {m} still there: {pods}")),
+            None => Ok(()),
+        }
+    })
+    .await;
 }
