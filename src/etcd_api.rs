@@ -125,9 +125,11 @@ impl EtcdClientApi {
                     self.forget(key);
                 }
                 let message = describe(&err);
-                // Nothing reached a voting member: the connection failed, or the balancer
-                // picked a learner, which serves no cluster-wide calls.
-                let unsent = message.contains("connect error")
+                // Nothing reached a voting member: a name did not resolve yet (a member
+                // just created), the connection failed, or the balancer picked a learner,
+                // which serves no cluster-wide calls.
+                let unsent = message.contains("dns error")
+                    || message.contains("connect error")
                     || message.contains("Connection refused")
                     || message.contains("not supported for learner");
                 Err((EtcdError::classify(message), unsent))

@@ -100,6 +100,6 @@ The local environment is up.
   kubectl describe etcd ${EXAMPLE:+$(basename "${name:-x}")}                 # conditions and Events
   curl -s http://$OPERATOR_HTTP/debug/actors | python3 -m json.tool     # every actor's state
   curl -sN http://$OPERATOR_HTTP/debug/stream           # live state transitions
-  ETCDCTL_API=3 etcdctl --endpoints=http://<member>.<cluster>.default.svc:2379 member list
+  ETCDCTL_API=3 etcdctl --endpoints=\$(kubectl get ${name:-etcd/NAME} -o jsonpath='http://{.status.members.ready[0]}.{.metadata.name}.{.metadata.namespace}.svc:2379') member list
 Logs: $LOGS/operator.log, $LOGS/node.log.  Tear down: tools/local-down.sh
 MSG
