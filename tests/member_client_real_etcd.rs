@@ -28,14 +28,25 @@ fn member_client() -> Addr<MemberClient> {
     MemberClient::new(Arc::new(EtcdClientApi::new(CALL_TIMEOUT)), ACTOR_TIMEOUT).start()
 }
 
+/// Sends one call to the MemberClient actor.
+async fn ask<M>(client: &Addr<MemberClient>, msg: M) -> M::Result
+where
+    M: actix::Message + Send + 'static,
+    M::Result: Send,
+    MemberClient: actix::Handler<M>,
+{
+    client.send(msg).await.expect("MemberClient is running")
+}
+
 async fn list(client: &Addr<MemberClient>, endpoints: &[String]) -> Vec<MemberView> {
-    client
-        .send(ListMembers {
+    ask(
+        client,
+        ListMembers {
             endpoints: endpoints.to_vec(),
-        })
-        .await
-        .expect("MemberClient is running")
-        .expect("member list succeeds")
+        },
+    )
+    .await
+    .expect("member list succeeds")
 }
 
 async fn add(
@@ -44,14 +55,15 @@ async fn add(
     peer_url: &str,
     learner: bool,
 ) -> Result<AddedMember, EtcdError> {
-    client
-        .send(AddMember {
+    ask(
+        client,
+        AddMember {
             endpoints: endpoints.to_vec(),
             peer_url: peer_url.to_string(),
             learner,
-        })
-        .await
-        .expect("MemberClient is running")
+        },
+    )
+    .await
 }
 
 /// Polls the member list until `count` members have started.
@@ -106,13 +118,14 @@ async fn status_reports_the_running_version_and_the_seed_as_leader() {
     let client = member_client();
     let seed_id = list(&client, &[seed.client_url()]).await[0].id;
 
-    let health = client
-        .send(MemberStatus {
+    let health = ask(
+        &client,
+        MemberStatus {
             endpoint: seed.client_url(),
-        })
-        .await
-        .expect("MemberClient is running")
-        .expect("endpoint status succeeds");
+        },
+    )
+    .await
+    .expect("endpoint status succeeds");
 
     assert!(health.reachable);
     assert!(health.is_healthy(), "{health:?}");
@@ -171,14 +184,15 @@ async fn a_learner_is_promoted_to_a_voting_member_once_it_has_caught_up() {
     assert!(learner.is_learner);
 
     // Before the learner runs, it cannot have caught up.
-    let early = client
-        .send(PromoteMember {
+    let early = ask(
+        &client,
+        PromoteMember {
             endpoints: endpoints.clone(),
             id: added.id,
-        })
-        .await
-        .expect("MemberClient is running")
-        .expect_err("a learner that never started cannot be promoted");
+        },
+    )
+    .await
+    .expect_err("a learner that never started cannot be promoted");
     eprintln!("promote before start: {early:?}");
     assert_eq!(early.kind, EtcdErrorKind::LearnerNotReady);
 
@@ -194,13 +208,14 @@ async fn a_learner_is_promoted_to_a_voting_member_once_it_has_caught_up() {
     let mut attempts = 0;
     loop {
         attempts += 1;
-        let promoted = client
-            .send(PromoteMember {
+        let promoted = ask(
+            &client,
+            PromoteMember {
                 endpoints: endpoints.clone(),
                 id: added.id,
-            })
-            .await
-            .expect("MemberClient is running");
+            },
+        )
+        .await;
         match promoted {
             Ok(()) => break,
             Err(e) if e.kind == EtcdErrorKind::LearnerNotReady && attempts < 20 => {
@@ -283,27 +298,29 @@ async fn a_removed_member_is_gone_from_the_list() {
     let _m2 = EtcdProcess::join(&net, 2, "m2", &initial_cluster).await;
     wait_started(&client, &endpoints, 2).await;
 
-    client
-        .send(RemoveMember {
+    ask(
+        &client,
+        RemoveMember {
             endpoints: endpoints.clone(),
             id: added.id,
-        })
-        .await
-        .expect("MemberClient is running")
-        .expect("member remove succeeds");
+        },
+    )
+    .await
+    .expect("member remove succeeds");
 
     let members = list(&client, &endpoints).await;
     assert_eq!(members.len(), 1, "{members:?}");
     assert_eq!(members[0].name, "seed");
 
-    let again = client
-        .send(RemoveMember {
+    let again = ask(
+        &client,
+        RemoveMember {
             endpoints: endpoints.clone(),
             id: added.id,
-        })
-        .await
-        .expect("MemberClient is running")
-        .expect_err("a removed member cannot be removed twice");
+        },
+    )
+    .await
+    .expect_err("a removed member cannot be removed twice");
     eprintln!("second remove: {again:?}");
     assert_eq!(again.kind, EtcdErrorKind::MemberNotFound);
 }
@@ -320,24 +337,26 @@ async fn calls_to_a_stopped_member_fail_within_the_timeout_and_recover_when_it_i
     seed.stop();
 
     let started = Instant::now();
-    let status = client
-        .send(MemberStatus {
+    let status = ask(
+        &client,
+        MemberStatus {
             endpoint: seed.client_url(),
-        })
-        .await
-        .expect("MemberClient is running")
-        .expect_err("a stopped member has no status");
+        },
+    )
+    .await
+    .expect_err("a stopped member has no status");
     let status_took = started.elapsed();
     eprintln!("status of a stopped member after {status_took:?}: {status:?}");
 
     let started = Instant::now();
-    let listed = client
-        .send(ListMembers {
+    let listed = ask(
+        &client,
+        ListMembers {
             endpoints: endpoints.clone(),
-        })
-        .await
-        .expect("MemberClient is running")
-        .expect_err("a stopped member lists nothing");
+        },
+    )
+    .await
+    .expect_err("a stopped member lists nothing");
     let list_took = started.elapsed();
     eprintln!("member list of a stopped member after {list_took:?}: {listed:?}");
 
@@ -359,13 +378,14 @@ async fn calls_to_a_stopped_member_fail_within_the_timeout_and_recover_when_it_i
     seed.restart().await;
     let members = list(&client, &endpoints).await;
     assert_eq!(members.len(), 1);
-    let health = client
-        .send(MemberStatus {
+    let health = ask(
+        &client,
+        MemberStatus {
             endpoint: seed.client_url(),
-        })
-        .await
-        .expect("MemberClient is running")
-        .expect("a member that is back answers its status");
+        },
+    )
+    .await
+    .expect("a member that is back answers its status");
     assert!(health.reachable);
 }
 
@@ -406,13 +426,14 @@ async fn calls_to_a_frozen_member_time_out_instead_of_hanging() {
     seed.freeze();
 
     let started = Instant::now();
-    let status = client
-        .send(MemberStatus {
+    let status = ask(
+        &client,
+        MemberStatus {
             endpoint: seed.client_url(),
-        })
-        .await
-        .expect("MemberClient is running")
-        .expect_err("a frozen member answers nothing");
+        },
+    )
+    .await
+    .expect_err("a frozen member answers nothing");
     let took = started.elapsed();
     eprintln!("status of a frozen member after {took:?}: {status:?}");
     assert_eq!(status.kind, EtcdErrorKind::Timeout, "{status:?}");
@@ -427,13 +448,14 @@ async fn calls_to_a_frozen_member_time_out_instead_of_hanging() {
 
     // A fresh connection to the frozen member (the failed one was dropped) times out too.
     let started = Instant::now();
-    let listed = client
-        .send(ListMembers {
+    let listed = ask(
+        &client,
+        ListMembers {
             endpoints: endpoints.clone(),
-        })
-        .await
-        .expect("MemberClient is running")
-        .expect_err("a frozen member lists nothing");
+        },
+    )
+    .await
+    .expect_err("a frozen member lists nothing");
     let took = started.elapsed();
     eprintln!("member list of a frozen member after {took:?}: {listed:?}");
     assert_eq!(listed.kind, EtcdErrorKind::Timeout, "{listed:?}");
@@ -445,12 +467,13 @@ async fn calls_to_a_frozen_member_time_out_instead_of_hanging() {
     seed.thaw();
     let started = Instant::now();
     loop {
-        let again = client
-            .send(ListMembers {
+        let again = ask(
+            &client,
+            ListMembers {
                 endpoints: endpoints.clone(),
-            })
-            .await
-            .expect("MemberClient is running");
+            },
+        )
+        .await;
         match again {
             Ok(members) => {
                 assert_eq!(members.len(), 1);
