@@ -131,6 +131,27 @@ pub fn mounts_for(
     Ok(mounts)
 }
 
+/// A configMap or secret volume's source, as the pod names it.
+struct KeySource<'a> {
+    kind: &'static str,
+    name: &'a str,
+    optional: bool,
+    items: &'a [KeyToPath],
+    mode: u32,
+}
+
+impl KeySource<'_> {
+    /// Writes the source's keys into `dir`; a missing source is an error unless optional
+    /// (then the volume is empty).
+    fn write(&self, dir: &Path, data: Option<BTreeMap<String, Vec<u8>>>) -> Result<(), String> {
+        match data {
+            Some(data) => write_key_files(dir, &data, self.items, self.mode),
+            None if self.optional => write_key_files(dir, &BTreeMap::new(), &[], self.mode),
+            None => Err(format!("{} {:?} not found", self.kind, self.name)),
+        }
+    }
+}
+
 /// Writes key files into `dir` (emptied first): every key, or only `items` (key → path).
 pub fn write_key_files(
     dir: &Path,
@@ -242,33 +263,35 @@ pub async fn materialize(
                 items,
                 optional,
                 mode,
-            } => match config_map_data(client, namespace, &name).await? {
-                Some(data) => {
-                    write_key_files(&dir, &data, &items, mode)?;
-                    paths.insert(volume.name.clone(), dir);
-                }
-                None if optional => {
-                    write_key_files(&dir, &BTreeMap::new(), &[], mode)?;
-                    paths.insert(volume.name.clone(), dir);
-                }
-                None => return Err(format!("configmap {name:?} not found")),
-            },
+            } => {
+                let data = config_map_data(client, namespace, &name).await?;
+                let source = KeySource {
+                    kind: "configmap",
+                    name: &name,
+                    optional,
+                    items: &items,
+                    mode,
+                };
+                source.write(&dir, data)?;
+                paths.insert(volume.name.clone(), dir);
+            }
             Provision::Secret {
                 name,
                 items,
                 optional,
                 mode,
-            } => match secret_data(client, namespace, &name).await? {
-                Some(data) => {
-                    write_key_files(&dir, &data, &items, mode)?;
-                    paths.insert(volume.name.clone(), dir);
-                }
-                None if optional => {
-                    write_key_files(&dir, &BTreeMap::new(), &[], mode)?;
-                    paths.insert(volume.name.clone(), dir);
-                }
-                None => return Err(format!("secret {name:?} not found")),
-            },
+            } => {
+                let data = secret_data(client, namespace, &name).await?;
+                let source = KeySource {
+                    kind: "secret",
+                    name: &name,
+                    optional,
+                    items: &items,
+                    mode,
+                };
+                source.write(&dir, data)?;
+                paths.insert(volume.name.clone(), dir);
+            }
             Provision::Skip => {}
         }
     }
