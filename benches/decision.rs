@@ -50,6 +50,7 @@ fn healthy(n: u64) -> Observation {
         pods,
         services_present: true,
         previously_bootstrapped: true,
+        name_conflict: None,
         membership: Membership::Listed { members },
         health,
     }

@@ -500,6 +500,7 @@ impl ClusterApi for FakeCluster {
             pods: w.pods.clone(),
             services_present: w.services_present,
             previously_bootstrapped: w.previously_bootstrapped,
+            name_conflict: None,
         })
     }
 

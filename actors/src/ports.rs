@@ -139,6 +139,9 @@ pub struct KubeView {
     pub services_present: bool,
     /// The EtcdCluster's status says it had members before.
     pub previously_bootstrapped: bool,
+    /// An object this cluster needs (a Service, a member pod, a PVC) exists under its name
+    /// but belongs to another owner: who owns it, for people. Nothing is shared with it.
+    pub name_conflict: Option<String>,
 }
 
 /// How a member's pod joins.

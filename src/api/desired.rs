@@ -12,6 +12,8 @@ pub fn desired_cluster(cluster: &EtcdCluster) -> DesiredCluster {
         version: spec.version_or_default().to_string(),
         paused: spec.paused,
         tls_requested: spec.tls.as_ref().is_some_and(|t| t.r#static.is_some()),
+        // Filled by the name rules (issue: names that can never work are refused).
+        name_problem: None,
         generation: cluster.metadata.generation.unwrap_or_default(),
     }
 }

@@ -139,6 +139,7 @@ impl ClusterApi for KubeClusterApi {
             pods,
             services_present: has(&self.topology.name) && has(&self.topology.client_service()),
             previously_bootstrapped: cluster.status.as_ref().is_some_and(|s| s.had_members()),
+            name_conflict: None,
         })
     }
 

@@ -48,6 +48,7 @@ pub(crate) async fn observe(
         pods: view.pods,
         services_present: view.services_present,
         previously_bootstrapped: view.previously_bootstrapped,
+        name_conflict: view.name_conflict,
         membership,
         health,
     })

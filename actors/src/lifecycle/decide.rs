@@ -49,6 +49,13 @@ pub fn decide(
             return settle(state, phase, vec![], why);
         }
     };
+    if let Some(owner) = &obs.name_conflict {
+        let why = Why::new(
+            Reason::NameConflict,
+            format!("{owner}; this cluster shares nothing with it and waits until the name is free"),
+        );
+        return settle(state, Phase::Blocked { reason: why.reason }, vec![], why);
+    }
     if spec.paused {
         let why = Why::new(
             Reason::Paused,
@@ -77,6 +84,9 @@ fn settle(mut state: State, phase: Phase, actions: Vec<Action>, why: Why) -> Dec
 }
 
 fn check_spec(spec: &DesiredCluster) -> Result<Version, Why> {
+    if let Some(problem) = &spec.name_problem {
+        return Err(Why::new(Reason::InvalidName, problem.clone()));
+    }
     if spec.tls_requested {
         return Err(Why::new(
             Reason::TlsNotSupported,

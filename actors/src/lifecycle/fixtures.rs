@@ -26,6 +26,7 @@ impl World {
                 pods: Vec::new(),
                 services_present: true,
                 previously_bootstrapped: false,
+                name_conflict: None,
                 membership: Membership::Unreachable {
                     error: "connection refused".into(),
                 },

@@ -151,6 +151,8 @@ pub struct Observation {
     pub services_present: bool,
     /// The object's status says this cluster has had members before (survives restarts).
     pub previously_bootstrapped: bool,
+    /// An object this cluster needs belongs to someone else (see `KubeView`).
+    pub name_conflict: Option<String>,
     /// etcd's member list.
     pub membership: Membership,
     /// Health of started members, by member ID.

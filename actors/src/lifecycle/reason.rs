@@ -2,88 +2,117 @@
 
 use serde::Serialize;
 
-/// Why the lifecycle did (or refused to do) what it did on a tick.
-///
-/// The variant name is the machine-readable reason (CamelCase, as Kubernetes condition
-/// reasons are); [`Why::message`] carries the human-readable detail.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[allow(missing_docs)] // the variant names are the documentation
-pub enum Reason {
+/// Declares [`Reason`] and its wire names in one place, so the two cannot drift apart.
+macro_rules! reasons {
+    ($( $(#[$doc:meta])* $variant:ident $(= $wire:literal)? ),* $(,)?) => {
+        /// Why the lifecycle did (or refused to do) what it did on a tick.
+        ///
+        /// The variant name is the machine-readable reason (CamelCase, as Kubernetes
+        /// condition reasons are); [`Why::message`] carries the human-readable detail.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+        pub enum Reason {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        impl Reason {
+            /// The reason as it appears in conditions and Events.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $( Reason::$variant => reasons!(@wire $variant $($wire)?), )*
+                }
+            }
+        }
+    };
+    (@wire $variant:ident $wire:literal) => { $wire };
+    (@wire $variant:ident) => { stringify!($variant) };
+}
+
+reasons! {
     // Progress.
+    /// The seed pod is being created.
     CreatingSeed,
+    /// The seed pod exists and its member has not answered yet.
     WaitingForSeed,
+    /// The seed died before the cluster formed (it holds no data); it is started anew.
     RestartingFailedSeed,
+    /// The seed never started and the spec changed; it is recreated from the current spec.
+    RecreatingSeed,
+    /// A member is being added.
     AddingMember,
+    /// A member was added to etcd but has no pod; its pod is being created.
     ResumingJoin,
+    /// A new member's pod is starting.
     WaitingForJoin,
+    /// A learner is being promoted.
     PromotingLearner,
+    /// A member is being removed to scale down.
     RemovingMember,
+    /// A member whose pod is gone or dead is being removed.
     ReplacingDeadMember,
+    /// A member that never started is being removed.
     RemovingUnstartedMember,
+    /// A member unhealthy past its deadline is being removed.
     ReplacingUnhealthyMember,
+    /// A pod without an etcd member is being deleted.
     DeletingOrphanPod,
+    /// The cluster's Services are being created.
     CreatingServices,
+    /// A member's image is being changed.
     UpgradingMember,
+    /// An upgraded member is coming back.
     WaitingForUpgradedMember,
+    /// A member whose upgrade failed is being put back on its previous version.
+    RollingBackMember,
+    /// Waiting for every member to be healthy before the next step.
     WaitingForHealthyMembers,
+    /// The cluster matches its spec.
     Converged,
     // Refusals and blocks.
+    /// `spec.paused`.
     Paused,
-    TlsNotSupported,
+    /// `spec.TLS` asks for what is not implemented.
+    TlsNotSupported = "TLSNotSupported",
+    /// The spec cannot be acted on.
     InvalidSpec,
+    /// The cluster's name cannot make valid object names.
+    InvalidName,
+    /// An object the cluster needs belongs to someone else.
+    NameConflict,
+    /// Too few healthy voting members.
     QuorumLost,
+    /// No member answers.
     EtcdUnreachable,
+    /// Every member pod is gone.
     AllMembersLost,
-    ScaleDownFromTwoRefused,
+    /// A member answered for another etcd cluster than the one recorded.
+    ClusterIdMismatch = "ClusterIDMismatch",
+    /// A joining member cannot start and etcd (before 3.4) has no learners to fall back on.
+    JoinStuck,
+    /// A downgrade was asked for.
     DowngradeRefused,
+    /// An upgrade of more than one minor version was asked for.
     VersionSkipRefused,
+    /// An upgraded member did not become healthy by its deadline.
+    UpgradeFailed,
 }
 
 impl Reason {
-    /// The reason as it appears in conditions and Events.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::CreatingSeed => "CreatingSeed",
-            Reason::WaitingForSeed => "WaitingForSeed",
-            Reason::RestartingFailedSeed => "RestartingFailedSeed",
-            Reason::AddingMember => "AddingMember",
-            Reason::ResumingJoin => "ResumingJoin",
-            Reason::WaitingForJoin => "WaitingForJoin",
-            Reason::PromotingLearner => "PromotingLearner",
-            Reason::RemovingMember => "RemovingMember",
-            Reason::ReplacingDeadMember => "ReplacingDeadMember",
-            Reason::RemovingUnstartedMember => "RemovingUnstartedMember",
-            Reason::ReplacingUnhealthyMember => "ReplacingUnhealthyMember",
-            Reason::DeletingOrphanPod => "DeletingOrphanPod",
-            Reason::CreatingServices => "CreatingServices",
-            Reason::UpgradingMember => "UpgradingMember",
-            Reason::WaitingForUpgradedMember => "WaitingForUpgradedMember",
-            Reason::WaitingForHealthyMembers => "WaitingForHealthyMembers",
-            Reason::Converged => "Converged",
-            Reason::Paused => "Paused",
-            Reason::TlsNotSupported => "TLSNotSupported",
-            Reason::InvalidSpec => "InvalidSpec",
-            Reason::QuorumLost => "QuorumLost",
-            Reason::EtcdUnreachable => "EtcdUnreachable",
-            Reason::AllMembersLost => "AllMembersLost",
-            Reason::ScaleDownFromTwoRefused => "ScaleDownFromTwoRefused",
-            Reason::DowngradeRefused => "DowngradeRefused",
-            Reason::VersionSkipRefused => "VersionSkipRefused",
-        }
-    }
-
     /// Whether this reason means the operator refuses or cannot proceed (a warning).
     pub fn is_refusal(self) -> bool {
         matches!(
             self,
             Reason::TlsNotSupported
                 | Reason::InvalidSpec
+                | Reason::InvalidName
+                | Reason::NameConflict
                 | Reason::QuorumLost
                 | Reason::EtcdUnreachable
                 | Reason::AllMembersLost
-                | Reason::ScaleDownFromTwoRefused
+                | Reason::ClusterIdMismatch
+                | Reason::JoinStuck
                 | Reason::DowngradeRefused
                 | Reason::VersionSkipRefused
+                | Reason::UpgradeFailed
         )
     }
 }

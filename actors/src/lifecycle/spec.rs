@@ -16,6 +16,9 @@ pub struct DesiredCluster {
     pub paused: bool,
     /// The spec asks for TLS, which this operator does not implement yet.
     pub tls_requested: bool,
+    /// Why the cluster's name cannot make valid object names (Services, pods, DNS
+    /// labels), when it cannot; the CRD refuses such names, this catches older objects.
+    pub name_problem: Option<String>,
     /// `metadata.generation` of the object this was read from.
     pub generation: i64,
 }
@@ -28,6 +31,7 @@ impl DesiredCluster {
             version: version.to_string(),
             paused: false,
             tls_requested: false,
+            name_problem: None,
             generation: 1,
         }
     }
