@@ -130,29 +130,21 @@ async fn scaling_three_to_two_removes_one_member_but_never_the_leader() {
 }
 
 #[actix_rt::test]
-async fn scaling_three_to_one_stops_at_two_members_and_reports_the_refusal() {
+async fn scaling_three_to_one_ends_with_one_member_and_says_running_only_then() {
     tokio::time::pause();
     let fake = FakeCluster::running(demo(), 3, V);
+    let leader = fake.leader().unwrap();
     let actor = start(&fake, DesiredCluster::new(1, V), ClusterConfig::default());
 
-    let view = until(&actor, &fake, "refusal at 2 members", |view, fake| {
-        fake.is_converged(2, V) && view["reason"] == "ScaleDownFromTwoRefused"
-    })
-    .await;
+    let view = until(&actor, &fake, "1 running member", running_with(1)).await;
 
     assert_eq!(view["phase"], "Running");
-    assert_eq!(view["status"]["reason"], "ScaleDownFromTwoRefused");
-    // Some more virtual time changes nothing: the refusal is stable.
+    assert_eq!(fake.members()[0].id, leader, "the leader is kept");
+    assert_eq!(fake.calls().remove, 2);
+    // Some more virtual time changes nothing.
     tokio::time::sleep(Duration::from_secs(60)).await;
-    assert!(fake.is_converged(2, V));
-    assert_eq!(fake.calls().remove, 1);
-    let refusals: Vec<_> = fake
-        .events()
-        .into_iter()
-        .filter(|e| e.reason == "ScaleDownFromTwoRefused")
-        .collect();
-    assert_eq!(refusals.len(), 1, "the refusal's Event is raised once");
-    assert_eq!(refusals[0].kind, EventType::Warning);
+    assert!(fake.is_converged(1, V));
+    assert_eq!(fake.calls().remove, 2);
 }
 
 #[actix_rt::test]

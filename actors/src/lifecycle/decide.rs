@@ -511,23 +511,15 @@ fn scale(
         };
         return settle(state, scaling, vec![action], why);
     }
-    if view.voters <= 2 && !view.members.iter().any(|m| m.is_learner) {
-        let why = Why::new(
-            Reason::ScaleDownFromTwoRefused,
-            format!(
-                "refusing to go from {} to {size} members: a member is never removed from a \
-                 2-member cluster (losing either member would lose quorum mid-change)",
-                view.members.len()
-            ),
-        );
-        return settle(state, Phase::Running, vec![], why);
-    }
+    // Every member is healthy here (checked before scaling), so removing a follower is
+    // safe at any size, 2 -> 1 included: the change needs both members, then one is a
+    // quorum of one.
     let victim = view
         .members
         .iter()
         .filter(|m| Some(m.id) != view.leader)
         .max_by_key(|m| (m.is_learner, m.name.clone()))
-        .expect("a cluster of 3 or more members has a member that is not the leader");
+        .expect("a cluster of 2 or more members has a member that is not the leader");
     let why = Why::new(
         Reason::RemovingMember,
         format!(

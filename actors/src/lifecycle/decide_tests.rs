@@ -351,12 +351,32 @@ fn scale_down_never_removes_the_leader() {
 }
 
 #[test]
-fn scale_down_from_two_members_is_refused() {
+fn a_healthy_two_member_cluster_scales_down_to_one_by_removing_the_follower() {
     let now = Instant::now();
-    let obs = World::healthy(now, 2, "3.5.21").build();
+    let mut obs = World::healthy(now, 2, "3.5.21").build();
+    for h in obs.health.values_mut() {
+        h.leader = Some(1);
+    }
     let d = run(running_state(), &obs, &spec(1, "3.5.21"));
-    assert!(d.actions.is_empty());
-    assert_eq!(d.why.reason, Reason::ScaleDownFromTwoRefused);
+    assert!(
+        matches!(d.actions[0], Action::RemoveMember { id: 2, .. }),
+        "{:?}",
+        d.actions
+    );
+    assert_eq!(d.state.phase, Phase::Scaling { from: 2, to: 1 });
+}
+
+#[test]
+fn a_two_member_cluster_with_an_unhealthy_member_is_not_scaled_down() {
+    let now = Instant::now();
+    let obs = World::healthy(now, 2, "3.5.21").unreachable(2).build();
+    let d = run(running_state(), &obs, &spec(1, "3.5.21"));
+    assert!(
+        !d.actions.iter().any(|a| matches!(a, Action::RemoveMember { .. })),
+        "{:?}",
+        d.actions
+    );
+    assert_ne!(d.state.phase, Phase::Running);
 }
 
 #[test]
