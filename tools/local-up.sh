@@ -14,6 +14,7 @@
 #   operator.kubeconfig   the operator's ServiceAccount token
 #   logs/                 operator.log, node.log, and the control plane's logs
 #   node/                 the node's pods: data dirs and container logs
+#   bin/                  the operator and node binaries the environment runs
 # tools/local-down.sh stops every process this started and removes LOCAL_ENV_DIR.
 set -euo pipefail
 
@@ -32,7 +33,13 @@ bash tools/control-plane.sh up
 
 echo "== building the operator and the node"
 cargo build --workspace --bins --quiet
-mkdir -p "$RUN" "$LOGS"
+mkdir -p "$RUN" "$LOGS" "$LOCAL_ENV_DIR/bin"
+# The environment runs its own copies: a later build (of this tree or another worktree
+# sharing CARGO_TARGET_DIR) never changes what a running or restarted process is.
+for bin in etcd-operator etcd-operator-node; do
+  cp "${CARGO_TARGET_DIR:-$ROOT/target}/debug/$bin" "$LOCAL_ENV_DIR/bin/.$bin.new"
+  mv -f "$LOCAL_ENV_DIR/bin/.$bin.new" "$LOCAL_ENV_DIR/bin/$bin"
+done
 
 # shellcheck source=tools/lib.sh
 source "$ROOT/tools/lib.sh"
@@ -50,7 +57,7 @@ done
 
 if ! alive node; then
   echo "== starting the process node (${etcd_flags[*]})"
-  setsid "$ROOT/target/debug/etcd-operator-node" run --kubeconfig "$KUBECONFIG" \
+  setsid "$LOCAL_ENV_DIR/bin/etcd-operator-node" run --kubeconfig "$KUBECONFIG" \
     --node-name local-node --state-dir "$LOCAL_ENV_DIR/node" "${etcd_flags[@]}" \
     >"$LOGS/node.log" 2>&1 < /dev/null &
   echo $! >"$RUN/node.pid"
@@ -64,7 +71,7 @@ kubectl get node local-node >/dev/null || { tail -20 "$LOGS/node.log"; echo "nod
 if ! alive operator; then
   echo "== starting the operator as ServiceAccount etcd-operator/etcd-operator"
   bash tools/operator-kubeconfig.sh >"$LOCAL_ENV_DIR/operator.kubeconfig"
-  KUBECONFIG="$LOCAL_ENV_DIR/operator.kubeconfig" setsid "$ROOT/target/debug/etcd-operator" run \
+  KUBECONFIG="$LOCAL_ENV_DIR/operator.kubeconfig" setsid "$LOCAL_ENV_DIR/bin/etcd-operator" run \
     --listen "$OPERATOR_HTTP" --lease-namespace etcd-operator --log-format json \
     --identity "local-$(hostname)" >"$LOGS/operator.log" 2>&1 < /dev/null &
   echo $! >"$RUN/operator.pid"

@@ -258,7 +258,7 @@ floor_replace() {
 # ---------------------------------------------------------------------------
 # The operator, in the local environment
 # ---------------------------------------------------------------------------
-NODE_BIN=$ROOT/target/debug/etcd-operator-node
+NODE_BIN=$LOCAL_ENV_DIR/bin/etcd-operator-node
 
 operator_setup() {
     log "bringing up the local environment (EXAMPLE= tools/local-up.sh; a no-op when up)"

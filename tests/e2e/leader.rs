@@ -7,7 +7,7 @@ use crate::support::*;
 
 #[tokio::test]
 async fn a_second_operator_replica_stays_standby_while_the_leader_holds_the_lease() {
-    let binary = root().join("target/debug/etcd-operator");
+    let binary = env_dir().join("bin/etcd-operator");
     let mut standby = Command::new(binary)
         .args([
             "run",

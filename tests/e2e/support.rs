@@ -312,7 +312,7 @@ pub async fn member_list(etcd: &mut Etcd) -> Vec<(u64, String, bool)> {
 
 /// Kills a member's etcd process through the process node, as a crash would.
 pub fn kill_member(ns: &str, pod: &str) {
-    let node = root().join("target/debug/etcd-operator-node");
+    let node = env_dir().join("bin/etcd-operator-node");
     let out = Command::new(node)
         .args(["kill", "--state-dir"])
         .arg(env_dir().join("node"))
