@@ -25,12 +25,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::lifecycle::{MemberHealth, MemberView, PodPhase, PodView, Version};
+use crate::lifecycle::{
+    BootstrapRecord, MemberHealth, MemberView, PodPhase, PodView, Recorded, Version,
+};
 use crate::ports::{
     AddedMember, ApiError, ClusterApi, EtcdApi, EtcdError, EtcdErrorKind, EventRecord,
-    InitialState, KubeView, MemberPod,
+    InitialState, KubeView, MemberList, MemberPod,
 };
-use crate::status::StatusReport;
+use crate::report::StatusReport;
 use crate::supervisor::ClusterWiring;
 use crate::topology::Topology;
 
@@ -81,7 +83,11 @@ struct World {
     pods: Vec<PodView>,
     members: Vec<MemberView>,
     services_present: bool,
-    previously_bootstrapped: bool,
+    /// The status as the real adapter keeps it: written by `publish_status` and
+    /// `record_bootstrap`, read back by `observe`.
+    recorded: Recorded,
+    /// etcd's cluster ID, set when the seed forms the cluster.
+    cluster_id: u64,
     next_id: u64,
     raft_index: u64,
     created_pods: Vec<MemberPod>,
@@ -91,6 +97,9 @@ struct World {
     hang: bool,
     latency: Duration,
     panic_next_observe: bool,
+    /// Members the operator cannot reach while the rest of the cluster (and the kubelet)
+    /// can: a network split between the operator and one member.
+    cut_off: Vec<String>,
     calls: CallCounts,
     etcd_in_flight: usize,
     membership_in_flight: usize,
@@ -115,12 +124,12 @@ impl World {
         pod_runs && self.members.iter().any(|m| m.name == name)
     }
 
-    /// Whether any of `endpoints` answers.
+    /// Whether any of `endpoints` answers the operator.
     fn any_answers(&self, endpoints: &[String]) -> bool {
         endpoints
             .iter()
             .filter_map(|e| host_label(e))
-            .any(|name| self.serving(&name))
+            .any(|name| self.serving(&name) && !self.cut_off.contains(&name))
     }
 
     fn leader(&self) -> Option<u64> {
@@ -204,7 +213,12 @@ impl FakeCluster {
         {
             let mut w = fake.lock();
             w.services_present = true;
-            w.previously_bootstrapped = true;
+            w.cluster_id = FAKE_CLUSTER_ID;
+            w.recorded.bootstrap = Some(BootstrapRecord {
+                seed: None,
+                token: None,
+                cluster_id: Some(FAKE_CLUSTER_ID),
+            });
             for i in 0..size {
                 let name = format!("{}-m{i}", fake.topology.name);
                 let id = w.fresh_id();
@@ -260,6 +274,26 @@ impl FakeCluster {
     /// Every etcd call takes `latency` (a Tokio sleep) before it takes effect.
     pub fn set_latency(&self, latency: Duration) {
         self.lock().latency = latency;
+    }
+
+    /// Splits the operator from member `name` (or heals the split): its calls to that
+    /// member fail, while the member keeps serving its peers and its pod stays ready.
+    pub fn cut_off_from_operator(&self, name: &str, cut: bool) {
+        let mut w = self.lock();
+        w.cut_off.retain(|n| n != name);
+        if cut {
+            w.cut_off.push(name.to_string());
+        }
+    }
+
+    /// Freezes member `name` (as SIGSTOP would): its pod stays Running but turns not ready,
+    /// and it answers nobody, the operator included.
+    pub fn freeze_member(&self, name: &str) {
+        let mut w = self.lock();
+        if let Some(pod) = w.pods.iter_mut().find(|p| p.name == name) {
+            pod.ready = false;
+        }
+        w.cut_off.push(name.to_string());
     }
 
     /// The next `observe` call panics (once).
@@ -363,19 +397,26 @@ fn running_pod(name: &str, version: &str) -> PodView {
         terminating: false,
         version: Some(version.to_string()),
         problem: None,
+        started: true,
     }
 }
 
+/// The cluster ID a fake etcd cluster answers with.
+pub const FAKE_CLUSTER_ID: u64 = 0x00c1_a57e_12d0_0001;
+
 #[async_trait]
 impl EtcdApi for FakeCluster {
-    async fn list(&self, endpoints: &[String]) -> Result<Vec<MemberView>, EtcdError> {
+    async fn list(&self, endpoints: &[String]) -> Result<MemberList, EtcdError> {
         self.lock().calls.list += 1;
         let _call = self.enter(false).await;
         let w = self.lock();
         if !w.any_answers(endpoints) {
             return Err(etcd_error(EtcdErrorKind::Unavailable));
         }
-        Ok(w.members.clone())
+        Ok(MemberList {
+            cluster_id: w.cluster_id,
+            members: w.members.clone(),
+        })
     }
 
     async fn add(
@@ -470,7 +511,8 @@ impl EtcdApi for FakeCluster {
             m.client_urls.iter().any(|u| u == endpoint)
                 || (m.started() && host_label(endpoint).as_deref() == Some(m.name.as_str()))
         });
-        let Some(member) = member.filter(|m| w.serving(&m.name)) else {
+        let Some(member) = member.filter(|m| w.serving(&m.name) && !w.cut_off.contains(&m.name))
+        else {
             return Err(etcd_error(EtcdErrorKind::Unavailable));
         };
         let version = w.pod(&member.name).and_then(|p| p.version.as_deref());
@@ -480,6 +522,7 @@ impl EtcdApi for FakeCluster {
             leader: w.leader(),
             raft_index: w.raft_index,
             errors: Vec::new(),
+            cluster_id: Some(w.cluster_id),
         })
     }
 }
@@ -499,7 +542,7 @@ impl ClusterApi for FakeCluster {
         Ok(KubeView {
             pods: w.pods.clone(),
             services_present: w.services_present,
-            previously_bootstrapped: w.previously_bootstrapped,
+            recorded: w.recorded.clone(),
             name_conflict: None,
         })
     }
@@ -516,15 +559,14 @@ impl ClusterApi for FakeCluster {
         w.calls.create_member_pod += 1;
         w.created_pods.push(pod.clone());
         if w.pod(&pod.name).is_some() {
-            return Err(ApiError::new(format!(
-                "pods \"{}\" already exists",
-                pod.name
-            )));
+            // As the real adapter: creating a pod of ours that exists is done already.
+            return Ok(());
         }
         let mut view = running_pod(&pod.name, &pod.version.to_string());
         match &pod.state {
             InitialState::New { .. } => {
                 // A new cluster of one: the seed starts and forms it.
+                w.cluster_id = FAKE_CLUSTER_ID;
                 let id = w.fresh_id();
                 w.raft_index += 1;
                 w.members = vec![MemberView {
@@ -580,10 +622,30 @@ impl ClusterApi for FakeCluster {
     async fn publish_status(&self, report: &StatusReport) -> Result<(), ApiError> {
         let mut w = self.lock();
         w.calls.publish_status += 1;
-        if report.size > 0 {
-            w.previously_bootstrapped = true;
+        // What the real adapter stores: the record is never lost, members and reason are
+        // read back on the next observation.
+        if let Some(record) = &report.bootstrap {
+            w.recorded.bootstrap = Some(record.clone());
         }
+        w.recorded.members = report
+            .ready
+            .iter()
+            .chain(&report.unready)
+            .cloned()
+            .collect();
+        w.recorded.reason = report.reason.as_str().to_string();
         w.last_status = Some(report.clone());
+        Ok(())
+    }
+
+    async fn record_bootstrap(&self, record: &BootstrapRecord) -> Result<(), ApiError> {
+        let mut w = self.lock();
+        if let Some(existing) = &w.recorded.bootstrap {
+            return Err(ApiError::new(format!(
+                "the cluster was bootstrapped already ({existing:?})"
+            )));
+        }
+        w.recorded.bootstrap = Some(record.clone());
         Ok(())
     }
 
@@ -668,7 +730,9 @@ mod tests {
             state: InitialState::New { token: "t".into() },
         };
         fake.create_member_pod(&seed).await.unwrap();
-        let members = fake.list(&endpoints(&fake)).await.unwrap();
+        let list = fake.list(&endpoints(&fake)).await.unwrap();
+        assert_eq!(list.cluster_id, FAKE_CLUSTER_ID);
+        let members = list.members;
         assert_eq!(members.len(), 1);
         assert_eq!(members[0].name, "demo-seed");
         let health = fake.status(&demo().client_url("demo-seed")).await.unwrap();

@@ -5,8 +5,8 @@
 use async_trait::async_trait;
 use serde::Serialize;
 
-use crate::lifecycle::{MemberHealth, MemberView, PodView, Version};
-use crate::status::StatusReport;
+use crate::lifecycle::{BootstrapRecord, MemberHealth, MemberView, PodView, Recorded, Version};
+use crate::report::StatusReport;
 
 /// What kind of failure an etcd call met; decisions and retries depend on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -82,6 +82,15 @@ impl EtcdError {
     }
 }
 
+/// etcd's member list, with the cluster that answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberList {
+    /// The response header's cluster ID.
+    pub cluster_id: u64,
+    /// Every member, voting or learner, started or not.
+    pub members: Vec<MemberView>,
+}
+
 /// A member that `member add` registered, and the member list etcd returned with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AddedMember {
@@ -97,7 +106,7 @@ pub struct AddedMember {
 #[async_trait]
 pub trait EtcdApi: Send + Sync + 'static {
     /// `member list`.
-    async fn list(&self, endpoints: &[String]) -> Result<Vec<MemberView>, EtcdError>;
+    async fn list(&self, endpoints: &[String]) -> Result<MemberList, EtcdError>;
     /// `member add` (as a learner when `learner`).
     async fn add(
         &self,
@@ -137,8 +146,8 @@ pub struct KubeView {
     pub pods: Vec<PodView>,
     /// Both Services exist.
     pub services_present: bool,
-    /// The EtcdCluster's status says it had members before.
-    pub previously_bootstrapped: bool,
+    /// What the EtcdCluster's status remembers (its bootstrap record above all).
+    pub recorded: Recorded,
     /// An object this cluster needs (a Service, a member pod, a PVC) exists under its name
     /// but belongs to another owner: who owns it, for people. Nothing is shared with it.
     pub name_conflict: Option<String>,
@@ -209,6 +218,11 @@ pub trait ClusterApi: Send + Sync + 'static {
     async fn set_pod_version(&self, name: &str, version: &Version) -> Result<(), ApiError>;
     /// Writes the EtcdCluster's status.
     async fn publish_status(&self, report: &StatusReport) -> Result<(), ApiError>;
+    /// Writes a new bootstrap record into the status, before the seed it names exists.
+    /// Refused when the status (read fresh, not from a cache) already holds a record: a
+    /// cluster is bootstrapped once. Later observations show the record even while a
+    /// cache lags behind this write.
+    async fn record_bootstrap(&self, record: &BootstrapRecord) -> Result<(), ApiError>;
     /// Records an Event on the EtcdCluster.
     async fn record_event(&self, event: &EventRecord) -> Result<(), ApiError>;
 }

@@ -117,6 +117,7 @@ mod tests {
             terminating: false,
             version: Some(version.into()),
             problem: None,
+            started: true,
         };
         let e = Expectations::default();
         e.version_set("m1", "3.5.35");

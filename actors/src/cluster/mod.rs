@@ -18,7 +18,7 @@ use actix::prelude::*;
 use futures::FutureExt;
 use slog::{Logger, crit, debug, info, warn};
 
-pub use execute::ActionOutcome;
+pub use execute::{ActionOutcome, ActionResult};
 pub use messages::{Inspect, Nudge, Retire, SpecChanged, Tick};
 
 use crate::debug::{ActorKind, TransitionRecord, unix_ms};
@@ -26,7 +26,7 @@ use crate::lifecycle::{Deadlines, DesiredCluster, Phase, Reason, State};
 use crate::member_client::MemberClient;
 use crate::metrics::{ActionLabels, PhaseLabels, Telemetry};
 use crate::ports::{ClusterApi, EtcdApi};
-use crate::status::StatusReport;
+use crate::report::StatusReport;
 use crate::topology::Topology;
 use tick::{TickJob, TickOutcome};
 
@@ -164,7 +164,11 @@ impl ClusterActor {
                 } = *done;
                 metrics.tick_seconds.observe(elapsed.as_secs_f64());
                 for o in &outcomes {
-                    let outcome = if o.result.is_ok() { "ok" } else { "error" };
+                    let outcome = match o.result {
+                        ActionResult::Done { .. } => "ok",
+                        ActionResult::NotYet { .. } => "not_yet",
+                        ActionResult::Failed { .. } => "error",
+                    };
                     metrics
                         .actions
                         .get_or_create(&ActionLabels {
@@ -173,12 +177,14 @@ impl ClusterActor {
                         })
                         .inc();
                     match &o.result {
-                        Ok(done) => info!(self.logger, "{}", done; "action" => o.action.kind()),
-                        Err(error) if o.not_yet => {
+                        ActionResult::Done { note, .. } => {
+                            info!(self.logger, "{}", note; "action" => o.action.kind())
+                        }
+                        ActionResult::NotYet { error } => {
                             info!(self.logger, "etcd is not ready for this step yet; retrying";
                                 "action" => o.action.kind(), "error" => error)
                         }
-                        Err(error) => {
+                        ActionResult::Failed { error } => {
                             warn!(self.logger, "action failed"; "action" => o.action.kind(), "error" => error)
                         }
                     }

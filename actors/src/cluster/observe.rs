@@ -24,13 +24,23 @@ pub(crate) async fn observe(
             error: "no live member pods".into(),
         }
     } else {
-        match ask(members, ListMembers { endpoints }).await {
-            Ok(list) => Membership::Listed { members: list },
+        let list = ListMembers {
+            endpoints: endpoints.clone(),
+        };
+        match ask(members, list).await {
+            Ok(list) => Membership::Listed {
+                cluster_id: list.cluster_id,
+                members: list.members,
+            },
             Err(e) => Membership::Unreachable { error: e.message },
         }
     };
     let mut health = BTreeMap::new();
-    if let Membership::Listed { members: list } = &membership {
+    if let Membership::Listed {
+        members: list,
+        cluster_id,
+    } = &membership
+    {
         for m in list.iter().filter(|m| m.started()) {
             let endpoint = m
                 .client_urls
@@ -40,18 +50,30 @@ pub(crate) async fn observe(
             let status = ask(members, MemberStatus { endpoint })
                 .await
                 .unwrap_or_else(|e| MemberHealth::unreachable(&e.message));
-            health.insert(m.id, status);
+            health.insert(m.id, of_this_cluster(status, *cluster_id));
         }
     }
     Ok(Observation {
         now: Instant::now(),
         pods: view.pods,
         services_present: view.services_present,
-        previously_bootstrapped: view.previously_bootstrapped,
+        recorded: view.recorded,
         name_conflict: view.name_conflict,
+        endpoints,
         membership,
         health,
     })
+}
+
+/// A status answer from another etcd cluster (a reused address) is no answer from this
+/// member.
+fn of_this_cluster(health: MemberHealth, cluster_id: u64) -> MemberHealth {
+    match health.cluster_id {
+        Some(other) if other != cluster_id => MemberHealth::unreachable(&format!(
+            "answered for etcd cluster {other:x}, not this cluster's {cluster_id:x}"
+        )),
+        _ => health,
+    }
 }
 
 /// Client URLs to reach etcd through: the ready member pods, or when none is ready (a

@@ -11,9 +11,21 @@ use super::Version;
 pub enum Action {
     /// Create the headless and client Services if they are missing (idempotent).
     EnsureServices,
-    /// Start a brand-new cluster: one seed pod with `--initial-cluster-state=new` and a
-    /// fresh `--initial-cluster-token`.
+    /// Start a brand-new cluster: record a new seed name and `--initial-cluster-token` in
+    /// the status (before anything runs), then create the seed pod with
+    /// `--initial-cluster-state=new`.
     CreateSeed {
+        /// etcd version of the seed.
+        version: Version,
+    },
+    /// Create the pod of the seed already recorded in the status, under its recorded name
+    /// and token (its pod is missing: never created, or deleted because it never started
+    /// or died before any member answered). Creating a pod that exists is a no-op.
+    StartSeed {
+        /// Recorded seed (and pod) name.
+        name: String,
+        /// Recorded `--initial-cluster-token`.
+        token: String,
         /// etcd version of the seed.
         version: Version,
     },
@@ -69,6 +81,7 @@ impl Action {
         match self {
             Action::EnsureServices => "ensure_services",
             Action::CreateSeed { .. } => "create_seed",
+            Action::StartSeed { .. } => "start_seed",
             Action::AddMember { .. } => "add_member",
             Action::ResumeJoin { .. } => "resume_join",
             Action::PromoteLearner { .. } => "promote_learner",

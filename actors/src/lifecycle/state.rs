@@ -104,8 +104,9 @@ impl Default for Deadlines {
 pub struct State {
     /// Current phase.
     pub phase: Phase,
-    /// A member list has been read at least once (by this actor).
-    pub bootstrapped: bool,
+    /// The etcd cluster ID this actor has seen answer (the durable copy is the status's
+    /// bootstrap record; this one covers a status write that has not landed yet).
+    pub cluster_id: Option<u64>,
     /// When each started member was first seen unhealthy (cleared when healthy again).
     #[serde(skip)]
     pub unhealthy_since: BTreeMap<u64, Instant>,
@@ -121,7 +122,7 @@ impl Default for State {
     fn default() -> Self {
         State {
             phase: Phase::Bootstrapping,
-            bootstrapped: false,
+            cluster_id: None,
             unhealthy_since: BTreeMap::new(),
             unstarted_since: BTreeMap::new(),
             orphan_since: BTreeMap::new(),

@@ -1,8 +1,16 @@
-//! What a tick reports: the EtcdCluster status, computed from the decision and observation.
+//! The report step of a tick, in one place: from what was decided, observed and done, the
+//! status to publish and the Events to raise. Pure: no I/O.
+//!
+//! A tick reads observe → decide → execute → **report** → publish.
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
-use crate::lifecycle::{Decision, DesiredCluster, Membership, Observation, Phase, Reason};
+use crate::cluster::{ActionOutcome, ActionResult};
+use crate::lifecycle::{
+    Action, Birth, BootstrapRecord, Decision, DesiredCluster, Membership, Observation, Phase,
+    Reason,
+};
+use crate::ports::{EventRecord, EventType};
 
 /// Condition type: a quorum of voting members is healthy and serving.
 pub const AVAILABLE: &str = "Available";
@@ -27,10 +35,11 @@ pub struct ConditionReport {
 /// The status one tick publishes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct StatusReport {
-    /// Phase name.
-    pub phase: String,
+    /// Phase.
+    #[serde(serialize_with = "phase_name")]
+    pub phase: Phase,
     /// Reason of the last decision.
-    pub reason: String,
+    pub reason: Reason,
     /// Message of the last decision.
     pub message: String,
     /// Members in etcd's member list (0 when it could not be read).
@@ -49,37 +58,151 @@ pub struct StatusReport {
     pub paused: bool,
     /// Generation of the spec this status answers.
     pub observed_generation: i64,
+    /// The bootstrap record, with the cluster ID once a member answered. `None` only
+    /// before the first seed is recorded; the status never loses a record it holds.
+    pub bootstrap: Option<BootstrapRecord>,
+}
+
+fn phase_name<S: Serializer>(phase: &Phase, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(phase.name())
+}
+
+/// What one tick reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// The status to publish (when it differs from the last one).
+    pub status: StatusReport,
+    /// The Events to raise.
+    pub events: Vec<EventRecord>,
+}
+
+/// Reports a tick: its status, and an Event for every change made, every failure, and
+/// every refusal the cluster was not already reported in (`previous`: the reason this
+/// actor published last, if it published anything).
+pub fn report(
+    decision: &Decision,
+    obs: &Observation,
+    spec: &DesiredCluster,
+    outcomes: &[ActionOutcome],
+    previous: Option<Reason>,
+) -> Report {
+    let mut status = summarize(decision, obs, spec);
+    if let Some(error) = outcomes.iter().find_map(|o| match &o.result {
+        ActionResult::Failed { error } => Some(error),
+        _ => None,
+    }) {
+        status.message = format!("{} (last step failed: {error})", status.message);
+    }
+    let mut events: Vec<EventRecord> = outcomes.iter().filter_map(outcome_event).collect();
+    let why = &decision.why;
+    let already = match previous {
+        Some(reason) => reason == why.reason,
+        None => obs.recorded.reason == why.reason.as_str(),
+    };
+    if why.reason.is_refusal() && !already {
+        events.push(EventRecord {
+            kind: EventType::Warning,
+            reason: why.reason.as_str().to_string(),
+            action: "Decide".into(),
+            note: why.message.clone(),
+            member: None,
+        });
+    }
+    Report { status, events }
+}
+
+fn outcome_event(outcome: &ActionOutcome) -> Option<EventRecord> {
+    let action = &outcome.action;
+    let (kind, reason, note, member) = match &outcome.result {
+        ActionResult::Done { .. } if matches!(action, Action::EnsureServices) => return None,
+        ActionResult::NotYet { .. } => return None,
+        ActionResult::Done { note, member } => (
+            EventType::Normal,
+            event_reason(action),
+            note.clone(),
+            member.clone(),
+        ),
+        ActionResult::Failed { error } => (
+            EventType::Warning,
+            "ActionFailed",
+            format!("{}: {error}", action.kind()),
+            None,
+        ),
+    };
+    Some(EventRecord {
+        kind,
+        reason: reason.to_string(),
+        action: action.kind().to_string(),
+        note,
+        member,
+    })
+}
+
+fn event_reason(action: &Action) -> &'static str {
+    match action {
+        Action::EnsureServices => "ServicesEnsured",
+        Action::CreateSeed { .. } => "SeedCreated",
+        Action::StartSeed { .. } => "SeedStarted",
+        Action::AddMember { .. } => "MemberAdded",
+        Action::ResumeJoin { .. } => "JoinResumed",
+        Action::PromoteLearner { .. } => "LearnerPromoted",
+        Action::RemoveMember { .. } => "MemberRemoved",
+        Action::DeletePod { .. } => "PodDeleted",
+        Action::UpgradeMember { .. } => "MemberUpgraded",
+    }
+}
+
+/// Member names by readiness: from etcd's member list when it answered; otherwise, for a
+/// cluster that exists, every member the status remembered or a pod stands for, unready.
+fn members(decision: &Decision, obs: &Observation) -> (Vec<String>, Vec<String>, usize, usize) {
+    let (mut ready, mut unready) = (Vec::new(), Vec::new());
+    let (mut voters, mut healthy_voters) = (0, 0);
+    match &obs.membership {
+        Membership::Listed { members, .. } => {
+            for m in members {
+                let healthy = m.started() && obs.health.get(&m.id).is_some_and(|h| h.is_healthy());
+                let name = m.pod_name().unwrap_or_else(|| format!("{:x}", m.id));
+                if !m.is_learner {
+                    voters += 1;
+                    healthy_voters += usize::from(healthy);
+                }
+                if healthy {
+                    ready.push(name);
+                } else {
+                    unready.push(name);
+                }
+            }
+        }
+        Membership::Unreachable { .. } if Birth::of(&decision.state, obs).is_born() => {
+            unready.extend(obs.recorded.members.iter().cloned());
+            unready.extend(obs.pods.iter().map(|p| p.name.clone()));
+        }
+        Membership::Unreachable { .. } => {}
+    }
+    ready.sort();
+    unready.sort();
+    unready.dedup();
+    (ready, unready, voters, healthy_voters)
+}
+
+/// The record to keep: the one the status holds, with the cluster ID this tick learned.
+fn bootstrap(decision: &Decision, obs: &Observation) -> Option<BootstrapRecord> {
+    let known = decision.state.cluster_id;
+    match (&obs.recorded.bootstrap, known) {
+        (Some(record), Some(id)) => Some(record.with_cluster_id(id)),
+        (Some(record), None) => Some(record.clone()),
+        (None, Some(id)) => Some(BootstrapRecord {
+            seed: None,
+            token: None,
+            cluster_id: Some(id),
+        }),
+        (None, None) => None,
+    }
 }
 
 /// Computes the status for a decision taken on an observation.
 pub fn summarize(decision: &Decision, obs: &Observation, spec: &DesiredCluster) -> StatusReport {
-    let mut ready = Vec::new();
-    let mut unready = Vec::new();
-    let mut voters = 0;
-    let mut healthy_voters = 0;
-    if let Membership::Listed { members } = &obs.membership {
-        for m in members {
-            let healthy = m.started() && obs.health.get(&m.id).is_some_and(|h| h.is_healthy());
-            let name = m.pod_name().unwrap_or_else(|| format!("{:x}", m.id));
-            if !m.is_learner {
-                voters += 1;
-                healthy_voters += usize::from(healthy);
-            }
-            if healthy {
-                ready.push(name);
-            } else {
-                unready.push(name);
-            }
-        }
-    }
-    if !matches!(obs.membership, Membership::Listed { .. }) && decision.state.bootstrapped {
-        // No member answers, but the cluster has members: its pods are the members we know
-        // of, all unready. The status must not forget them (it is what keeps a restarted
-        // operator from ever bootstrapping this cluster again).
-        unready.extend(obs.pods.iter().map(|p| p.name.clone()));
-    }
-    ready.sort();
-    unready.sort();
+    let (ready, unready, voters, healthy_voters) = members(decision, obs);
     let listed = matches!(obs.membership, Membership::Listed { .. });
     let size = ready.len() + unready.len();
     let current_version = obs
@@ -133,8 +256,8 @@ pub fn summarize(decision: &Decision, obs: &Observation, spec: &DesiredCluster) 
         },
     };
     StatusReport {
-        phase: phase.name().to_string(),
-        reason: why.reason.as_str().to_string(),
+        phase: phase.clone(),
+        reason: why.reason,
         message: why.message.clone(),
         size,
         ready,
@@ -144,6 +267,7 @@ pub fn summarize(decision: &Decision, obs: &Observation, spec: &DesiredCluster) 
         conditions: vec![available, progressing, degraded],
         paused: spec.paused,
         observed_generation: spec.generation,
+        bootstrap: bootstrap(decision, obs),
     }
 }
 
@@ -168,7 +292,7 @@ mod tests {
     fn converged_cluster_is_available_not_progressing_not_degraded() {
         let obs = World::healthy(Instant::now(), 3, "3.5.21").build();
         let r = report(&obs, &DesiredCluster::new(3, "3.5.21"));
-        assert_eq!(r.phase, "Running");
+        assert_eq!(r.phase, Phase::Running);
         assert_eq!(r.ready, vec!["m1", "m2", "m3"]);
         assert_eq!(r.current_version.as_deref(), Some("3.5.21"));
         assert!(condition(&r, AVAILABLE).status);
@@ -198,7 +322,7 @@ mod tests {
         let r = report(&obs, &DesiredCluster::new(3, "3.5.21"));
         assert!(!condition(&r, AVAILABLE).status);
         assert_eq!(condition(&r, DEGRADED).reason, "QuorumLost");
-        assert_eq!(r.phase, "Blocked");
+        assert!(matches!(r.phase, Phase::Blocked { .. }));
     }
 
     #[test]
@@ -207,7 +331,7 @@ mod tests {
             .etcd_down()
             .build();
         let r = report(&obs, &DesiredCluster::new(3, "3.5.21"));
-        assert_eq!(r.phase, "Blocked");
+        assert!(matches!(r.phase, Phase::Blocked { .. }));
         assert_eq!(r.unready, vec!["m1", "m2", "m3"]);
         assert!(r.ready.is_empty());
     }
