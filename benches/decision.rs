@@ -43,6 +43,8 @@ fn healthy(n: u64) -> Observation {
             version: Some(V.to_string()),
             problem: None,
             started: true,
+            upgrade_from: None,
+            failed_version: None,
         });
         let mut h = MemberHealth::healthy(V);
         h.leader = Some(1);

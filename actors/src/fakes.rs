@@ -13,6 +13,7 @@
 //! - [`FakeCluster::kill_member`]: the pod fails, the member stays in etcd, unreachable;
 //! - [`FakeCluster::fail_next_add`]: errors returned by the next `member add` calls;
 //! - [`FakeCluster::set_hang`]: etcd calls never return (to exercise timeouts);
+//! - [`FakeCluster::set_kube_hang`]: `observe` never returns (a hung API call);
 //! - [`FakeCluster::set_latency`]: etcd calls take this long (to expose overlapping calls);
 //! - [`FakeCluster::panic_on_next_observe`]: the next `observe` panics once;
 //! - [`FakeCluster::calls`]: call counters, with the most calls ever in flight at once.
@@ -30,7 +31,7 @@ use crate::lifecycle::{
 };
 use crate::ports::{
     AddedMember, ApiError, ClusterApi, EtcdApi, EtcdError, EtcdErrorKind, EventRecord,
-    InitialState, KubeView, MemberList, MemberPod,
+    InitialState, KubeView, MemberList, MemberPod, VersionChange,
 };
 use crate::report::StatusReport;
 use crate::supervisor::ClusterWiring;
@@ -95,6 +96,9 @@ struct World {
     events: Vec<EventRecord>,
     add_errors: VecDeque<EtcdError>,
     hang: bool,
+    kube_hang: bool,
+    /// Versions whose image cannot be run (pulled): a pod set to one does not serve.
+    unrunnable: Vec<String>,
     latency: Duration,
     panic_next_observe: bool,
     /// Members the operator cannot reach while the rest of the cluster (and the kubelet)
@@ -118,9 +122,14 @@ impl World {
     /// Whether the etcd process of member `name` runs: its pod is Running and the member
     /// has started.
     fn serving(&self, name: &str) -> bool {
-        let pod_runs = self
-            .pod(name)
-            .is_some_and(|p| p.phase == PodPhase::Running && !p.terminating);
+        let pod_runs = self.pod(name).is_some_and(|p| {
+            p.phase == PodPhase::Running
+                && !p.terminating
+                && !p
+                    .version
+                    .as_ref()
+                    .is_some_and(|v| self.unrunnable.contains(v))
+        });
         pod_runs && self.members.iter().any(|m| m.name == name)
     }
 
@@ -266,6 +275,16 @@ impl FakeCluster {
         self.lock().add_errors.push_back(etcd_error(kind));
     }
 
+    /// Pods set to etcd `version` cannot run it (as with an image that cannot be pulled).
+    pub fn make_unrunnable(&self, version: &str) {
+        self.lock().unrunnable.push(version.to_string());
+    }
+
+    /// While `hang` is true, every `observe` of the Kubernetes side never returns.
+    pub fn set_kube_hang(&self, hang: bool) {
+        self.lock().kube_hang = hang;
+    }
+
     /// While `hang` is true, every etcd call that starts never returns.
     pub fn set_hang(&self, hang: bool) {
         self.lock().hang = hang;
@@ -398,6 +417,8 @@ fn running_pod(name: &str, version: &str) -> PodView {
         version: Some(version.to_string()),
         problem: None,
         started: true,
+        upgrade_from: None,
+        failed_version: None,
     }
 }
 
@@ -538,6 +559,9 @@ impl ClusterApi for FakeCluster {
         if panic_now {
             panic!("injected panic in FakeCluster::observe");
         }
+        if self.lock().kube_hang {
+            std::future::pending::<()>().await;
+        }
         let w = self.lock();
         Ok(KubeView {
             pods: w.pods.clone(),
@@ -607,16 +631,19 @@ impl ClusterApi for FakeCluster {
         Ok(())
     }
 
-    async fn set_pod_version(&self, name: &str, version: &Version) -> Result<(), ApiError> {
+    async fn set_pod_version(&self, name: &str, change: &VersionChange) -> Result<(), ApiError> {
         let mut w = self.lock();
         w.calls.set_pod_version += 1;
-        match w.pods.iter_mut().find(|p| p.name == name) {
-            Some(pod) => {
-                pod.version = Some(version.to_string());
-                Ok(())
-            }
-            None => Err(ApiError::new(format!("pods \"{name}\" not found"))),
-        }
+        let bad = w.unrunnable.contains(&change.to.to_string());
+        let Some(pod) = w.pods.iter_mut().find(|p| p.name == name) else {
+            return Err(ApiError::new(format!("pods \"{name}\" not found")));
+        };
+        pod.version = Some(change.to.to_string());
+        pod.upgrade_from = change.upgrade_from.as_ref().map(ToString::to_string);
+        pod.failed_version = change.failed.as_ref().map(ToString::to_string);
+        pod.ready = !bad;
+        pod.problem = bad.then(|| format!("etcd: ErrImagePull: no etcd {}", change.to));
+        Ok(())
     }
 
     async fn publish_status(&self, report: &StatusReport) -> Result<(), ApiError> {

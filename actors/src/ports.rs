@@ -178,6 +178,18 @@ pub struct MemberPod {
     pub state: InitialState,
 }
 
+/// A new etcd image for a member's pod, and the marks that go with it (`None` removes a
+/// mark).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VersionChange {
+    /// Version to run.
+    pub to: Version,
+    /// The upgrade mark: the version the member ran before, until it is healthy on `to`.
+    pub upgrade_from: Option<Version>,
+    /// The version the member failed to come up on (set by a rollback after a failure).
+    pub failed: Option<Version>,
+}
+
 /// Severity of a Kubernetes Event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum EventType {
@@ -214,8 +226,8 @@ pub trait ClusterApi: Send + Sync + 'static {
     async fn create_member_pod(&self, pod: &MemberPod) -> Result<(), ApiError>;
     /// Deletes a pod; a pod already gone is not an error.
     async fn delete_pod(&self, name: &str) -> Result<(), ApiError>;
-    /// Changes the etcd image of a pod in place.
-    async fn set_pod_version(&self, name: &str, version: &Version) -> Result<(), ApiError>;
+    /// Changes the etcd image of a pod in place, with its upgrade marks.
+    async fn set_pod_version(&self, name: &str, change: &VersionChange) -> Result<(), ApiError>;
     /// Writes the EtcdCluster's status.
     async fn publish_status(&self, report: &StatusReport) -> Result<(), ApiError>;
     /// Writes a new bootstrap record into the status, before the seed it names exists.

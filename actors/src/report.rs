@@ -149,6 +149,8 @@ fn event_reason(action: &Action) -> &'static str {
         Action::RemoveMember { .. } => "MemberRemoved",
         Action::DeletePod { .. } => "PodDeleted",
         Action::UpgradeMember { .. } => "MemberUpgraded",
+        Action::RollBackMember { .. } => "MemberRolledBack",
+        Action::ConfirmUpgrade { .. } => "UpgradeConfirmed",
     }
 }
 

@@ -276,8 +276,49 @@ async fn a_version_change_upgrades_every_member_in_place_keeping_the_membership(
         members_before,
         "same members, upgraded in place"
     );
-    assert_eq!(fake.calls().set_pod_version, 3);
+    let reasons = event_reasons(&fake);
+    let count = |r: &str| reasons.iter().filter(|x| *x == r).count();
+    assert_eq!(count("MemberUpgraded"), 3, "{reasons:?}");
+    assert_eq!(count("UpgradeConfirmed"), 3, "{reasons:?}");
+    assert!(fake.pods().iter().all(|p| p.upgrade_from.is_none()));
     assert_eq!(fake.calls().membership_changes(), 0);
+}
+
+#[actix_rt::test]
+async fn an_upgrade_to_an_image_that_never_runs_halts_and_rolls_the_member_back() {
+    tokio::time::pause();
+    let fake = FakeCluster::running(demo(), 3, V);
+    let members_before = fake.members();
+    fake.make_unrunnable("3.6.0");
+    let actor = start(&fake, DesiredCluster::new(3, V), ClusterConfig::default());
+    until(&actor, &fake, "3 running members", running_with(3)).await;
+
+    actor.do_send(SpecChanged(DesiredCluster::new(3, "3.6.0")));
+    let view = until(&actor, &fake, "the upgrade halted", |view, _| {
+        view["status"]["reason"] == "UpgradeFailed"
+    })
+    .await;
+    assert_eq!(view["status"]["phase"], "Blocked");
+    until(
+        &actor,
+        &fake,
+        "the member back on the old version",
+        |_, fake| fake.is_converged(3, V),
+    )
+    .await;
+    // Long after: no member removed or re-added, no second attempt, one Warning.
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert_eq!(fake.members(), members_before);
+    assert_eq!(fake.calls().membership_changes(), 0);
+    let reasons = event_reasons(&fake);
+    let count = |r: &str| reasons.iter().filter(|x| *x == r).count();
+    assert_eq!(count("MemberUpgraded"), 1, "{reasons:?}");
+    assert_eq!(count("MemberRolledBack"), 1, "{reasons:?}");
+    assert_eq!(count("UpgradeFailed"), 1, "{reasons:?}");
+
+    // Going back to the running version clears the block.
+    actor.do_send(SpecChanged(DesiredCluster::new(3, V)));
+    until(&actor, &fake, "3 running members", running_with(3)).await;
 }
 
 #[actix_rt::test]
@@ -394,5 +435,30 @@ async fn frozen_members_are_removed_and_replaced_without_a_removal_during_a_join
         reasons.iter().filter(|r| *r == "MemberRemoved").count(),
         2,
         "{reasons:?}"
+    );
+}
+
+#[actix_rt::test]
+async fn a_hung_kubernetes_call_costs_one_tick_not_the_cluster() {
+    tokio::time::pause();
+    let fake = FakeCluster::running(demo(), 3, V);
+    let config = ClusterConfig::default();
+    let actor = start(&fake, DesiredCluster::new(3, V), config);
+    until(&actor, &fake, "3 running members", running_with(3)).await;
+
+    fake.set_kube_hang(true);
+    tokio::time::sleep(config.tick_timeout * 3).await;
+    let ticks_while_hung = actor.send(Inspect).await.unwrap()["ticks"]
+        .as_u64()
+        .unwrap();
+    fake.set_kube_hang(false);
+    actor.do_send(SpecChanged(DesiredCluster::new(4, V)));
+    until(&actor, &fake, "4 running members", running_with(4)).await;
+    let ticks_after = actor.send(Inspect).await.unwrap()["ticks"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        ticks_after > ticks_while_hung,
+        "the actor froze with the hung call"
     );
 }

@@ -12,9 +12,9 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
-use etcd_operator_actors::lifecycle::{BootstrapRecord, PodView, Recorded, Version};
+use etcd_operator_actors::lifecycle::{BootstrapRecord, PodView, Recorded};
 use etcd_operator_actors::ports::{
-    ApiError, ClusterApi, EventRecord, EventType, KubeView, MemberPod,
+    ApiError, ClusterApi, EventRecord, EventType, KubeView, MemberPod, VersionChange,
 };
 use etcd_operator_actors::report::StatusReport;
 use etcd_operator_actors::topology::Topology;
@@ -23,7 +23,10 @@ use super::expectations::Expectations;
 use super::pod_view::pod_view;
 use super::status_patch::status_from_report;
 use crate::api::{BootstrapStatus, EtcdCluster, EtcdClusterStatus};
-use crate::resources::labels::{CLUSTER_LABEL, object_labels, owner_reference};
+use crate::resources::labels::{
+    CLUSTER_LABEL, FAILED_VERSION_ANNOTATION, UPGRADE_FROM_ANNOTATION, object_labels,
+    owner_reference,
+};
 use crate::resources::{
     ETCD_CONTAINER, client_service, headless_service, image, member_pod, pvc_name,
 };
@@ -148,6 +151,8 @@ impl ClusterApi for KubeClusterApi {
                 version: None,
                 problem: None,
                 started: false,
+                upgrade_from: None,
+                failed_version: None,
             });
         }
         self.expectations.correct_versions(&mut pods);
@@ -215,10 +220,18 @@ impl ClusterApi for KubeClusterApi {
         }
     }
 
-    async fn set_pod_version(&self, name: &str, version: &Version) -> Result<(), ApiError> {
+    async fn set_pod_version(&self, name: &str, change: &VersionChange) -> Result<(), ApiError> {
         let cluster = self.cluster()?;
+        let version = &change.to;
         let image = image(cluster.spec.repository_or_default(), &version.to_string());
-        let patch = json!({"spec": {"containers": [{"name": ETCD_CONTAINER, "image": image}]}});
+        // A null annotation is removed by the strategic merge patch.
+        let patch = json!({
+            "metadata": {"annotations": {
+                UPGRADE_FROM_ANNOTATION: change.upgrade_from.as_ref().map(ToString::to_string),
+                FAILED_VERSION_ANNOTATION: change.failed.as_ref().map(ToString::to_string),
+            }},
+            "spec": {"containers": [{"name": ETCD_CONTAINER, "image": image}]},
+        });
         self.pods_api()
             .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
             .await

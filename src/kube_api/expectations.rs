@@ -118,6 +118,8 @@ mod tests {
             version: Some(version.into()),
             problem: None,
             started: true,
+            upgrade_from: None,
+            failed_version: None,
         };
         let e = Expectations::default();
         e.version_set("m1", "3.5.35");

@@ -5,6 +5,7 @@ use kube::ResourceExt;
 
 use etcd_operator_actors::lifecycle::{PodPhase, PodView};
 
+use crate::resources::labels::{FAILED_VERSION_ANNOTATION, UPGRADE_FROM_ANNOTATION};
 use crate::resources::{ETCD_CONTAINER, version_of_image};
 
 /// The lifecycle's view of a pod.
@@ -34,7 +35,13 @@ pub fn pod_view(pod: &Pod) -> PodView {
         version,
         problem: problem(pod),
         started: etcd_ran(pod),
+        upgrade_from: annotation(pod, UPGRADE_FROM_ANNOTATION),
+        failed_version: annotation(pod, FAILED_VERSION_ANNOTATION),
     }
+}
+
+fn annotation(pod: &Pod, key: &str) -> Option<String> {
+    pod.annotations().get(key).cloned()
 }
 
 /// Whether the pod's etcd container has ever run: it runs now, it exited, or it was

@@ -1,4 +1,5 @@
-//! Labels and owner references that tie a cluster's objects to its EtcdCluster.
+//! Labels, annotations and owner references that tie a cluster's objects to its
+//! EtcdCluster.
 
 use std::collections::BTreeMap;
 
@@ -15,6 +16,13 @@ pub const APP_LABEL: &str = "app";
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// Value of the manager label.
 pub const MANAGER: &str = "etcd-operator";
+
+/// Pod annotation: the etcd version the member ran before its last upgrade, kept until it
+/// is healthy on the new one. A member that is not healthy in time goes back to it.
+pub const UPGRADE_FROM_ANNOTATION: &str = "etcd.database.coreos.com/upgrade-from";
+/// Pod annotation: an etcd version the member failed to come up on and was rolled back
+/// from; the upgrade to it is not tried again while the annotation stays.
+pub const FAILED_VERSION_ANNOTATION: &str = "etcd.database.coreos.com/failed-version";
 
 /// Labels that select the member pods of `cluster`.
 pub fn selector(cluster: &str) -> BTreeMap<String, String> {

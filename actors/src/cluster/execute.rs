@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::lifecycle::{Action, BootstrapRecord, MemberView, Version};
 use crate::member_client::{AddMember, ListMembers, MemberClient, PromoteMember, RemoveMember};
-use crate::ports::{ClusterApi, EtcdError, EtcdErrorKind, InitialState, MemberPod};
+use crate::ports::{ClusterApi, EtcdError, EtcdErrorKind, InitialState, MemberPod, VersionChange};
 use crate::topology::Topology;
 
 use super::observe::ask;
@@ -240,13 +240,48 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
             fx.kube.delete_pod(name).await.map_err(|e| e.message)?;
             Ok(Done::member(format!("deleted pod {name}"), name))
         }
-        Action::UpgradeMember { name, to } => {
+        Action::UpgradeMember { name, from, to } => {
+            let change = VersionChange {
+                to: to.clone(),
+                upgrade_from: Some(from.clone()),
+                failed: None,
+            };
             fx.kube
-                .set_pod_version(name, to)
+                .set_pod_version(name, &change)
                 .await
                 .map_err(|e| e.message)?;
             Ok(Done::member(
-                format!("set member {name} to etcd {to}; its data stays"),
+                format!("set member {name} from etcd {from} to {to}; its data stays"),
+                name,
+            ))
+        }
+        Action::RollBackMember { name, to, failed } => {
+            let change = VersionChange {
+                to: to.clone(),
+                upgrade_from: None,
+                failed: failed.clone(),
+            };
+            fx.kube
+                .set_pod_version(name, &change)
+                .await
+                .map_err(|e| e.message)?;
+            Ok(Done::member(
+                format!("moved member {name} back to etcd {to}; its data stays"),
+                name,
+            ))
+        }
+        Action::ConfirmUpgrade { name, version } => {
+            let change = VersionChange {
+                to: version.clone(),
+                upgrade_from: None,
+                failed: None,
+            };
+            fx.kube
+                .set_pod_version(name, &change)
+                .await
+                .map_err(|e| e.message)?;
+            Ok(Done::member(
+                format!("member {name} is healthy on etcd {version}"),
                 name,
             ))
         }

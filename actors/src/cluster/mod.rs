@@ -40,6 +40,9 @@ pub struct ClusterConfig {
     pub follow_up: Duration,
     /// Deadline of every etcd call.
     pub etcd_timeout: Duration,
+    /// Deadline of a whole tick (observe, act, report): a call that hangs past it is
+    /// abandoned with the rest of the round, and the next tick starts afresh.
+    pub tick_timeout: Duration,
     /// Deadlines of the lifecycle.
     pub deadlines: Deadlines,
 }
@@ -50,6 +53,7 @@ impl Default for ClusterConfig {
             tick_interval: Duration::from_secs(2),
             follow_up: Duration::from_millis(250),
             etcd_timeout: Duration::from_secs(3),
+            tick_timeout: Duration::from_secs(60),
             deadlines: Deadlines::default(),
         }
     }
@@ -150,7 +154,7 @@ impl ClusterActor {
         let acted = match outcome {
             TickOutcome::Blind { error, elapsed } => {
                 metrics.tick_seconds.observe(elapsed.as_secs_f64());
-                warn!(self.logger, "cannot read the cluster's pods; deciding nothing"; "error" => error);
+                warn!(self.logger, "tick ended without a decision"; "error" => error);
                 false
             }
             TickOutcome::Decided(done) => {
@@ -294,7 +298,17 @@ impl Handler<Tick> for ClusterActor {
             last_status: self.last_status.clone(),
             last_reason: self.last_reason,
         };
-        let guarded = AssertUnwindSafe(job.run()).catch_unwind();
+        let timeout = self.config.tick_timeout;
+        let bounded = async move {
+            let started = tokio::time::Instant::now();
+            tokio::time::timeout(timeout, job.run())
+                .await
+                .unwrap_or_else(|_| TickOutcome::Blind {
+                    error: format!("the tick did not finish within {timeout:?}; abandoned"),
+                    elapsed: started.elapsed(),
+                })
+        };
+        let guarded = AssertUnwindSafe(bounded).catch_unwind();
         ctx.spawn(
             guarded
                 .into_actor(self)

@@ -34,7 +34,7 @@ pub(crate) struct TickJob {
 /// What a tick did.
 #[derive(Debug)]
 pub(crate) enum TickOutcome {
-    /// Kubernetes could not be read; nothing was decided.
+    /// Kubernetes could not be read, or the tick ran out of time: nothing was decided.
     Blind { error: String, elapsed: Duration },
     /// A decision was taken and carried out.
     Decided(Box<Decided>),

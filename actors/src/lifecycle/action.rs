@@ -66,12 +66,33 @@ pub enum Action {
         /// Pod name.
         name: String,
     },
-    /// Change the etcd image of a member's pod in place; its data stays.
+    /// Change the etcd image of a member's pod in place; its data stays. The pod is marked
+    /// with the version it ran (`from`) until the member is healthy on `to`.
     UpgradeMember {
         /// Member (and pod) name.
         name: String,
+        /// Version it runs now.
+        from: Version,
         /// Version to run.
         to: Version,
+    },
+    /// Put a member's pod back on an older version: after its upgrade failed (`failed`
+    /// names the version it could not run, so it is not tried again), or because the spec
+    /// went back while etcd still allows it.
+    RollBackMember {
+        /// Member (and pod) name.
+        name: String,
+        /// Version to run again.
+        to: Version,
+        /// The version the member failed on, if that is why.
+        failed: Option<Version>,
+    },
+    /// The member is healthy on its new version: drop its pod's upgrade mark.
+    ConfirmUpgrade {
+        /// Member (and pod) name.
+        name: String,
+        /// The version it runs.
+        version: Version,
     },
 }
 
@@ -88,6 +109,8 @@ impl Action {
             Action::RemoveMember { .. } => "remove_member",
             Action::DeletePod { .. } => "delete_pod",
             Action::UpgradeMember { .. } => "upgrade_member",
+            Action::RollBackMember { .. } => "roll_back_member",
+            Action::ConfirmUpgrade { .. } => "confirm_upgrade",
         }
     }
 

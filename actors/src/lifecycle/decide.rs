@@ -17,9 +17,10 @@
 
 use std::collections::BTreeSet;
 
+use super::upgrade;
 use super::{
-    Action, Birth, Deadlines, DesiredCluster, MemberView, Membership, Observation, Phase, Reason,
-    State, UpgradePath, Version, Why,
+    Action, Birth, Deadlines, DesiredCluster, MemberView, Membership, Observation, Phase, PodView,
+    Reason, State, UpgradePath, Version, Why,
 };
 
 /// Grace time before a pod that has no etcd member is deleted, so that a member list read
@@ -67,6 +68,10 @@ pub fn decide(
         );
         return settle(state, Phase::Paused, vec![], why);
     }
+    upgrade::track_upgrades(&mut state, obs, |pod| healthy_on_own_version(obs, pod));
+    if let Some(d) = upgrade::failed_upgrade(&state, obs, deadlines) {
+        return d;
+    }
     match &obs.membership {
         Membership::Unreachable { error } => {
             let birth = Birth::of(&state, obs);
@@ -80,7 +85,7 @@ pub fn decide(
     }
 }
 
-fn settle(mut state: State, phase: Phase, actions: Vec<Action>, why: Why) -> Decision {
+pub(super) fn settle(mut state: State, phase: Phase, actions: Vec<Action>, why: Why) -> Decision {
     state.phase = phase;
     Decision {
         state,
@@ -120,6 +125,21 @@ fn check_cluster_id(state: &mut State, obs: &Observation) -> Result<(), Why> {
             Ok(())
         }
     }
+}
+
+/// Whether the member of `pod` answers, healthy, with the version the pod runs.
+fn healthy_on_own_version(obs: &Observation, pod: &PodView) -> bool {
+    let Membership::Listed { members, .. } = &obs.membership else {
+        return false;
+    };
+    members
+        .iter()
+        .filter(|m| m.started() && m.name == pod.name)
+        .filter_map(|m| obs.health.get(&m.id))
+        .any(|h| {
+            h.is_healthy()
+                && h.version.as_ref().map(ToString::to_string).as_deref() == pod.version.as_deref()
+        })
 }
 
 fn check_spec(spec: &DesiredCluster) -> Result<Version, Why> {
@@ -203,12 +223,7 @@ fn without_member_list(
 
 /// Pods exist but no seed was ever recorded: an older operator's seed. It is waited for,
 /// or when it died before any member answered (it holds no data), deleted to start over.
-fn unrecorded_seed(
-    state: State,
-    obs: &Observation,
-    live: &[&super::PodView],
-    error: &str,
-) -> Decision {
+fn unrecorded_seed(state: State, obs: &Observation, live: &[&PodView], error: &str) -> Decision {
     if let Some(pod) = live.first() {
         return waiting_for_seed(state, pod, error);
     }
@@ -281,7 +296,7 @@ fn recorded_seed(
     )
 }
 
-fn waiting_for_seed(state: State, pod: &super::PodView, error: &str) -> Decision {
+fn waiting_for_seed(state: State, pod: &PodView, error: &str) -> Decision {
     let detail = pod
         .problem
         .clone()
@@ -326,12 +341,12 @@ fn track_timers(state: &mut State, obs: &Observation, members: &[MemberView]) {
 }
 
 /// The member list joined with pods and health, with the counts decisions need.
-struct ClusterView<'a> {
-    obs: &'a Observation,
-    members: &'a [MemberView],
+pub(super) struct ClusterView<'a> {
+    pub(super) obs: &'a Observation,
+    pub(super) members: &'a [MemberView],
     voters: usize,
-    healthy_voters: usize,
-    leader: Option<u64>,
+    pub(super) healthy_voters: usize,
+    pub(super) leader: Option<u64>,
 }
 
 impl<'a> ClusterView<'a> {
@@ -359,7 +374,7 @@ impl<'a> ClusterView<'a> {
         self.voters / 2 + 1
     }
 
-    fn is_healthy(&self, m: &MemberView) -> bool {
+    pub(super) fn is_healthy(&self, m: &MemberView) -> bool {
         m.started() && self.obs.health.get(&m.id).is_some_and(|h| h.is_healthy())
     }
 
@@ -369,7 +384,7 @@ impl<'a> ClusterView<'a> {
     }
 
     /// Versions the started members report, oldest and newest.
-    fn running_versions(&self) -> Option<(Version, Version)> {
+    pub(super) fn running_versions(&self) -> Option<(Version, Version)> {
         let versions: Vec<&Version> = self
             .members
             .iter()
@@ -464,7 +479,7 @@ fn with_member_list(
     if view.members.len() != size {
         return scale(state, view, size, &join_version, scaling);
     }
-    upgrade(state, view, target)
+    upgrade::upgrade(state, view, target)
 }
 
 /// The version a new member runs: the target when the running members may move to it,
@@ -695,75 +710,4 @@ fn scale(
         },
     ];
     settle(state, scaling, actions, why)
-}
-
-fn upgrade(state: State, view: &ClusterView<'_>, target: &Version) -> Decision {
-    let Some((oldest, newest)) = view.running_versions() else {
-        let why = Why::new(Reason::Converged, "members report no version yet");
-        return settle(state, Phase::Running, vec![], why);
-    };
-    if target < &newest {
-        let why = Why::new(
-            Reason::DowngradeRefused,
-            format!("refusing to downgrade from {newest} to {target}; nothing was changed"),
-        );
-        return settle(state, Phase::Running, vec![], why);
-    }
-    match oldest.path_to(target) {
-        UpgradePath::Same => {
-            let why = Why::new(
-                Reason::Converged,
-                format!("{} members running {target}", view.members.len()),
-            );
-            return settle(state, Phase::Running, vec![], why);
-        }
-        UpgradePath::TooFar => {
-            let why = Why::new(
-                Reason::VersionSkipRefused,
-                format!(
-                    "refusing to upgrade from {oldest} to {target}: upgrade one minor version \
-                     at a time; nothing was changed"
-                ),
-            );
-            return settle(state, Phase::Running, vec![], why);
-        }
-        UpgradePath::Downgrade | UpgradePath::Allowed => {}
-    }
-    let phase = Phase::Upgrading {
-        from: oldest,
-        to: target.clone(),
-    };
-    let runs = |m: &MemberView| {
-        view.obs.health.get(&m.id).and_then(|h| h.version.as_ref()) == Some(target)
-    };
-    let pod_wants = |m: &MemberView| {
-        view.obs
-            .pod(&m.name)
-            .and_then(|p| p.version.as_deref())
-            .and_then(|v| v.parse::<Version>().ok())
-            .as_ref()
-            == Some(target)
-    };
-    if let Some(m) = view.members.iter().find(|m| pod_wants(m) && !runs(m)) {
-        let why = Why::new(
-            Reason::WaitingForUpgradedMember,
-            format!("waiting for member {} to come back on {target}", m.name),
-        );
-        return settle(state, phase, vec![], why);
-    }
-    let next = view
-        .members
-        .iter()
-        .filter(|m| !runs(m))
-        .min_by_key(|m| (Some(m.id) == view.leader, m.name.clone()))
-        .expect("an upgrade has a member that does not run the target version");
-    let why = Why::new(
-        Reason::UpgradingMember,
-        format!("upgrading member {} to {target}", next.name),
-    );
-    let action = Action::UpgradeMember {
-        name: next.name.clone(),
-        to: target.clone(),
-    };
-    settle(state, phase, vec![action], why)
 }

@@ -531,6 +531,7 @@ fn upgrade_moves_followers_first_and_the_leader_last() {
         d.actions,
         vec![Action::UpgradeMember {
             name: "m2".into(),
+            from: "3.4.23".parse().unwrap(),
             to: "3.5.21".parse().unwrap()
         }]
     );
@@ -750,4 +751,125 @@ fn a_voting_joiner_that_cannot_start_without_quorum_is_reported_not_removed() {
     assert!(d.actions.is_empty(), "{:?}", d.actions);
     assert_eq!(d.why.reason, Reason::JoinStuck);
     assert!(d.why.message.contains("ErrImagePull"), "{}", d.why.message);
+}
+
+/// Three members on 3.4.23 whose `m2` was set to 3.5.21 and does not come up on it.
+fn upgraded_m2_down(now: Instant) -> World {
+    World::healthy(now, 3, "3.4.23")
+        .unreachable(2)
+        .pod("m2", |p| {
+            p.version = Some("3.5.21".into());
+            p.upgrade_from = Some("3.4.23".into());
+            p.ready = false;
+            p.problem = Some("etcd: ErrImagePull".into());
+        })
+}
+
+#[test]
+fn an_upgraded_member_that_does_not_come_up_in_time_is_rolled_back() {
+    let now = Instant::now();
+    let first = run(
+        running_state(),
+        &upgraded_m2_down(now).build(),
+        &spec(3, "3.5.21"),
+    );
+    assert!(first.actions.is_empty(), "{:?}", first.actions);
+    let mut obs = upgraded_m2_down(now).build();
+    obs.now = later(now, 61);
+    let d = run(first.state, &obs, &spec(3, "3.5.21"));
+    assert_eq!(
+        d.actions,
+        vec![Action::RollBackMember {
+            name: "m2".into(),
+            to: "3.4.23".parse().unwrap(),
+            failed: Some("3.5.21".parse().unwrap()),
+        }]
+    );
+    assert_eq!(d.why.reason, Reason::UpgradeFailed);
+    assert_eq!(
+        d.state.phase,
+        Phase::Blocked {
+            reason: Reason::UpgradeFailed
+        }
+    );
+}
+
+#[test]
+fn a_one_member_cluster_on_a_bad_image_is_rolled_back_though_nothing_answers() {
+    let now = Instant::now();
+    let world = || {
+        World::healthy(now, 1, "3.4.23")
+            .pod("m1", |p| {
+                p.version = Some("3.5.21".into());
+                p.upgrade_from = Some("3.4.23".into());
+                p.ready = false;
+            })
+            .born()
+            .etcd_down()
+    };
+    let first = run(running_state(), &world().build(), &spec(1, "3.5.21"));
+    assert_eq!(first.why.reason, Reason::EtcdUnreachable);
+    let mut obs = world().build();
+    obs.now = later(now, 61);
+    let d = run(first.state, &obs, &spec(1, "3.5.21"));
+    assert!(
+        matches!(&d.actions[..], [Action::RollBackMember { name, .. }] if name == "m1"),
+        "{:?}",
+        d.actions
+    );
+}
+
+#[test]
+fn a_version_a_member_failed_on_is_not_tried_again() {
+    let now = Instant::now();
+    let obs = World::healthy(now, 3, "3.4.23")
+        .pod("m2", |p| p.failed_version = Some("3.5.21".into()))
+        .build();
+    let d = run(running_state(), &obs, &spec(3, "3.5.21"));
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    assert_eq!(d.why.reason, Reason::UpgradeFailed);
+}
+
+#[test]
+fn going_back_mid_upgrade_moves_the_upgraded_members_back() {
+    let now = Instant::now();
+    let obs = World::healthy(now, 3, "3.4.23")
+        .runs(2, "3.5.21")
+        .pod("m2", |p| p.version = Some("3.5.21".into()))
+        .build();
+    let d = run(running_state(), &obs, &spec(3, "3.4.23"));
+    assert_eq!(
+        d.actions,
+        vec![Action::RollBackMember {
+            name: "m2".into(),
+            to: "3.4.23".parse().unwrap(),
+            failed: None,
+        }]
+    );
+    assert_eq!(d.why.reason, Reason::RollingBackMember);
+}
+
+#[test]
+fn a_member_healthy_on_its_new_version_loses_its_upgrade_mark() {
+    let now = Instant::now();
+    let obs = World::healthy(now, 3, "3.4.23")
+        .runs(2, "3.5.21")
+        .pod("m2", |p| {
+            p.version = Some("3.5.21".into());
+            p.upgrade_from = Some("3.4.23".into());
+        })
+        .build();
+    let d = run(running_state(), &obs, &spec(3, "3.5.21"));
+    assert_eq!(
+        d.actions[0],
+        Action::ConfirmUpgrade {
+            name: "m2".into(),
+            version: "3.5.21".parse().unwrap(),
+        }
+    );
+    assert!(
+        matches!(&d.actions[1], Action::UpgradeMember { name, .. } if name == "m3"),
+        "{:?}",
+        d.actions
+    );
 }

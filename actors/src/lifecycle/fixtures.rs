@@ -68,6 +68,8 @@ impl World {
             version: Some(version.to_string()),
             problem: None,
             started: true,
+            upgrade_from: None,
+            failed_version: None,
         });
         let mut health = MemberHealth::healthy(version);
         health.leader = Some(1);
@@ -129,6 +131,8 @@ impl World {
             version: Some("3.5.21".into()),
             problem: None,
             started: true,
+            upgrade_from: None,
+            failed_version: None,
         });
         self
     }

@@ -8,6 +8,7 @@ mod observation;
 mod reason;
 mod spec;
 mod state;
+mod upgrade;
 mod version;
 
 #[cfg(test)]

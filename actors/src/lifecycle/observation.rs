@@ -40,6 +40,12 @@ pub struct PodView {
     /// The etcd container has run at some point (running now, or exited). A pod whose etcd
     /// never ran holds no data.
     pub started: bool,
+    /// The version this pod ran before its image was last upgraded, while the member has
+    /// not yet been seen healthy on the new one (the pod's upgrade mark).
+    pub upgrade_from: Option<String>,
+    /// A version this member failed to come up on and was rolled back from: the upgrade to
+    /// it is not tried again.
+    pub failed_version: Option<String>,
 }
 
 impl PodView {

@@ -88,6 +88,9 @@ pub struct Deadlines {
     pub unstarted_member: Duration,
     /// A started member whose pod lives but that does not answer for this long is replaced.
     pub unhealthy_member: Duration,
+    /// A member whose image was upgraded must be healthy on the new version within this
+    /// time, else the upgrade halts and the member is rolled back.
+    pub upgraded_member: Duration,
 }
 
 impl Default for Deadlines {
@@ -95,6 +98,7 @@ impl Default for Deadlines {
         Deadlines {
             unstarted_member: Duration::from_secs(90),
             unhealthy_member: Duration::from_secs(120),
+            upgraded_member: Duration::from_secs(60),
         }
     }
 }
@@ -116,6 +120,10 @@ pub struct State {
     /// When each pod without an etcd member was first seen.
     #[serde(skip)]
     pub orphan_since: BTreeMap<String, Instant>,
+    /// When each upgraded pod (one with an upgrade mark) was first seen not yet healthy
+    /// on its new version.
+    #[serde(skip)]
+    pub upgrade_since: BTreeMap<String, Instant>,
 }
 
 impl Default for State {
@@ -126,6 +134,7 @@ impl Default for State {
             unhealthy_since: BTreeMap::new(),
             unstarted_since: BTreeMap::new(),
             orphan_since: BTreeMap::new(),
+            upgrade_since: BTreeMap::new(),
         }
     }
 }
