@@ -438,3 +438,20 @@ impl Drop for DebugStream {
         let _ = self.child.wait();
     }
 }
+
+/// The etcd images of the pods of a namespace.
+pub fn pod_images(ns: &str) -> Vec<String> {
+    let (ok, out) = kubectl(
+        &[
+            "get",
+            "pods",
+            "-n",
+            ns,
+            "-o",
+            "jsonpath={range .items[*]}{.spec.containers[0].image} {end}",
+        ],
+        None,
+    );
+    assert!(ok, "{out}");
+    out.split_whitespace().map(str::to_string).collect()
+}

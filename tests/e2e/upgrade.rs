@@ -92,3 +92,76 @@ async fn a_downgrade_is_refused_with_a_condition_and_nothing_changes() {
         "one Warning for the refusal: {refusals:?}"
     );
 }
+
+/// A one-member cluster upgraded to an image that never runs: the upgrade halts after its
+/// deadline, the member goes back to its version with its data, and is not upgraded again.
+#[tokio::test]
+async fn an_upgrade_to_an_image_that_never_runs_is_rolled_back_even_for_one_member() {
+    let ns = Namespace::create("upgrade-bad");
+    apply(&cluster_yaml(&ns.0, "solo", 1, "3.5.35", false));
+    let ready = wait_running(&ns.0, "solo", 1, Duration::from_secs(90)).await;
+    let mut client = etcd(&ns.0, "solo", &ready).await;
+    write_keys(&mut client, "solo", 10).await;
+
+    // The node has no binary for 3.6.99: the pod waits in ErrImagePull.
+    patch_spec(&ns.0, "solo", serde_json::json!({"version": "3.6.99"})).await;
+    let what = "the failed upgrade reported";
+    let status = wait_status(&ns.0, "solo", what, Duration::from_secs(150), |s| {
+        s.reason == "UpgradeFailed"
+    })
+    .await;
+    assert_eq!(status.phase, "Blocked", "{status:?}");
+    let what = "the member back on 3.5.35";
+    wait_status(&ns.0, "solo", what, Duration::from_secs(60), |s| {
+        s.current_version == "3.5.35" && s.members.ready == ready
+    })
+    .await;
+    let mut client = etcd(&ns.0, "solo", &ready).await;
+    assert_keys(&mut client, "solo", 10).await;
+    assert_eq!(event_names(&ns.0, "reason=MemberUpgraded").len(), 1);
+    assert_eq!(event_names(&ns.0, "reason=MemberRolledBack").len(), 1);
+
+    patch_spec(&ns.0, "solo", serde_json::json!({"version": "3.5.35"})).await;
+    assert_eq!(
+        wait_running(&ns.0, "solo", 1, Duration::from_secs(60)).await,
+        ready
+    );
+}
+
+/// Setting the version back in the middle of an upgrade moves the members already
+/// upgraded back (etcd's cluster version has not moved yet), with every key kept.
+#[tokio::test]
+async fn reverting_the_version_mid_upgrade_moves_the_upgraded_members_back() {
+    let ns = Namespace::create("upgrade-revert");
+    apply(&cluster_yaml(&ns.0, "revert", 3, "3.4.23", false));
+    let ready = wait_running(&ns.0, "revert", 3, Duration::from_secs(120)).await;
+    let mut client = etcd(&ns.0, "revert", &ready).await;
+    write_keys(&mut client, "revert", 10).await;
+
+    patch_spec(&ns.0, "revert", serde_json::json!({"version": "3.5.35"})).await;
+    wait_for("a member upgraded", Duration::from_secs(60), || async {
+        let events = event_names(&ns.0, "reason=MemberUpgraded");
+        if events.is_empty() {
+            Err("no MemberUpgraded event yet".to_string())
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+    patch_spec(&ns.0, "revert", serde_json::json!({"version": "3.4.23"})).await;
+    let what = "every member on 3.4.23";
+    wait_status(&ns.0, "revert", what, Duration::from_secs(180), |s| {
+        s.current_version == "3.4.23"
+            && s.phase == "Running"
+            && s.members.ready.len() == 3
+            && s.target_version == "3.4.23"
+    })
+    .await;
+    let versions = pod_images(&ns.0);
+    assert!(
+        versions.iter().all(|image| image.ends_with(":v3.4.23")),
+        "{versions:?}"
+    );
+    let mut client = etcd(&ns.0, "revert", &ready).await;
+    assert_keys(&mut client, "revert", 10).await;
+}
