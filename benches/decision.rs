@@ -45,6 +45,7 @@ fn healthy(n: u64) -> Observation {
             started: true,
             upgrade_from: None,
             failed_version: None,
+            voter: true,
         });
         let mut h = MemberHealth::healthy(V);
         h.leader = Some(1);

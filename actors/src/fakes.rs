@@ -419,6 +419,7 @@ fn running_pod(name: &str, version: &str) -> PodView {
         started: true,
         upgrade_from: None,
         failed_version: None,
+        voter: true,
     }
 }
 
@@ -587,6 +588,7 @@ impl ClusterApi for FakeCluster {
             return Ok(());
         }
         let mut view = running_pod(&pod.name, &pod.version.to_string());
+        view.voter = pod.voter;
         match &pod.state {
             InitialState::New { .. } => {
                 // A new cluster of one: the seed starts and forms it.
@@ -644,6 +646,17 @@ impl ClusterApi for FakeCluster {
         pod.ready = !bad;
         pod.problem = bad.then(|| format!("etcd: ErrImagePull: no etcd {}", change.to));
         Ok(())
+    }
+
+    async fn label_voter(&self, name: &str) -> Result<(), ApiError> {
+        let mut w = self.lock();
+        match w.pods.iter_mut().find(|p| p.name == name) {
+            Some(pod) => {
+                pod.voter = true;
+                Ok(())
+            }
+            None => Err(ApiError::new(format!("pods \"{name}\" not found"))),
+        }
     }
 
     async fn publish_status(&self, report: &StatusReport) -> Result<(), ApiError> {
@@ -755,6 +768,7 @@ mod tests {
             version: "3.5.21".parse().unwrap(),
             initial_cluster: demo().initial_cluster(&["demo-seed".into()]),
             state: InitialState::New { token: "t".into() },
+            voter: true,
         };
         fake.create_member_pod(&seed).await.unwrap();
         let list = fake.list(&endpoints(&fake)).await.unwrap();
@@ -788,6 +802,7 @@ mod tests {
             version: "3.5.21".parse().unwrap(),
             initial_cluster: String::new(),
             state: InitialState::Existing,
+            voter: false,
         };
         fake.create_member_pod(&pod).await.unwrap();
         fake.promote(&eps, added.id).await.unwrap();

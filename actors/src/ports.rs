@@ -176,6 +176,8 @@ pub struct MemberPod {
     pub initial_cluster: String,
     /// `--initial-cluster-state` and token.
     pub state: InitialState,
+    /// A voting member (not a learner): its pod serves clients from the start.
+    pub voter: bool,
 }
 
 /// A new etcd image for a member's pod, and the marks that go with it (`None` removes a
@@ -228,6 +230,8 @@ pub trait ClusterApi: Send + Sync + 'static {
     async fn delete_pod(&self, name: &str) -> Result<(), ApiError>;
     /// Changes the etcd image of a pod in place, with its upgrade marks.
     async fn set_pod_version(&self, name: &str, change: &VersionChange) -> Result<(), ApiError>;
+    /// Labels a pod as a voting member's, putting it behind the client Service.
+    async fn label_voter(&self, name: &str) -> Result<(), ApiError>;
     /// Writes the EtcdCluster's status.
     async fn publish_status(&self, report: &StatusReport) -> Result<(), ApiError>;
     /// Writes a new bootstrap record into the status, before the seed it names exists.

@@ -114,7 +114,11 @@ pub fn report(
 fn outcome_event(outcome: &ActionOutcome) -> Option<EventRecord> {
     let action = &outcome.action;
     let (kind, reason, note, member) = match &outcome.result {
-        ActionResult::Done { .. } if matches!(action, Action::EnsureServices) => return None,
+        ActionResult::Done { .. }
+            if matches!(action, Action::EnsureServices | Action::LabelVoter { .. }) =>
+        {
+            return None;
+        }
         ActionResult::NotYet { .. } => return None,
         ActionResult::Done { note, member } => (
             EventType::Normal,
@@ -151,6 +155,7 @@ fn event_reason(action: &Action) -> &'static str {
         Action::UpgradeMember { .. } => "MemberUpgraded",
         Action::RollBackMember { .. } => "MemberRolledBack",
         Action::ConfirmUpgrade { .. } => "UpgradeConfirmed",
+        Action::LabelVoter { .. } => "VoterLabelled",
     }
 }
 

@@ -113,6 +113,9 @@ async fn a_three_member_cluster_converges_from_nothing_through_seed_learner_adds
     assert_eq!((calls.add, calls.promote, calls.remove), (2, 2, 0));
     assert_eq!(calls.max_membership_in_flight, 1);
     assert_eq!(calls.max_etcd_in_flight, 1);
+    // Learners joined without the client Service's label and got it once promoted.
+    assert!(!created[1].voter && !created[2].voter);
+    assert!(fake.pods().iter().all(|p| p.voter), "{:#?}", fake.pods());
 }
 
 #[actix_rt::test]

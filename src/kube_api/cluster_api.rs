@@ -24,7 +24,7 @@ use super::pod_view::pod_view;
 use super::status_patch::status_from_report;
 use crate::api::{BootstrapStatus, EtcdCluster, EtcdClusterStatus};
 use crate::resources::labels::{
-    CLUSTER_LABEL, FAILED_VERSION_ANNOTATION, UPGRADE_FROM_ANNOTATION, object_labels,
+    CLUSTER_LABEL, FAILED_VERSION_ANNOTATION, UPGRADE_FROM_ANNOTATION, VOTER_LABEL, object_labels,
     owner_reference,
 };
 use crate::resources::{
@@ -153,6 +153,7 @@ impl ClusterApi for KubeClusterApi {
                 started: false,
                 upgrade_from: None,
                 failed_version: None,
+                voter: false,
             });
         }
         self.expectations.correct_versions(&mut pods);
@@ -238,6 +239,15 @@ impl ClusterApi for KubeClusterApi {
             .map_err(|e| api_error(&format!("changing the image of pod {name}"), e))?;
         self.expectations.version_set(name, &version.to_string());
         Ok(())
+    }
+
+    async fn label_voter(&self, name: &str) -> Result<(), ApiError> {
+        let patch = json!({"metadata": {"labels": {VOTER_LABEL: "true"}}});
+        self.pods_api()
+            .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
+            .await
+            .map(|_| ())
+            .map_err(|e| api_error(&format!("labelling pod {name} a voting member"), e))
     }
 
     async fn publish_status(&self, report: &StatusReport) -> Result<(), ApiError> {

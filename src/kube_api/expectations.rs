@@ -120,6 +120,7 @@ mod tests {
             started: true,
             upgrade_from: None,
             failed_version: None,
+            voter: true,
         };
         let e = Expectations::default();
         e.version_set("m1", "3.5.35");

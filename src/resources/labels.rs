@@ -24,12 +24,23 @@ pub const UPGRADE_FROM_ANNOTATION: &str = "etcd.database.coreos.com/upgrade-from
 /// from; the upgrade to it is not tried again while the annotation stays.
 pub const FAILED_VERSION_ANNOTATION: &str = "etcd.database.coreos.com/failed-version";
 
+/// Pod label of voting members (`"true"`): the client Service selects it, so learners,
+/// which refuse client requests, never receive clients.
+pub const VOTER_LABEL: &str = "etcd.database.coreos.com/voter";
+
 /// Labels that select the member pods of `cluster`.
 pub fn selector(cluster: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         (APP_LABEL.to_string(), "etcd".to_string()),
         (CLUSTER_LABEL.to_string(), cluster.to_string()),
     ])
+}
+
+/// Labels the client Service selects: the voting members of `cluster`.
+pub fn client_selector(cluster: &str) -> BTreeMap<String, String> {
+    let mut labels = selector(cluster);
+    labels.insert(VOTER_LABEL.to_string(), "true".to_string());
+    labels
 }
 
 /// `app=etcd,etcd_cluster=<cluster>` as a label selector string.

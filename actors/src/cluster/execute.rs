@@ -270,6 +270,13 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
                 name,
             ))
         }
+        Action::LabelVoter { name } => {
+            fx.kube.label_voter(name).await.map_err(|e| e.message)?;
+            Ok(Done::member(
+                format!("pod {name} now serves clients (a voting member)"),
+                name,
+            ))
+        }
         Action::ConfirmUpgrade { name, version } => {
             let change = VersionChange {
                 to: version.clone(),
@@ -302,6 +309,7 @@ async fn start_seed(
         state: InitialState::New {
             token: token.to_string(),
         },
+        voter: true,
     };
     fx.kube
         .create_member_pod(&pod)
@@ -333,6 +341,7 @@ async fn start_joining_pod(
         version: version.clone(),
         initial_cluster: fx.topology.initial_cluster(&names),
         state: InitialState::Existing,
+        voter: members.iter().any(|m| m.id == id && !m.is_learner),
     };
     fx.kube
         .create_member_pod(&pod)

@@ -87,6 +87,12 @@ pub enum Action {
         /// The version the member failed on, if that is why.
         failed: Option<Version>,
     },
+    /// Label a voting member's pod so the client Service routes to it (a promoted learner,
+    /// or a pod made by an older operator).
+    LabelVoter {
+        /// Pod name.
+        name: String,
+    },
     /// The member is healthy on its new version: drop its pod's upgrade mark.
     ConfirmUpgrade {
         /// Member (and pod) name.
@@ -111,6 +117,7 @@ impl Action {
             Action::UpgradeMember { .. } => "upgrade_member",
             Action::RollBackMember { .. } => "roll_back_member",
             Action::ConfirmUpgrade { .. } => "confirm_upgrade",
+            Action::LabelVoter { .. } => "label_voter",
         }
     }
 

@@ -80,7 +80,11 @@ pub fn decide(
         Membership::Listed { members, .. } => {
             track_timers(&mut state, obs, members);
             let view = ClusterView::new(obs, members);
-            with_member_list(state, &view, spec, &target, deadlines)
+            let mut d = with_member_list(state, &view, spec, &target, deadlines);
+            if !matches!(d.state.phase, Phase::Blocked { .. }) {
+                d.actions.extend(unlabelled_voters(&view));
+            }
+            d
         }
     }
 }
@@ -125,6 +129,23 @@ fn check_cluster_id(state: &mut State, obs: &Observation) -> Result<(), Why> {
             Ok(())
         }
     }
+}
+
+/// Voting members whose pod is not yet behind the client Service. Labelled after the
+/// tick's step, so a failed label never holds back a membership step.
+fn unlabelled_voters(view: &ClusterView<'_>) -> Vec<Action> {
+    view.members
+        .iter()
+        .filter(|m| m.started() && !m.is_learner)
+        .filter(|m| {
+            view.obs
+                .pod(&m.name)
+                .is_some_and(|p| !p.voter && !p.is_dead())
+        })
+        .map(|m| Action::LabelVoter {
+            name: m.name.clone(),
+        })
+        .collect()
 }
 
 /// Whether the member of `pod` answers, healthy, with the version the pod runs.

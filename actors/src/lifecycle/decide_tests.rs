@@ -873,3 +873,32 @@ fn a_member_healthy_on_its_new_version_loses_its_upgrade_mark() {
         d.actions
     );
 }
+
+#[test]
+fn a_voting_member_whose_pod_is_not_behind_the_client_service_is_labelled() {
+    let now = Instant::now();
+    let obs = World::healthy(now, 3, "3.5.21")
+        .pod("m3", |p| p.voter = false)
+        .build();
+    let d = run(running_state(), &obs, &spec(3, "3.5.21"));
+    assert_eq!(d.actions, vec![Action::LabelVoter { name: "m3".into() }]);
+    assert_eq!(d.state.phase, Phase::Running);
+}
+
+#[test]
+fn a_learner_is_never_put_behind_the_client_service() {
+    let now = Instant::now();
+    let obs = World::healthy(now, 3, "3.5.21")
+        .learner(3)
+        .unreachable(3)
+        .pod("m3", |p| p.voter = false)
+        .build();
+    let d = run(running_state(), &obs, &spec(3, "3.5.21"));
+    assert!(
+        !d.actions
+            .iter()
+            .any(|a| matches!(a, Action::LabelVoter { .. })),
+        "{:?}",
+        d.actions
+    );
+}

@@ -46,6 +46,9 @@ pub struct PodView {
     /// A version this member failed to come up on and was rolled back from: the upgrade to
     /// it is not tried again.
     pub failed_version: Option<String>,
+    /// The pod is labelled a voting member, which puts it behind the client Service
+    /// (learners refuse client requests, so they are kept out of it).
+    pub voter: bool,
 }
 
 impl PodView {
