@@ -145,3 +145,17 @@ impl Handler<MemberStatus> for MemberClient {
         )
     }
 }
+
+/// Sends a call to a MemberClient; a stopped MemberClient is an unavailable etcd.
+pub(crate) async fn ask<M, T>(client: &Addr<MemberClient>, msg: M) -> Result<T, EtcdError>
+where
+    M: Message<Result = Result<T, EtcdError>> + Send + 'static,
+    T: Send + 'static,
+    MemberClient: Handler<M>,
+{
+    client.send(msg).await.unwrap_or_else(|e| {
+        Err(EtcdError::classify(format!(
+            "member client unavailable: {e}"
+        )))
+    })
+}

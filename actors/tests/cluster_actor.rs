@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use etcd_operator_actors::cluster::{
-    ClusterActor, ClusterConfig, Inspect, Nudge, Retire, SpecChanged,
+    ClusterActor, ClusterConfig, ClusterDeps, Inspect, Nudge, Retire, SpecChanged,
 };
 use etcd_operator_actors::fakes::FakeCluster;
 use etcd_operator_actors::lifecycle::{DesiredCluster, Phase};
@@ -27,16 +27,13 @@ fn demo() -> Topology {
 }
 
 fn start(fake: &FakeCluster, spec: DesiredCluster, config: ClusterConfig) -> Addr<ClusterActor> {
-    ClusterActor::new(
-        fake.topology().clone(),
-        spec,
-        config,
-        Arc::new(fake.clone()),
-        Arc::new(fake.clone()),
-        Telemetry::default(),
-        &logger(),
-    )
-    .start()
+    let deps = ClusterDeps {
+        kube: Arc::new(fake.clone()),
+        etcd: Arc::new(fake.clone()),
+        telemetry: Telemetry::default(),
+        logger: logger(),
+    };
+    ClusterActor::new(fake.topology().clone(), spec, config, deps).start()
 }
 
 /// Waits, in virtual time, until `done` holds for the actor's debug view and the fake;

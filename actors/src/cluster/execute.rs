@@ -5,11 +5,11 @@ use actix::Addr;
 use serde::Serialize;
 
 use crate::lifecycle::{Action, BootstrapRecord, MemberView, Version};
-use crate::member_client::{AddMember, ListMembers, MemberClient, PromoteMember, RemoveMember};
+use crate::member_client::{
+    AddMember, ListMembers, MemberClient, PromoteMember, RemoveMember, ask,
+};
 use crate::ports::{ClusterApi, EtcdError, EtcdErrorKind, InitialState, MemberPod, VersionChange};
 use crate::topology::Topology;
-
-use super::observe::ask;
 
 /// What happened to one action.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

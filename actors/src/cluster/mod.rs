@@ -28,6 +28,7 @@ use crate::metrics::{ActionLabels, PhaseLabels, Telemetry};
 use crate::ports::{ClusterApi, EtcdApi};
 use crate::report::StatusReport;
 use crate::topology::Topology;
+use observe::HealthProbe;
 use tick::{TickJob, TickOutcome};
 
 /// Timing of a Cluster actor.
@@ -59,6 +60,34 @@ impl Default for ClusterConfig {
     }
 }
 
+/// What a Cluster actor needs from the world: its two ports, telemetry and a logger.
+#[derive(Clone)]
+pub struct ClusterDeps {
+    /// The Kubernetes side of the cluster.
+    pub kube: Arc<dyn ClusterApi>,
+    /// etcd's API (membership calls go through the actor's own MemberClient).
+    pub etcd: Arc<dyn EtcdApi>,
+    /// Metrics and the debug hub.
+    pub telemetry: Telemetry,
+    /// The parent logger.
+    pub logger: Logger,
+}
+
+/// When the next tick runs.
+#[derive(Debug, Default)]
+enum Schedule {
+    /// No tick is running; none is planned (only before the first one).
+    #[default]
+    Idle,
+    /// No tick is running; the next one is planned.
+    Planned(SpawnHandle),
+    /// A tick is running; `again` asks for another one right after it.
+    Running {
+        /// Tick again at once when this one ends.
+        again: bool,
+    },
+}
+
 /// The actor that runs one EtcdCluster.
 pub struct ClusterActor {
     topology: Topology,
@@ -66,12 +95,11 @@ pub struct ClusterActor {
     state: State,
     config: ClusterConfig,
     kube: Arc<dyn ClusterApi>,
+    etcd: Arc<dyn EtcdApi>,
     members: Addr<MemberClient>,
     telemetry: Telemetry,
     logger: Logger,
-    busy: bool,
-    tick_again: bool,
-    next_tick: Option<SpawnHandle>,
+    schedule: Schedule,
     last_status: Option<StatusReport>,
     last_reason: Option<Reason>,
     last_message: String,
@@ -79,30 +107,26 @@ pub struct ClusterActor {
 }
 
 impl ClusterActor {
-    /// A Cluster actor for `topology`, with its own MemberClient over `etcd`.
+    /// A Cluster actor for `topology`, with its own MemberClient over `deps.etcd`.
     pub fn new(
         topology: Topology,
         spec: DesiredCluster,
         config: ClusterConfig,
-        kube: Arc<dyn ClusterApi>,
-        etcd: Arc<dyn EtcdApi>,
-        telemetry: Telemetry,
-        logger: &Logger,
+        deps: ClusterDeps,
     ) -> Self {
-        let logger = logger.new(slog::o!("cluster" => topology.key()));
-        let members = MemberClient::new(etcd, config.etcd_timeout).start();
+        let logger = deps.logger.new(slog::o!("cluster" => topology.key()));
+        let members = MemberClient::new(deps.etcd.clone(), config.etcd_timeout).start();
         ClusterActor {
             topology,
             spec,
             state: State::default(),
             config,
-            kube,
+            kube: deps.kube,
+            etcd: deps.etcd,
             members,
-            telemetry,
+            telemetry: deps.telemetry,
             logger,
-            busy: false,
-            tick_again: false,
-            next_tick: None,
+            schedule: Schedule::Idle,
             last_status: None,
             last_reason: None,
             last_message: String::new(),
@@ -110,20 +134,26 @@ impl ClusterActor {
         }
     }
 
+    /// Plans the next tick `after` from now, replacing a planned one. While a tick runs,
+    /// `after == 0` asks for another right after it, and anything later waits for its end.
     fn schedule(&mut self, after: Duration, ctx: &mut Context<Self>) {
-        if let Some(handle) = self.next_tick.take() {
-            ctx.cancel_future(handle);
+        match &mut self.schedule {
+            Schedule::Running { again } => *again |= after.is_zero(),
+            Schedule::Planned(handle) => {
+                ctx.cancel_future(*handle);
+                self.schedule = Schedule::Planned(ctx.notify_later(Tick, after));
+            }
+            Schedule::Idle => self.schedule = Schedule::Planned(ctx.notify_later(Tick, after)),
         }
-        self.next_tick = Some(ctx.notify_later(Tick, after));
     }
 
     /// Ticks now, or right after the tick in progress.
     fn tick_soon(&mut self, ctx: &mut Context<Self>) {
-        if self.busy {
-            self.tick_again = true;
-        } else {
-            self.schedule(Duration::ZERO, ctx);
-        }
+        self.schedule(Duration::ZERO, ctx);
+    }
+
+    fn busy(&self) -> bool {
+        matches!(self.schedule, Schedule::Running { .. })
     }
 
     fn debug_view(&self) -> serde_json::Value {
@@ -136,7 +166,7 @@ impl ClusterActor {
             "message": self.last_message,
             "status": self.last_status,
             "ticks": self.ticks,
-            "busy": self.busy,
+            "busy": self.busy(),
         })
     }
 
@@ -147,7 +177,8 @@ impl ClusterActor {
     }
 
     fn finish(&mut self, outcome: TickOutcome, ctx: &mut Context<Self>) {
-        self.busy = false;
+        let again = matches!(self.schedule, Schedule::Running { again: true });
+        self.schedule = Schedule::Idle;
         self.ticks += 1;
         let metrics = &self.telemetry.metrics;
         metrics.ticks.inc();
@@ -206,8 +237,7 @@ impl ClusterActor {
             }
         };
         self.publish_view();
-        let next = if self.tick_again {
-            self.tick_again = false;
+        let next = if again {
             Duration::ZERO
         } else if acted || self.state.phase.is_progressing() {
             self.config.follow_up
@@ -271,9 +301,7 @@ impl Supervised for ClusterActor {
         self.telemetry.metrics.restarts.inc();
         // `stopped` already decremented the `clusters` gauge; `started` runs again next.
         self.state = State::default();
-        self.busy = false;
-        self.tick_again = false;
-        self.next_tick = None;
+        self.schedule = Schedule::Idle;
         self.last_status = None;
     }
 }
@@ -282,15 +310,18 @@ impl Handler<Tick> for ClusterActor {
     type Result = ();
 
     fn handle(&mut self, _: Tick, ctx: &mut Context<Self>) {
-        self.next_tick = None;
-        if self.busy {
-            self.tick_again = true;
+        if let Schedule::Running { again } = &mut self.schedule {
+            *again = true;
             return;
         }
-        self.busy = true;
+        self.schedule = Schedule::Running { again: false };
         let job = TickJob {
             kube: self.kube.clone(),
             members: self.members.clone(),
+            probe: HealthProbe {
+                etcd: self.etcd.clone(),
+                timeout: self.config.etcd_timeout,
+            },
             topology: self.topology.clone(),
             spec: self.spec.clone(),
             state: self.state.clone(),

@@ -14,12 +14,13 @@ use crate::report::{Report, StatusReport, report};
 use crate::topology::Topology;
 
 use super::execute::{ActionOutcome, Effectors, execute};
-use super::observe::observe;
+use super::observe::{HealthProbe, observe};
 
 /// Inputs of one tick.
 pub(crate) struct TickJob {
     pub kube: Arc<dyn ClusterApi>,
     pub members: Addr<MemberClient>,
+    pub probe: HealthProbe,
     pub topology: Topology,
     pub spec: DesiredCluster,
     pub state: State,
@@ -56,7 +57,7 @@ impl TickJob {
     pub(crate) async fn run(self) -> TickOutcome {
         let started = Instant::now();
         let kube = self.kube.as_ref();
-        let obs = match observe(kube, &self.members, &self.topology).await {
+        let obs = match observe(kube, &self.members, &self.probe, &self.topology).await {
             Ok(obs) => obs,
             Err(e) => {
                 return TickOutcome::Blind {
