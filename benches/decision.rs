@@ -44,7 +44,6 @@ fn healthy(n: u64) -> Observation {
             problem: None,
             started: true,
             upgrade_from: None,
-            failed_version: None,
             voter: true,
         });
         let mut h = MemberHealth::healthy(V);
@@ -64,6 +63,7 @@ fn healthy(n: u64) -> Observation {
             }),
             members: Vec::new(),
             reason: "Converged".into(),
+            failed_version: None,
         },
         name_conflict: None,
         endpoints: Vec::new(),

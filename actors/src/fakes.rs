@@ -418,7 +418,6 @@ fn running_pod(name: &str, version: &str) -> PodView {
         problem: None,
         started: true,
         upgrade_from: None,
-        failed_version: None,
         voter: true,
     }
 }
@@ -642,7 +641,6 @@ impl ClusterApi for FakeCluster {
         };
         pod.version = Some(change.to.to_string());
         pod.upgrade_from = change.upgrade_from.as_ref().map(ToString::to_string);
-        pod.failed_version = change.failed.as_ref().map(ToString::to_string);
         pod.ready = !bad;
         pod.problem = bad.then(|| format!("etcd: ErrImagePull: no etcd {}", change.to));
         Ok(())
@@ -674,6 +672,7 @@ impl ClusterApi for FakeCluster {
             .cloned()
             .collect();
         w.recorded.reason = report.reason.as_str().to_string();
+        w.recorded.failed_version = report.failed_version.clone();
         w.last_status = Some(report.clone());
         Ok(())
     }

@@ -188,8 +188,6 @@ pub struct VersionChange {
     pub to: Version,
     /// The upgrade mark: the version the member ran before, until it is healthy on `to`.
     pub upgrade_from: Option<Version>,
-    /// The version the member failed to come up on (set by a rollback after a failure).
-    pub failed: Option<Version>,
 }
 
 /// Severity of a Kubernetes Event.

@@ -61,6 +61,8 @@ pub struct StatusReport {
     /// The bootstrap record, with the cluster ID once a member answered. `None` only
     /// before the first seed is recorded; the status never loses a record it holds.
     pub bootstrap: Option<BootstrapRecord>,
+    /// A version an upgraded member could not run, while the spec asks for it.
+    pub failed_version: Option<String>,
 }
 
 fn phase_name<S: Serializer>(phase: &Phase, s: S) -> Result<S::Ok, S::Error> {
@@ -275,6 +277,12 @@ pub fn summarize(decision: &Decision, obs: &Observation, spec: &DesiredCluster) 
         paused: spec.paused,
         observed_generation: spec.generation,
         bootstrap: bootstrap(decision, obs),
+        failed_version: decision
+            .state
+            .failed_version
+            .as_ref()
+            .map(ToString::to_string)
+            .filter(|v| *v == spec.version),
     }
 }
 

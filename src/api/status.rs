@@ -55,6 +55,10 @@ pub struct EtcdClusterStatus {
     /// bootstrapped again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bootstrap: Option<BootstrapStatus>,
+    /// An etcd version an upgraded member could not run: the upgrade to it is halted
+    /// (`UpgradeFailed`) while `spec.version` asks for it.
+    #[serde(default)]
+    pub failed_version: Option<String>,
 }
 
 /// `status.bootstrap`.
@@ -140,6 +144,7 @@ impl EtcdClusterStatus {
                 .cloned()
                 .collect(),
             reason: self.reason.clone(),
+            failed_version: self.failed_version.clone(),
         }
     }
 }

@@ -24,8 +24,7 @@ use super::pod_view::pod_view;
 use super::status_patch::status_from_report;
 use crate::api::{BootstrapStatus, EtcdCluster, EtcdClusterStatus};
 use crate::resources::labels::{
-    CLUSTER_LABEL, FAILED_VERSION_ANNOTATION, UPGRADE_FROM_ANNOTATION, VOTER_LABEL, object_labels,
-    owner_reference,
+    CLUSTER_LABEL, UPGRADE_FROM_ANNOTATION, VOTER_LABEL, object_labels, owner_reference,
 };
 use crate::resources::{
     ETCD_CONTAINER, client_service, headless_service, image, member_pod, pvc_name,
@@ -152,7 +151,6 @@ impl ClusterApi for KubeClusterApi {
                 problem: None,
                 started: false,
                 upgrade_from: None,
-                failed_version: None,
                 voter: false,
             });
         }
@@ -229,7 +227,6 @@ impl ClusterApi for KubeClusterApi {
         let patch = json!({
             "metadata": {"annotations": {
                 UPGRADE_FROM_ANNOTATION: change.upgrade_from.as_ref().map(ToString::to_string),
-                FAILED_VERSION_ANNOTATION: change.failed.as_ref().map(ToString::to_string),
             }},
             "spec": {"containers": [{"name": ETCD_CONTAINER, "image": image}]},
         });

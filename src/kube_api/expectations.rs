@@ -119,7 +119,6 @@ mod tests {
             problem: None,
             started: true,
             upgrade_from: None,
-            failed_version: None,
             voter: true,
         };
         let e = Expectations::default();

@@ -57,6 +57,7 @@ pub fn status_from_report(
         target_version: report.target_version.clone(),
         observed_generation: Some(report.observed_generation),
         bootstrap,
+        failed_version: report.failed_version.clone(),
     }
 }
 
@@ -90,6 +91,7 @@ mod tests {
                 token: Some("demo-1".into()),
                 cluster_id: Some(0xabc),
             }),
+            failed_version: None,
         }
     }
 

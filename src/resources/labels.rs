@@ -20,9 +20,6 @@ pub const MANAGER: &str = "etcd-operator";
 /// Pod annotation: the etcd version the member ran before its last upgrade, kept until it
 /// is healthy on the new one. A member that is not healthy in time goes back to it.
 pub const UPGRADE_FROM_ANNOTATION: &str = "etcd.database.coreos.com/upgrade-from";
-/// Pod annotation: an etcd version the member failed to come up on and was rolled back
-/// from; the upgrade to it is not tried again while the annotation stays.
-pub const FAILED_VERSION_ANNOTATION: &str = "etcd.database.coreos.com/failed-version";
 
 /// Pod label of voting members (`"true"`): the client Service selects it, so learners,
 /// which refuse client requests, never receive clients.

@@ -244,7 +244,6 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
             let change = VersionChange {
                 to: to.clone(),
                 upgrade_from: Some(from.clone()),
-                failed: None,
             };
             fx.kube
                 .set_pod_version(name, &change)
@@ -255,11 +254,10 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
                 name,
             ))
         }
-        Action::RollBackMember { name, to, failed } => {
+        Action::RollBackMember { name, to } => {
             let change = VersionChange {
                 to: to.clone(),
                 upgrade_from: None,
-                failed: failed.clone(),
             };
             fx.kube
                 .set_pod_version(name, &change)
@@ -281,7 +279,6 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
             let change = VersionChange {
                 to: version.clone(),
                 upgrade_from: None,
-                failed: None,
             };
             fx.kube
                 .set_pod_version(name, &change)

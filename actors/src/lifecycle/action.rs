@@ -76,16 +76,13 @@ pub enum Action {
         /// Version to run.
         to: Version,
     },
-    /// Put a member's pod back on an older version: after its upgrade failed (`failed`
-    /// names the version it could not run, so it is not tried again), or because the spec
-    /// went back while etcd still allows it.
+    /// Put a member's pod back on an older version: after its upgrade failed, or because
+    /// the spec went back while etcd still allows it.
     RollBackMember {
         /// Member (and pod) name.
         name: String,
         /// Version to run again.
         to: Version,
-        /// The version the member failed on, if that is why.
-        failed: Option<Version>,
     },
     /// Label a voting member's pod so the client Service routes to it (a promoted learner,
     /// or a pod made by an older operator).

@@ -54,6 +54,8 @@ pub struct Recorded {
     /// `status.reason`: the reason last published, so a refusal's Event is raised once
     /// even across operator restarts.
     pub reason: String,
+    /// `status.failedVersion`: a version an upgraded member could not run.
+    pub failed_version: Option<String>,
 }
 
 /// Where a cluster stands with respect to its one bootstrap.

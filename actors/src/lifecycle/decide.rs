@@ -69,7 +69,8 @@ pub fn decide(
         return settle(state, Phase::Paused, vec![], why);
     }
     upgrade::track_upgrades(&mut state, obs, |pod| healthy_on_own_version(obs, pod));
-    if let Some(d) = upgrade::failed_upgrade(&state, obs, deadlines) {
+    upgrade::note_failures(&mut state, obs, &target);
+    if let Some(d) = upgrade::failed_upgrade(&mut state, obs, deadlines) {
         return d;
     }
     match &obs.membership {
@@ -444,7 +445,7 @@ fn with_member_list(
     if let Some(d) = orphan_pods(&state, view) {
         return d(state);
     }
-    let join_version = version_for_new_members(view, target);
+    let join_version = version_for_new_members(&state, view, target);
     if let Some(d) = unstarted_member(&state, view, deadlines, &scaling, &join_version) {
         return d(state);
     }
@@ -504,9 +505,11 @@ fn with_member_list(
 }
 
 /// The version a new member runs: the target when the running members may move to it,
-/// otherwise the newest version already running (a refused target is never started).
-fn version_for_new_members(view: &ClusterView<'_>, target: &Version) -> Version {
+/// otherwise the newest version already running (a refused target is never started), or
+/// the oldest when the target is one a member failed to run.
+fn version_for_new_members(state: &State, view: &ClusterView<'_>, target: &Version) -> Version {
     match view.running_versions() {
+        Some((oldest, _)) if state.failed_version.as_ref() == Some(target) => oldest,
         Some((oldest, newest))
             if target < &newest || oldest.path_to(target) == UpgradePath::TooFar =>
         {

@@ -782,9 +782,9 @@ fn an_upgraded_member_that_does_not_come_up_in_time_is_rolled_back() {
         vec![Action::RollBackMember {
             name: "m2".into(),
             to: "3.4.23".parse().unwrap(),
-            failed: Some("3.5.21".parse().unwrap()),
         }]
     );
+    assert_eq!(d.state.failed_version, Some("3.5.21".parse().unwrap()));
     assert_eq!(d.why.reason, Reason::UpgradeFailed);
     assert_eq!(
         d.state.phase,
@@ -820,14 +820,39 @@ fn a_one_member_cluster_on_a_bad_image_is_rolled_back_though_nothing_answers() {
 }
 
 #[test]
-fn a_version_a_member_failed_on_is_not_tried_again() {
+fn a_version_recorded_as_failed_is_not_tried_again_while_the_spec_asks_for_it() {
     let now = Instant::now();
-    let obs = World::healthy(now, 3, "3.4.23")
-        .pod("m2", |p| p.failed_version = Some("3.5.21".into()))
-        .build();
+    let mut obs = World::healthy(now, 3, "3.4.23").build();
+    obs.recorded.failed_version = Some("3.5.21".into());
     let d = run(running_state(), &obs, &spec(3, "3.5.21"));
     assert!(d.actions.is_empty(), "{:?}", d.actions);
     assert_eq!(d.why.reason, Reason::UpgradeFailed);
+    let other = run(running_state(), &obs, &spec(3, "3.5.35"));
+    assert!(
+        matches!(&other.actions[..], [Action::UpgradeMember { .. }]),
+        "{:?}",
+        other.actions
+    );
+    assert_eq!(other.state.failed_version, None);
+}
+
+#[test]
+fn an_upgraded_member_whose_pod_died_is_replaced_on_its_old_version_and_the_upgrade_halts() {
+    let now = Instant::now();
+    let obs = World::healthy(now, 3, "3.4.23")
+        .unreachable(2)
+        .pod("m2", |p| {
+            p.version = Some("3.5.21".into());
+            p.upgrade_from = Some("3.4.23".into());
+            p.phase = PodPhase::Failed;
+        })
+        .build();
+    let d = run(running_state(), &obs, &spec(3, "3.5.21"));
+    assert_eq!(d.why.reason, Reason::ReplacingDeadMember);
+    assert_eq!(d.state.failed_version, Some("3.5.21".parse().unwrap()));
+    let replaced = World::healthy(now, 2, "3.4.23").build();
+    let d = run(d.state, &replaced, &spec(3, "3.5.21"));
+    assert_eq!(d.actions, vec![add(true, "3.4.23")]);
 }
 
 #[test]
@@ -843,7 +868,6 @@ fn going_back_mid_upgrade_moves_the_upgraded_members_back() {
         vec![Action::RollBackMember {
             name: "m2".into(),
             to: "3.4.23".parse().unwrap(),
-            failed: None,
         }]
     );
     assert_eq!(d.why.reason, Reason::RollingBackMember);

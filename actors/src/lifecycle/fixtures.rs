@@ -69,7 +69,6 @@ impl World {
             problem: None,
             started: true,
             upgrade_from: None,
-            failed_version: None,
             voter: true,
         });
         let mut health = MemberHealth::healthy(version);
@@ -133,7 +132,6 @@ impl World {
             problem: None,
             started: true,
             upgrade_from: None,
-            failed_version: None,
             voter: true,
         });
         self

@@ -43,9 +43,6 @@ pub struct PodView {
     /// The version this pod ran before its image was last upgraded, while the member has
     /// not yet been seen healthy on the new one (the pod's upgrade mark).
     pub upgrade_from: Option<String>,
-    /// A version this member failed to come up on and was rolled back from: the upgrade to
-    /// it is not tried again.
-    pub failed_version: Option<String>,
     /// The pod is labelled a voting member, which puts it behind the client Service
     /// (learners refuse client requests, so they are kept out of it).
     pub voter: bool,

@@ -120,6 +120,9 @@ pub struct State {
     /// When each pod without an etcd member was first seen.
     #[serde(skip)]
     pub orphan_since: BTreeMap<String, Instant>,
+    /// A version an upgraded member could not run: the upgrade to it is halted (the
+    /// durable copy is `status.failedVersion`, kept while the spec asks for it).
+    pub failed_version: Option<Version>,
     /// When each upgraded pod (one with an upgrade mark) was first seen not yet healthy
     /// on its new version.
     #[serde(skip)]
@@ -131,6 +134,7 @@ impl Default for State {
         State {
             phase: Phase::Bootstrapping,
             cluster_id: None,
+            failed_version: None,
             unhealthy_since: BTreeMap::new(),
             unstarted_since: BTreeMap::new(),
             orphan_since: BTreeMap::new(),

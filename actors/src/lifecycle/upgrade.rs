@@ -43,12 +43,29 @@ fn minor(v: &Version) -> (u64, u64) {
     (v.major, v.minor)
 }
 
+/// Remembers a failed upgrade: a version recorded in the status as failed (while the spec
+/// still asks for it), or the version of an upgraded pod that died before its member was
+/// healthy on it (a pod that cannot restart is replaced, and its replacement must not
+/// join on the version that killed it).
+pub(super) fn note_failures(state: &mut State, obs: &Observation, target: &Version) {
+    let recorded = parse(obs.recorded.failed_version.as_deref());
+    let died = obs
+        .pods
+        .iter()
+        .filter(|p| p.upgrade_from.is_some() && p.is_dead())
+        .find_map(|p| parse(p.version.as_deref()));
+    state.failed_version = died
+        .or(recorded)
+        .or_else(|| state.failed_version.take())
+        .filter(|v| v == target);
+}
+
 /// An upgraded member that is not healthy on its new version by the deadline: the
 /// upgrade halts and, while etcd still allows it, the member goes back to the version it
 /// ran. Checked before quorum (a rollback changes no membership) and whether or not any
 /// member answers (a one-member cluster on a bad image answers nothing).
 pub(super) fn failed_upgrade(
-    state: &State,
+    state: &mut State,
     obs: &Observation,
     deadlines: &Deadlines,
 ) -> Option<Decision> {
@@ -59,6 +76,7 @@ pub(super) fn failed_upgrade(
     })?;
     let from = parse(pod.upgrade_from.as_deref())?;
     let failed = parse(pod.version.as_deref())?;
+    state.failed_version = Some(failed.clone());
     let newer_elsewhere = obs
         .pods
         .iter()
@@ -83,13 +101,8 @@ pub(super) fn failed_upgrade(
             vec![Action::RollBackMember {
                 name: pod.name.clone(),
                 to: from.clone(),
-                failed: Some(failed.clone()),
             }],
-            format!(
-                "{header}: the upgrade is halted and the member goes back to {from}; \
-                 {failed} is not tried again on it (set another version, or remove the \
-                 pod's annotation etcd.database.coreos.com/failed-version to retry)"
-            ),
+            format!("{header}: the upgrade is halted and the member goes back to {from}"),
         ),
     };
     let why = Why::new(Reason::UpgradeFailed, message);
@@ -105,19 +118,13 @@ pub(super) fn upgrade(state: State, view: &ClusterView<'_>, target: &Version) ->
         return settle(state, Phase::Running, vec![], why);
     };
     let confirms = confirmations(view);
-    if let Some(pod) = view
-        .obs
-        .pods
-        .iter()
-        .find(|p| p.failed_version.as_deref() == Some(target.to_string().as_str()))
-    {
+    if state.failed_version.as_ref() == Some(target) {
         let why = Why::new(
             Reason::UpgradeFailed,
             format!(
-                "member {} did not come up on etcd {target} and was rolled back; the upgrade \
-                 is halted (set another version, or remove the pod's annotation \
-                 etcd.database.coreos.com/failed-version to retry)",
-                pod.name
+                "a member did not come up on etcd {target}; the upgrade is halted and the \
+                 members stay on {oldest} (status.failedVersion). Set another version; to \
+                 try {target} again, set another version first, then {target}"
             ),
         );
         return settle(state, Phase::Blocked { reason: why.reason }, confirms, why);
@@ -219,7 +226,6 @@ fn step_toward(
             Action::RollBackMember {
                 name: next.name.clone(),
                 to: target.clone(),
-                failed: None,
             },
             Why::new(
                 Reason::RollingBackMember,
