@@ -80,9 +80,7 @@ impl NameRule {
             NameRule::Dns1123Subdomain => {
                 value.len() <= MAX_DNS_NAME && value.split('.').all(dns1123_chars)
             }
-            NameRule::DnsName => {
-                value.len() <= MAX_DNS_NAME && value.split('.').all(dns1123_label)
-            }
+            NameRule::DnsName => value.len() <= MAX_DNS_NAME && value.split('.').all(dns1123_label),
             NameRule::LabelValue => label_value(value),
         }
     }
@@ -129,16 +127,32 @@ pub fn derived_names(namespace: &str, name: &str) -> Vec<DerivedName> {
     let member = format!("{name}-{}", "x".repeat(MEMBER_SUFFIX_LEN));
     let derived = |what, value: String, rule| DerivedName { what, value, rule };
     vec![
-        derived("the headless Service", name.to_string(), NameRule::Dns1035Label),
+        derived(
+            "the headless Service",
+            name.to_string(),
+            NameRule::Dns1035Label,
+        ),
         derived(
             "the client Service",
             topology.client_service(),
             NameRule::Dns1035Label,
         ),
         derived("a member pod", member.clone(), NameRule::Dns1123Subdomain),
-        derived("a member's hostname", member.clone(), NameRule::Dns1123Label),
-        derived("the pods' subdomain", name.to_string(), NameRule::Dns1123Label),
-        derived("a member's PVC", pvc_name(&member), NameRule::Dns1123Subdomain),
+        derived(
+            "a member's hostname",
+            member.clone(),
+            NameRule::Dns1123Label,
+        ),
+        derived(
+            "the pods' subdomain",
+            name.to_string(),
+            NameRule::Dns1123Label,
+        ),
+        derived(
+            "a member's PVC",
+            pvc_name(&member),
+            NameRule::Dns1123Subdomain,
+        ),
         derived(
             "the etcd_cluster label",
             name.to_string(),
