@@ -171,37 +171,63 @@ async fn a_users_service_named_like_the_client_service_blocks_the_cluster_until_
     assert_keys(&mut client, "bar", 10).await;
 }
 
-/// Waits until `name` (the object with `uid`) is Running with `size` members none of
-/// which is in `old`, failing at once if it is ever blocked with AllMembersLost.
+/// Waits until `name` (the object with `uid`) is Running with `size` members, failing at
+/// once if one of its members is an `old` pod or it is blocked with AllMembersLost.
 async fn wait_fresh_running(ns: &str, name: &str, uid: &str, size: usize, old: &[String]) {
     let api = clusters(ns).await;
     wait_for(
         "the re-applied cluster to run new members",
-        Duration::from_secs(180),
+        Duration::from_secs(120),
         || {
             let api = api.clone();
             async move {
                 let c = api.get(name).await.map_err(|e| e.to_string())?;
                 assert_eq!(c.metadata.uid.as_deref(), Some(uid));
                 let s = c.status.unwrap_or_default();
-                assert_ne!(
-                    s.reason, "AllMembersLost",
-                    "the new cluster took the old one's members: {}",
+                let members = || s.members.ready.iter().chain(&s.members.unready);
+                assert!(
+                    !members().any(|m| old.contains(m)) && s.reason != "AllMembersLost",
+                    "the new cluster took the old one's members: {} {:?}: {}",
+                    s.reason,
+                    s.members,
                     s.message
                 );
-                let fresh = !s.members.ready.iter().any(|m| old.contains(m));
-                if s.phase == "Running" && s.members.ready.len() == size && fresh {
+                if s.phase == "Running" && s.members.ready.len() == size {
                     Ok(())
                 } else {
-                    Err(format!(
-                        "{} {} {:?}: {}",
-                        s.phase, s.reason, s.members, s.message
-                    ))
+                    let state = format!("{} {} {:?}: {}", s.phase, s.reason, s.members, s.message);
+                    Err(state)
                 }
             }
         },
     )
     .await;
+}
+
+/// Gives `pods` a second owner, ConfigMap `hold`: the garbage collector then keeps them
+/// running after their EtcdCluster is deleted (it only drops the reference to the deleted
+/// owner) until `hold` is deleted, however slow or fast it is.
+fn hold_pods(ns: &str, pods: &[String]) {
+    let (ok, out) = kubectl(&["create", "configmap", "hold", "-n", ns], None);
+    assert!(ok, "{out}");
+    let uid = get(ns, "configmap/hold", "{.metadata.uid}");
+    let owner = format!(
+        r#"[{{"op":"add","path":"/metadata/ownerReferences/-","value":{{"apiVersion":"v1","kind":"ConfigMap","name":"hold","uid":"{uid}"}}}}]"#
+    );
+    for pod in pods {
+        let args = ["patch", "pod", pod, "-n", ns, "--type=json", "-p", &owner];
+        let (ok, out) = kubectl(&args, None);
+        assert!(ok, "{out}");
+    }
+}
+
+/// The uids of the owners of every pod in `ns`.
+fn pod_owner_uids(ns: &str) -> Vec<String> {
+    let path = "{range .items[*]}{.metadata.ownerReferences[*].uid} {end}";
+    get(ns, "pods", path)
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
 }
 
 #[tokio::test]
@@ -213,6 +239,7 @@ async fn a_cluster_deleted_and_applied_again_at_once_starts_afresh_without_the_o
     let mut client = etcd(&ns.0, "again", &old).await;
     write_keys(&mut client, "old", 10).await;
     let old_uid = uid_of(&ns.0, "again");
+    hold_pods(&ns.0, &old);
 
     let (ok, out) = kubectl(&["delete", "etcd", "again", "-n", &ns.0], None);
     assert!(ok, "{out}");
@@ -221,29 +248,36 @@ async fn a_cluster_deleted_and_applied_again_at_once_starts_afresh_without_the_o
     assert_ne!(new_uid, old_uid);
 
     wait_fresh_running(&ns.0, "again", &new_uid, 3, &old).await;
+    let pods = names_of(&ns.0, "pods");
+    assert!(
+        old.iter().all(|p| pods.contains(&format!("pod/{p}"))),
+        "the old pods were gone before the new cluster ran: {pods:?}"
+    );
     let ready = wait_running(&ns.0, "again", 3, Duration::from_secs(60)).await;
+
+    // The old pods go; the new cluster does not notice.
+    let (ok, out) = kubectl(&["delete", "configmap", "hold", "-n", &ns.0], None);
+    assert!(ok, "{out}");
     wait_for(
         "the old pods to be collected",
         Duration::from_secs(60),
         || {
-            let ns = ns.0.clone();
-            let new_uid = new_uid.clone();
+            let uids = pod_owner_uids(&ns.0);
+            let only_new = uids.len() == 3 && uids.iter().all(|u| *u == new_uid);
             async move {
-                let owners = get(
-                    &ns,
-                    "pods",
-                    "{range .items[*]}{.metadata.ownerReferences[*].uid} {end}",
-                );
-                let uids: Vec<&str> = owners.split_whitespace().collect();
-                if uids.len() == 3 && uids.iter().all(|u| *u == new_uid) {
+                if only_new {
                     Ok(())
                 } else {
-                    Err(owners)
+                    Err(format!("{uids:?}"))
                 }
             }
         },
     )
     .await;
+    assert_eq!(
+        wait_running(&ns.0, "again", 3, Duration::from_secs(30)).await,
+        ready
+    );
     let mut client = etcd(&ns.0, "again", &ready).await;
     let old_keys = client
         .get("old/", Some(etcd_client::GetOptions::new().with_prefix()))
@@ -255,13 +289,8 @@ async fn a_cluster_deleted_and_applied_again_at_once_starts_afresh_without_the_o
     );
     write_keys(&mut client, "new", 10).await;
     assert_keys(&mut client, "new", 10).await;
-    assert_eq!(
-        event_names(
-            &ns.0,
-            &format!("involvedObject.uid={new_uid},reason=AllMembersLost")
-        ),
-        Vec::<String>::new()
-    );
+    let lost = format!("involvedObject.uid={new_uid},reason=AllMembersLost");
+    assert_eq!(event_names(&ns.0, &lost), Vec::<String>::new());
 }
 
 #[tokio::test]
@@ -307,10 +336,9 @@ async fn until(what: &str, check: impl Fn() -> bool) {
     .await;
 }
 
-/// Creates clusters named `names` as they could be before the CRD had its name rule,
-/// while the operator is stopped; the rule is back before the operator starts again.
+/// Creates clusters named `names` as they could be before the CRD had its name rule;
+/// the rule is back when this returns.
 async fn create_before_the_rule(ns: &str, names: &[String]) {
-    let _stopped = OperatorStopped::new().await;
     let restored = CrdRestored;
     let (ok, out) = kubectl(
         &[
@@ -338,9 +366,33 @@ async fn clusters_named_before_the_name_rule_existed_are_blocked_with_invalid_na
     let names = ["my.etcd".to_string(), "a".repeat(60)];
     create_before_the_rule(&ns.0, &names).await;
     for name in &names {
-        let message = wait_blocked(&ns.0, name, "InvalidName").await;
+        // The rule checks new objects only: an older one can still be changed, and its
+        // status written (observedGeneration 2 is written under the rule).
+        let (ok, out) = kubectl(
+            &[
+                "patch",
+                "etcd",
+                name,
+                "-n",
+                &ns.0,
+                "--type=merge",
+                "-p",
+                r#"{"spec":{"size":3}}"#,
+            ],
+            None,
+        );
+        assert!(ok, "an object older than the rule cannot be changed: {out}");
+        let status = wait_status(
+            &ns.0,
+            name,
+            &format!("{name} Blocked with InvalidName at generation 2"),
+            Duration::from_secs(60),
+            |s| s.reason == "InvalidName" && s.observed_generation == Some(2),
+        )
+        .await;
+        assert_eq!(status.phase, "Blocked");
         let limit = format!("at most {} characters", max_name_len());
-        assert!(message.contains(&limit), "{message}");
+        assert!(status.message.contains(&limit), "{}", status.message);
     }
     // A few ticks later: one Warning each, nothing created, nothing retried.
     sleep(Duration::from_secs(6)).await;
