@@ -20,5 +20,6 @@ pub fn desired_cluster(cluster: &EtcdCluster) -> DesiredCluster {
             &cluster.name_any(),
         ),
         generation: cluster.metadata.generation.unwrap_or_default(),
+        uid: cluster.metadata.uid.clone().unwrap_or_default(),
     }
 }

@@ -27,7 +27,8 @@ use super::status_patch::status_from_report;
 use crate::api::names::name_problem;
 use crate::api::{BootstrapStatus, EtcdCluster, EtcdClusterStatus};
 use crate::resources::labels::{
-    MANAGED_BY_LABEL, MANAGER, UPGRADE_FROM_ANNOTATION, VOTER_LABEL, object_labels, owner_reference,
+    MANAGED_BY_LABEL, MANAGER, UPGRADE_FROM_ANNOTATION, VOTER_LABEL, client_selector,
+    object_labels, owner_reference,
 };
 use crate::resources::{
     ETCD_CONTAINER, client_service, headless_service, image, member_pod, pvc_name,
@@ -278,11 +279,20 @@ impl KubeClusterApi {
     /// when the cache does not have it (a user's unlabelled Service is not cached).
     async fn service(&self, cluster: &EtcdCluster, name: &str) -> Result<Presence, ApiError> {
         let key = ObjectRef::new(name).within(&self.topology.namespace);
+        let mut stale = false;
         let found = match self.caches.services.get(&key) {
-            Some(service) => Some(owner(&service.metadata, cluster)),
+            Some(service) => {
+                stale = name == self.topology.client_service()
+                    && service.spec.as_ref().and_then(|s| s.selector.as_ref())
+                        != Some(&client_selector(&self.topology.name));
+                Some(owner(&service.metadata, cluster))
+            }
             None => self.lookup::<Service>(cluster, name).await?,
         };
         Ok(match found {
+            // A client Service made by an older operator selects learners too: it is
+            // reported missing, so that ensure_services corrects its selector.
+            Some(Owner::Us) if stale => Presence::Missing,
             Some(Owner::Us) => Presence::Ours,
             None => Presence::Missing,
             Some(Owner::Other(who)) => Presence::Conflict(conflict(Kind::Service, name, &who)),
@@ -381,9 +391,24 @@ impl ClusterApi for KubeClusterApi {
 
     async fn ensure_services(&self) -> Result<(), ApiError> {
         let cluster = self.cluster()?;
-        for service in [headless_service(&cluster), client_service(&cluster)] {
-            self.create_if_missing(&cluster, Kind::Service, &service)
-                .await?;
+        self.create_if_missing(&cluster, Kind::Service, &headless_service(&cluster))
+            .await?;
+        let client = client_service(&cluster);
+        if self
+            .create_if_missing(&cluster, Kind::Service, &client)
+            .await?
+            == Created::Existing
+        {
+            let selector = client_selector(&self.topology.name);
+            let patch = json!({"spec": {"selector": selector}});
+            let api: Api<Service> = Api::namespaced(self.client.clone(), &self.topology.namespace);
+            api.patch(
+                &client.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+            .map_err(|e| api_error("correcting the client Service's selector", e))?;
         }
         Ok(())
     }
@@ -415,12 +440,19 @@ impl ClusterApi for KubeClusterApi {
 
     async fn delete_pod(&self, name: &str) -> Result<(), ApiError> {
         match self.pods_api().delete(name, &DeleteParams::default()).await {
-            Ok(_) => {
-                self.expectations.deleted(name);
-                Ok(())
-            }
+            Ok(_) => self.expectations.deleted(name),
+            Err(e) if is_status(&e, 404) => {}
+            Err(e) => return Err(api_error(&format!("deleting pod {name}"), e)),
+        }
+        // A member's pod goes only when the member is gone (removed from etcd, or never
+        // one): its data volume goes with it, so that no PVC is left behind.
+        let claims: Api<PersistentVolumeClaim> =
+            Api::namespaced(self.client.clone(), &self.topology.namespace);
+        let claim = pvc_name(name);
+        match claims.delete(&claim, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
             Err(e) if is_status(&e, 404) => Ok(()),
-            Err(e) => Err(api_error(&format!("deleting pod {name}"), e)),
+            Err(e) => Err(api_error(&format!("deleting PVC {claim}"), e)),
         }
     }
 

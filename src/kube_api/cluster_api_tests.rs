@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use axum::http::{Request, Response};
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{Pod, Service, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::client::Body;
 use kube::runtime::events::{Recorder, Reporter};
@@ -19,7 +19,7 @@ use etcd_operator_actors::topology::Topology;
 
 use super::{Caches, KubeClusterApi};
 use crate::api::{EtcdCluster, EtcdClusterSpec};
-use crate::resources::labels::object_labels;
+use crate::resources::labels::{client_selector, object_labels};
 
 const NS: &str = "ns";
 const UID: &str = "uid-of-foo";
@@ -101,9 +101,16 @@ fn meta(name: &str, owner: Option<OwnerReference>, labels_of: Option<&str>) -> O
     }
 }
 
+/// A Service as the operator makes it: a `<cluster>-client` Service selects the
+/// cluster's voting members.
 fn service(name: &str, owner: Option<OwnerReference>, labels_of: Option<&str>) -> Service {
+    let selector = name.strip_suffix("-client").map(client_selector);
     Service {
         metadata: meta(name, owner, labels_of),
+        spec: Some(ServiceSpec {
+            selector,
+            ..ServiceSpec::default()
+        }),
         ..Service::default()
     }
 }
@@ -314,9 +321,36 @@ async fn a_service_of_our_own_that_already_exists_counts_as_created() {
             s.metadata.name.clone().unwrap()
         );
         fake.answer("GET", &path, 200, to_json(&s));
+        fake.answer("PATCH", &path, 200, to_json(&s));
     }
     let api = api_with(&fake, vec![], vec![]);
     assert_eq!(api.ensure_services().await, Ok(()));
+    // The client Service's selector is set to voting members (an older operator's
+    // Service selected learners too).
+    assert!(
+        fake.calls()
+            .contains(&"PATCH /api/v1/namespaces/ns/services/foo-client".to_string()),
+        "{:?}",
+        fake.calls()
+    );
+}
+
+#[tokio::test]
+async fn a_client_service_selecting_learners_too_is_reported_for_correction() {
+    let fake = FakeApi::default();
+    let mut old = our_services();
+    for s in &mut old {
+        s.spec = Some(ServiceSpec {
+            selector: Some(crate::resources::labels::selector("foo")),
+            ..ServiceSpec::default()
+        });
+    }
+    let view = api_with(&fake, old, vec![]).observe().await.unwrap();
+    assert!(
+        !view.services_present,
+        "an outdated selector counts as missing"
+    );
+    assert_eq!(view.name_conflict, None);
 }
 
 fn seed(name: &str) -> MemberPod {
