@@ -2,18 +2,18 @@
 .PHONY: up down test unit e2e bench crd fmt lint
 
 up:      ## local control plane + node + operator + example cluster, waits until Ready
-	bash tools/local-up.sh
+	bash testkit/env/local-up.sh
 down:    ## stop everything `make up` started and remove its files
-	bash tools/local-down.sh
+	bash testkit/env/local-down.sh
 test:    ## everything CI runs: fmt, clippy, unit/actor/real-etcd tests, end-to-end tests
-	bash tools/test.sh
+	bash testkit/env/test.sh
 unit:    ## tests that need no control plane
 	cargo test --workspace
 e2e:     ## end-to-end tests against the local environment (brings it up)
-	E2E_ONLY=1 bash tools/test.sh
+	E2E_ONLY=1 bash testkit/env/test.sh
 bench:   ## criterion benchmarks and the end-to-end timing script
 	cargo bench --bench decision --bench cluster_actors
-	bash tools/timings.sh
+	bash benches/timings.sh
 crd:     ## regenerate manifests/10-crd.yaml from the Rust types
 	cargo run --quiet -- crd > manifests/10-crd.yaml
 fmt:

@@ -17,11 +17,11 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use criterion::{Criterion, Throughput};
 use etcd_operator_actors::cluster::ClusterConfig;
-use etcd_operator_actors::fakes::{FakeCluster, FakeWiring};
 use etcd_operator_actors::lifecycle::DesiredCluster;
 use etcd_operator_actors::metrics::Telemetry;
 use etcd_operator_actors::supervisor::{ListClusters, Supervisor, WatchEvent};
 use etcd_operator_actors::topology::Topology;
+use etcd_operator_fakes::{FakeCluster, FakeWiring};
 use slog::{Logger, o};
 
 const CLUSTERS: usize = 1_000;

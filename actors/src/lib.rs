@@ -5,11 +5,12 @@
 //! - [`member_client`], [`cluster`], [`supervisor`]: the actix actors.
 //! - [`report`]: the pure report step: status and Events from what a tick decided and did.
 //! - [`debug`]: the shared view of every actor's state and the live transition stream.
-//! - [`fakes`]: an in-memory simulated cluster implementing the ports, for tests and benchmarks.
+//!
+//! The in-memory fakes of the ports, for actor tests and benchmarks, are test rig: the
+//! `etcd-operator-fakes` crate under `testkit/fakes`, never part of this library.
 
 pub mod cluster;
 pub mod debug;
-pub mod fakes;
 pub mod lifecycle;
 pub mod member_client;
 pub mod metrics;

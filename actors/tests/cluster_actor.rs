@@ -7,11 +7,11 @@ use actix::prelude::*;
 use etcd_operator_actors::cluster::{
     ClusterActor, ClusterConfig, ClusterDeps, Inspect, Nudge, Retire, SpecChanged,
 };
-use etcd_operator_actors::fakes::FakeCluster;
 use etcd_operator_actors::lifecycle::{DesiredCluster, Phase};
 use etcd_operator_actors::metrics::Telemetry;
 use etcd_operator_actors::ports::{EtcdErrorKind, InitialState};
 use etcd_operator_actors::topology::Topology;
+use etcd_operator_fakes::FakeCluster;
 use serde_json::Value;
 use slog::{Logger, o};
 use tokio::time::Instant;

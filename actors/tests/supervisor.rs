@@ -6,12 +6,12 @@ use std::time::Duration;
 use actix::prelude::*;
 use etcd_operator_actors::cluster::ClusterConfig;
 use etcd_operator_actors::debug::ActorKind;
-use etcd_operator_actors::fakes::{FakeCluster, FakeWiring};
 use etcd_operator_actors::lifecycle::DesiredCluster;
 use etcd_operator_actors::metrics::Telemetry;
 use etcd_operator_actors::ports::InitialState;
 use etcd_operator_actors::supervisor::{ListClusters, Supervisor, WatchEvent};
 use etcd_operator_actors::topology::Topology;
+use etcd_operator_fakes::{FakeCluster, FakeWiring};
 use serde_json::Value;
 use slog::{Logger, o};
 

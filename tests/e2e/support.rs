@@ -16,7 +16,7 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The local environment directory (see tools/local-up.sh).
+/// The local environment directory (see testkit/env/local-up.sh).
 pub fn env_dir() -> PathBuf {
     std::env::var_os("LOCAL_ENV_DIR")
         .map(PathBuf::from)
@@ -28,7 +28,7 @@ pub fn kubeconfig() -> PathBuf {
     let path = env_dir().join("kubeconfig");
     assert!(
         path.exists() && env_dir().join("run/operator.pid").exists(),
-        "the local environment is not up ({} missing): run `EXAMPLE= tools/local-up.sh` \
+        "the local environment is not up ({} missing): run `EXAMPLE= testkit/env/local-up.sh` \
          first, or use `make e2e`, which does",
         path.display()
     );
@@ -359,7 +359,7 @@ impl Drop for OperatorStopped {
     }
 }
 
-/// Stops the operator started by tools/local-up.sh (SIGTERM, by its recorded pid).
+/// Stops the operator started by testkit/env/local-up.sh (SIGTERM, by its recorded pid).
 async fn stop_operator() {
     let pid = operator_pid().expect("operator pid file");
     let _ = Command::new("kill").arg(pid.to_string()).status();
@@ -377,11 +377,11 @@ async fn stop_operator() {
     .await;
 }
 
-/// Starts the operator again (tools/local-up.sh restarts what is not running) and waits
+/// Starts the operator again (testkit/env/local-up.sh restarts what is not running) and waits
 /// until it is ready.
 fn start_operator() {
     let status = Command::new("bash")
-        .arg(root().join("tools/local-up.sh"))
+        .arg(root().join("testkit/env/local-up.sh"))
         .env("EXAMPLE", "")
         .env("LOCAL_ENV_DIR", env_dir())
         .stdout(std::process::Stdio::null())
@@ -389,7 +389,7 @@ fn start_operator() {
         .expect("local-up runs");
     assert!(
         status.success(),
-        "tools/local-up.sh failed to restart the operator"
+        "testkit/env/local-up.sh failed to restart the operator"
     );
 }
 

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Stops everything tools/local-up.sh started (by the pids it recorded): the operator, the
+# Stops everything testkit/env/local-up.sh started (by the pids it recorded): the operator, the
 # node (which stops its pods' processes and removes its /etc/hosts entries), then the
 # control plane; and removes LOCAL_ENV_DIR.
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 export LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
 RUN="$LOCAL_ENV_DIR/run"
-# shellcheck source=tools/lib.sh
-source "$ROOT/tools/lib.sh"
+# shellcheck source=testkit/env/lib.sh
+source "$ROOT/testkit/env/lib.sh"
 
 stop() {
   local pidfile="$RUN/$1.pid" pid
@@ -22,7 +22,7 @@ stop() {
 }
 stop operator
 stop node
-bash "$ROOT/tools/control-plane.sh" down
+bash "$ROOT/testkit/env/control-plane.sh" down
 # The node's lock on /etc/hosts, once no node is left to share it.
 if ! pgrep -f 'etcd-operator-node run' >/dev/null; then
   rm -f "${TMPDIR:-/tmp}/etcd-operator-node.lock-etc-hosts"

@@ -26,16 +26,16 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::lifecycle::{
+use etcd_operator_actors::lifecycle::{
     BootstrapRecord, MemberHealth, MemberView, PodPhase, PodView, Recorded, Version,
 };
-use crate::ports::{
+use etcd_operator_actors::ports::{
     AddedMember, ApiError, ClusterApi, EtcdApi, EtcdError, EtcdErrorKind, EventRecord,
     InitialState, KubeView, MemberList, MemberPod, VersionChange,
 };
-use crate::report::StatusReport;
-use crate::supervisor::ClusterWiring;
-use crate::topology::Topology;
+use etcd_operator_actors::report::StatusReport;
+use etcd_operator_actors::supervisor::ClusterWiring;
+use etcd_operator_actors::topology::Topology;
 
 /// How many times each fake call was made, and the most calls that were ever in flight at
 /// the same time.

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Shared shell helpers of the tools/ scripts. Source it; it defines functions only.
+# Shared shell helpers of the testkit/env/ scripts. Source it; it defines functions only.
 
 # running PIDFILE: the process recorded in PIDFILE exists and is not a zombie (a process
 # that exited but was not reaped yet still answers `kill -0`).

@@ -5,9 +5,9 @@
 # EtcdCluster (unless EXAMPLE is empty) and waits until it is Running with every member
 # ready.
 #
-#   tools/local-up.sh                 # examples/local-3.5.yaml
-#   EXAMPLE=examples/local-3.4.yaml tools/local-up.sh
-#   EXAMPLE= tools/local-up.sh        # no example (what the end-to-end tests use)
+#   testkit/env/local-up.sh                 # examples/local-3.5.yaml
+#   EXAMPLE=examples/local-3.4.yaml testkit/env/local-up.sh
+#   EXAMPLE= testkit/env/local-up.sh        # no example (what the end-to-end tests use)
 #
 # Everything lives under LOCAL_ENV_DIR (default /tmp/etcd-operator-local):
 #   kubeconfig            admin kubeconfig (export KUBECONFIG=... to use kubectl)
@@ -15,10 +15,10 @@
 #   logs/                 operator.log, node.log, and the control plane's logs
 #   node/                 the node's pods: data dirs and container logs
 #   bin/                  the operator and node binaries the environment runs
-# tools/local-down.sh stops every process this started and removes LOCAL_ENV_DIR.
+# testkit/env/local-down.sh stops every process this started and removes LOCAL_ENV_DIR.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 export LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
 CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}
 EXAMPLE=${EXAMPLE-examples/local-3.5.yaml}
@@ -28,8 +28,8 @@ LOGS="$LOCAL_ENV_DIR/logs"
 export KUBECONFIG="$LOCAL_ENV_DIR/kubeconfig"
 
 cd "$ROOT"
-bash tools/install-deps.sh
-bash tools/control-plane.sh up
+bash testkit/env/install-deps.sh
+bash testkit/env/control-plane.sh up
 
 echo "== building the operator and the node"
 cargo build --workspace --bins --quiet
@@ -41,8 +41,8 @@ for bin in etcd-operator etcd-operator-node; do
   mv -f "$LOCAL_ENV_DIR/bin/.$bin.new" "$LOCAL_ENV_DIR/bin/$bin"
 done
 
-# shellcheck source=tools/lib.sh
-source "$ROOT/tools/lib.sh"
+# shellcheck source=testkit/env/lib.sh
+source "$ROOT/testkit/env/lib.sh"
 alive() { running "$RUN/$1.pid"; }
 
 echo "== installing the CRD and the operator's namespace and RBAC from manifests/"
@@ -70,7 +70,7 @@ kubectl get node local-node >/dev/null || { tail -20 "$LOGS/node.log"; echo "nod
 
 if ! alive operator; then
   echo "== starting the operator as ServiceAccount etcd-operator/etcd-operator"
-  bash tools/operator-kubeconfig.sh >"$LOCAL_ENV_DIR/operator.kubeconfig"
+  bash testkit/env/operator-kubeconfig.sh >"$LOCAL_ENV_DIR/operator.kubeconfig"
   KUBECONFIG="$LOCAL_ENV_DIR/operator.kubeconfig" setsid "$LOCAL_ENV_DIR/bin/etcd-operator" run \
     --listen "$OPERATOR_HTTP" --lease-namespace etcd-operator --log-format json \
     --identity "local-$(hostname)" >"$LOGS/operator.log" 2>&1 < /dev/null &
@@ -108,5 +108,5 @@ The local environment is up.
   curl -s http://$OPERATOR_HTTP/debug/actors | python3 -m json.tool     # every actor's state
   curl -sN http://$OPERATOR_HTTP/debug/stream           # live state transitions
   ETCDCTL_API=3 etcdctl --endpoints=\$(kubectl get ${name:-etcd/NAME} -o jsonpath='http://{.status.members.ready[0]}.{.metadata.name}.{.metadata.namespace}.svc:2379') member list
-Logs: $LOGS/operator.log, $LOGS/node.log.  Tear down: tools/local-down.sh
+Logs: $LOGS/operator.log, $LOGS/node.log.  Tear down: testkit/env/local-down.sh
 MSG

@@ -5,14 +5,14 @@
 #   kube-apiserver           https://127.0.0.1:16443
 #   kube-controller-manager  https://127.0.0.1:16257 (health only)
 #
-# Usage: tools/control-plane.sh up|down|env|status
+# Usage: testkit/env/control-plane.sh up|down|env|status
 #
 #   up      start whatever is not running yet (a no-op when all is up), wait until
 #           the apiserver is ready and the controller-manager works, write the
 #           admin kubeconfig and print where it is
 #   down    stop the processes this script started (by the pids it recorded) and
 #           remove $LOCAL_ENV_DIR
-#   env     print `export KUBECONFIG=...` (use: eval "$(tools/control-plane.sh env)")
+#   env     print `export KUBECONFIG=...` (use: eval "$(testkit/env/control-plane.sh env)")
 #   status  say what is running
 #
 # All state (certificates, etcd data, logs, pid files, kubeconfig) lives under
@@ -31,7 +31,7 @@
 #   KCM_PORT             kube-controller-manager secure port (default 16257)
 #   UP_TIMEOUT           seconds to wait for each component (default 120)
 #
-# Missing Kubernetes binaries are built by tools/build-binaries.sh (about 5 minutes
+# Missing Kubernetes binaries are built by testkit/env/build-binaries.sh (about 5 minutes
 # the first time).
 set -euo pipefail
 

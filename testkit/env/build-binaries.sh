@@ -10,7 +10,7 @@
 # (there are no prebuilt Kubernetes binaries and no containers on these machines).
 # A second run finds the binaries and returns in seconds.
 #
-# Usage: tools/build-binaries.sh [all|k8s|etcd]...       (default: all)
+# Usage: testkit/env/build-binaries.sh [all|k8s|etcd]...       (default: all)
 #
 # Environment:
 #   ETCD_OPERATOR_CACHE  cache root (default $HOME/.cache/etcd-operator)

@@ -3,9 +3,9 @@
 # next to the FLOOR measured in the same run: the same etcd binary bootstrapped on this
 # machine by hand with etcdctl, exactly as the operator does it, without Kubernetes.
 #
-#   tools/timings.sh                      # floor + operator, etcd 3.5.35, one run
-#   SKIP_OPERATOR=1 tools/timings.sh      # floor only (touches nothing shared)
-#   ETCD_VERSION=3.4.23 RUNS=3 tools/timings.sh
+#   benches/timings.sh                      # floor + operator, etcd 3.5.35, one run
+#   SKIP_OPERATOR=1 benches/timings.sh      # floor only (touches nothing shared)
+#   ETCD_VERSION=3.4.23 RUNS=3 benches/timings.sh
 #
 # The floor, for 3 and for 5 members, on 127.0.200.N:2379/2380 (N=1..5; the process node
 # uses 127.0.1.x, the control plane 127.0.0.1):
@@ -18,7 +18,7 @@
 #   accepts). Ready = every member started, healthy and voting.
 # The floor replacement: in the 3-member floor cluster, SIGKILL a follower, `member
 #   remove` it, add a new member as above; timed from the kill until Ready again.
-# The operator, against the local environment (`EXAMPLE= tools/local-up.sh`, called here;
+# The operator, against the local environment (`EXAMPLE= testkit/env/local-up.sh`, called here;
 #   a fast no-op when it is up): in a namespace timings-<random>, `kubectl apply` an
 #   EtcdCluster of size 3, then one of size 5, and time each from the apply until
 #   .status.phase is Running with .status.readyMembers == size (polled every 100 ms).
@@ -29,13 +29,13 @@
 #
 # Environment:
 #   ETCD_VERSION   etcd version for both (default 3.5.35: $CACHE/etcd/v3.5.35/bin, built by
-#                  tools/build-binaries.sh; 3.4.23: Debian's /usr/bin/etcd and etcdctl)
+#                  testkit/env/build-binaries.sh; 3.4.23: Debian's /usr/bin/etcd and etcdctl)
 #   SKIP_OPERATOR  1: measure the floor only
 #   RUNS           repeat everything N times and report medians (default 1)
 #   FLOOR_NET      the floor's /24 on loopback (default 127.0.200; its .1-.5 must be free)
 #   SETTLE_S       seconds between Ready and the kill of a replacement (default 6)
 #   TIMEOUT_S      give up on any single wait after this many seconds (default 180)
-#   LOCAL_ENV_DIR, ETCD_OPERATOR_CACHE   as for tools/local-up.sh
+#   LOCAL_ENV_DIR, ETCD_OPERATOR_CACHE   as for testkit/env/local-up.sh
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -60,7 +60,7 @@ else
     ETCD=$CACHE/etcd/v$ETCD_VERSION/bin/etcd ETCDCTL=$CACHE/etcd/v$ETCD_VERSION/bin/etcdctl
 fi
 [[ -x $ETCD && -x $ETCDCTL ]] ||
-    die "no etcd $ETCD_VERSION at $ETCD (tools/build-binaries.sh etcd, or ETCD_VERSIONS=v$ETCD_VERSION)"
+    die "no etcd $ETCD_VERSION at $ETCD (testkit/env/build-binaries.sh etcd, or ETCD_VERSIONS=v$ETCD_VERSION)"
 # The operator adds members as learners from etcd 3.4 on (Version::supports_learners).
 if (( BASH_REMATCH[1] > 3 || (BASH_REMATCH[1] == 3 && BASH_REMATCH[2] >= 4) )); then
     LEARNERS=1 MODE="learners (member add --learner, then member promote)"
@@ -261,10 +261,10 @@ floor_replace() {
 NODE_BIN=$LOCAL_ENV_DIR/bin/etcd-operator-node
 
 operator_setup() {
-    log "bringing up the local environment (EXAMPLE= tools/local-up.sh; a no-op when up)"
+    log "bringing up the local environment (EXAMPLE= testkit/env/local-up.sh; a no-op when up)"
     # Without ETCD_VERSION: the store etcd it may start would take it for a flag.
-    (cd "$ROOT" && env -u ETCD_VERSION EXAMPLE='' bash tools/local-up.sh) >"$WORK/local-up.log" 2>&1 ||
-        die "tools/local-up.sh failed: $(tail -20 "$WORK/local-up.log")"
+    (cd "$ROOT" && env -u ETCD_VERSION EXAMPLE='' bash testkit/env/local-up.sh) >"$WORK/local-up.log" 2>&1 ||
+        die "testkit/env/local-up.sh failed: $(tail -20 "$WORK/local-up.log")"
     export KUBECONFIG=$LOCAL_ENV_DIR/kubeconfig
     [[ -x $NODE_BIN ]] || (cd "$ROOT" && cargo build --workspace --bins --quiet)
     NS=timings-$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')

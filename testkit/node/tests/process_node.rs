@@ -2,7 +2,7 @@
 //! pods, makes their DNS names resolve, reports crashes, restarts, image changes, image
 //! pull failures and node restarts like a kubelet, and removes deleted pods.
 //!
-//! Needs `KUBECONFIG` pointing at a running control plane (`bash tools/control-plane.sh up`),
+//! Needs `KUBECONFIG` pointing at a running control plane (`bash testkit/env/control-plane.sh up`),
 //! root (mount namespaces, /etc/hosts) and Debian's etcd 3.4.23 (`apt-get install
 //! etcd-server etcd-client`). Without them it fails and says so; it never skips.
 
@@ -23,7 +23,7 @@ const ETCDCTL: &str = "/usr/bin/etcdctl";
 const NODE_BIN: &str = env!("CARGO_BIN_EXE_etcd-operator-node");
 
 fn require_environment() -> PathBuf {
-    let how = "start one with `bash tools/control-plane.sh up && \
+    let how = "start one with `bash testkit/env/control-plane.sh up && \
                export KUBECONFIG=/tmp/etcd-operator-local/kubeconfig`";
     let Some(path) = std::env::var_os("KUBECONFIG") else {
         panic!("KUBECONFIG is not set: this test needs a running control plane; {how}");
@@ -52,7 +52,7 @@ async fn client(kubeconfig: &Path) -> Client {
     client.apiserver_version().await.unwrap_or_else(|e| {
         panic!(
             "the apiserver of {} does not answer ({e}); start it with \
-             `bash tools/control-plane.sh up`",
+             `bash testkit/env/control-plane.sh up`",
             kubeconfig.display()
         )
     });
