@@ -45,6 +45,7 @@ fn healthy(n: u64) -> Observation {
             started: true,
             upgrade_from: None,
             voter: true,
+            pod_template: None,
         });
         let mut h = MemberHealth::healthy(V);
         h.leader = Some(1);

@@ -18,6 +18,8 @@ pub const AVAILABLE: &str = "Available";
 pub const PROGRESSING: &str = "Progressing";
 /// Condition type: some member is unhealthy, or the operator cannot proceed.
 pub const DEGRADED: &str = "Degraded";
+/// Condition type: every member pod is built from the current repository and pod policy.
+pub const POD_POLICY_APPLIED: &str = "PodPolicyApplied";
 
 /// One status condition, before it becomes a Kubernetes `Condition`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -209,6 +211,39 @@ fn bootstrap(decision: &Decision, obs: &Observation) -> Option<BootstrapRecord> 
     }
 }
 
+/// Whether the member pods run the current repository and pod policy. The operator
+/// applies those to new members only (a running member keeps its pod); a change is
+/// reported here, with the members it does not reach yet, instead of being ignored.
+fn pod_policy_condition(obs: &Observation, spec: &DesiredCluster) -> ConditionReport {
+    let mut older: Vec<&str> = obs
+        .pods
+        .iter()
+        .filter(|p| !p.is_dead())
+        .filter(|p| p.pod_template.as_ref().is_some_and(|t| *t != spec.pod_template))
+        .map(|p| p.name.as_str())
+        .collect();
+    older.sort_unstable();
+    if older.is_empty() {
+        return ConditionReport {
+            kind: POD_POLICY_APPLIED,
+            status: true,
+            reason: "Current".into(),
+            message: "every member pod is built from the current spec.pod and repository".into(),
+        };
+    }
+    ConditionReport {
+        kind: POD_POLICY_APPLIED,
+        status: false,
+        reason: "PodPolicyNotApplied".into(),
+        message: format!(
+            "spec.pod or spec.repository changed; members {} keep the pods they were made \
+             with (running members are not restarted for it). New members get the new \
+             policy: delete one member pod at a time to have it replaced",
+            older.join(", ")
+        ),
+    }
+}
+
 /// Computes the status for a decision taken on an observation.
 pub fn summarize(decision: &Decision, obs: &Observation, spec: &DesiredCluster) -> StatusReport {
     let (ready, unready, voters, healthy_voters) = members(decision, obs);
@@ -264,6 +299,7 @@ pub fn summarize(decision: &Decision, obs: &Observation, spec: &DesiredCluster) 
             format!("{} members healthy", ready.len())
         },
     };
+    let policy = pod_policy_condition(obs, spec);
     StatusReport {
         phase: phase.clone(),
         reason: why.reason,
@@ -273,7 +309,7 @@ pub fn summarize(decision: &Decision, obs: &Observation, spec: &DesiredCluster) 
         unready,
         current_version,
         target_version: spec.version.clone(),
-        conditions: vec![available, progressing, degraded],
+        conditions: vec![available, progressing, degraded, policy],
         paused: spec.paused,
         observed_generation: spec.generation,
         bootstrap: bootstrap(decision, obs),
@@ -359,5 +395,22 @@ mod tests {
         assert!(!p.status);
         assert_eq!(p.reason, "DowngradeRefused");
         assert_eq!(r.target_version, "3.4.23");
+    }
+
+    #[test]
+    fn a_pod_policy_change_not_applied_to_running_members_is_reported_with_their_names() {
+        let obs = World::healthy(Instant::now(), 3, "3.5.21")
+            .pod("m1", |p| p.pod_template = Some("new".into()))
+            .pod("m2", |p| p.pod_template = Some("old".into()))
+            .pod("m3", |p| p.pod_template = None)
+            .build();
+        let mut spec = DesiredCluster::new(3, "3.5.21");
+        spec.pod_template = "new".into();
+        let r = report(&obs, &spec);
+        let c = condition(&r, POD_POLICY_APPLIED);
+        assert!(!c.status);
+        assert_eq!(c.reason, "PodPolicyNotApplied");
+        assert!(c.message.contains("m2") && !c.message.contains("m1"), "{}", c.message);
+        assert!(!c.message.contains("m3"), "pods of older operators are not judged");
     }
 }

@@ -21,5 +21,6 @@ pub fn desired_cluster(cluster: &EtcdCluster) -> DesiredCluster {
         ),
         generation: cluster.metadata.generation.unwrap_or_default(),
         uid: cluster.metadata.uid.clone().unwrap_or_default(),
+        pod_template: spec.pod_template_digest(),
     }
 }

@@ -156,4 +156,18 @@ impl EtcdClusterSpec {
             .filter(|r| !r.is_empty())
             .unwrap_or(DEFAULT_REPOSITORY)
     }
+
+    /// A digest of what member pods are built from besides the version (the repository
+    /// and the pod policy): pods carry the digest they were made with, so a change the
+    /// operator does not apply to running members is reported, never silently ignored.
+    pub fn pod_template_digest(&self) -> String {
+        use std::hash::{Hash, Hasher};
+        let template = serde_json::json!({
+            "repository": self.repository_or_default(),
+            "pod": self.pod,
+        });
+        let mut hasher = std::hash::DefaultHasher::new();
+        template.to_string().hash(&mut hasher);
+        format!("{:016x}", hasher.finish())
+    }
 }

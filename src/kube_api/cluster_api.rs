@@ -356,6 +356,7 @@ impl KubeClusterApi {
                 started: false,
                 upgrade_from: None,
                 voter: false,
+                pod_template: None,
             });
         }
         self.expectations.correct_versions(&mut pods);

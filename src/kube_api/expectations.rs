@@ -120,6 +120,7 @@ mod tests {
             started: true,
             upgrade_from: None,
             voter: true,
+            pod_template: None,
         };
         let e = Expectations::default();
         e.version_set("m1", "3.5.35");

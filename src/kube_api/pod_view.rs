@@ -5,7 +5,7 @@ use kube::ResourceExt;
 
 use etcd_operator_actors::lifecycle::{PodPhase, PodView};
 
-use crate::resources::labels::{UPGRADE_FROM_ANNOTATION, VOTER_LABEL};
+use crate::resources::labels::{POD_TEMPLATE_ANNOTATION, UPGRADE_FROM_ANNOTATION, VOTER_LABEL};
 use crate::resources::{ETCD_CONTAINER, version_of_image};
 
 /// The lifecycle's view of a pod.
@@ -37,6 +37,7 @@ pub fn pod_view(pod: &Pod) -> PodView {
         started: etcd_ran(pod),
         upgrade_from: annotation(pod, UPGRADE_FROM_ANNOTATION),
         voter: pod.labels().get(VOTER_LABEL).is_some_and(|v| v == "true"),
+        pod_template: annotation(pod, POD_TEMPLATE_ANNOTATION),
     }
 }
 

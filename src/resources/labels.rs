@@ -21,6 +21,9 @@ pub const MANAGER: &str = "etcd-operator";
 /// is healthy on the new one. A member that is not healthy in time goes back to it.
 pub const UPGRADE_FROM_ANNOTATION: &str = "etcd.database.coreos.com/upgrade-from";
 
+/// Pod annotation: the digest of the repository and pod policy the pod was built from.
+pub const POD_TEMPLATE_ANNOTATION: &str = "etcd.database.coreos.com/pod-template";
+
 /// Pod label of voting members (`"true"`): the client Service selects it, so learners,
 /// which refuse client requests, never receive clients.
 pub const VOTER_LABEL: &str = "etcd.database.coreos.com/voter";

@@ -15,7 +15,9 @@ use kube::ResourceExt;
 use etcd_operator_actors::ports::{InitialState, MemberPod};
 use etcd_operator_actors::topology::{CLIENT_PORT, PEER_PORT, Topology};
 
-use super::labels::{VOTER_LABEL, object_labels, owner_reference, selector};
+use super::labels::{
+    POD_TEMPLATE_ANNOTATION, VOTER_LABEL, object_labels, owner_reference, selector,
+};
 use crate::api::EtcdCluster;
 
 /// Name of the etcd container in a member pod.
@@ -129,6 +131,11 @@ pub fn member_pod(cluster: &EtcdCluster, member: &MemberPod) -> Pod {
         labels.insert(VOTER_LABEL.to_string(), "true".to_string());
     }
     let host = topology.member_host(&member.name);
+    let mut annotations = policy.annotations.clone().unwrap_or_default();
+    annotations.insert(
+        POD_TEMPLATE_ANNOTATION.to_string(),
+        cluster.spec.pod_template_digest(),
+    );
 
     let mut env = vec![env_from_field("POD_IP", "status.podIP")];
     env.extend(policy.etcd_env.clone().unwrap_or_default());
@@ -217,7 +224,7 @@ pub fn member_pod(cluster: &EtcdCluster, member: &MemberPod) -> Pod {
             name: Some(member.name.clone()),
             namespace: Some(namespace),
             labels: Some(labels),
-            annotations: policy.annotations.clone(),
+            annotations: Some(annotations),
             owner_references: Some(vec![owner_reference(cluster)]),
             ..ObjectMeta::default()
         },

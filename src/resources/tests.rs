@@ -191,3 +191,27 @@ fn only_voting_members_are_behind_the_client_service() {
         "every member has its DNS name"
     );
 }
+
+#[test]
+fn member_pods_carry_the_digest_of_the_pod_policy_they_were_made_from() {
+    let c = cluster(spec(3, "3.5.21"));
+    let annotations = member_pod(&c, &seed()).metadata.annotations.unwrap();
+    assert_eq!(
+        annotations.get(labels::POD_TEMPLATE_ANNOTATION),
+        Some(&c.spec.pod_template_digest())
+    );
+    let mut changed = spec(3, "3.5.21");
+    changed.repository = Some("registry.example/etcd".into());
+    assert_ne!(
+        changed.pod_template_digest(),
+        c.spec.pod_template_digest(),
+        "a repository change is a new pod template"
+    );
+    let mut same = spec(3, "3.5.35");
+    same.version = Some("3.5.35".into());
+    assert_eq!(
+        same.pod_template_digest(),
+        c.spec.pod_template_digest(),
+        "a version change is an upgrade, not a pod template change"
+    );
+}

@@ -70,6 +70,7 @@ impl World {
             started: true,
             upgrade_from: None,
             voter: true,
+            pod_template: None,
         });
         let mut health = MemberHealth::healthy(version);
         health.leader = Some(1);
@@ -133,6 +134,7 @@ impl World {
             started: true,
             upgrade_from: None,
             voter: true,
+            pod_template: None,
         });
         self
     }

@@ -46,6 +46,9 @@ pub struct PodView {
     /// The pod is labelled a voting member, which puts it behind the client Service
     /// (learners refuse client requests, so they are kept out of it).
     pub voter: bool,
+    /// Digest of the repository and pod policy the pod was built from (absent on pods
+    /// made by older operators).
+    pub pod_template: Option<String>,
 }
 
 impl PodView {

@@ -24,6 +24,8 @@ pub struct DesiredCluster {
     /// `metadata.uid` of the object: a cluster deleted and created again under the same
     /// name is another cluster, and nothing an actor learned of the first carries over.
     pub uid: String,
+    /// Digest of the repository and pod policy new member pods are built from.
+    pub pod_template: String,
 }
 
 impl DesiredCluster {
@@ -37,6 +39,7 @@ impl DesiredCluster {
             name_problem: None,
             generation: 1,
             uid: String::new(),
+            pod_template: String::new(),
         }
     }
 }

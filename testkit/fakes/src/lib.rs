@@ -425,6 +425,7 @@ fn running_pod(name: &str, version: &str) -> PodView {
         started: true,
         upgrade_from: None,
         voter: true,
+        pod_template: None,
     }
 }
 
@@ -774,6 +775,7 @@ mod tests {
             initial_cluster: demo().initial_cluster(&["demo-seed".into()]),
             state: InitialState::New { token: "t".into() },
             voter: true,
+            pod_template: None,
         };
         fake.create_member_pod(&seed).await.unwrap();
         let list = fake.list(&endpoints(&fake)).await.unwrap();
@@ -808,6 +810,7 @@ mod tests {
             initial_cluster: String::new(),
             state: InitialState::Existing,
             voter: false,
+            pod_template: None,
         };
         fake.create_member_pod(&pod).await.unwrap();
         fake.promote(&eps, added.id).await.unwrap();
