@@ -438,3 +438,82 @@ impl Drop for DebugStream {
         let _ = self.child.wait();
     }
 }
+
+/// Pid of the operator tools/local-up.sh started.
+pub fn local_operator_pid() -> i32 {
+    operator_pid().expect("operator pid file")
+}
+
+/// Whether process `pid` runs (a zombie does not).
+pub fn process_alive(pid: i32) -> bool {
+    alive(pid)
+}
+
+/// Sends signal `name` (`STOP`, `CONT`, `TERM`, ...) to process `pid`.
+pub fn signal(pid: i32, name: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("kill runs");
+    assert!(
+        status.success() || std::thread::panicking(),
+        "kill -{name} {pid} failed"
+    );
+}
+
+/// The identity holding the operator's leader Lease (empty when none or unreadable).
+pub fn lease_holder() -> String {
+    let args = [
+        "get",
+        "lease",
+        "etcd-operator",
+        "-n",
+        "etcd-operator",
+        "-o",
+        "jsonpath={.spec.holderIdentity}",
+    ];
+    match kubectl(&args, None) {
+        (true, holder) => holder.trim().to_string(),
+        (false, _) => String::new(),
+    }
+}
+
+/// Blocks until `check` holds or `timeout` passes; whether it held (usable in `Drop`).
+fn block_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    while std::time::Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    check()
+}
+
+/// After a test froze or replaced the local operator (process `pid`, Lease identity
+/// `identity`): waits for that process to exit, starts the operator again
+/// (tools/local-up.sh starts what is not running) and waits until it holds the Lease,
+/// so later scenarios find the environment as local-up left it.
+pub fn restore_leader(pid: i32, identity: &str) {
+    let exited = block_until(Duration::from_secs(30), || !alive(pid));
+    let restarted = Command::new("bash")
+        .arg(root().join("tools/local-up.sh"))
+        .env("EXAMPLE", "")
+        .env("LOCAL_ENV_DIR", env_dir())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    let leading = block_until(Duration::from_secs(60), || lease_holder() == identity);
+    if !std::thread::panicking() {
+        assert!(exited, "the old operator (pid {pid}) did not exit");
+        assert!(
+            restarted,
+            "tools/local-up.sh failed to restart the operator"
+        );
+        assert!(
+            leading,
+            "the restarted operator did not take the Lease back"
+        );
+    }
+}
