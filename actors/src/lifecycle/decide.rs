@@ -52,9 +52,7 @@ pub fn decide(
     if let Some(owner) = &obs.name_conflict {
         let why = Why::new(
             Reason::NameConflict,
-            format!(
-                "{owner}; this cluster shares nothing with it and waits until the name is free"
-            ),
+            format!("{owner}; this cluster shares nothing with it and waits until the name is free"),
         );
         return settle(state, Phase::Blocked { reason: why.reason }, vec![], why);
     }

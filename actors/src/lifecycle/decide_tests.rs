@@ -372,9 +372,7 @@ fn a_two_member_cluster_with_an_unhealthy_member_is_not_scaled_down() {
     let obs = World::healthy(now, 2, "3.5.21").unreachable(2).build();
     let d = run(running_state(), &obs, &spec(1, "3.5.21"));
     assert!(
-        !d.actions
-            .iter()
-            .any(|a| matches!(a, Action::RemoveMember { .. })),
+        !d.actions.iter().any(|a| matches!(a, Action::RemoveMember { .. })),
         "{:?}",
         d.actions
     );
