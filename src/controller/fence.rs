@@ -152,6 +152,15 @@ impl Fence {
         false
     }
 
+    /// When the fence closes unless a renewal comes first; `None` when it is not open or
+    /// never closes on its own.
+    pub fn closes_at(&self) -> Option<Instant> {
+        match &*self.hold() {
+            Hold::Since(since) => Some(*since + self.inner.renew_deadline?),
+            _ => None,
+        }
+    }
+
     /// Whether the fence is open now (without closing it).
     pub fn is_open(&self) -> bool {
         match &*self.hold() {
@@ -355,6 +364,17 @@ mod tests {
         let fence = held_since(t0);
         assert!(!fence.renewed_at(t0 + secs(60), t0 + secs(60)));
         assert!(fence.check_at("write status", t0 + secs(60)).is_err());
+    }
+
+    #[test]
+    fn the_fence_closes_a_renew_deadline_after_the_last_renewal_started() {
+        let t0 = Instant::now();
+        let fence = held_since(t0);
+        assert_eq!(fence.closes_at(), Some(t0 + DEADLINE));
+        assert!(fence.renewed_at(t0 + secs(2), t0 + secs(3)));
+        assert_eq!(fence.closes_at(), Some(t0 + secs(2) + DEADLINE));
+        assert_eq!(Fence::always_open().closes_at(), None);
+        assert_eq!(Fence::new(DEADLINE).closes_at(), None);
     }
 
     #[tokio::test]

@@ -404,21 +404,29 @@ impl LeaderElection {
         }
     }
 
-    /// Renews the Lease until the fence closes: a renewal that did not succeed within the
-    /// renew deadline, or another replica holding the Lease.
+    /// Renews the Lease until the fence closes: no renewal succeeded within the renew
+    /// deadline, or another replica holds the Lease. A renewal still pending when the fence
+    /// closes is abandoned.
     pub async fn keep(&self, fence: &Fence) {
         loop {
             tokio::time::sleep(RETRY_PERIOD).await;
             let started = Instant::now();
-            match self.try_renew().await {
-                Ok(Renewal::Renewed) => {
+            // Just past the instant the fence closes, so the check below sees it closed.
+            let deadline =
+                fence.closes_at().unwrap_or(started + RENEW_DEADLINE) + Duration::from_millis(1);
+            match tokio::time::timeout_at(deadline, self.try_renew()).await {
+                Ok(Ok(Renewal::Renewed)) => {
                     fence.renewed(started);
                 }
-                Ok(Renewal::Lost(holder)) => {
+                Ok(Ok(Renewal::Lost(holder))) => {
                     fence.close_now(&format!("the leader Lease is held by {holder:?} now"));
                 }
-                Ok(Renewal::Conflict) => {}
-                Err(e) => warn!(self.logger, "cannot renew the lease"; "error" => %e),
+                Ok(Ok(Renewal::Conflict)) => {}
+                Ok(Err(e)) => warn!(self.logger, "cannot renew the lease"; "error" => %e),
+                Err(_) => warn!(
+                    self.logger,
+                    "the renewal was still pending at the renew deadline"
+                ),
             }
             if let Err(closed) = fence.check("keep leading") {
                 warn!(self.logger, "stopped leading"; "reason" => closed.reason);

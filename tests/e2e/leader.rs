@@ -177,31 +177,72 @@ async fn a_second_operator_replica_stays_standby_while_the_leader_holds_the_leas
     );
 }
 
-/// The local operator frozen with SIGSTOP. When dropped, it is resumed, and the
-/// environment is restored: the operator runs again and holds the Lease.
-struct FrozenLeader {
+/// A process stopped with SIGSTOP; continued when dropped, unless it was already.
+struct Stopped {
+    pid: i32,
+    continued: bool,
+}
+
+impl Stopped {
+    fn new(pid: i32) -> Self {
+        signal(pid, "STOP");
+        Stopped {
+            pid,
+            continued: false,
+        }
+    }
+
+    fn resume(&mut self) {
+        signal(self.pid, "CONT");
+        self.continued = true;
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        if !self.continued {
+            let _ = Command::new("kill")
+                .args(["-CONT", &self.pid.to_string()])
+                .status();
+        }
+    }
+}
+
+/// The local operator (process `pid`, Lease identity `identity`) is running again and
+/// holds the Lease once this is dropped (see [`restore_leader`]).
+struct LeaderRestored {
     pid: i32,
     identity: String,
 }
 
-impl FrozenLeader {
-    fn freeze() -> Self {
-        let identity = lease_holder();
-        let pid = local_operator_pid();
-        signal(pid, "STOP");
-        FrozenLeader { pid, identity }
-    }
-
-    fn resume(&self) {
-        signal(self.pid, "CONT");
+impl LeaderRestored {
+    fn new() -> Self {
+        LeaderRestored {
+            pid: local_operator_pid(),
+            identity: lease_holder(),
+        }
     }
 }
 
-impl Drop for FrozenLeader {
+impl Drop for LeaderRestored {
     fn drop(&mut self) {
-        self.resume();
         restore_leader(self.pid, &self.identity);
     }
+}
+
+async fn wait_exit(what: &str, pid: i32, timeout: Duration) {
+    wait_for(what, timeout, || async move {
+        if process_alive(pid) {
+            Err(format!("pid {pid} alive"))
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+}
+
+fn log_len(path: &std::path::Path) -> usize {
+    std::fs::metadata(path).map_or(0, |m| m.len() as usize)
 }
 
 #[tokio::test]
@@ -209,7 +250,8 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_after_it_resumes() {
     let ns = Namespace::create("frozen-leader");
     apply(&cluster_yaml(&ns.0, "frozen", 1, "3.5.35", false));
     wait_running(&ns.0, "frozen", 1, Duration::from_secs(120)).await;
-    let frozen = FrozenLeader::freeze();
+    let leader = LeaderRestored::new();
+    let mut frozen = Stopped::new(leader.pid);
     let successor = Replica::start("e2e-successor", 18098);
     wait_for(
         "the second replica to take the Lease of the frozen leader",
@@ -229,21 +271,14 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_after_it_resumes() {
     let members = member_list(&mut client).await;
     let pods = pod_uids(&ns.0);
     let operator_log = env_dir().join("logs/operator.log");
-    let log_offset = std::fs::metadata(&operator_log).map_or(0, |m| m.len() as usize);
+    let log_offset = log_len(&operator_log);
     let resumed_at = jiff::Timestamp::now();
 
     frozen.resume();
-    let pid = frozen.pid;
-    wait_for(
+    wait_exit(
         "the resumed leader to exit",
+        leader.pid,
         Duration::from_secs(30),
-        || async move {
-            if process_alive(pid) {
-                Err(format!("pid {pid} alive"))
-            } else {
-                Ok(())
-            }
-        },
     )
     .await;
     let after = log_lines(&operator_log, log_offset);
@@ -252,7 +287,7 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_after_it_resumes() {
         Vec::<&serde_json::Value>::new(),
         "the resumed leader acted"
     );
-    let late: Vec<_> = events_of(&ns.0, &frozen.identity)
+    let late: Vec<_> = events_of(&ns.0, &leader.identity)
         .into_iter()
         .filter(|(time, _)| *time >= resumed_at)
         .collect();
@@ -266,6 +301,27 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_after_it_resumes() {
         "membership changed"
     );
     assert_eq!(pod_uids(&ns.0), pods, "a pod was created or deleted");
-    drop(successor);
-    drop(frozen);
+}
+
+#[tokio::test]
+async fn a_leader_cut_off_from_the_api_server_stops_before_its_lease_could_expire() {
+    let leader = LeaderRestored::new();
+    let operator_log = env_dir().join("logs/operator.log");
+    let log_offset = log_len(&operator_log);
+    // Every API call of the leader hangs from now on (connections are accepted by the
+    // kernel, never answered). Its last renewal was at most a retry period ago, so its
+    // Lease, as another replica sees it, expires at the earliest 15 s from now.
+    let mut api_server = Stopped::new(control_plane_pid("kube-apiserver"));
+    wait_exit(
+        "the leader to stop before its Lease could expire",
+        leader.pid,
+        Duration::from_secs(15),
+    )
+    .await;
+    api_server.resume();
+    let after = log_lines(&operator_log, log_offset);
+    assert!(
+        after.iter().any(|l| l["msg"] == "stopped leading"),
+        "{after:#?}"
+    );
 }

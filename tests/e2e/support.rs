@@ -517,3 +517,13 @@ pub fn restore_leader(pid: i32, identity: &str) {
         );
     }
 }
+
+/// Pid of a control-plane component (`kube-apiserver`, `etcd`, ...) tools/control-plane.sh
+/// started.
+pub fn control_plane_pid(name: &str) -> i32 {
+    let path = env_dir().join(format!("run/{name}.pid"));
+    std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {}", path.display()))
+}
