@@ -282,10 +282,20 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_after_it_resumes() {
     )
     .await;
     let after = log_lines(&operator_log, log_offset);
+    eprintln!("the resumed leader's log: {after:#?}");
     assert_eq!(
         actions_done(&after),
         Vec::<&serde_json::Value>::new(),
         "the resumed leader acted"
+    );
+    // It stopped on its own clock (its renew deadline had passed), not because an API call
+    // happened to tell it another replica holds the Lease.
+    assert!(
+        after.iter().any(|l| l["msg"] == "stopped leading"
+            && l["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("renew deadline"))),
+        "{after:#?}"
     );
     let late: Vec<_> = events_of(&ns.0, &leader.identity)
         .into_iter()
