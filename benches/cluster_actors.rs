@@ -149,10 +149,9 @@ fn main() {
     let rss_after = rss_kib();
     assert_eq!(fleet.telemetry.metrics.clusters.get(), CLUSTERS as i64);
     assert!(
-        wiring
-            .clusters()
-            .iter()
-            .all(|f| f.last_status().is_some_and(|s| s.phase == "Running")),
+        wiring.clusters().iter().all(|f| f
+            .last_status()
+            .is_some_and(|s| s.phase == etcd_operator_actors::lifecycle::Phase::Running)),
         "every cluster reported Running after its first tick"
     );
     let per_actor = (rss_after.saturating_sub(rss_before)) as f64 * 1024.0 / CLUSTERS as f64;

@@ -9,11 +9,14 @@ use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use etcd_operator_actors::lifecycle::{
-    Action, Deadlines, DesiredCluster, MemberHealth, MemberView, Membership, Observation, Phase,
-    PodPhase, PodView, Reason, State, decide,
+    Action, BootstrapRecord, Deadlines, DesiredCluster, MemberHealth, MemberView, Membership,
+    Observation, Phase, PodPhase, PodView, Reason, Recorded, State, decide,
 };
 use etcd_operator_actors::topology::Topology;
 use tokio::time::Instant;
+
+/// The etcd cluster ID of the benchmarked cluster.
+const CLUSTER_ID: u64 = 0xbe5c_0001;
 
 const V: &str = "3.5.21";
 
@@ -39,6 +42,9 @@ fn healthy(n: u64) -> Observation {
             terminating: false,
             version: Some(V.to_string()),
             problem: None,
+            started: true,
+            upgrade_from: None,
+            voter: true,
         });
         let mut h = MemberHealth::healthy(V);
         h.leader = Some(1);
@@ -49,9 +55,22 @@ fn healthy(n: u64) -> Observation {
         now: Instant::now(),
         pods,
         services_present: true,
-        previously_bootstrapped: true,
+        recorded: Recorded {
+            bootstrap: Some(BootstrapRecord {
+                seed: Some("demo-m1".into()),
+                token: Some("demo-token".into()),
+                cluster_id: Some(CLUSTER_ID),
+            }),
+            members: Vec::new(),
+            reason: "Converged".into(),
+            failed_version: None,
+        },
         name_conflict: None,
-        membership: Membership::Listed { members },
+        endpoints: Vec::new(),
+        membership: Membership::Listed {
+            cluster_id: CLUSTER_ID,
+            members,
+        },
         health,
     }
 }
@@ -106,7 +125,7 @@ fn cases() -> Vec<Case> {
 fn running_state() -> State {
     State {
         phase: Phase::Running,
-        bootstrapped: true,
+        cluster_id: Some(CLUSTER_ID),
         ..State::default()
     }
 }

@@ -50,12 +50,19 @@ pub struct RunArgs {
     /// Deadline of each etcd call, in milliseconds.
     #[arg(long, default_value_t = 3000)]
     pub etcd_timeout_ms: u64,
+    /// Deadline of a whole tick of one cluster, in seconds.
+    #[arg(long, default_value_t = 60)]
+    pub tick_timeout_s: u64,
     /// Seconds a member may stay added-but-not-started before it is removed.
     #[arg(long, default_value_t = 90)]
     pub unstarted_member_deadline_s: u64,
     /// Seconds a member may stay unhealthy before it is replaced.
     #[arg(long, default_value_t = 120)]
     pub unhealthy_member_deadline_s: u64,
+    /// Seconds an upgraded member has to be healthy on its new version before the upgrade
+    /// halts and the member is rolled back.
+    #[arg(long, default_value_t = 60)]
+    pub upgraded_member_deadline_s: u64,
     /// Elect a leader through a Lease so only one replica acts.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_elect: bool,
@@ -93,9 +100,11 @@ impl RunArgs {
             tick_interval: Duration::from_millis(self.tick_interval_ms),
             follow_up: Duration::from_millis(self.follow_up_ms),
             etcd_timeout: Duration::from_millis(self.etcd_timeout_ms),
+            tick_timeout: Duration::from_secs(self.tick_timeout_s),
             deadlines: etcd_operator_actors::lifecycle::Deadlines {
                 unstarted_member: Duration::from_secs(self.unstarted_member_deadline_s),
                 unhealthy_member: Duration::from_secs(self.unhealthy_member_deadline_s),
+                upgraded_member: Duration::from_secs(self.upgraded_member_deadline_s),
             },
         }
     }

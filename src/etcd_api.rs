@@ -13,7 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use etcd_client::{Client, ConnectOptions, Member, MemberAddOptions};
 use etcd_operator_actors::lifecycle::{MemberHealth, MemberView};
-use etcd_operator_actors::ports::{AddedMember, EtcdApi, EtcdError, EtcdErrorKind};
+use etcd_operator_actors::ports::{AddedMember, EtcdApi, EtcdError, EtcdErrorKind, MemberList};
 
 /// How many endpoint lists keep a cached client; past that the cache starts over.
 const MAX_CACHED_CLIENTS: usize = 64;
@@ -153,10 +153,13 @@ impl std::fmt::Debug for EtcdClientApi {
 
 #[async_trait]
 impl EtcdApi for EtcdClientApi {
-    async fn list(&self, endpoints: &[String]) -> Result<Vec<MemberView>, EtcdError> {
+    async fn list(&self, endpoints: &[String]) -> Result<MemberList, EtcdError> {
         self.call("member list", endpoints, |mut client| async move {
             let resp = client.member_list().await?;
-            Ok(resp.members().iter().map(member_view).collect())
+            Ok(MemberList {
+                cluster_id: resp.header().map(|h| h.cluster_id()).unwrap_or_default(),
+                members: resp.members().iter().map(member_view).collect(),
+            })
         })
         .await
     }
@@ -212,12 +215,14 @@ impl EtcdApi for EtcdClientApi {
         let endpoints = [endpoint.to_string()];
         self.call("endpoint status", &endpoints, |mut client| async move {
             let resp = client.status().await?;
-            Ok(health(
+            let mut health = health(
                 resp.version(),
                 resp.leader(),
                 resp.raft_index(),
                 resp.errors(),
-            ))
+            );
+            health.cluster_id = resp.header().map(|h| h.cluster_id());
+            Ok(health)
         })
         .await
     }
@@ -254,6 +259,7 @@ fn health(version: &str, leader: u64, raft_index: u64, errors: &[String]) -> Mem
         leader: (leader != 0).then_some(leader),
         raft_index,
         errors: errors.to_vec(),
+        cluster_id: None,
     }
 }
 

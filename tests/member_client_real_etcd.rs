@@ -47,6 +47,7 @@ async fn list(client: &Addr<MemberClient>, endpoints: &[String]) -> Vec<MemberVi
     )
     .await
     .expect("member list succeeds")
+    .members
 }
 
 async fn add(
@@ -109,6 +110,31 @@ async fn a_seed_lists_itself_as_its_only_started_member() {
     assert_eq!(only.peer_urls, vec![seed.peer_url()]);
     assert_eq!(only.client_urls, vec![seed.client_url()]);
     assert!(!only.is_learner);
+}
+
+#[actix_rt::test]
+async fn member_list_and_status_both_carry_the_clusters_id() {
+    let net = Loopback::new();
+    let seed = EtcdProcess::start_seed(&net, 1, "seed").await;
+    let client = member_client();
+    let listed = ask(
+        &client,
+        ListMembers {
+            endpoints: vec![seed.client_url()],
+        },
+    )
+    .await
+    .expect("member list succeeds");
+    let health = ask(
+        &client,
+        MemberStatus {
+            endpoint: seed.client_url(),
+        },
+    )
+    .await
+    .expect("endpoint status succeeds");
+    assert_ne!(listed.cluster_id, 0);
+    assert_eq!(health.cluster_id, Some(listed.cluster_id));
 }
 
 #[actix_rt::test]
@@ -475,8 +501,8 @@ async fn calls_to_a_frozen_member_time_out_instead_of_hanging() {
         )
         .await;
         match again {
-            Ok(members) => {
-                assert_eq!(members.len(), 1);
+            Ok(list) => {
+                assert_eq!(list.members.len(), 1);
                 break;
             }
             Err(e) => {

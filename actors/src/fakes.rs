@@ -13,6 +13,7 @@
 //! - [`FakeCluster::kill_member`]: the pod fails, the member stays in etcd, unreachable;
 //! - [`FakeCluster::fail_next_add`]: errors returned by the next `member add` calls;
 //! - [`FakeCluster::set_hang`]: etcd calls never return (to exercise timeouts);
+//! - [`FakeCluster::set_kube_hang`]: `observe` never returns (a hung API call);
 //! - [`FakeCluster::set_latency`]: etcd calls take this long (to expose overlapping calls);
 //! - [`FakeCluster::panic_on_next_observe`]: the next `observe` panics once;
 //! - [`FakeCluster::calls`]: call counters, with the most calls ever in flight at once.
@@ -25,12 +26,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::lifecycle::{MemberHealth, MemberView, PodPhase, PodView, Version};
+use crate::lifecycle::{
+    BootstrapRecord, MemberHealth, MemberView, PodPhase, PodView, Recorded, Version,
+};
 use crate::ports::{
     AddedMember, ApiError, ClusterApi, EtcdApi, EtcdError, EtcdErrorKind, EventRecord,
-    InitialState, KubeView, MemberPod,
+    InitialState, KubeView, MemberList, MemberPod, VersionChange,
 };
-use crate::status::StatusReport;
+use crate::report::StatusReport;
 use crate::supervisor::ClusterWiring;
 use crate::topology::Topology;
 
@@ -81,7 +84,11 @@ struct World {
     pods: Vec<PodView>,
     members: Vec<MemberView>,
     services_present: bool,
-    previously_bootstrapped: bool,
+    /// The status as the real adapter keeps it: written by `publish_status` and
+    /// `record_bootstrap`, read back by `observe`.
+    recorded: Recorded,
+    /// etcd's cluster ID, set when the seed forms the cluster.
+    cluster_id: u64,
     next_id: u64,
     raft_index: u64,
     created_pods: Vec<MemberPod>,
@@ -89,8 +96,14 @@ struct World {
     events: Vec<EventRecord>,
     add_errors: VecDeque<EtcdError>,
     hang: bool,
+    kube_hang: bool,
+    /// Versions whose image cannot be run (pulled): a pod set to one does not serve.
+    unrunnable: Vec<String>,
     latency: Duration,
     panic_next_observe: bool,
+    /// Members the operator cannot reach while the rest of the cluster (and the kubelet)
+    /// can: a network split between the operator and one member.
+    cut_off: Vec<String>,
     calls: CallCounts,
     etcd_in_flight: usize,
     membership_in_flight: usize,
@@ -109,18 +122,23 @@ impl World {
     /// Whether the etcd process of member `name` runs: its pod is Running and the member
     /// has started.
     fn serving(&self, name: &str) -> bool {
-        let pod_runs = self
-            .pod(name)
-            .is_some_and(|p| p.phase == PodPhase::Running && !p.terminating);
+        let pod_runs = self.pod(name).is_some_and(|p| {
+            p.phase == PodPhase::Running
+                && !p.terminating
+                && !p
+                    .version
+                    .as_ref()
+                    .is_some_and(|v| self.unrunnable.contains(v))
+        });
         pod_runs && self.members.iter().any(|m| m.name == name)
     }
 
-    /// Whether any of `endpoints` answers.
+    /// Whether any of `endpoints` answers the operator.
     fn any_answers(&self, endpoints: &[String]) -> bool {
         endpoints
             .iter()
             .filter_map(|e| host_label(e))
-            .any(|name| self.serving(&name))
+            .any(|name| self.serving(&name) && !self.cut_off.contains(&name))
     }
 
     fn leader(&self) -> Option<u64> {
@@ -204,7 +222,12 @@ impl FakeCluster {
         {
             let mut w = fake.lock();
             w.services_present = true;
-            w.previously_bootstrapped = true;
+            w.cluster_id = FAKE_CLUSTER_ID;
+            w.recorded.bootstrap = Some(BootstrapRecord {
+                seed: None,
+                token: None,
+                cluster_id: Some(FAKE_CLUSTER_ID),
+            });
             for i in 0..size {
                 let name = format!("{}-m{i}", fake.topology.name);
                 let id = w.fresh_id();
@@ -252,6 +275,16 @@ impl FakeCluster {
         self.lock().add_errors.push_back(etcd_error(kind));
     }
 
+    /// Pods set to etcd `version` cannot run it (as with an image that cannot be pulled).
+    pub fn make_unrunnable(&self, version: &str) {
+        self.lock().unrunnable.push(version.to_string());
+    }
+
+    /// While `hang` is true, every `observe` of the Kubernetes side never returns.
+    pub fn set_kube_hang(&self, hang: bool) {
+        self.lock().kube_hang = hang;
+    }
+
     /// While `hang` is true, every etcd call that starts never returns.
     pub fn set_hang(&self, hang: bool) {
         self.lock().hang = hang;
@@ -260,6 +293,26 @@ impl FakeCluster {
     /// Every etcd call takes `latency` (a Tokio sleep) before it takes effect.
     pub fn set_latency(&self, latency: Duration) {
         self.lock().latency = latency;
+    }
+
+    /// Splits the operator from member `name` (or heals the split): its calls to that
+    /// member fail, while the member keeps serving its peers and its pod stays ready.
+    pub fn cut_off_from_operator(&self, name: &str, cut: bool) {
+        let mut w = self.lock();
+        w.cut_off.retain(|n| n != name);
+        if cut {
+            w.cut_off.push(name.to_string());
+        }
+    }
+
+    /// Freezes member `name` (as SIGSTOP would): its pod stays Running but turns not ready,
+    /// and it answers nobody, the operator included.
+    pub fn freeze_member(&self, name: &str) {
+        let mut w = self.lock();
+        if let Some(pod) = w.pods.iter_mut().find(|p| p.name == name) {
+            pod.ready = false;
+        }
+        w.cut_off.push(name.to_string());
     }
 
     /// The next `observe` call panics (once).
@@ -363,19 +416,28 @@ fn running_pod(name: &str, version: &str) -> PodView {
         terminating: false,
         version: Some(version.to_string()),
         problem: None,
+        started: true,
+        upgrade_from: None,
+        voter: true,
     }
 }
 
+/// The cluster ID a fake etcd cluster answers with.
+pub const FAKE_CLUSTER_ID: u64 = 0x00c1_a57e_12d0_0001;
+
 #[async_trait]
 impl EtcdApi for FakeCluster {
-    async fn list(&self, endpoints: &[String]) -> Result<Vec<MemberView>, EtcdError> {
+    async fn list(&self, endpoints: &[String]) -> Result<MemberList, EtcdError> {
         self.lock().calls.list += 1;
         let _call = self.enter(false).await;
         let w = self.lock();
         if !w.any_answers(endpoints) {
             return Err(etcd_error(EtcdErrorKind::Unavailable));
         }
-        Ok(w.members.clone())
+        Ok(MemberList {
+            cluster_id: w.cluster_id,
+            members: w.members.clone(),
+        })
     }
 
     async fn add(
@@ -470,7 +532,8 @@ impl EtcdApi for FakeCluster {
             m.client_urls.iter().any(|u| u == endpoint)
                 || (m.started() && host_label(endpoint).as_deref() == Some(m.name.as_str()))
         });
-        let Some(member) = member.filter(|m| w.serving(&m.name)) else {
+        let Some(member) = member.filter(|m| w.serving(&m.name) && !w.cut_off.contains(&m.name))
+        else {
             return Err(etcd_error(EtcdErrorKind::Unavailable));
         };
         let version = w.pod(&member.name).and_then(|p| p.version.as_deref());
@@ -480,6 +543,7 @@ impl EtcdApi for FakeCluster {
             leader: w.leader(),
             raft_index: w.raft_index,
             errors: Vec::new(),
+            cluster_id: Some(w.cluster_id),
         })
     }
 }
@@ -495,11 +559,14 @@ impl ClusterApi for FakeCluster {
         if panic_now {
             panic!("injected panic in FakeCluster::observe");
         }
+        if self.lock().kube_hang {
+            std::future::pending::<()>().await;
+        }
         let w = self.lock();
         Ok(KubeView {
             pods: w.pods.clone(),
             services_present: w.services_present,
-            previously_bootstrapped: w.previously_bootstrapped,
+            recorded: w.recorded.clone(),
             name_conflict: None,
         })
     }
@@ -516,15 +583,15 @@ impl ClusterApi for FakeCluster {
         w.calls.create_member_pod += 1;
         w.created_pods.push(pod.clone());
         if w.pod(&pod.name).is_some() {
-            return Err(ApiError::new(format!(
-                "pods \"{}\" already exists",
-                pod.name
-            )));
+            // As the real adapter: creating a pod of ours that exists is done already.
+            return Ok(());
         }
         let mut view = running_pod(&pod.name, &pod.version.to_string());
+        view.voter = pod.voter;
         match &pod.state {
             InitialState::New { .. } => {
                 // A new cluster of one: the seed starts and forms it.
+                w.cluster_id = FAKE_CLUSTER_ID;
                 let id = w.fresh_id();
                 w.raft_index += 1;
                 w.members = vec![MemberView {
@@ -565,12 +632,25 @@ impl ClusterApi for FakeCluster {
         Ok(())
     }
 
-    async fn set_pod_version(&self, name: &str, version: &Version) -> Result<(), ApiError> {
+    async fn set_pod_version(&self, name: &str, change: &VersionChange) -> Result<(), ApiError> {
         let mut w = self.lock();
         w.calls.set_pod_version += 1;
+        let bad = w.unrunnable.contains(&change.to.to_string());
+        let Some(pod) = w.pods.iter_mut().find(|p| p.name == name) else {
+            return Err(ApiError::new(format!("pods \"{name}\" not found")));
+        };
+        pod.version = Some(change.to.to_string());
+        pod.upgrade_from = change.upgrade_from.as_ref().map(ToString::to_string);
+        pod.ready = !bad;
+        pod.problem = bad.then(|| format!("etcd: ErrImagePull: no etcd {}", change.to));
+        Ok(())
+    }
+
+    async fn label_voter(&self, name: &str) -> Result<(), ApiError> {
+        let mut w = self.lock();
         match w.pods.iter_mut().find(|p| p.name == name) {
             Some(pod) => {
-                pod.version = Some(version.to_string());
+                pod.voter = true;
                 Ok(())
             }
             None => Err(ApiError::new(format!("pods \"{name}\" not found"))),
@@ -580,10 +660,31 @@ impl ClusterApi for FakeCluster {
     async fn publish_status(&self, report: &StatusReport) -> Result<(), ApiError> {
         let mut w = self.lock();
         w.calls.publish_status += 1;
-        if report.size > 0 {
-            w.previously_bootstrapped = true;
+        // What the real adapter stores: the record is never lost, members and reason are
+        // read back on the next observation.
+        if let Some(record) = &report.bootstrap {
+            w.recorded.bootstrap = Some(record.clone());
         }
+        w.recorded.members = report
+            .ready
+            .iter()
+            .chain(&report.unready)
+            .cloned()
+            .collect();
+        w.recorded.reason = report.reason.as_str().to_string();
+        w.recorded.failed_version = report.failed_version.clone();
         w.last_status = Some(report.clone());
+        Ok(())
+    }
+
+    async fn record_bootstrap(&self, record: &BootstrapRecord) -> Result<(), ApiError> {
+        let mut w = self.lock();
+        if let Some(existing) = &w.recorded.bootstrap {
+            return Err(ApiError::new(format!(
+                "the cluster was bootstrapped already ({existing:?})"
+            )));
+        }
+        w.recorded.bootstrap = Some(record.clone());
         Ok(())
     }
 
@@ -666,9 +767,12 @@ mod tests {
             version: "3.5.21".parse().unwrap(),
             initial_cluster: demo().initial_cluster(&["demo-seed".into()]),
             state: InitialState::New { token: "t".into() },
+            voter: true,
         };
         fake.create_member_pod(&seed).await.unwrap();
-        let members = fake.list(&endpoints(&fake)).await.unwrap();
+        let list = fake.list(&endpoints(&fake)).await.unwrap();
+        assert_eq!(list.cluster_id, FAKE_CLUSTER_ID);
+        let members = list.members;
         assert_eq!(members.len(), 1);
         assert_eq!(members[0].name, "demo-seed");
         let health = fake.status(&demo().client_url("demo-seed")).await.unwrap();
@@ -697,6 +801,7 @@ mod tests {
             version: "3.5.21".parse().unwrap(),
             initial_cluster: String::new(),
             state: InitialState::Existing,
+            voter: false,
         };
         fake.create_member_pod(&pod).await.unwrap();
         fake.promote(&eps, added.id).await.unwrap();

@@ -3,6 +3,7 @@
 //! - [`lifecycle`]: the pure state machine, `decide(state, observation, spec)`.
 //! - [`ports`]: the traits through which actors reach Kubernetes and etcd.
 //! - [`member_client`], [`cluster`], [`supervisor`]: the actix actors.
+//! - [`report`]: the pure report step: status and Events from what a tick decided and did.
 //! - [`debug`]: the shared view of every actor's state and the live transition stream.
 //! - [`fakes`]: an in-memory simulated cluster implementing the ports, for tests and benchmarks.
 
@@ -13,6 +14,6 @@ pub mod lifecycle;
 pub mod member_client;
 pub mod metrics;
 pub mod ports;
-pub mod status;
+pub mod report;
 pub mod supervisor;
 pub mod topology;

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use actix::prelude::*;
 
-use crate::lifecycle::{MemberHealth, MemberView};
-use crate::ports::{AddedMember, EtcdApi, EtcdError};
+use crate::lifecycle::MemberHealth;
+use crate::ports::{AddedMember, EtcdApi, EtcdError, MemberList};
 
 /// Serializes membership calls of one cluster through an [`EtcdApi`].
 pub struct MemberClient {
@@ -46,7 +46,7 @@ impl Actor for MemberClient {
 
 /// `member list` through any of `endpoints`.
 #[derive(Debug, Clone, Message)]
-#[rtype(result = "Result<Vec<MemberView>, EtcdError>")]
+#[rtype(result = "Result<MemberList, EtcdError>")]
 pub struct ListMembers {
     /// Client URLs to try.
     pub endpoints: Vec<String>,
@@ -93,7 +93,7 @@ pub struct MemberStatus {
 }
 
 impl Handler<ListMembers> for MemberClient {
-    type Result = AtomicResponse<Self, Result<Vec<MemberView>, EtcdError>>;
+    type Result = AtomicResponse<Self, Result<MemberList, EtcdError>>;
 
     fn handle(&mut self, msg: ListMembers, _: &mut Context<Self>) -> Self::Result {
         let api = self.api.clone();
@@ -144,4 +144,18 @@ impl Handler<MemberStatus> for MemberClient {
             async move { api.status(&msg.endpoint).await },
         )
     }
+}
+
+/// Sends a call to a MemberClient; a stopped MemberClient is an unavailable etcd.
+pub(crate) async fn ask<M, T>(client: &Addr<MemberClient>, msg: M) -> Result<T, EtcdError>
+where
+    M: Message<Result = Result<T, EtcdError>> + Send + 'static,
+    T: Send + 'static,
+    MemberClient: Handler<M>,
+{
+    client.send(msg).await.unwrap_or_else(|e| {
+        Err(EtcdError::classify(format!(
+            "member client unavailable: {e}"
+        )))
+    })
 }

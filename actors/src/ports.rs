@@ -5,8 +5,8 @@
 use async_trait::async_trait;
 use serde::Serialize;
 
-use crate::lifecycle::{MemberHealth, MemberView, PodView, Version};
-use crate::status::StatusReport;
+use crate::lifecycle::{BootstrapRecord, MemberHealth, MemberView, PodView, Recorded, Version};
+use crate::report::StatusReport;
 
 /// What kind of failure an etcd call met; decisions and retries depend on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -82,6 +82,15 @@ impl EtcdError {
     }
 }
 
+/// etcd's member list, with the cluster that answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberList {
+    /// The response header's cluster ID.
+    pub cluster_id: u64,
+    /// Every member, voting or learner, started or not.
+    pub members: Vec<MemberView>,
+}
+
 /// A member that `member add` registered, and the member list etcd returned with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AddedMember {
@@ -97,7 +106,7 @@ pub struct AddedMember {
 #[async_trait]
 pub trait EtcdApi: Send + Sync + 'static {
     /// `member list`.
-    async fn list(&self, endpoints: &[String]) -> Result<Vec<MemberView>, EtcdError>;
+    async fn list(&self, endpoints: &[String]) -> Result<MemberList, EtcdError>;
     /// `member add` (as a learner when `learner`).
     async fn add(
         &self,
@@ -137,8 +146,8 @@ pub struct KubeView {
     pub pods: Vec<PodView>,
     /// Both Services exist.
     pub services_present: bool,
-    /// The EtcdCluster's status says it had members before.
-    pub previously_bootstrapped: bool,
+    /// What the EtcdCluster's status remembers (its bootstrap record above all).
+    pub recorded: Recorded,
     /// An object this cluster needs (a Service, a member pod, a PVC) exists under its name
     /// but belongs to another owner: who owns it, for people. Nothing is shared with it.
     pub name_conflict: Option<String>,
@@ -167,6 +176,18 @@ pub struct MemberPod {
     pub initial_cluster: String,
     /// `--initial-cluster-state` and token.
     pub state: InitialState,
+    /// A voting member (not a learner): its pod serves clients from the start.
+    pub voter: bool,
+}
+
+/// A new etcd image for a member's pod, and the marks that go with it (`None` removes a
+/// mark).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VersionChange {
+    /// Version to run.
+    pub to: Version,
+    /// The upgrade mark: the version the member ran before, until it is healthy on `to`.
+    pub upgrade_from: Option<Version>,
 }
 
 /// Severity of a Kubernetes Event.
@@ -205,10 +226,17 @@ pub trait ClusterApi: Send + Sync + 'static {
     async fn create_member_pod(&self, pod: &MemberPod) -> Result<(), ApiError>;
     /// Deletes a pod; a pod already gone is not an error.
     async fn delete_pod(&self, name: &str) -> Result<(), ApiError>;
-    /// Changes the etcd image of a pod in place.
-    async fn set_pod_version(&self, name: &str, version: &Version) -> Result<(), ApiError>;
+    /// Changes the etcd image of a pod in place, with its upgrade marks.
+    async fn set_pod_version(&self, name: &str, change: &VersionChange) -> Result<(), ApiError>;
+    /// Labels a pod as a voting member's, putting it behind the client Service.
+    async fn label_voter(&self, name: &str) -> Result<(), ApiError>;
     /// Writes the EtcdCluster's status.
     async fn publish_status(&self, report: &StatusReport) -> Result<(), ApiError>;
+    /// Writes a new bootstrap record into the status, before the seed it names exists.
+    /// Refused when the status (read fresh, not from a cache) already holds a record: a
+    /// cluster is bootstrapped once. Later observations show the record even while a
+    /// cache lags behind this write.
+    async fn record_bootstrap(&self, record: &BootstrapRecord) -> Result<(), ApiError>;
     /// Records an Event on the EtcdCluster.
     async fn record_event(&self, event: &EventRecord) -> Result<(), ApiError>;
 }

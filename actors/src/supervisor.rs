@@ -12,7 +12,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 use slog::{Logger, info, warn};
 
-use crate::cluster::{ClusterActor, ClusterConfig, Nudge, Retire, SpecChanged};
+use crate::cluster::{ClusterActor, ClusterConfig, ClusterDeps, Nudge, Retire, SpecChanged};
 use crate::debug::ActorKind;
 use crate::lifecycle::DesiredCluster;
 use crate::metrics::Telemetry;
@@ -85,13 +85,14 @@ impl Supervisor {
             return;
         }
         info!(self.logger, "starting cluster actor"; "cluster" => cluster.key());
-        let kube = self.wiring.cluster_api(&cluster);
-        let etcd = self.wiring.etcd_api(&cluster);
-        let (config, telemetry, logger) = (self.config, self.telemetry.clone(), self.root.clone());
-        let key = cluster.clone();
-        let addr = actix::Supervisor::start(move |_| {
-            ClusterActor::new(key, spec, config, kube, etcd, telemetry, &logger)
-        });
+        let deps = ClusterDeps {
+            kube: self.wiring.cluster_api(&cluster),
+            etcd: self.wiring.etcd_api(&cluster),
+            telemetry: self.telemetry.clone(),
+            logger: self.root.clone(),
+        };
+        let (config, key) = (self.config, cluster.clone());
+        let addr = actix::Supervisor::start(move |_| ClusterActor::new(key, spec, config, deps));
         self.clusters.insert(cluster, addr);
     }
 

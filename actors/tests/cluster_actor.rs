@@ -4,11 +4,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use etcd_operator_actors::cluster::{ClusterActor, ClusterConfig, Inspect, Nudge, SpecChanged};
+use etcd_operator_actors::cluster::{
+    ClusterActor, ClusterConfig, ClusterDeps, Inspect, Nudge, Retire, SpecChanged,
+};
 use etcd_operator_actors::fakes::FakeCluster;
-use etcd_operator_actors::lifecycle::DesiredCluster;
+use etcd_operator_actors::lifecycle::{DesiredCluster, Phase};
 use etcd_operator_actors::metrics::Telemetry;
-use etcd_operator_actors::ports::{EtcdErrorKind, EventType, InitialState};
+use etcd_operator_actors::ports::{EtcdErrorKind, InitialState};
 use etcd_operator_actors::topology::Topology;
 use serde_json::Value;
 use slog::{Logger, o};
@@ -25,16 +27,13 @@ fn demo() -> Topology {
 }
 
 fn start(fake: &FakeCluster, spec: DesiredCluster, config: ClusterConfig) -> Addr<ClusterActor> {
-    ClusterActor::new(
-        fake.topology().clone(),
-        spec,
-        config,
-        Arc::new(fake.clone()),
-        Arc::new(fake.clone()),
-        Telemetry::default(),
-        &logger(),
-    )
-    .start()
+    let deps = ClusterDeps {
+        kube: Arc::new(fake.clone()),
+        etcd: Arc::new(fake.clone()),
+        telemetry: Telemetry::default(),
+        logger: logger(),
+    };
+    ClusterActor::new(fake.topology().clone(), spec, config, deps).start()
 }
 
 /// Waits, in virtual time, until `done` holds for the actor's debug view and the fake;
@@ -85,7 +84,7 @@ async fn a_three_member_cluster_converges_from_nothing_through_seed_learner_adds
     assert_eq!(view["reason"], "Converged");
     assert!(fake.services_present());
     let status = fake.last_status().expect("a status was published");
-    assert_eq!(status.phase, "Running");
+    assert_eq!(status.phase, Phase::Running);
     assert_eq!(status.ready.len(), 3);
     assert_eq!(status.current_version.as_deref(), Some(V));
     assert_eq!(
@@ -111,6 +110,9 @@ async fn a_three_member_cluster_converges_from_nothing_through_seed_learner_adds
     assert_eq!((calls.add, calls.promote, calls.remove), (2, 2, 0));
     assert_eq!(calls.max_membership_in_flight, 1);
     assert_eq!(calls.max_etcd_in_flight, 1);
+    // Learners joined without the client Service's label and got it once promoted.
+    assert!(!created[1].voter && !created[2].voter);
+    assert!(fake.pods().iter().all(|p| p.voter), "{:#?}", fake.pods());
 }
 
 #[actix_rt::test]
@@ -274,6 +276,189 @@ async fn a_version_change_upgrades_every_member_in_place_keeping_the_membership(
         members_before,
         "same members, upgraded in place"
     );
-    assert_eq!(fake.calls().set_pod_version, 3);
+    let reasons = event_reasons(&fake);
+    let count = |r: &str| reasons.iter().filter(|x| *x == r).count();
+    assert_eq!(count("MemberUpgraded"), 3, "{reasons:?}");
+    assert_eq!(count("UpgradeConfirmed"), 3, "{reasons:?}");
+    assert!(fake.pods().iter().all(|p| p.upgrade_from.is_none()));
     assert_eq!(fake.calls().membership_changes(), 0);
+}
+
+#[actix_rt::test]
+async fn an_upgrade_to_an_image_that_never_runs_halts_and_rolls_the_member_back() {
+    tokio::time::pause();
+    let fake = FakeCluster::running(demo(), 3, V);
+    let members_before = fake.members();
+    fake.make_unrunnable("3.6.0");
+    let actor = start(&fake, DesiredCluster::new(3, V), ClusterConfig::default());
+    until(&actor, &fake, "3 running members", running_with(3)).await;
+
+    actor.do_send(SpecChanged(DesiredCluster::new(3, "3.6.0")));
+    let view = until(&actor, &fake, "the upgrade halted", |view, _| {
+        view["status"]["reason"] == "UpgradeFailed"
+    })
+    .await;
+    assert_eq!(view["status"]["phase"], "Blocked");
+    until(
+        &actor,
+        &fake,
+        "the member back on the old version",
+        |_, fake| fake.is_converged(3, V),
+    )
+    .await;
+    // Long after: no member removed or re-added, no second attempt, one Warning.
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert_eq!(fake.members(), members_before);
+    assert_eq!(fake.calls().membership_changes(), 0);
+    let reasons = event_reasons(&fake);
+    let count = |r: &str| reasons.iter().filter(|x| *x == r).count();
+    assert_eq!(count("MemberUpgraded"), 1, "{reasons:?}");
+    assert_eq!(count("MemberRolledBack"), 1, "{reasons:?}");
+    assert_eq!(count("UpgradeFailed"), 1, "{reasons:?}");
+
+    // Going back to the running version clears the block.
+    actor.do_send(SpecChanged(DesiredCluster::new(3, V)));
+    until(&actor, &fake, "3 running members", running_with(3)).await;
+}
+
+#[actix_rt::test]
+async fn a_paused_cluster_that_lost_every_pod_is_never_seeded_again_by_a_restarted_actor() {
+    tokio::time::pause();
+    let fake = FakeCluster::new(demo());
+    let actor = start(&fake, DesiredCluster::new(3, V), ClusterConfig::default());
+    until(&actor, &fake, "3 running members", running_with(3)).await;
+    let mut paused = DesiredCluster::new(3, V);
+    paused.paused = true;
+    actor.do_send(SpecChanged(paused.clone()));
+    until(&actor, &fake, "paused", |view, _| view["phase"] == "Paused").await;
+    for m in fake.members() {
+        fake.kill_member(&m.name);
+    }
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    actor.do_send(Retire);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!actor.connected(), "the first actor stopped");
+
+    // A new actor (as after an operator restart) knows only what the status recorded.
+    let restarted = start(&fake, paused, ClusterConfig::default());
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    restarted.do_send(SpecChanged(DesiredCluster::new(3, V)));
+    let view = until(&restarted, &fake, "the loss reported", |view, _| {
+        view["reason"] == "AllMembersLost"
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(view["status"]["phase"], "Blocked");
+    assert_eq!(fake.calls().delete_pod, 0, "a failed pod was deleted");
+    let seeds = fake
+        .created_pods()
+        .into_iter()
+        .filter(|p| matches!(p.state, InitialState::New { .. }))
+        .count();
+    assert_eq!(seeds, 1, "a second seed was created");
+}
+
+#[actix_rt::test]
+async fn a_member_only_the_operator_cannot_reach_is_never_removed() {
+    tokio::time::pause();
+    let fake = FakeCluster::running(demo(), 3, V);
+    let leader = fake.leader().unwrap();
+    let victim = fake
+        .members()
+        .into_iter()
+        .find(|m| m.id != leader)
+        .unwrap()
+        .name;
+    let actor = start(&fake, DesiredCluster::new(3, V), ClusterConfig::default());
+    until(&actor, &fake, "3 running members", running_with(3)).await;
+
+    fake.cut_off_from_operator(&victim, true);
+    let view = until(&actor, &fake, "the member reported unready", |view, _| {
+        view["status"]["unready"]
+            .as_array()
+            .is_some_and(|u| u.iter().any(|n| n == victim.as_str()))
+    })
+    .await;
+    assert_eq!(view["status"]["ready"].as_array().map(Vec::len), Some(2));
+    // Far past the unhealthy deadline (120 s): its pod is ready, the cluster has it.
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert_eq!(
+        fake.calls().remove,
+        0,
+        "removed a member only the operator lost"
+    );
+    assert!(fake.members().iter().any(|m| m.name == victim));
+
+    fake.cut_off_from_operator(&victim, false);
+    until(&actor, &fake, "3 running members again", running_with(3)).await;
+}
+
+#[actix_rt::test]
+async fn frozen_members_are_removed_and_replaced_without_a_removal_during_a_join() {
+    tokio::time::pause();
+    let fake = FakeCluster::running(demo(), 5, V);
+    let leader = fake.leader().unwrap();
+    let victims: Vec<String> = fake
+        .members()
+        .into_iter()
+        .filter(|m| m.id != leader)
+        .take(2)
+        .map(|m| m.name)
+        .collect();
+    let actor = start(&fake, DesiredCluster::new(5, V), ClusterConfig::default());
+    until(&actor, &fake, "5 running members", running_with(5)).await;
+
+    for v in &victims {
+        fake.freeze_member(v);
+    }
+    until(
+        &actor,
+        &fake,
+        "both frozen members replaced",
+        |view, fake| {
+            running_with(5)(view, fake) && !fake.members().iter().any(|m| victims.contains(&m.name))
+        },
+    )
+    .await;
+    // No removal ever happened between a learner's add and its promotion.
+    let reasons = event_reasons(&fake);
+    let mut joining = false;
+    for r in &reasons {
+        match r.as_str() {
+            "MemberAdded" => joining = true,
+            "LearnerPromoted" => joining = false,
+            "MemberRemoved" => assert!(!joining, "removed during a join: {reasons:?}"),
+            _ => {}
+        }
+    }
+    assert_eq!(
+        reasons.iter().filter(|r| *r == "MemberRemoved").count(),
+        2,
+        "{reasons:?}"
+    );
+}
+
+#[actix_rt::test]
+async fn a_hung_kubernetes_call_costs_one_tick_not_the_cluster() {
+    tokio::time::pause();
+    let fake = FakeCluster::running(demo(), 3, V);
+    let config = ClusterConfig::default();
+    let actor = start(&fake, DesiredCluster::new(3, V), config);
+    until(&actor, &fake, "3 running members", running_with(3)).await;
+
+    fake.set_kube_hang(true);
+    tokio::time::sleep(config.tick_timeout * 3).await;
+    let ticks_while_hung = actor.send(Inspect).await.unwrap()["ticks"]
+        .as_u64()
+        .unwrap();
+    fake.set_kube_hang(false);
+    actor.do_send(SpecChanged(DesiredCluster::new(4, V)));
+    until(&actor, &fake, "4 running members", running_with(4)).await;
+    let ticks_after = actor.send(Inspect).await.unwrap()["ticks"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        ticks_after > ticks_while_hung,
+        "the actor froze with the hung call"
+    );
 }

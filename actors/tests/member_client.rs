@@ -112,7 +112,7 @@ async fn a_hung_call_returns_a_timeout_error_after_the_configured_timeout() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(members.len(), 3);
+    assert_eq!(members.members.len(), 3);
 }
 
 #[actix_rt::test]

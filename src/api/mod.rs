@@ -13,4 +13,4 @@ pub use spec::{
     DEFAULT_REPOSITORY, DEFAULT_VERSION, EtcdCluster, EtcdClusterSpec, MemberSecret, PodPolicy,
     StaticTls, TlsPolicy,
 };
-pub use status::{ClusterCondition, EtcdClusterStatus, MembersStatus};
+pub use status::{BootstrapStatus, ClusterCondition, EtcdClusterStatus, MembersStatus};

@@ -1,5 +1,6 @@
 //! `EtcdCluster.status`: the CoreOS fields plus `observedGeneration` and current conditions.
 
+use etcd_operator_actors::lifecycle::{BootstrapRecord, Recorded};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -48,6 +49,55 @@ pub struct EtcdClusterStatus {
     /// `metadata.generation` this status answers.
     #[serde(default)]
     pub observed_generation: Option<i64>,
+    /// The cluster's one bootstrap: its seed and token, written before the seed pod is
+    /// created, and its etcd cluster ID once a member answered. Never cleared (so it is
+    /// left out of a patch rather than written empty): a cluster with a record is never
+    /// bootstrapped again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap: Option<BootstrapStatus>,
+    /// An etcd version an upgraded member could not run: the upgrade to it is halted
+    /// (`UpgradeFailed`) while `spec.version` asks for it.
+    #[serde(default)]
+    pub failed_version: Option<String>,
+}
+
+/// `status.bootstrap`.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BootstrapStatus {
+    /// Name of the seed member.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<String>,
+    /// The seed's `--initial-cluster-token`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// etcd's cluster ID (hexadecimal, as etcdctl prints it), once a member answered.
+    #[serde(rename = "clusterID", default, skip_serializing_if = "Option::is_none")]
+    pub cluster_id: Option<String>,
+}
+
+impl BootstrapStatus {
+    /// The status form of a bootstrap record.
+    pub fn from_record(record: &BootstrapRecord) -> Self {
+        BootstrapStatus {
+            seed: record.seed.clone(),
+            token: record.token.clone(),
+            cluster_id: record.cluster_id.map(|id| format!("{id:x}")),
+        }
+    }
+
+    /// The record this status holds. A cluster ID that does not parse is kept as an
+    /// unknown but existing cluster (never as "no cluster").
+    pub fn to_record(&self) -> BootstrapRecord {
+        BootstrapRecord {
+            seed: self.seed.clone(),
+            token: self.token.clone(),
+            cluster_id: self
+                .cluster_id
+                .as_deref()
+                .map(|id| u64::from_str_radix(id, 16).unwrap_or(u64::MAX)),
+        }
+    }
 }
 
 /// Member names by readiness.
@@ -82,9 +132,19 @@ pub struct ClusterCondition {
 }
 
 impl EtcdClusterStatus {
-    /// Whether this status shows the cluster had members (so it must never be bootstrapped
-    /// again, even by a restarted operator).
-    pub fn had_members(&self) -> bool {
-        !self.members.ready.is_empty() || !self.members.unready.is_empty()
+    /// What the lifecycle reads back from this status on every tick.
+    pub fn recorded(&self) -> Recorded {
+        Recorded {
+            bootstrap: self.bootstrap.as_ref().map(BootstrapStatus::to_record),
+            members: self
+                .members
+                .ready
+                .iter()
+                .chain(&self.members.unready)
+                .cloned()
+                .collect(),
+            reason: self.reason.clone(),
+            failed_version: self.failed_version.clone(),
+        }
     }
 }

@@ -12,18 +12,20 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
-use etcd_operator_actors::lifecycle::{PodView, Version};
+use etcd_operator_actors::lifecycle::{BootstrapRecord, PodView, Recorded};
 use etcd_operator_actors::ports::{
-    ApiError, ClusterApi, EventRecord, EventType, KubeView, MemberPod,
+    ApiError, ClusterApi, EventRecord, EventType, KubeView, MemberPod, VersionChange,
 };
-use etcd_operator_actors::status::StatusReport;
+use etcd_operator_actors::report::StatusReport;
 use etcd_operator_actors::topology::Topology;
 
 use super::expectations::Expectations;
 use super::pod_view::pod_view;
 use super::status_patch::status_from_report;
-use crate::api::EtcdCluster;
-use crate::resources::labels::{CLUSTER_LABEL, object_labels, owner_reference};
+use crate::api::{BootstrapStatus, EtcdCluster, EtcdClusterStatus};
+use crate::resources::labels::{
+    CLUSTER_LABEL, UPGRADE_FROM_ANNOTATION, VOTER_LABEL, object_labels, owner_reference,
+};
 use crate::resources::{
     ETCD_CONTAINER, client_service, headless_service, image, member_pod, pvc_name,
 };
@@ -46,6 +48,8 @@ pub struct KubeClusterApi {
     caches: Caches,
     recorder: Recorder,
     expectations: Expectations,
+    /// The bootstrap record this operator wrote, until the cache shows it.
+    written_bootstrap: std::sync::Mutex<Option<BootstrapRecord>>,
 }
 
 fn api_error(what: &str, e: impl std::fmt::Display) -> ApiError {
@@ -65,7 +69,28 @@ impl KubeClusterApi {
             caches,
             recorder,
             expectations: Expectations::default(),
+            written_bootstrap: std::sync::Mutex::default(),
         }
+    }
+
+    /// What the cluster's status remembers, corrected by the bootstrap record this
+    /// operator wrote and the cache does not show yet.
+    fn recorded(&self, cluster: &EtcdCluster) -> Recorded {
+        let mut recorded = cluster
+            .status
+            .as_ref()
+            .map(EtcdClusterStatus::recorded)
+            .unwrap_or_default();
+        let mut written = self
+            .written_bootstrap
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if recorded.bootstrap.is_some() {
+            *written = None;
+        } else {
+            recorded.bootstrap = written.clone();
+        }
+        recorded
     }
 
     fn cluster(&self) -> Result<Arc<EtcdCluster>, ApiError> {
@@ -124,6 +149,9 @@ impl ClusterApi for KubeClusterApi {
                 terminating: false,
                 version: None,
                 problem: None,
+                started: false,
+                upgrade_from: None,
+                voter: false,
             });
         }
         self.expectations.correct_versions(&mut pods);
@@ -138,7 +166,7 @@ impl ClusterApi for KubeClusterApi {
         Ok(KubeView {
             pods,
             services_present: has(&self.topology.name) && has(&self.topology.client_service()),
-            previously_bootstrapped: cluster.status.as_ref().is_some_and(|s| s.had_members()),
+            recorded: self.recorded(&cluster),
             name_conflict: None,
         })
     }
@@ -191,16 +219,32 @@ impl ClusterApi for KubeClusterApi {
         }
     }
 
-    async fn set_pod_version(&self, name: &str, version: &Version) -> Result<(), ApiError> {
+    async fn set_pod_version(&self, name: &str, change: &VersionChange) -> Result<(), ApiError> {
         let cluster = self.cluster()?;
+        let version = &change.to;
         let image = image(cluster.spec.repository_or_default(), &version.to_string());
-        let patch = json!({"spec": {"containers": [{"name": ETCD_CONTAINER, "image": image}]}});
+        // A null annotation is removed by the strategic merge patch.
+        let patch = json!({
+            "metadata": {"annotations": {
+                UPGRADE_FROM_ANNOTATION: change.upgrade_from.as_ref().map(ToString::to_string),
+            }},
+            "spec": {"containers": [{"name": ETCD_CONTAINER, "image": image}]},
+        });
         self.pods_api()
             .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
             .await
             .map_err(|e| api_error(&format!("changing the image of pod {name}"), e))?;
         self.expectations.version_set(name, &version.to_string());
         Ok(())
+    }
+
+    async fn label_voter(&self, name: &str) -> Result<(), ApiError> {
+        let patch = json!({"metadata": {"labels": {VOTER_LABEL: "true"}}});
+        self.pods_api()
+            .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
+            .await
+            .map(|_| ())
+            .map_err(|e| api_error(&format!("labelling pod {name} a voting member"), e))
     }
 
     async fn publish_status(&self, report: &StatusReport) -> Result<(), ApiError> {
@@ -216,6 +260,45 @@ impl ClusterApi for KubeClusterApi {
         .await
         .map(|_| ())
         .map_err(|e| api_error("writing status", e))
+    }
+
+    async fn record_bootstrap(&self, record: &BootstrapRecord) -> Result<(), ApiError> {
+        let api: Api<EtcdCluster> = Api::namespaced(self.client.clone(), &self.topology.namespace);
+        // Read fresh, not from the cache: this is the one check before a cluster is born.
+        let fresh = api
+            .get_status(&self.topology.name)
+            .await
+            .map_err(|e| api_error("reading the EtcdCluster before recording its seed", e))?;
+        let recorded = fresh
+            .status
+            .as_ref()
+            .map(EtcdClusterStatus::recorded)
+            .unwrap_or_default();
+        if recorded.bootstrap.is_some() || !recorded.members.is_empty() {
+            return Err(ApiError::new(format!(
+                "refusing to record a new seed: the status already records this cluster's \
+                 bootstrap ({:?}) or members ({:?})",
+                recorded.bootstrap, recorded.members
+            )));
+        }
+        // The resourceVersion makes this a compare-and-swap: a status written since the
+        // read above (by anyone) fails the patch instead of being overwritten.
+        let patch = json!({
+            "metadata": {"resourceVersion": fresh.resource_version()},
+            "status": {"bootstrap": BootstrapStatus::from_record(record)},
+        });
+        api.patch_status(
+            &self.topology.name,
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await
+        .map_err(|e| api_error("recording the seed in status", e))?;
+        *self
+            .written_bootstrap
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(record.clone());
+        Ok(())
     }
 
     async fn record_event(&self, event: &EventRecord) -> Result<(), ApiError> {

@@ -117,6 +117,9 @@ mod tests {
             terminating: false,
             version: Some(version.into()),
             problem: None,
+            started: true,
+            upgrade_from: None,
+            voter: true,
         };
         let e = Expectations::default();
         e.version_set("m1", "3.5.35");

@@ -5,6 +5,7 @@ use kube::ResourceExt;
 
 use etcd_operator_actors::lifecycle::{PodPhase, PodView};
 
+use crate::resources::labels::{UPGRADE_FROM_ANNOTATION, VOTER_LABEL};
 use crate::resources::{ETCD_CONTAINER, version_of_image};
 
 /// The lifecycle's view of a pod.
@@ -33,7 +34,30 @@ pub fn pod_view(pod: &Pod) -> PodView {
         terminating: pod.metadata.deletion_timestamp.is_some(),
         version,
         problem: problem(pod),
+        started: etcd_ran(pod),
+        upgrade_from: annotation(pod, UPGRADE_FROM_ANNOTATION),
+        voter: pod.labels().get(VOTER_LABEL).is_some_and(|v| v == "true"),
     }
+}
+
+fn annotation(pod: &Pod, key: &str) -> Option<String> {
+    pod.annotations().get(key).cloned()
+}
+
+/// Whether the pod's etcd container has ever run: it runs now, it exited, or it was
+/// restarted. A container still waiting (pulling its image, say) never ran.
+fn etcd_ran(pod: &Pod) -> bool {
+    let statuses = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref());
+    statuses.into_iter().flatten().any(|cs| {
+        let ran = |state: Option<&k8s_openapi::api::core::v1::ContainerState>| {
+            state.is_some_and(|s| s.running.is_some() || s.terminated.is_some())
+        };
+        cs.name == ETCD_CONTAINER
+            && (ran(cs.state.as_ref()) || ran(cs.last_state.as_ref()) || cs.restart_count > 0)
+    })
 }
 
 /// Why a container is waiting or terminated with an error, as the kubelet reports it.

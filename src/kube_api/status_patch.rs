@@ -1,10 +1,10 @@
 //! Turns a tick's `StatusReport` into the EtcdCluster status, keeping each condition's
 //! `lastTransitionTime` while its status does not change.
 
-use etcd_operator_actors::status::StatusReport;
+use etcd_operator_actors::report::StatusReport;
 use etcd_operator_actors::topology::{CLIENT_PORT, Topology};
 
-use crate::api::{ClusterCondition, EtcdClusterStatus, MembersStatus};
+use crate::api::{BootstrapStatus, ClusterCondition, EtcdClusterStatus, MembersStatus};
 
 /// The status to write, given the report and the status currently stored.
 pub fn status_from_report(
@@ -32,27 +32,19 @@ pub fn status_from_report(
             }
         })
         .collect();
-    let mut members = MembersStatus {
+    let members = MembersStatus {
         ready: report.ready.clone(),
         unready: report.unready.clone(),
     };
-    if members.ready.is_empty() && members.unready.is_empty() && report.phase == "Blocked" {
-        // Nothing answers and no pod is left: remember the members the cluster had, so
-        // that no later operator ever bootstraps a new cluster in its place.
-        if let Some(old) = previous {
-            members.unready = old
-                .members
-                .ready
-                .iter()
-                .chain(&old.members.unready)
-                .cloned()
-                .collect();
-            members.unready.sort();
-        }
-    }
+    // The bootstrap record is never lost: a report without one keeps the stored one.
+    let bootstrap = report
+        .bootstrap
+        .as_ref()
+        .map(BootstrapStatus::from_record)
+        .or_else(|| previous.and_then(|p| p.bootstrap.clone()));
     EtcdClusterStatus {
-        phase: report.phase.clone(),
-        reason: report.reason.clone(),
+        phase: report.phase.name().to_string(),
+        reason: report.reason.as_str().to_string(),
         message: report.message.clone(),
         control_paused: report.paused,
         conditions,
@@ -64,19 +56,22 @@ pub fn status_from_report(
         current_version: report.current_version.clone().unwrap_or_default(),
         target_version: report.target_version.clone(),
         observed_generation: Some(report.observed_generation),
+        bootstrap,
+        failed_version: report.failed_version.clone(),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use etcd_operator_actors::status::ConditionReport;
+    use etcd_operator_actors::lifecycle::{BootstrapRecord, Phase, Reason};
+    use etcd_operator_actors::report::ConditionReport;
 
     use super::*;
 
     fn report(available: bool) -> StatusReport {
         StatusReport {
-            phase: "Running".into(),
-            reason: "Converged".into(),
+            phase: Phase::Running,
+            reason: Reason::Converged,
             message: "3 members running 3.5.21".into(),
             size: 3,
             ready: vec!["a".into(), "b".into(), "c".into()],
@@ -91,6 +86,12 @@ mod tests {
             }],
             paused: false,
             observed_generation: 4,
+            bootstrap: Some(BootstrapRecord {
+                seed: Some("a".into()),
+                token: Some("demo-1".into()),
+                cluster_id: Some(0xabc),
+            }),
+            failed_version: None,
         }
     }
 
@@ -106,17 +107,24 @@ mod tests {
     }
 
     #[test]
-    fn a_blocked_cluster_with_nothing_left_keeps_its_members_in_status() {
+    fn the_bootstrap_record_is_kept_when_a_report_has_none() {
         let t = Topology::new("prod", "demo");
         let before = status_from_report(&report(true), &t, None, "T1");
-        let mut lost = report(false);
-        lost.phase = "Blocked".into();
-        lost.ready.clear();
-        lost.size = 0;
-        let after = status_from_report(&lost, &t, Some(&before), "T2");
-        assert!(after.had_members());
-        assert_eq!(after.members.unready, vec!["a", "b", "c"]);
-        assert!(after.members.ready.is_empty());
+        assert_eq!(
+            before
+                .bootstrap
+                .as_ref()
+                .and_then(|b| b.cluster_id.as_deref()),
+            Some("abc")
+        );
+        let mut without = report(false);
+        without.bootstrap = None;
+        let after = status_from_report(&without, &t, Some(&before), "T2");
+        assert_eq!(after.bootstrap, before.bootstrap);
+        assert_eq!(
+            after.recorded().bootstrap.and_then(|b| b.cluster_id),
+            Some(0xabc)
+        );
     }
 
     #[test]

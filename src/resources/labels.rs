@@ -1,4 +1,5 @@
-//! Labels and owner references that tie a cluster's objects to its EtcdCluster.
+//! Labels, annotations and owner references that tie a cluster's objects to its
+//! EtcdCluster.
 
 use std::collections::BTreeMap;
 
@@ -16,12 +17,27 @@ pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// Value of the manager label.
 pub const MANAGER: &str = "etcd-operator";
 
+/// Pod annotation: the etcd version the member ran before its last upgrade, kept until it
+/// is healthy on the new one. A member that is not healthy in time goes back to it.
+pub const UPGRADE_FROM_ANNOTATION: &str = "etcd.database.coreos.com/upgrade-from";
+
+/// Pod label of voting members (`"true"`): the client Service selects it, so learners,
+/// which refuse client requests, never receive clients.
+pub const VOTER_LABEL: &str = "etcd.database.coreos.com/voter";
+
 /// Labels that select the member pods of `cluster`.
 pub fn selector(cluster: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         (APP_LABEL.to_string(), "etcd".to_string()),
         (CLUSTER_LABEL.to_string(), cluster.to_string()),
     ])
+}
+
+/// Labels the client Service selects: the voting members of `cluster`.
+pub fn client_selector(cluster: &str) -> BTreeMap<String, String> {
+    let mut labels = selector(cluster);
+    labels.insert(VOTER_LABEL.to_string(), "true".to_string());
+    labels
 }
 
 /// `app=etcd,etcd_cluster=<cluster>` as a label selector string.

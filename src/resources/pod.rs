@@ -15,7 +15,7 @@ use kube::ResourceExt;
 use etcd_operator_actors::ports::{InitialState, MemberPod};
 use etcd_operator_actors::topology::{CLIENT_PORT, PEER_PORT, Topology};
 
-use super::labels::{object_labels, owner_reference, selector};
+use super::labels::{VOTER_LABEL, object_labels, owner_reference, selector};
 use crate::api::EtcdCluster;
 
 /// Name of the etcd container in a member pod.
@@ -125,6 +125,9 @@ pub fn member_pod(cluster: &EtcdCluster, member: &MemberPod) -> Pod {
 
     let mut labels: BTreeMap<String, String> = policy.labels.clone().unwrap_or_default();
     labels.extend(object_labels(&name));
+    if member.voter {
+        labels.insert(VOTER_LABEL.to_string(), "true".to_string());
+    }
     let host = topology.member_host(&member.name);
 
     let mut env = vec![env_from_field("POD_IP", "status.podIP")];

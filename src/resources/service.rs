@@ -6,7 +6,7 @@ use kube::ResourceExt;
 
 use etcd_operator_actors::topology::{CLIENT_PORT, PEER_PORT, Topology};
 
-use super::labels::{object_labels, owner_reference, selector};
+use super::labels::{client_selector, object_labels, owner_reference, selector};
 use crate::api::EtcdCluster;
 
 fn port(name: &str, number: u16) -> ServicePort {
@@ -47,7 +47,7 @@ pub fn headless_service(cluster: &EtcdCluster) -> Service {
     }
 }
 
-/// The client Service `<cluster>-client`, routing to ready members only.
+/// The client Service `<cluster>-client`, routing to ready voting members only.
 pub fn client_service(cluster: &EtcdCluster) -> Service {
     let topology = Topology::new(
         &cluster.namespace().unwrap_or_default(),
@@ -56,7 +56,7 @@ pub fn client_service(cluster: &EtcdCluster) -> Service {
     Service {
         metadata: meta(cluster, topology.client_service()),
         spec: Some(ServiceSpec {
-            selector: Some(selector(&cluster.name_any())),
+            selector: Some(client_selector(&cluster.name_any())),
             ports: Some(vec![port("client", CLIENT_PORT)]),
             ..ServiceSpec::default()
         }),

@@ -35,6 +35,7 @@ fn seed() -> MemberPod {
         state: InitialState::New {
             token: "demo-0123456789abcdef".into(),
         },
+        voter: true,
     }
 }
 
@@ -45,6 +46,7 @@ fn joiner() -> MemberPod {
         version: "3.5.21".parse().unwrap(),
         initial_cluster: t.initial_cluster(&["demo-seed1".into(), "demo-join2".into()]),
         state: InitialState::Existing,
+        voter: false,
     }
 }
 
@@ -169,4 +171,23 @@ fn headless_service_publishes_not_ready_addresses() {
     assert_eq!(s.publish_not_ready_addresses, Some(true));
     let client = client_service(&cluster(spec(3, "3.5.21")));
     assert_eq!(client.metadata.name.as_deref(), Some("demo-client"));
+}
+
+#[test]
+fn only_voting_members_are_behind_the_client_service() {
+    let c = cluster(spec(3, "3.5.21"));
+    let selector = client_service(&c).spec.unwrap().selector.unwrap();
+    let labels = |m: &MemberPod| member_pod(&c, m).metadata.labels.unwrap();
+    let selects = |l: &std::collections::BTreeMap<String, String>| {
+        selector.iter().all(|(k, v)| l.get(k) == Some(v))
+    };
+    assert!(selects(&labels(&seed())), "the seed serves clients");
+    assert!(!selects(&labels(&joiner())), "a learner does not");
+    let headless = headless_service(&c).spec.unwrap().selector.unwrap();
+    assert!(
+        headless
+            .iter()
+            .all(|(k, v)| labels(&joiner()).get(k) == Some(v)),
+        "every member has its DNS name"
+    );
 }

@@ -439,6 +439,22 @@ impl Drop for DebugStream {
     }
 }
 
+/// The etcd images of the pods of a namespace.
+pub fn pod_images(ns: &str) -> Vec<String> {
+    let (ok, out) = kubectl(
+        &[
+            "get",
+            "pods",
+            "-n",
+            ns,
+            "-o",
+            "jsonpath={range .items[*]}{.spec.containers[0].image} {end}",
+        ],
+        None,
+    );
+    assert!(ok, "{out}");
+    out.split_whitespace().map(str::to_string).collect()
+
 /// Pid of the operator tools/local-up.sh started.
 pub fn local_operator_pid() -> i32 {
     operator_pid().expect("operator pid file")

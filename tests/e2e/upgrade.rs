@@ -92,3 +92,87 @@ async fn a_downgrade_is_refused_with_a_condition_and_nothing_changes() {
         "one Warning for the refusal: {refusals:?}"
     );
 }
+
+/// An upgrade to an image that never runs: the upgraded member's pod fails (its restart
+/// policy is `Never`), the member is replaced on the version the others run, and the
+/// upgrade halts (`UpgradeFailed`, `status.failedVersion`) instead of replacing member
+/// after member on the bad image. Every key stays.
+#[tokio::test]
+async fn an_upgrade_to_an_image_that_never_runs_halts_after_one_member() {
+    let ns = Namespace::create("upgrade-bad");
+    apply(&cluster_yaml(&ns.0, "halt", 3, "3.5.35", false));
+    let ready = wait_running(&ns.0, "halt", 3, Duration::from_secs(120)).await;
+    let mut client = etcd(&ns.0, "halt", &ready).await;
+    write_keys(&mut client, "halt", 10).await;
+
+    // The node has no binary for 3.6.99: the upgraded pod fails with ErrImagePull.
+    patch_spec(&ns.0, "halt", serde_json::json!({"version": "3.6.99"})).await;
+    let what = "the upgrade halted with 3 members on 3.5.35";
+    let status = wait_status(&ns.0, "halt", what, Duration::from_secs(180), |s| {
+        s.reason == "UpgradeFailed" && s.members.ready.len() == 3 && s.current_version == "3.5.35"
+    })
+    .await;
+    assert_eq!(status.phase, "Blocked", "{status:?}");
+    assert_eq!(
+        status.failed_version.as_deref(),
+        Some("3.6.99"),
+        "{status:?}"
+    );
+    // Some more ticks: no second attempt.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(event_names(&ns.0, "reason=MemberUpgraded").len(), 1);
+    let images = pod_images(&ns.0);
+    assert!(
+        images.iter().filter(|i| i.ends_with(":v3.5.35")).count() == 3,
+        "{images:?}"
+    );
+    let members = wait_status(&ns.0, "halt", "3 ready", Duration::from_secs(30), |s| {
+        s.members.ready.len() == 3
+    })
+    .await
+    .members
+    .ready;
+    let mut client = etcd(&ns.0, "halt", &members).await;
+    assert_keys(&mut client, "halt", 10).await;
+
+    patch_spec(&ns.0, "halt", serde_json::json!({"version": "3.5.35"})).await;
+    wait_running(&ns.0, "halt", 3, Duration::from_secs(60)).await;
+}
+
+/// Setting the version back in the middle of an upgrade moves the members already
+/// upgraded back (etcd's cluster version has not moved yet), with every key kept.
+#[tokio::test]
+async fn reverting_the_version_mid_upgrade_moves_the_upgraded_members_back() {
+    let ns = Namespace::create("upgrade-revert");
+    apply(&cluster_yaml(&ns.0, "revert", 3, "3.4.23", false));
+    let ready = wait_running(&ns.0, "revert", 3, Duration::from_secs(120)).await;
+    let mut client = etcd(&ns.0, "revert", &ready).await;
+    write_keys(&mut client, "revert", 10).await;
+
+    patch_spec(&ns.0, "revert", serde_json::json!({"version": "3.5.35"})).await;
+    wait_for("a member upgraded", Duration::from_secs(60), || async {
+        let events = event_names(&ns.0, "reason=MemberUpgraded");
+        if events.is_empty() {
+            Err("no MemberUpgraded event yet".to_string())
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+    patch_spec(&ns.0, "revert", serde_json::json!({"version": "3.4.23"})).await;
+    let what = "every member on 3.4.23";
+    wait_status(&ns.0, "revert", what, Duration::from_secs(180), |s| {
+        s.current_version == "3.4.23"
+            && s.phase == "Running"
+            && s.members.ready.len() == 3
+            && s.target_version == "3.4.23"
+    })
+    .await;
+    let versions = pod_images(&ns.0);
+    assert!(
+        versions.iter().all(|image| image.ends_with(":v3.4.23")),
+        "{versions:?}"
+    );
+    let mut client = etcd(&ns.0, "revert", &ready).await;
+    assert_keys(&mut client, "revert", 10).await;
+}

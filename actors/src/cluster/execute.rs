@@ -1,28 +1,54 @@
 //! The act step of a tick: performs a decision's actions in order, stopping at the first
-//! failure, and records an Event for each membership change, upgrade step and failure.
+//! failure. What to tell people about them is the report step's business.
 
 use actix::Addr;
 use serde::Serialize;
 
-use crate::lifecycle::{Action, MemberView, Version};
-use crate::member_client::{AddMember, ListMembers, MemberClient, PromoteMember, RemoveMember};
-use crate::ports::{
-    ClusterApi, EtcdError, EtcdErrorKind, EventRecord, EventType, InitialState, MemberPod,
+use crate::lifecycle::{Action, BootstrapRecord, MemberView, Version};
+use crate::member_client::{
+    AddMember, ListMembers, MemberClient, PromoteMember, RemoveMember, ask,
 };
+use crate::ports::{ClusterApi, EtcdError, EtcdErrorKind, InitialState, MemberPod, VersionChange};
 use crate::topology::Topology;
-
-use super::observe::ask;
 
 /// What happened to one action.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ActionOutcome {
     /// The action.
     pub action: Action,
-    /// What it did, or why it failed.
-    pub result: Result<String, String>,
-    /// The failure is etcd saying "not yet" (its 5-second gate after a join, a learner
-    /// still catching up): retried on the next tick, not worth a Warning.
-    pub not_yet: bool,
+    /// How it ended.
+    pub result: ActionResult,
+}
+
+/// How one action ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "result", rename_all = "camelCase")]
+pub enum ActionResult {
+    /// It was carried out.
+    Done {
+        /// What it did, for people.
+        note: String,
+        /// The member (pod) it concerned, if one.
+        member: Option<String>,
+    },
+    /// etcd said "not yet" (its 5-second gate after a join, a learner still catching up):
+    /// retried on the next tick, not worth a Warning.
+    NotYet {
+        /// What etcd said.
+        error: String,
+    },
+    /// It failed.
+    Failed {
+        /// Why.
+        error: String,
+    },
+}
+
+impl ActionResult {
+    /// Whether the action was carried out.
+    pub fn is_done(&self) -> bool {
+        matches!(self, ActionResult::Done { .. })
+    }
 }
 
 /// What an action did, and to which member.
@@ -84,18 +110,18 @@ pub(crate) struct Effectors<'a> {
 pub(crate) async fn execute(fx: &Effectors<'_>, actions: &[Action]) -> Vec<ActionOutcome> {
     let mut outcomes = Vec::new();
     for action in actions {
-        let (result, member, not_yet) = match perform(fx, action).await {
-            Ok(done) => (Ok(done.note), done.member, false),
-            Err(f) => (Err(f.message), None, f.not_yet),
+        let result = match perform(fx, action).await {
+            Ok(done) => ActionResult::Done {
+                note: done.note,
+                member: done.member,
+            },
+            Err(f) if f.not_yet => ActionResult::NotYet { error: f.message },
+            Err(f) => ActionResult::Failed { error: f.message },
         };
-        let failed = result.is_err();
-        if !not_yet {
-            record(fx, action, &result, member).await;
-        }
+        let failed = !result.is_done();
         outcomes.push(ActionOutcome {
             action: action.clone(),
             result,
-            not_yet,
         });
         if failed {
             break;
@@ -118,19 +144,25 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
         Action::CreateSeed { version } => {
             let name = t.new_member_name(&mut rand::rng());
             let token = format!("{}-{:016x}", t.name, rand::random::<u64>());
-            let pod = MemberPod {
-                name: name.clone(),
-                version: version.clone(),
-                initial_cluster: t.initial_cluster(std::slice::from_ref(&name)),
-                state: InitialState::New { token },
-            };
             fx.kube
-                .create_member_pod(&pod)
+                .record_bootstrap(&BootstrapRecord::seed(&name, &token))
                 .await
-                .map_err(|e| e.message)?;
+                .map_err(|e| format!("recording the seed {name} in status: {e}"))?;
+            start_seed(fx, &name, &token, version).await?;
             Ok(Done::member(
                 format!("created seed member {name} (etcd {version})"),
                 &name,
+            ))
+        }
+        Action::StartSeed {
+            name,
+            token,
+            version,
+        } => {
+            start_seed(fx, name, token, version).await?;
+            Ok(Done::member(
+                format!("started recorded seed member {name} (etcd {version})"),
+                name,
             ))
         }
         Action::AddMember { learner, version } => {
@@ -166,7 +198,7 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
             )
             .await
             .map_err(|e| Failure::etcd("member list".to_string(), &e))?;
-            start_joining_pod(fx, name, *id, &list, version)
+            start_joining_pod(fx, name, *id, &list.members, version)
                 .await
                 .map_err(Failure::from)?;
             Ok(Done::member(
@@ -208,17 +240,78 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
             fx.kube.delete_pod(name).await.map_err(|e| e.message)?;
             Ok(Done::member(format!("deleted pod {name}"), name))
         }
-        Action::UpgradeMember { name, to } => {
+        Action::UpgradeMember { name, from, to } => {
+            let change = VersionChange {
+                to: to.clone(),
+                upgrade_from: Some(from.clone()),
+            };
             fx.kube
-                .set_pod_version(name, to)
+                .set_pod_version(name, &change)
                 .await
                 .map_err(|e| e.message)?;
             Ok(Done::member(
-                format!("set member {name} to etcd {to}; its data stays"),
+                format!("set member {name} from etcd {from} to {to}; its data stays"),
+                name,
+            ))
+        }
+        Action::RollBackMember { name, to } => {
+            let change = VersionChange {
+                to: to.clone(),
+                upgrade_from: None,
+            };
+            fx.kube
+                .set_pod_version(name, &change)
+                .await
+                .map_err(|e| e.message)?;
+            Ok(Done::member(
+                format!("moved member {name} back to etcd {to}; its data stays"),
+                name,
+            ))
+        }
+        Action::LabelVoter { name } => {
+            fx.kube.label_voter(name).await.map_err(|e| e.message)?;
+            Ok(Done::member(
+                format!("pod {name} now serves clients (a voting member)"),
+                name,
+            ))
+        }
+        Action::ConfirmUpgrade { name, version } => {
+            let change = VersionChange {
+                to: version.clone(),
+                upgrade_from: None,
+            };
+            fx.kube
+                .set_pod_version(name, &change)
+                .await
+                .map_err(|e| e.message)?;
+            Ok(Done::member(
+                format!("member {name} is healthy on etcd {version}"),
                 name,
             ))
         }
     }
+}
+
+/// Creates the seed's pod: `--initial-cluster-state=new` under the recorded token.
+async fn start_seed(
+    fx: &Effectors<'_>,
+    name: &str,
+    token: &str,
+    version: &Version,
+) -> Result<(), String> {
+    let pod = MemberPod {
+        name: name.to_string(),
+        version: version.clone(),
+        initial_cluster: fx.topology.initial_cluster(&[name.to_string()]),
+        state: InitialState::New {
+            token: token.to_string(),
+        },
+        voter: true,
+    };
+    fx.kube
+        .create_member_pod(&pod)
+        .await
+        .map_err(|e| format!("creating seed pod {name}: {e}"))
 }
 
 /// Creates the pod of a member etcd already knows, with `--initial-cluster` built from
@@ -245,50 +338,10 @@ async fn start_joining_pod(
         version: version.clone(),
         initial_cluster: fx.topology.initial_cluster(&names),
         state: InitialState::Existing,
+        voter: members.iter().any(|m| m.id == id && !m.is_learner),
     };
     fx.kube
         .create_member_pod(&pod)
         .await
         .map_err(|e| format!("creating pod {name}: {e}"))
-}
-
-async fn record(
-    fx: &Effectors<'_>,
-    action: &Action,
-    result: &Result<String, String>,
-    member: Option<String>,
-) {
-    if matches!(action, Action::EnsureServices) && result.is_ok() {
-        return;
-    }
-    let (kind, reason, note) = match result {
-        Ok(note) => (EventType::Normal, event_reason(action), note.clone()),
-        Err(error) => (
-            EventType::Warning,
-            "ActionFailed",
-            format!("{}: {error}", action.kind()),
-        ),
-    };
-    let event = EventRecord {
-        kind,
-        reason: reason.to_string(),
-        action: action.kind().to_string(),
-        note,
-        member,
-    };
-    // An Event that cannot be written must not stop the lifecycle.
-    let _ = fx.kube.record_event(&event).await;
-}
-
-fn event_reason(action: &Action) -> &'static str {
-    match action {
-        Action::EnsureServices => "ServicesEnsured",
-        Action::CreateSeed { .. } => "SeedCreated",
-        Action::AddMember { .. } => "MemberAdded",
-        Action::ResumeJoin { .. } => "JoinResumed",
-        Action::PromoteLearner { .. } => "LearnerPromoted",
-        Action::RemoveMember { .. } => "MemberRemoved",
-        Action::DeletePod { .. } => "PodDeleted",
-        Action::UpgradeMember { .. } => "MemberUpgraded",
-    }
 }

@@ -18,7 +18,7 @@ use actix::prelude::*;
 use futures::FutureExt;
 use slog::{Logger, crit, debug, info, warn};
 
-pub use execute::ActionOutcome;
+pub use execute::{ActionOutcome, ActionResult};
 pub use messages::{Inspect, Nudge, Retire, SpecChanged, Tick};
 
 use crate::debug::{ActorKind, TransitionRecord, unix_ms};
@@ -26,8 +26,9 @@ use crate::lifecycle::{Deadlines, DesiredCluster, Phase, Reason, State};
 use crate::member_client::MemberClient;
 use crate::metrics::{ActionLabels, PhaseLabels, Telemetry};
 use crate::ports::{ClusterApi, EtcdApi};
-use crate::status::StatusReport;
+use crate::report::StatusReport;
 use crate::topology::Topology;
+use observe::HealthProbe;
 use tick::{TickJob, TickOutcome};
 
 /// Timing of a Cluster actor.
@@ -40,6 +41,9 @@ pub struct ClusterConfig {
     pub follow_up: Duration,
     /// Deadline of every etcd call.
     pub etcd_timeout: Duration,
+    /// Deadline of a whole tick (observe, act, report): a call that hangs past it is
+    /// abandoned with the rest of the round, and the next tick starts afresh.
+    pub tick_timeout: Duration,
     /// Deadlines of the lifecycle.
     pub deadlines: Deadlines,
 }
@@ -50,9 +54,38 @@ impl Default for ClusterConfig {
             tick_interval: Duration::from_secs(2),
             follow_up: Duration::from_millis(250),
             etcd_timeout: Duration::from_secs(3),
+            tick_timeout: Duration::from_secs(60),
             deadlines: Deadlines::default(),
         }
     }
+}
+
+/// What a Cluster actor needs from the world: its two ports, telemetry and a logger.
+#[derive(Clone)]
+pub struct ClusterDeps {
+    /// The Kubernetes side of the cluster.
+    pub kube: Arc<dyn ClusterApi>,
+    /// etcd's API (membership calls go through the actor's own MemberClient).
+    pub etcd: Arc<dyn EtcdApi>,
+    /// Metrics and the debug hub.
+    pub telemetry: Telemetry,
+    /// The parent logger.
+    pub logger: Logger,
+}
+
+/// When the next tick runs.
+#[derive(Debug, Default)]
+enum Schedule {
+    /// No tick is running; none is planned (only before the first one).
+    #[default]
+    Idle,
+    /// No tick is running; the next one is planned.
+    Planned(SpawnHandle),
+    /// A tick is running; `again` asks for another one right after it.
+    Running {
+        /// Tick again at once when this one ends.
+        again: bool,
+    },
 }
 
 /// The actor that runs one EtcdCluster.
@@ -62,12 +95,11 @@ pub struct ClusterActor {
     state: State,
     config: ClusterConfig,
     kube: Arc<dyn ClusterApi>,
+    etcd: Arc<dyn EtcdApi>,
     members: Addr<MemberClient>,
     telemetry: Telemetry,
     logger: Logger,
-    busy: bool,
-    tick_again: bool,
-    next_tick: Option<SpawnHandle>,
+    schedule: Schedule,
     last_status: Option<StatusReport>,
     last_reason: Option<Reason>,
     last_message: String,
@@ -75,30 +107,26 @@ pub struct ClusterActor {
 }
 
 impl ClusterActor {
-    /// A Cluster actor for `topology`, with its own MemberClient over `etcd`.
+    /// A Cluster actor for `topology`, with its own MemberClient over `deps.etcd`.
     pub fn new(
         topology: Topology,
         spec: DesiredCluster,
         config: ClusterConfig,
-        kube: Arc<dyn ClusterApi>,
-        etcd: Arc<dyn EtcdApi>,
-        telemetry: Telemetry,
-        logger: &Logger,
+        deps: ClusterDeps,
     ) -> Self {
-        let logger = logger.new(slog::o!("cluster" => topology.key()));
-        let members = MemberClient::new(etcd, config.etcd_timeout).start();
+        let logger = deps.logger.new(slog::o!("cluster" => topology.key()));
+        let members = MemberClient::new(deps.etcd.clone(), config.etcd_timeout).start();
         ClusterActor {
             topology,
             spec,
             state: State::default(),
             config,
-            kube,
+            kube: deps.kube,
+            etcd: deps.etcd,
             members,
-            telemetry,
+            telemetry: deps.telemetry,
             logger,
-            busy: false,
-            tick_again: false,
-            next_tick: None,
+            schedule: Schedule::Idle,
             last_status: None,
             last_reason: None,
             last_message: String::new(),
@@ -106,20 +134,26 @@ impl ClusterActor {
         }
     }
 
+    /// Plans the next tick `after` from now, replacing a planned one. While a tick runs,
+    /// `after == 0` asks for another right after it, and anything later waits for its end.
     fn schedule(&mut self, after: Duration, ctx: &mut Context<Self>) {
-        if let Some(handle) = self.next_tick.take() {
-            ctx.cancel_future(handle);
+        match &mut self.schedule {
+            Schedule::Running { again } => *again |= after.is_zero(),
+            Schedule::Planned(handle) => {
+                ctx.cancel_future(*handle);
+                self.schedule = Schedule::Planned(ctx.notify_later(Tick, after));
+            }
+            Schedule::Idle => self.schedule = Schedule::Planned(ctx.notify_later(Tick, after)),
         }
-        self.next_tick = Some(ctx.notify_later(Tick, after));
     }
 
     /// Ticks now, or right after the tick in progress.
     fn tick_soon(&mut self, ctx: &mut Context<Self>) {
-        if self.busy {
-            self.tick_again = true;
-        } else {
-            self.schedule(Duration::ZERO, ctx);
-        }
+        self.schedule(Duration::ZERO, ctx);
+    }
+
+    fn busy(&self) -> bool {
+        matches!(self.schedule, Schedule::Running { .. })
     }
 
     fn debug_view(&self) -> serde_json::Value {
@@ -132,7 +166,7 @@ impl ClusterActor {
             "message": self.last_message,
             "status": self.last_status,
             "ticks": self.ticks,
-            "busy": self.busy,
+            "busy": self.busy(),
         })
     }
 
@@ -143,14 +177,15 @@ impl ClusterActor {
     }
 
     fn finish(&mut self, outcome: TickOutcome, ctx: &mut Context<Self>) {
-        self.busy = false;
+        let again = matches!(self.schedule, Schedule::Running { again: true });
+        self.schedule = Schedule::Idle;
         self.ticks += 1;
         let metrics = &self.telemetry.metrics;
         metrics.ticks.inc();
         let acted = match outcome {
             TickOutcome::Blind { error, elapsed } => {
                 metrics.tick_seconds.observe(elapsed.as_secs_f64());
-                warn!(self.logger, "cannot read the cluster's pods; deciding nothing"; "error" => error);
+                warn!(self.logger, "tick ended without a decision"; "error" => error);
                 false
             }
             TickOutcome::Decided(done) => {
@@ -164,7 +199,11 @@ impl ClusterActor {
                 } = *done;
                 metrics.tick_seconds.observe(elapsed.as_secs_f64());
                 for o in &outcomes {
-                    let outcome = if o.result.is_ok() { "ok" } else { "error" };
+                    let outcome = match o.result {
+                        ActionResult::Done { .. } => "ok",
+                        ActionResult::NotYet { .. } => "not_yet",
+                        ActionResult::Failed { .. } => "error",
+                    };
                     metrics
                         .actions
                         .get_or_create(&ActionLabels {
@@ -173,12 +212,14 @@ impl ClusterActor {
                         })
                         .inc();
                     match &o.result {
-                        Ok(done) => info!(self.logger, "{}", done; "action" => o.action.kind()),
-                        Err(error) if o.not_yet => {
+                        ActionResult::Done { note, .. } => {
+                            info!(self.logger, "{}", note; "action" => o.action.kind())
+                        }
+                        ActionResult::NotYet { error } => {
                             info!(self.logger, "etcd is not ready for this step yet; retrying";
                                 "action" => o.action.kind(), "error" => error)
                         }
-                        Err(error) => {
+                        ActionResult::Failed { error } => {
                             warn!(self.logger, "action failed"; "action" => o.action.kind(), "error" => error)
                         }
                     }
@@ -196,8 +237,7 @@ impl ClusterActor {
             }
         };
         self.publish_view();
-        let next = if self.tick_again {
-            self.tick_again = false;
+        let next = if again {
             Duration::ZERO
         } else if acted || self.state.phase.is_progressing() {
             self.config.follow_up
@@ -261,9 +301,7 @@ impl Supervised for ClusterActor {
         self.telemetry.metrics.restarts.inc();
         // `stopped` already decremented the `clusters` gauge; `started` runs again next.
         self.state = State::default();
-        self.busy = false;
-        self.tick_again = false;
-        self.next_tick = None;
+        self.schedule = Schedule::Idle;
         self.last_status = None;
     }
 }
@@ -272,15 +310,18 @@ impl Handler<Tick> for ClusterActor {
     type Result = ();
 
     fn handle(&mut self, _: Tick, ctx: &mut Context<Self>) {
-        self.next_tick = None;
-        if self.busy {
-            self.tick_again = true;
+        if let Schedule::Running { again } = &mut self.schedule {
+            *again = true;
             return;
         }
-        self.busy = true;
+        self.schedule = Schedule::Running { again: false };
         let job = TickJob {
             kube: self.kube.clone(),
             members: self.members.clone(),
+            probe: HealthProbe {
+                etcd: self.etcd.clone(),
+                timeout: self.config.etcd_timeout,
+            },
             topology: self.topology.clone(),
             spec: self.spec.clone(),
             state: self.state.clone(),
@@ -288,7 +329,17 @@ impl Handler<Tick> for ClusterActor {
             last_status: self.last_status.clone(),
             last_reason: self.last_reason,
         };
-        let guarded = AssertUnwindSafe(job.run()).catch_unwind();
+        let timeout = self.config.tick_timeout;
+        let bounded = async move {
+            let started = tokio::time::Instant::now();
+            tokio::time::timeout(timeout, job.run())
+                .await
+                .unwrap_or_else(|_| TickOutcome::Blind {
+                    error: format!("the tick did not finish within {timeout:?}; abandoned"),
+                    elapsed: started.elapsed(),
+                })
+        };
+        let guarded = AssertUnwindSafe(bounded).catch_unwind();
         ctx.spawn(
             guarded
                 .into_actor(self)

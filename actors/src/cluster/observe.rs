@@ -1,13 +1,15 @@
 //! The observe step of a tick: pods from Kubernetes, members and health from etcd.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
 
 use actix::Addr;
 use tokio::time::Instant;
 
-use crate::lifecycle::{MemberHealth, Membership, Observation, PodView};
-use crate::member_client::{ListMembers, MemberClient, MemberStatus};
-use crate::ports::{ApiError, ClusterApi, EtcdError};
+use crate::lifecycle::{MemberHealth, MemberView, Membership, Observation, PodView};
+use crate::member_client::{ListMembers, MemberClient, ask};
+use crate::ports::{ApiError, ClusterApi, EtcdApi, EtcdError};
 use crate::topology::Topology;
 
 /// Reads the world for one tick. Fails only when Kubernetes cannot be read: without the
@@ -15,6 +17,7 @@ use crate::topology::Topology;
 pub(crate) async fn observe(
     kube: &dyn ClusterApi,
     members: &Addr<MemberClient>,
+    probe: &HealthProbe,
     topology: &Topology,
 ) -> Result<Observation, ApiError> {
     let view = kube.observe().await?;
@@ -24,34 +27,81 @@ pub(crate) async fn observe(
             error: "no live member pods".into(),
         }
     } else {
-        match ask(members, ListMembers { endpoints }).await {
-            Ok(list) => Membership::Listed { members: list },
+        let list = ListMembers {
+            endpoints: endpoints.clone(),
+        };
+        match ask(members, list).await {
+            Ok(list) => Membership::Listed {
+                cluster_id: list.cluster_id,
+                members: list.members,
+            },
             Err(e) => Membership::Unreachable { error: e.message },
         }
     };
-    let mut health = BTreeMap::new();
-    if let Membership::Listed { members: list } = &membership {
-        for m in list.iter().filter(|m| m.started()) {
+    let health = match &membership {
+        Membership::Listed {
+            members: list,
+            cluster_id,
+        } => probe.all(list, *cluster_id, topology).await,
+        Membership::Unreachable { .. } => BTreeMap::new(),
+    };
+    Ok(Observation {
+        now: Instant::now(),
+        pods: view.pods,
+        services_present: view.services_present,
+        recorded: view.recorded,
+        name_conflict: view.name_conflict,
+        endpoints,
+        membership,
+        health,
+    })
+}
+
+/// Status probes of members: every started member at once, straight through the etcd port
+/// rather than the MemberClient's mailbox. They change nothing, so they need not wait
+/// behind a membership change, and a frozen member costs one timeout, not one per member.
+pub(crate) struct HealthProbe {
+    /// The etcd port.
+    pub etcd: Arc<dyn EtcdApi>,
+    /// Deadline of one probe.
+    pub timeout: Duration,
+}
+
+impl HealthProbe {
+    async fn all(
+        &self,
+        list: &[MemberView],
+        cluster_id: u64,
+        topology: &Topology,
+    ) -> BTreeMap<u64, MemberHealth> {
+        let probes = list.iter().filter(|m| m.started()).map(|m| async move {
             let endpoint = m
                 .client_urls
                 .first()
                 .cloned()
                 .unwrap_or_else(|| topology.client_url(&m.name));
-            let status = ask(members, MemberStatus { endpoint })
+            let health = tokio::time::timeout(self.timeout, self.etcd.status(&endpoint))
                 .await
+                .unwrap_or_else(|_| Err(EtcdError::timeout("endpoint status", self.timeout)))
                 .unwrap_or_else(|e| MemberHealth::unreachable(&e.message));
-            health.insert(m.id, status);
-        }
+            (m.id, of_this_cluster(health, cluster_id))
+        });
+        futures::future::join_all(probes)
+            .await
+            .into_iter()
+            .collect()
     }
-    Ok(Observation {
-        now: Instant::now(),
-        pods: view.pods,
-        services_present: view.services_present,
-        previously_bootstrapped: view.previously_bootstrapped,
-        name_conflict: view.name_conflict,
-        membership,
-        health,
-    })
+}
+
+/// A status answer from another etcd cluster (a reused address) is no answer from this
+/// member.
+fn of_this_cluster(health: MemberHealth, cluster_id: u64) -> MemberHealth {
+    match health.cluster_id {
+        Some(other) if other != cluster_id => MemberHealth::unreachable(&format!(
+            "answered for etcd cluster {other:x}, not this cluster's {cluster_id:x}"
+        )),
+        _ => health,
+    }
 }
 
 /// Client URLs to reach etcd through: the ready member pods, or when none is ready (a
@@ -66,18 +116,4 @@ pub(crate) fn client_endpoints(pods: &[PodView], topology: &Topology) -> Vec<Str
         return ready;
     }
     live().map(|p| topology.client_url(&p.name)).collect()
-}
-
-/// Sends a call to the MemberClient; a stopped MemberClient is an unavailable etcd.
-pub(crate) async fn ask<M, T>(client: &Addr<MemberClient>, msg: M) -> Result<T, EtcdError>
-where
-    M: actix::Message<Result = Result<T, EtcdError>> + Send + 'static,
-    T: Send + 'static,
-    MemberClient: actix::Handler<M>,
-{
-    client.send(msg).await.unwrap_or_else(|e| {
-        Err(EtcdError::classify(format!(
-            "member client unavailable: {e}"
-        )))
-    })
 }

@@ -9,31 +9,33 @@ use tokio::time::Instant;
 
 use crate::lifecycle::{Deadlines, Decision, DesiredCluster, Reason, State, decide};
 use crate::member_client::MemberClient;
-use crate::ports::{ClusterApi, EventRecord, EventType};
-use crate::status::{StatusReport, summarize};
+use crate::ports::ClusterApi;
+use crate::report::{Report, StatusReport, report};
 use crate::topology::Topology;
 
 use super::execute::{ActionOutcome, Effectors, execute};
-use super::observe::{client_endpoints, observe};
+use super::observe::{HealthProbe, observe};
 
 /// Inputs of one tick.
 pub(crate) struct TickJob {
     pub kube: Arc<dyn ClusterApi>,
     pub members: Addr<MemberClient>,
+    pub probe: HealthProbe,
     pub topology: Topology,
     pub spec: DesiredCluster,
     pub state: State,
     pub deadlines: Deadlines,
     /// The status published last, to skip writes that change nothing.
     pub last_status: Option<StatusReport>,
-    /// The reason of the previous decision, to raise a refusal's Event once.
+    /// The reason this actor published last, to raise a refusal's Event once (a fresh
+    /// actor compares with the reason in the object's status instead).
     pub last_reason: Option<Reason>,
 }
 
 /// What a tick did.
 #[derive(Debug)]
 pub(crate) enum TickOutcome {
-    /// Kubernetes could not be read; nothing was decided.
+    /// Kubernetes could not be read, or the tick ran out of time: nothing was decided.
     Blind { error: String, elapsed: Duration },
     /// A decision was taken and carried out.
     Decided(Box<Decided>),
@@ -51,11 +53,11 @@ pub(crate) struct Decided {
 }
 
 impl TickJob {
-    /// Runs the tick to completion.
+    /// Runs the tick to completion: observe → decide → execute → report → publish.
     pub(crate) async fn run(self) -> TickOutcome {
         let started = Instant::now();
         let kube = self.kube.as_ref();
-        let obs = match observe(kube, &self.members, &self.topology).await {
+        let obs = match observe(kube, &self.members, &self.probe, &self.topology).await {
             Ok(obs) => obs,
             Err(e) => {
                 return TickOutcome::Blind {
@@ -65,31 +67,18 @@ impl TickJob {
             }
         };
         let decision = decide(self.state, &obs, &self.spec, &self.deadlines);
-        let endpoints = client_endpoints(&obs.pods, &self.topology);
         let fx = Effectors {
             kube,
             members: &self.members,
             topology: &self.topology,
-            endpoints,
+            endpoints: obs.endpoints.clone(),
         };
         let outcomes = execute(&fx, &decision.actions).await;
-        let mut status = summarize(&decision, &obs, &self.spec);
-        let real_failure = outcomes
-            .iter()
-            .filter(|o| !o.not_yet)
-            .find_map(|o| o.result.as_ref().err());
-        if let Some(failure) = real_failure {
-            status.message = format!("{} (last step failed: {failure})", status.message);
-        }
-        if decision.why.reason.is_refusal() && self.last_reason != Some(decision.why.reason) {
-            let event = EventRecord {
-                kind: EventType::Warning,
-                reason: decision.why.reason.as_str().to_string(),
-                action: "Decide".into(),
-                note: decision.why.message.clone(),
-                member: None,
-            };
-            let _ = kube.record_event(&event).await;
+        let Report { status, events } =
+            report(&decision, &obs, &self.spec, &outcomes, self.last_reason);
+        for event in &events {
+            // An Event that cannot be written must not stop the lifecycle.
+            let _ = kube.record_event(event).await;
         }
         let status_error = if self.last_status.as_ref() != Some(&status) {
             kube.publish_status(&status).await.err().map(|e| e.message)

@@ -11,9 +11,21 @@ use super::Version;
 pub enum Action {
     /// Create the headless and client Services if they are missing (idempotent).
     EnsureServices,
-    /// Start a brand-new cluster: one seed pod with `--initial-cluster-state=new` and a
-    /// fresh `--initial-cluster-token`.
+    /// Start a brand-new cluster: record a new seed name and `--initial-cluster-token` in
+    /// the status (before anything runs), then create the seed pod with
+    /// `--initial-cluster-state=new`.
     CreateSeed {
+        /// etcd version of the seed.
+        version: Version,
+    },
+    /// Create the pod of the seed already recorded in the status, under its recorded name
+    /// and token (its pod is missing: never created, or deleted because it never started
+    /// or died before any member answered). Creating a pod that exists is a no-op.
+    StartSeed {
+        /// Recorded seed (and pod) name.
+        name: String,
+        /// Recorded `--initial-cluster-token`.
+        token: String,
         /// etcd version of the seed.
         version: Version,
     },
@@ -54,12 +66,36 @@ pub enum Action {
         /// Pod name.
         name: String,
     },
-    /// Change the etcd image of a member's pod in place; its data stays.
+    /// Change the etcd image of a member's pod in place; its data stays. The pod is marked
+    /// with the version it ran (`from`) until the member is healthy on `to`.
     UpgradeMember {
         /// Member (and pod) name.
         name: String,
+        /// Version it runs now.
+        from: Version,
         /// Version to run.
         to: Version,
+    },
+    /// Put a member's pod back on an older version: after its upgrade failed, or because
+    /// the spec went back while etcd still allows it.
+    RollBackMember {
+        /// Member (and pod) name.
+        name: String,
+        /// Version to run again.
+        to: Version,
+    },
+    /// Label a voting member's pod so the client Service routes to it (a promoted learner,
+    /// or a pod made by an older operator).
+    LabelVoter {
+        /// Pod name.
+        name: String,
+    },
+    /// The member is healthy on its new version: drop its pod's upgrade mark.
+    ConfirmUpgrade {
+        /// Member (and pod) name.
+        name: String,
+        /// The version it runs.
+        version: Version,
     },
 }
 
@@ -69,12 +105,16 @@ impl Action {
         match self {
             Action::EnsureServices => "ensure_services",
             Action::CreateSeed { .. } => "create_seed",
+            Action::StartSeed { .. } => "start_seed",
             Action::AddMember { .. } => "add_member",
             Action::ResumeJoin { .. } => "resume_join",
             Action::PromoteLearner { .. } => "promote_learner",
             Action::RemoveMember { .. } => "remove_member",
             Action::DeletePod { .. } => "delete_pod",
             Action::UpgradeMember { .. } => "upgrade_member",
+            Action::RollBackMember { .. } => "roll_back_member",
+            Action::ConfirmUpgrade { .. } => "confirm_upgrade",
+            Action::LabelVoter { .. } => "label_voter",
         }
     }
 

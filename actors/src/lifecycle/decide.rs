@@ -3,21 +3,24 @@
 //! One call per tick. It looks at what the tick observed, compares it with the spec, and
 //! picks at most one membership step, in this order of precedence:
 //!
-//! 1. spec problems (TLS, bad version) and `paused` block every action;
-//! 2. without a member list: bootstrap a cluster that never had members, otherwise wait;
+//! 1. spec problems (name, TLS, bad version), a name owned by someone else, and an etcd
+//!    answering for another cluster block every action; `paused` too;
+//! 2. without a member list: the bootstrap rule ([`Birth`]) decides whether a seed may be
+//!    created or restarted; a cluster that exists is only reported on;
 //! 3. missing Services are recreated; pods without a member are deleted after a grace time;
 //! 4. a member added but not started gets its pod, or is removed after a deadline;
 //! 5. without a healthy quorum nothing else happens;
-//! 6. dead members, then members unhealthy past a deadline, are removed (and replaced by
-//!    the scale-up step on a later tick);
+//! 6. dead members, then members unhealthy past a deadline (and not ready by the kubelet's
+//!    own probe), are removed (and replaced by the scale-up step on a later tick);
 //! 7. a started learner is promoted;
 //! 8. with every member healthy: scale by one member, else upgrade one member.
 
 use std::collections::BTreeSet;
 
+use super::upgrade;
 use super::{
-    Action, Deadlines, DesiredCluster, MemberView, Membership, Observation, Phase, Reason, State,
-    UpgradePath, Version, Why,
+    Action, Birth, Deadlines, DesiredCluster, MemberView, Membership, Observation, Phase, PodView,
+    Reason, State, UpgradePath, Version, Why,
 };
 
 /// Grace time before a pod that has no etcd member is deleted, so that a member list read
@@ -42,19 +45,21 @@ pub fn decide(
     spec: &DesiredCluster,
     deadlines: &Deadlines,
 ) -> Decision {
+    if let Err(why) = check_cluster_id(&mut state, obs) {
+        return blocked(state, why);
+    }
     let target = match check_spec(spec) {
         Ok(target) => target,
-        Err(why) => {
-            let phase = Phase::Blocked { reason: why.reason };
-            return settle(state, phase, vec![], why);
-        }
+        Err(why) => return blocked(state, why),
     };
     if let Some(owner) = &obs.name_conflict {
         let why = Why::new(
             Reason::NameConflict,
-            format!("{owner}; this cluster shares nothing with it and waits until the name is free"),
+            format!(
+                "{owner}; this cluster shares nothing with it and waits until the name is free"
+            ),
         );
-        return settle(state, Phase::Blocked { reason: why.reason }, vec![], why);
+        return blocked(state, why);
     }
     if spec.paused {
         let why = Why::new(
@@ -63,24 +68,100 @@ pub fn decide(
         );
         return settle(state, Phase::Paused, vec![], why);
     }
+    upgrade::track_upgrades(&mut state, obs, |pod| healthy_on_own_version(obs, pod));
+    upgrade::note_failures(&mut state, obs, &target);
+    if let Some(d) = upgrade::failed_upgrade(&mut state, obs, deadlines) {
+        return d;
+    }
     match &obs.membership {
-        Membership::Unreachable { error } => without_member_list(state, obs, error, &target),
-        Membership::Listed { members } => {
-            state.bootstrapped = true;
+        Membership::Unreachable { error } => {
+            let birth = Birth::of(&state, obs);
+            without_member_list(state, obs, birth, error, &target)
+        }
+        Membership::Listed { members, .. } => {
             track_timers(&mut state, obs, members);
             let view = ClusterView::new(obs, members);
-            with_member_list(state, &view, spec, &target, deadlines)
+            let mut d = with_member_list(state, &view, spec, &target, deadlines);
+            if !matches!(d.state.phase, Phase::Blocked { .. }) {
+                d.actions.extend(unlabelled_voters(&view));
+            }
+            d
         }
     }
 }
 
-fn settle(mut state: State, phase: Phase, actions: Vec<Action>, why: Why) -> Decision {
+pub(super) fn settle(mut state: State, phase: Phase, actions: Vec<Action>, why: Why) -> Decision {
     state.phase = phase;
     Decision {
         state,
         actions,
         why,
     }
+}
+
+fn blocked(state: State, why: Why) -> Decision {
+    settle(state, Phase::Blocked { reason: why.reason }, vec![], why)
+}
+
+/// Remembers the cluster ID etcd answers with, and refuses an answer from another cluster
+/// than the one recorded (a reused address, a stale DNS record): such an endpoint is never
+/// taken for a member of this cluster.
+fn check_cluster_id(state: &mut State, obs: &Observation) -> Result<(), Why> {
+    let Membership::Listed { cluster_id, .. } = &obs.membership else {
+        return Ok(());
+    };
+    let recorded = obs
+        .recorded
+        .bootstrap
+        .as_ref()
+        .and_then(|r| r.cluster_id)
+        .or(state.cluster_id);
+    match recorded {
+        Some(expected) if expected != *cluster_id => Err(Why::new(
+            Reason::ClusterIdMismatch,
+            format!(
+                "the members answered for etcd cluster {cluster_id:x}, but this EtcdCluster's \
+                 cluster is {expected:x}; nothing is changed (check the pods and DNS records \
+                 of this cluster)"
+            ),
+        )),
+        _ => {
+            state.cluster_id = Some(*cluster_id);
+            Ok(())
+        }
+    }
+}
+
+/// Voting members whose pod is not yet behind the client Service. Labelled after the
+/// tick's step, so a failed label never holds back a membership step.
+fn unlabelled_voters(view: &ClusterView<'_>) -> Vec<Action> {
+    view.members
+        .iter()
+        .filter(|m| m.started() && !m.is_learner)
+        .filter(|m| {
+            view.obs
+                .pod(&m.name)
+                .is_some_and(|p| !p.voter && !p.is_dead())
+        })
+        .map(|m| Action::LabelVoter {
+            name: m.name.clone(),
+        })
+        .collect()
+}
+
+/// Whether the member of `pod` answers, healthy, with the version the pod runs.
+fn healthy_on_own_version(obs: &Observation, pod: &PodView) -> bool {
+    let Membership::Listed { members, .. } = &obs.membership else {
+        return false;
+    };
+    members
+        .iter()
+        .filter(|m| m.started() && m.name == pod.name)
+        .filter_map(|m| obs.health.get(&m.id))
+        .any(|h| {
+            h.is_healthy()
+                && h.version.as_ref().map(ToString::to_string).as_deref() == pod.version.as_deref()
+        })
 }
 
 fn check_spec(spec: &DesiredCluster) -> Result<Version, Why> {
@@ -105,67 +186,148 @@ fn check_spec(spec: &DesiredCluster) -> Result<Version, Why> {
         .map_err(|e| Why::new(Reason::InvalidSpec, format!("spec.version: {e}")))
 }
 
-fn without_member_list(state: State, obs: &Observation, error: &str, target: &Version) -> Decision {
-    let bootstrapped = state.bootstrapped || obs.previously_bootstrapped;
+fn without_member_list(
+    state: State,
+    obs: &Observation,
+    birth: Birth<'_>,
+    error: &str,
+    target: &Version,
+) -> Decision {
+    // Missing Services are recreated whatever else happens: without the headless Service
+    // the members cannot even find each other, and creating it never touches data.
+    let mut actions = Vec::new();
+    if !obs.services_present {
+        actions.push(Action::EnsureServices);
+    }
     let live: Vec<_> = obs.pods.iter().filter(|p| !p.is_dead()).collect();
-    if !bootstrapped && obs.pods.is_empty() {
-        let mut actions = Vec::new();
-        if !obs.services_present {
-            actions.push(Action::EnsureServices);
+    let block = |state, why: Why, actions| {
+        settle(state, Phase::Blocked { reason: why.reason }, actions, why)
+    };
+    match birth {
+        Birth::Born { .. } if live.is_empty() => block(
+            state,
+            Why::new(
+                Reason::AllMembersLost,
+                "every member's pod is gone or dead and no member answers; the operator \
+                 will not create an empty cluster in its place, nor delete the failed pods \
+                 that may hold its data (restore from a backup, or delete and recreate the \
+                 EtcdCluster)",
+            ),
+            actions,
+        ),
+        Birth::Born { .. } => block(
+            state,
+            Why::new(
+                Reason::EtcdUnreachable,
+                format!(
+                    "{} member pod(s) exist but no member answers ({error}); changing nothing",
+                    live.len()
+                ),
+            ),
+            actions,
+        ),
+        Birth::Unborn if obs.pods.is_empty() => {
+            actions.push(Action::CreateSeed {
+                version: target.clone(),
+            });
+            let why = Why::new(
+                Reason::CreatingSeed,
+                "no members yet: creating the seed member",
+            );
+            settle(state, Phase::Bootstrapping, actions, why)
         }
-        actions.push(Action::CreateSeed {
+        Birth::Unborn => unrecorded_seed(state, obs, &live, error),
+        Birth::Seeding { seed, token } => {
+            recorded_seed(state, obs, actions, (seed, token), error, target)
+        }
+    }
+}
+
+/// Pods exist but no seed was ever recorded: an older operator's seed. It is waited for,
+/// or when it died before any member answered (it holds no data), deleted to start over.
+fn unrecorded_seed(state: State, obs: &Observation, live: &[&PodView], error: &str) -> Decision {
+    if let Some(pod) = live.first() {
+        return waiting_for_seed(state, pod, error);
+    }
+    let actions = obs
+        .pods
+        .iter()
+        .filter(|p| !p.terminating)
+        .map(|p| Action::DeletePod {
+            name: p.name.clone(),
+        })
+        .collect();
+    let why = Why::new(
+        Reason::RestartingFailedSeed,
+        "the seed member died before the cluster formed (it holds no data): starting over",
+    );
+    settle(state, Phase::Bootstrapping, actions, why)
+}
+
+/// The recorded seed: started under its recorded name and token when its pod is missing,
+/// recreated from the current spec when it never ran and the spec moved on, restarted when
+/// it died before any member answered, waited for otherwise.
+fn recorded_seed(
+    state: State,
+    obs: &Observation,
+    mut actions: Vec<Action>,
+    (seed, token): (&str, &str),
+    error: &str,
+    target: &Version,
+) -> Decision {
+    let Some(pod) = obs.pod(seed) else {
+        actions.push(Action::StartSeed {
+            name: seed.to_string(),
+            token: token.to_string(),
             version: target.clone(),
         });
         let why = Why::new(
             Reason::CreatingSeed,
-            "no members yet: creating the seed member",
+            format!("starting the recorded seed member {seed}"),
         );
         return settle(state, Phase::Bootstrapping, actions, why);
-    }
-    if !bootstrapped && live.is_empty() {
-        let actions: Vec<_> = obs
-            .pods
-            .iter()
-            .filter(|p| !p.terminating)
-            .map(|p| Action::DeletePod {
-                name: p.name.clone(),
-            })
-            .collect();
-        let why = Why::new(
+    };
+    let stale = !pod.started && pod.version.as_deref() != Some(target.to_string().as_str());
+    let (reason, message) = if pod.terminating {
+        return waiting_for_seed(state, pod, error);
+    } else if pod.is_dead() {
+        (
             Reason::RestartingFailedSeed,
-            "the seed member died before the cluster formed (it holds no data): starting over",
-        );
-        return settle(state, Phase::Bootstrapping, actions, why);
-    }
-    if !bootstrapped {
-        let problem = live.iter().find_map(|p| p.problem.clone());
-        let detail = problem.unwrap_or_else(|| format!("etcd not answering yet: {error}"));
-        let why = Why::new(
-            Reason::WaitingForSeed,
             format!(
-                "waiting for seed member {} to start ({detail})",
-                live[0].name
+                "seed member {seed} died before the cluster formed (no member ever answered): starting it again"
             ),
-        );
-        return settle(state, Phase::Bootstrapping, vec![], why);
-    }
-    if live.is_empty() {
-        let why = Why::new(
-            Reason::AllMembersLost,
-            "every member's pod is gone and no member answers; the operator will not create \
-             an empty cluster in its place (restore from a backup, or delete and recreate the \
-             EtcdCluster)",
-        );
-        return settle(state, Phase::Blocked { reason: why.reason }, vec![], why);
-    }
+        )
+    } else if stale {
+        (
+            Reason::RecreatingSeed,
+            format!(
+                "seed member {seed} never started and the spec now asks for etcd {target}: recreating it (it holds no data)"
+            ),
+        )
+    } else {
+        return waiting_for_seed(state, pod, error);
+    };
+    actions.push(Action::DeletePod {
+        name: seed.to_string(),
+    });
+    settle(
+        state,
+        Phase::Bootstrapping,
+        actions,
+        Why::new(reason, message),
+    )
+}
+
+fn waiting_for_seed(state: State, pod: &PodView, error: &str) -> Decision {
+    let detail = pod
+        .problem
+        .clone()
+        .unwrap_or_else(|| format!("etcd not answering yet: {error}"));
     let why = Why::new(
-        Reason::EtcdUnreachable,
-        format!(
-            "{} member pod(s) exist but no member answers ({error}); changing nothing",
-            live.len()
-        ),
+        Reason::WaitingForSeed,
+        format!("waiting for seed member {} to start ({detail})", pod.name),
     );
-    settle(state, Phase::Blocked { reason: why.reason }, vec![], why)
+    settle(state, Phase::Bootstrapping, vec![], why)
 }
 
 fn track_timers(state: &mut State, obs: &Observation, members: &[MemberView]) {
@@ -201,12 +363,12 @@ fn track_timers(state: &mut State, obs: &Observation, members: &[MemberView]) {
 }
 
 /// The member list joined with pods and health, with the counts decisions need.
-struct ClusterView<'a> {
-    obs: &'a Observation,
-    members: &'a [MemberView],
+pub(super) struct ClusterView<'a> {
+    pub(super) obs: &'a Observation,
+    pub(super) members: &'a [MemberView],
     voters: usize,
-    healthy_voters: usize,
-    leader: Option<u64>,
+    pub(super) healthy_voters: usize,
+    pub(super) leader: Option<u64>,
 }
 
 impl<'a> ClusterView<'a> {
@@ -234,7 +396,7 @@ impl<'a> ClusterView<'a> {
         self.voters / 2 + 1
     }
 
-    fn is_healthy(&self, m: &MemberView) -> bool {
+    pub(super) fn is_healthy(&self, m: &MemberView) -> bool {
         m.started() && self.obs.health.get(&m.id).is_some_and(|h| h.is_healthy())
     }
 
@@ -244,7 +406,7 @@ impl<'a> ClusterView<'a> {
     }
 
     /// Versions the started members report, oldest and newest.
-    fn running_versions(&self) -> Option<(Version, Version)> {
+    pub(super) fn running_versions(&self) -> Option<(Version, Version)> {
         let versions: Vec<&Version> = self
             .members
             .iter()
@@ -257,7 +419,7 @@ impl<'a> ClusterView<'a> {
 }
 
 fn with_member_list(
-    state: State,
+    mut state: State,
     view: &ClusterView<'_>,
     spec: &DesiredCluster,
     target: &Version,
@@ -283,11 +445,14 @@ fn with_member_list(
     if let Some(d) = orphan_pods(&state, view) {
         return d(state);
     }
-    let join_version = version_for_new_members(view, target);
+    let join_version = version_for_new_members(&state, view, target);
     if let Some(d) = unstarted_member(&state, view, deadlines, &scaling, &join_version) {
         return d(state);
     }
     if view.healthy_voters < view.quorum() {
+        // The unhealthy timers start afresh when quorum is back: time spent without quorum
+        // says nothing about one member.
+        state.unhealthy_since.clear();
         let why = Why::new(
             Reason::QuorumLost,
             format!(
@@ -336,13 +501,15 @@ fn with_member_list(
     if view.members.len() != size {
         return scale(state, view, size, &join_version, scaling);
     }
-    upgrade(state, view, target)
+    upgrade::upgrade(state, view, target)
 }
 
 /// The version a new member runs: the target when the running members may move to it,
-/// otherwise the newest version already running (a refused target is never started).
-fn version_for_new_members(view: &ClusterView<'_>, target: &Version) -> Version {
+/// otherwise the newest version already running (a refused target is never started), or
+/// the oldest when the target is one a member failed to run.
+fn version_for_new_members(state: &State, view: &ClusterView<'_>, target: &Version) -> Version {
     match view.running_versions() {
+        Some((oldest, _)) if state.failed_version.as_ref() == Some(target) => oldest,
         Some((oldest, newest))
             if target < &newest || oldest.path_to(target) == UpgradePath::TooFar =>
         {
@@ -394,7 +561,29 @@ fn unstarted_member(
         .unwrap_or_default();
     let pod = view.obs.pod(&name);
     let expired = waited >= deadlines.unstarted_member;
-    let (actions, why) = if pod.is_some_and(|p| p.is_dead()) || expired {
+    let given_up = pod.is_some_and(|p| p.is_dead()) || expired;
+    // Removing a voting member needs a quorum of the configuration that includes it: when
+    // a voting joiner (etcd < 3.4 has no learners) cannot start, that quorum is gone.
+    let removable = m.is_learner || view.healthy_voters >= view.quorum();
+    let (actions, why) = if given_up && !removable {
+        let detail = pod
+            .and_then(|p| p.problem.clone())
+            .unwrap_or_else(|| "its pod is dead".into());
+        let why = Why::new(
+            Reason::JoinStuck,
+            format!(
+                "voting member {name} was added {}s ago but cannot start ({detail}); until it \
+                 starts the cluster has no quorum and the member cannot be removed. Fix what \
+                 keeps it from starting (its image, its node), or delete its pod to have it \
+                 recreated",
+                waited.as_secs()
+            ),
+        );
+        let phase = Phase::Blocked { reason: why.reason };
+        return Some(Box::new(move |state: State| {
+            settle(state, phase, vec![], why)
+        }));
+    } else if given_up {
         let mut actions = vec![Action::RemoveMember {
             id: m.id,
             name: name.clone(),
@@ -455,9 +644,16 @@ fn dead_or_unhealthy_member(
                 ),
             ));
         }
+        // A member whose pod runs is removed only when the cluster agrees it is gone: the
+        // operator's probe failed past the deadline *and* the kubelet's own readiness probe
+        // fails; and never while a replacement is joining. (etcd refuses every `member
+        // add` while a voting member is unreachable, so several frozen members are removed
+        // one per tick, each removal checked by etcd to keep a quorum, then replaced.)
         let since = state.unhealthy_since.get(&m.id)?;
         let waited = now.saturating_duration_since(*since);
-        (waited >= deadlines.unhealthy_member).then(|| {
+        let pod_ready = view.obs.pod(&m.name).is_some_and(|p| p.ready);
+        let others_settled = view.members.iter().all(|o| o.started() && !o.is_learner);
+        (waited >= deadlines.unhealthy_member && !pod_ready && others_settled).then(|| {
             (
                 m,
                 Reason::ReplacingUnhealthyMember,
@@ -538,75 +734,4 @@ fn scale(
         },
     ];
     settle(state, scaling, actions, why)
-}
-
-fn upgrade(state: State, view: &ClusterView<'_>, target: &Version) -> Decision {
-    let Some((oldest, newest)) = view.running_versions() else {
-        let why = Why::new(Reason::Converged, "members report no version yet");
-        return settle(state, Phase::Running, vec![], why);
-    };
-    if target < &newest {
-        let why = Why::new(
-            Reason::DowngradeRefused,
-            format!("refusing to downgrade from {newest} to {target}; nothing was changed"),
-        );
-        return settle(state, Phase::Running, vec![], why);
-    }
-    match oldest.path_to(target) {
-        UpgradePath::Same => {
-            let why = Why::new(
-                Reason::Converged,
-                format!("{} members running {target}", view.members.len()),
-            );
-            return settle(state, Phase::Running, vec![], why);
-        }
-        UpgradePath::TooFar => {
-            let why = Why::new(
-                Reason::VersionSkipRefused,
-                format!(
-                    "refusing to upgrade from {oldest} to {target}: upgrade one minor version \
-                     at a time; nothing was changed"
-                ),
-            );
-            return settle(state, Phase::Running, vec![], why);
-        }
-        UpgradePath::Downgrade | UpgradePath::Allowed => {}
-    }
-    let phase = Phase::Upgrading {
-        from: oldest,
-        to: target.clone(),
-    };
-    let runs = |m: &MemberView| {
-        view.obs.health.get(&m.id).and_then(|h| h.version.as_ref()) == Some(target)
-    };
-    let pod_wants = |m: &MemberView| {
-        view.obs
-            .pod(&m.name)
-            .and_then(|p| p.version.as_deref())
-            .and_then(|v| v.parse::<Version>().ok())
-            .as_ref()
-            == Some(target)
-    };
-    if let Some(m) = view.members.iter().find(|m| pod_wants(m) && !runs(m)) {
-        let why = Why::new(
-            Reason::WaitingForUpgradedMember,
-            format!("waiting for member {} to come back on {target}", m.name),
-        );
-        return settle(state, phase, vec![], why);
-    }
-    let next = view
-        .members
-        .iter()
-        .filter(|m| !runs(m))
-        .min_by_key(|m| (Some(m.id) == view.leader, m.name.clone()))
-        .expect("an upgrade has a member that does not run the target version");
-    let why = Why::new(
-        Reason::UpgradingMember,
-        format!("upgrading member {} to {target}", next.name),
-    );
-    let action = Action::UpgradeMember {
-        name: next.name.clone(),
-        to: target.clone(),
-    };
-    settle(state, phase, vec![action], why)
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::fixtures::{World, running_state};
+use super::fixtures::{self, World, running_state};
 use super::*;
 
 fn spec(size: u32, version: &str) -> DesiredCluster {
@@ -78,9 +78,9 @@ fn seed_that_died_before_the_cluster_formed_is_deleted_to_start_over() {
 }
 
 #[test]
-fn cluster_that_had_members_is_never_bootstrapped_again() {
+fn cluster_whose_id_is_recorded_is_never_bootstrapped_again() {
     let now = Instant::now();
-    let obs = World::empty(now).previously_bootstrapped().build();
+    let obs = World::empty(now).born().build();
     let d = run(State::default(), &obs, &spec(3, "3.5.21"));
     assert!(d.actions.is_empty());
     assert_eq!(
@@ -89,6 +89,133 @@ fn cluster_that_had_members_is_never_bootstrapped_again() {
             reason: Reason::AllMembersLost
         }
     );
+}
+
+#[test]
+fn failed_pods_of_a_cluster_that_exists_are_never_deleted_to_start_over() {
+    let now = Instant::now();
+    let obs = World::empty(now)
+        .born()
+        .extra_pod("demo-a", PodPhase::Failed)
+        .extra_pod("demo-b", PodPhase::Failed)
+        .build();
+    let d = run(State::default(), &obs, &spec(3, "3.5.21"));
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    assert_eq!(d.why.reason, Reason::AllMembersLost);
+}
+
+#[test]
+fn members_listed_by_an_older_operators_status_mean_the_cluster_exists() {
+    let now = Instant::now();
+    let mut obs = World::empty(now).build();
+    obs.recorded.members = vec!["demo-a".into()];
+    let d = run(State::default(), &obs, &spec(3, "3.5.21"));
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    assert_eq!(d.why.reason, Reason::AllMembersLost);
+}
+
+#[test]
+fn a_cluster_this_actor_saw_answer_is_never_seeded_even_before_its_status_says_so() {
+    let now = Instant::now();
+    let listed = World::healthy(now, 1, "3.5.21").build();
+    let first = run(State::default(), &listed, &spec(1, "3.5.21"));
+    let gone = World::empty(now).build();
+    let d = run(first.state, &gone, &spec(1, "3.5.21"));
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    assert_eq!(d.why.reason, Reason::AllMembersLost);
+}
+
+#[test]
+fn a_paused_cluster_still_learns_its_cluster_id() {
+    let now = Instant::now();
+    let obs = World::healthy(now, 3, "3.5.21").build();
+    let mut paused = spec(3, "3.5.21");
+    paused.paused = true;
+    let d = run(State::default(), &obs, &paused);
+    assert_eq!(d.state.phase, Phase::Paused);
+    assert_eq!(d.state.cluster_id, Some(fixtures::CLUSTER_ID));
+}
+
+#[test]
+fn a_recorded_seed_without_a_pod_is_started_under_its_recorded_name_and_token() {
+    let now = Instant::now();
+    let obs = World::empty(now).seeding("demo-seed").build();
+    let d = run(State::default(), &obs, &spec(3, "3.5.21"));
+    assert_eq!(
+        d.actions,
+        vec![Action::StartSeed {
+            name: "demo-seed".into(),
+            token: "demo-token".into(),
+            version: VERSION.parse().unwrap(),
+        }]
+    );
+}
+
+#[test]
+fn a_recorded_seed_that_died_before_any_member_answered_is_restarted() {
+    let now = Instant::now();
+    let obs = World::empty(now)
+        .seeding("demo-seed")
+        .extra_pod("demo-seed", PodPhase::Failed)
+        .build();
+    let d = run(State::default(), &obs, &spec(3, "3.5.21"));
+    assert_eq!(
+        d.actions,
+        vec![Action::DeletePod {
+            name: "demo-seed".into()
+        }]
+    );
+    assert_eq!(d.why.reason, Reason::RestartingFailedSeed);
+}
+
+#[test]
+fn a_seed_that_never_started_is_recreated_when_the_version_changes() {
+    let now = Instant::now();
+    let obs = World::empty(now)
+        .seeding("demo-seed")
+        .extra_pod("demo-seed", PodPhase::Pending)
+        .pod("demo-seed", |p| {
+            p.started = false;
+            p.version = Some("3.2.13".into());
+            p.problem = Some("ErrImagePull: no binary".into());
+        })
+        .build();
+    let same = run(State::default(), &obs, &spec(1, "3.2.13"));
+    assert!(same.actions.is_empty(), "{:?}", same.actions);
+    assert_eq!(same.why.reason, Reason::WaitingForSeed);
+    let changed = run(State::default(), &obs, &spec(1, "3.5.21"));
+    assert_eq!(
+        changed.actions,
+        vec![Action::DeletePod {
+            name: "demo-seed".into()
+        }]
+    );
+    assert_eq!(changed.why.reason, Reason::RecreatingSeed);
+}
+
+#[test]
+fn a_seed_that_has_run_is_not_recreated_when_the_version_changes() {
+    let now = Instant::now();
+    let obs = World::empty(now)
+        .seeding("demo-seed")
+        .extra_pod("demo-seed", PodPhase::Running)
+        .build();
+    let d = run(State::default(), &obs, &spec(1, "3.5.35"));
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    assert_eq!(d.why.reason, Reason::WaitingForSeed);
+}
+
+#[test]
+fn members_answering_for_another_cluster_block_every_action() {
+    let now = Instant::now();
+    let mut obs = World::healthy(now, 1, "3.5.21").born().build();
+    if let Membership::Listed { cluster_id, .. } = &mut obs.membership {
+        *cluster_id = 0x1234;
+    }
+    let d = run(running_state(), &obs, &spec(3, "3.5.21"));
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    assert_eq!(d.why.reason, Reason::ClusterIdMismatch);
+    assert_eq!(d.state.cluster_id, Some(fixtures::CLUSTER_ID));
 }
 
 #[test]
@@ -120,7 +247,7 @@ fn healthy_seed_grows_by_one_learner_when_version_supports_it() {
     let d = run(State::default(), &obs, &spec(3, "3.4.23"));
     assert_eq!(d.actions, vec![add(true, "3.4.23")]);
     assert_eq!(d.state.phase, Phase::Scaling { from: 1, to: 3 });
-    assert!(d.state.bootstrapped);
+    assert_eq!(d.state.cluster_id, Some(fixtures::CLUSTER_ID));
 }
 
 #[test]
@@ -275,7 +402,11 @@ fn after_a_dead_member_is_removed_a_replacement_is_added() {
 #[test]
 fn member_unhealthy_past_the_deadline_is_replaced_but_not_before() {
     let now = Instant::now();
-    let world = || World::healthy(now, 3, "3.5.21").unreachable(3);
+    let world = || {
+        World::healthy(now, 3, "3.5.21")
+            .unreachable(3)
+            .pod("m3", |p| p.ready = false)
+    };
     let first = run(running_state(), &world().build(), &spec(3, "3.5.21"));
     assert!(first.actions.is_empty());
     let mut obs = world().build();
@@ -372,7 +503,9 @@ fn a_two_member_cluster_with_an_unhealthy_member_is_not_scaled_down() {
     let obs = World::healthy(now, 2, "3.5.21").unreachable(2).build();
     let d = run(running_state(), &obs, &spec(1, "3.5.21"));
     assert!(
-        !d.actions.iter().any(|a| matches!(a, Action::RemoveMember { .. })),
+        !d.actions
+            .iter()
+            .any(|a| matches!(a, Action::RemoveMember { .. })),
         "{:?}",
         d.actions
     );
@@ -398,6 +531,7 @@ fn upgrade_moves_followers_first_and_the_leader_last() {
         d.actions,
         vec![Action::UpgradeMember {
             name: "m2".into(),
+            from: "3.4.23".parse().unwrap(),
             to: "3.5.21".parse().unwrap()
         }]
     );
@@ -535,4 +669,260 @@ fn new_members_never_run_a_refused_target_version() {
     assert_eq!(d.actions, vec![add(true, "3.5.21")]);
     let d = run(running_state(), &obs, &spec(3, "3.7.0"));
     assert_eq!(d.actions, vec![add(true, "3.5.21")]);
+}
+
+#[test]
+fn a_member_whose_pod_is_ready_is_not_removed_however_long_the_operator_cannot_reach_it() {
+    let now = Instant::now();
+    let world = || World::healthy(now, 3, "3.5.21").unreachable(3);
+    let first = run(running_state(), &world().build(), &spec(3, "3.5.21"));
+    let mut obs = world().build();
+    obs.now = later(now, 3_600);
+    let d = run(first.state, &obs, &spec(3, "3.5.21"));
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    assert_eq!(d.why.reason, Reason::WaitingForHealthyMembers);
+}
+
+#[test]
+fn an_unhealthy_member_is_not_removed_while_a_replacement_is_joining() {
+    let now = Instant::now();
+    let world = || {
+        World::healthy(now, 4, "3.5.21")
+            .unreachable(4)
+            .pod("m4", |p| p.ready = false)
+            .member(5, "3.5.21")
+            .learner(5)
+            .unreachable(5)
+    };
+    let first = run(running_state(), &world().build(), &spec(5, "3.5.21"));
+    let mut obs = world().build();
+    obs.now = later(now, 121);
+    let d = run(first.state, &obs, &spec(5, "3.5.21"));
+    assert!(
+        !d.actions
+            .iter()
+            .any(|a| matches!(a, Action::RemoveMember { .. })),
+        "{:?}",
+        d.actions
+    );
+}
+
+#[test]
+fn unhealthy_timers_start_afresh_after_quorum_was_lost() {
+    let now = Instant::now();
+    let unready = |w: World, id: u64| {
+        w.unreachable(id)
+            .pod(&format!("m{id}"), |p| p.ready = false)
+    };
+    let one_down = || unready(World::healthy(now, 3, "3.5.21"), 3);
+    let first = run(running_state(), &one_down().build(), &spec(3, "3.5.21"));
+    let mut lost = unready(one_down(), 2).build();
+    lost.now = later(now, 60);
+    let during = run(first.state, &lost, &spec(3, "3.5.21"));
+    assert_eq!(during.why.reason, Reason::QuorumLost);
+    // Quorum is back at 100 s; member 3's timer started over then, not at 0 s.
+    let mut back = one_down().build();
+    back.now = later(now, 100);
+    let regained = run(during.state, &back, &spec(3, "3.5.21"));
+    let mut after = one_down().build();
+    after.now = later(now, 130);
+    let d = run(regained.state, &after, &spec(3, "3.5.21"));
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    let mut much_later = one_down().build();
+    much_later.now = later(now, 221);
+    let d = run(d.state, &much_later, &spec(3, "3.5.21"));
+    assert_eq!(d.why.reason, Reason::ReplacingUnhealthyMember);
+}
+
+#[test]
+fn a_voting_joiner_that_cannot_start_without_quorum_is_reported_not_removed() {
+    let now = Instant::now();
+    let world = || {
+        World::healthy(now, 1, "3.3.25")
+            .unstarted(2, "m2", false)
+            .extra_pod("m2", PodPhase::Pending)
+            .pod("m2", |p| p.problem = Some("ErrImagePull: no binary".into()))
+    };
+    let first = run(running_state(), &world().build(), &spec(2, "3.3.25"));
+    assert_eq!(first.why.reason, Reason::WaitingForJoin);
+    let mut obs = world().build();
+    obs.now = later(now, 91);
+    let d = run(first.state, &obs, &spec(2, "3.3.25"));
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    assert_eq!(d.why.reason, Reason::JoinStuck);
+    assert!(d.why.message.contains("ErrImagePull"), "{}", d.why.message);
+}
+
+/// Three members on 3.4.23 whose `m2` was set to 3.5.21 and does not come up on it.
+fn upgraded_m2_down(now: Instant) -> World {
+    World::healthy(now, 3, "3.4.23")
+        .unreachable(2)
+        .pod("m2", |p| {
+            p.version = Some("3.5.21".into());
+            p.upgrade_from = Some("3.4.23".into());
+            p.ready = false;
+            p.problem = Some("etcd: ErrImagePull".into());
+        })
+}
+
+#[test]
+fn an_upgraded_member_that_does_not_come_up_in_time_is_rolled_back() {
+    let now = Instant::now();
+    let first = run(
+        running_state(),
+        &upgraded_m2_down(now).build(),
+        &spec(3, "3.5.21"),
+    );
+    assert!(first.actions.is_empty(), "{:?}", first.actions);
+    let mut obs = upgraded_m2_down(now).build();
+    obs.now = later(now, 61);
+    let d = run(first.state, &obs, &spec(3, "3.5.21"));
+    assert_eq!(
+        d.actions,
+        vec![Action::RollBackMember {
+            name: "m2".into(),
+            to: "3.4.23".parse().unwrap(),
+        }]
+    );
+    assert_eq!(d.state.failed_version, Some("3.5.21".parse().unwrap()));
+    assert_eq!(d.why.reason, Reason::UpgradeFailed);
+    assert_eq!(
+        d.state.phase,
+        Phase::Blocked {
+            reason: Reason::UpgradeFailed
+        }
+    );
+}
+
+#[test]
+fn a_one_member_cluster_on_a_bad_image_is_rolled_back_though_nothing_answers() {
+    let now = Instant::now();
+    let world = || {
+        World::healthy(now, 1, "3.4.23")
+            .pod("m1", |p| {
+                p.version = Some("3.5.21".into());
+                p.upgrade_from = Some("3.4.23".into());
+                p.ready = false;
+            })
+            .born()
+            .etcd_down()
+    };
+    let first = run(running_state(), &world().build(), &spec(1, "3.5.21"));
+    assert_eq!(first.why.reason, Reason::EtcdUnreachable);
+    let mut obs = world().build();
+    obs.now = later(now, 61);
+    let d = run(first.state, &obs, &spec(1, "3.5.21"));
+    assert!(
+        matches!(&d.actions[..], [Action::RollBackMember { name, .. }] if name == "m1"),
+        "{:?}",
+        d.actions
+    );
+}
+
+#[test]
+fn a_version_recorded_as_failed_is_not_tried_again_while_the_spec_asks_for_it() {
+    let now = Instant::now();
+    let mut obs = World::healthy(now, 3, "3.4.23").build();
+    obs.recorded.failed_version = Some("3.5.21".into());
+    let d = run(running_state(), &obs, &spec(3, "3.5.21"));
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    assert_eq!(d.why.reason, Reason::UpgradeFailed);
+    let other = run(running_state(), &obs, &spec(3, "3.5.35"));
+    assert!(
+        matches!(&other.actions[..], [Action::UpgradeMember { .. }]),
+        "{:?}",
+        other.actions
+    );
+    assert_eq!(other.state.failed_version, None);
+}
+
+#[test]
+fn an_upgraded_member_whose_pod_died_is_replaced_on_its_old_version_and_the_upgrade_halts() {
+    let now = Instant::now();
+    let obs = World::healthy(now, 3, "3.4.23")
+        .unreachable(2)
+        .pod("m2", |p| {
+            p.version = Some("3.5.21".into());
+            p.upgrade_from = Some("3.4.23".into());
+            p.phase = PodPhase::Failed;
+        })
+        .build();
+    let d = run(running_state(), &obs, &spec(3, "3.5.21"));
+    assert_eq!(d.why.reason, Reason::ReplacingDeadMember);
+    assert_eq!(d.state.failed_version, Some("3.5.21".parse().unwrap()));
+    let replaced = World::healthy(now, 2, "3.4.23").build();
+    let d = run(d.state, &replaced, &spec(3, "3.5.21"));
+    assert_eq!(d.actions, vec![add(true, "3.4.23")]);
+}
+
+#[test]
+fn going_back_mid_upgrade_moves_the_upgraded_members_back() {
+    let now = Instant::now();
+    let obs = World::healthy(now, 3, "3.4.23")
+        .runs(2, "3.5.21")
+        .pod("m2", |p| p.version = Some("3.5.21".into()))
+        .build();
+    let d = run(running_state(), &obs, &spec(3, "3.4.23"));
+    assert_eq!(
+        d.actions,
+        vec![Action::RollBackMember {
+            name: "m2".into(),
+            to: "3.4.23".parse().unwrap(),
+        }]
+    );
+    assert_eq!(d.why.reason, Reason::RollingBackMember);
+}
+
+#[test]
+fn a_member_healthy_on_its_new_version_loses_its_upgrade_mark() {
+    let now = Instant::now();
+    let obs = World::healthy(now, 3, "3.4.23")
+        .runs(2, "3.5.21")
+        .pod("m2", |p| {
+            p.version = Some("3.5.21".into());
+            p.upgrade_from = Some("3.4.23".into());
+        })
+        .build();
+    let d = run(running_state(), &obs, &spec(3, "3.5.21"));
+    assert_eq!(
+        d.actions[0],
+        Action::ConfirmUpgrade {
+            name: "m2".into(),
+            version: "3.5.21".parse().unwrap(),
+        }
+    );
+    assert!(
+        matches!(&d.actions[1], Action::UpgradeMember { name, .. } if name == "m3"),
+        "{:?}",
+        d.actions
+    );
+}
+
+#[test]
+fn a_voting_member_whose_pod_is_not_behind_the_client_service_is_labelled() {
+    let now = Instant::now();
+    let obs = World::healthy(now, 3, "3.5.21")
+        .pod("m3", |p| p.voter = false)
+        .build();
+    let d = run(running_state(), &obs, &spec(3, "3.5.21"));
+    assert_eq!(d.actions, vec![Action::LabelVoter { name: "m3".into() }]);
+    assert_eq!(d.state.phase, Phase::Running);
+}
+
+#[test]
+fn a_learner_is_never_put_behind_the_client_service() {
+    let now = Instant::now();
+    let obs = World::healthy(now, 3, "3.5.21")
+        .learner(3)
+        .unreachable(3)
+        .pod("m3", |p| p.voter = false)
+        .build();
+    let d = run(running_state(), &obs, &spec(3, "3.5.21"));
+    assert!(
+        !d.actions
+            .iter()
+            .any(|a| matches!(a, Action::LabelVoter { .. })),
+        "{:?}",
+        d.actions
+    );
 }

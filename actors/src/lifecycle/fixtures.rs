@@ -13,6 +13,9 @@ pub(crate) struct World {
     listed: bool,
 }
 
+/// The etcd cluster ID of the fixtures' cluster.
+pub(crate) const CLUSTER_ID: u64 = 0xdead_beef;
+
 pub(crate) fn peer_url(name: &str) -> String {
     format!("http://{name}.demo.default.svc:2380")
 }
@@ -25,7 +28,8 @@ impl World {
                 now,
                 pods: Vec::new(),
                 services_present: true,
-                previously_bootstrapped: false,
+                endpoints: Vec::new(),
+                recorded: Recorded::default(),
                 name_conflict: None,
                 membership: Membership::Unreachable {
                     error: "connection refused".into(),
@@ -63,6 +67,9 @@ impl World {
             terminating: false,
             version: Some(version.to_string()),
             problem: None,
+            started: true,
+            upgrade_from: None,
+            voter: true,
         });
         let mut health = MemberHealth::healthy(version);
         health.leader = Some(1);
@@ -123,6 +130,9 @@ impl World {
             terminating: false,
             version: Some("3.5.21".into()),
             problem: None,
+            started: true,
+            upgrade_from: None,
+            voter: true,
         });
         self
     }
@@ -133,9 +143,19 @@ impl World {
         self
     }
 
-    /// The object's status says it had members before.
-    pub(crate) fn previously_bootstrapped(mut self) -> Self {
-        self.obs.previously_bootstrapped = true;
+    /// The object's status records the cluster's ID: it exists.
+    pub(crate) fn born(mut self) -> Self {
+        self.obs.recorded.bootstrap = Some(BootstrapRecord {
+            seed: Some("m1".into()),
+            token: Some("demo-token".into()),
+            cluster_id: Some(CLUSTER_ID),
+        });
+        self
+    }
+
+    /// The object's status records seed `name`, and no member has answered yet.
+    pub(crate) fn seeding(mut self, name: &str) -> Self {
+        self.obs.recorded.bootstrap = Some(BootstrapRecord::seed(name, "demo-token"));
         self
     }
 
@@ -155,6 +175,7 @@ impl World {
     pub(crate) fn build(mut self) -> Observation {
         if self.listed {
             self.obs.membership = Membership::Listed {
+                cluster_id: CLUSTER_ID,
                 members: self.members,
             };
         }
@@ -166,7 +187,7 @@ impl World {
 pub(crate) fn running_state() -> State {
     State {
         phase: Phase::Running,
-        bootstrapped: true,
+        cluster_id: Some(CLUSTER_ID),
         ..State::default()
     }
 }

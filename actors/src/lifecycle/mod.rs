@@ -2,11 +2,13 @@
 //! function that moves one to the next. No I/O happens here.
 
 mod action;
+mod bootstrap;
 mod decide;
 mod observation;
 mod reason;
 mod spec;
 mod state;
+mod upgrade;
 mod version;
 
 #[cfg(test)]
@@ -15,6 +17,7 @@ mod decide_tests;
 pub(crate) mod fixtures;
 
 pub use action::Action;
+pub use bootstrap::{Birth, BootstrapRecord, Recorded};
 pub use decide::{Decision, ORPHAN_POD_GRACE, decide};
 pub use observation::{MemberHealth, MemberView, Membership, Observation, PodPhase, PodView};
 pub use reason::{Reason, Why};

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use super::Version;
+use super::{Recorded, Version};
 
 /// Lifecycle phase of a pod as Kubernetes reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -37,6 +37,15 @@ pub struct PodView {
     pub version: Option<String>,
     /// Why a container is waiting or failing, as the kubelet says (e.g. `ErrImagePull: ...`).
     pub problem: Option<String>,
+    /// The etcd container has run at some point (running now, or exited). A pod whose etcd
+    /// never ran holds no data.
+    pub started: bool,
+    /// The version this pod ran before its image was last upgraded, while the member has
+    /// not yet been seen healthy on the new one (the pod's upgrade mark).
+    pub upgrade_from: Option<String>,
+    /// The pod is labelled a voting member, which puts it behind the client Service
+    /// (learners refuse client requests, so they are kept out of it).
+    pub voter: bool,
 }
 
 impl PodView {
@@ -93,6 +102,8 @@ pub struct MemberHealth {
     pub raft_index: u64,
     /// Errors the member itself reports (e.g. `NOSPACE` alarms), or why it did not answer.
     pub errors: Vec<String>,
+    /// The etcd cluster the answer came from (the response header's cluster ID).
+    pub cluster_id: Option<u64>,
 }
 
 impl MemberHealth {
@@ -104,6 +115,7 @@ impl MemberHealth {
             leader: None,
             raft_index: 0,
             errors: Vec::new(),
+            cluster_id: None,
         }
     }
 
@@ -115,6 +127,7 @@ impl MemberHealth {
             leader: None,
             raft_index: 0,
             errors: vec![why.to_string()],
+            cluster_id: None,
         }
     }
 
@@ -134,6 +147,8 @@ pub enum Membership {
     },
     /// The member list.
     Listed {
+        /// The etcd cluster that answered (the response header's cluster ID).
+        cluster_id: u64,
         /// Every member, voting or learner, started or not.
         members: Vec<MemberView>,
     },
@@ -149,10 +164,12 @@ pub struct Observation {
     pub pods: Vec<PodView>,
     /// The headless and client Services both exist.
     pub services_present: bool,
-    /// The object's status says this cluster has had members before (survives restarts).
-    pub previously_bootstrapped: bool,
+    /// What the object's status remembers (survives operator restarts).
+    pub recorded: Recorded,
     /// An object this cluster needs belongs to someone else (see `KubeView`).
     pub name_conflict: Option<String>,
+    /// Client URLs of the live member pods: where the tick's etcd calls go.
+    pub endpoints: Vec<String>,
     /// etcd's member list.
     pub membership: Membership,
     /// Health of started members, by member ID.

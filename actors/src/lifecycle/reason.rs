@@ -9,7 +9,7 @@ macro_rules! reasons {
         ///
         /// The variant name is the machine-readable reason (CamelCase, as Kubernetes
         /// condition reasons are); [`Why::message`] carries the human-readable detail.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum Reason {
             $( $(#[$doc])* $variant, )*
         }
@@ -94,6 +94,12 @@ reasons! {
     VersionSkipRefused,
     /// An upgraded member did not become healthy by its deadline.
     UpgradeFailed,
+}
+
+impl Serialize for Reason {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
 }
 
 impl Reason {

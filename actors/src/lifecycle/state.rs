@@ -88,6 +88,9 @@ pub struct Deadlines {
     pub unstarted_member: Duration,
     /// A started member whose pod lives but that does not answer for this long is replaced.
     pub unhealthy_member: Duration,
+    /// A member whose image was upgraded must be healthy on the new version within this
+    /// time, else the upgrade halts and the member is rolled back.
+    pub upgraded_member: Duration,
 }
 
 impl Default for Deadlines {
@@ -95,6 +98,7 @@ impl Default for Deadlines {
         Deadlines {
             unstarted_member: Duration::from_secs(90),
             unhealthy_member: Duration::from_secs(120),
+            upgraded_member: Duration::from_secs(60),
         }
     }
 }
@@ -104,8 +108,9 @@ impl Default for Deadlines {
 pub struct State {
     /// Current phase.
     pub phase: Phase,
-    /// A member list has been read at least once (by this actor).
-    pub bootstrapped: bool,
+    /// The etcd cluster ID this actor has seen answer (the durable copy is the status's
+    /// bootstrap record; this one covers a status write that has not landed yet).
+    pub cluster_id: Option<u64>,
     /// When each started member was first seen unhealthy (cleared when healthy again).
     #[serde(skip)]
     pub unhealthy_since: BTreeMap<u64, Instant>,
@@ -115,16 +120,25 @@ pub struct State {
     /// When each pod without an etcd member was first seen.
     #[serde(skip)]
     pub orphan_since: BTreeMap<String, Instant>,
+    /// A version an upgraded member could not run: the upgrade to it is halted (the
+    /// durable copy is `status.failedVersion`, kept while the spec asks for it).
+    pub failed_version: Option<Version>,
+    /// When each upgraded pod (one with an upgrade mark) was first seen not yet healthy
+    /// on its new version.
+    #[serde(skip)]
+    pub upgrade_since: BTreeMap<String, Instant>,
 }
 
 impl Default for State {
     fn default() -> Self {
         State {
             phase: Phase::Bootstrapping,
-            bootstrapped: false,
+            cluster_id: None,
+            failed_version: None,
             unhealthy_since: BTreeMap::new(),
             unstarted_since: BTreeMap::new(),
             orphan_since: BTreeMap::new(),
+            upgrade_since: BTreeMap::new(),
         }
     }
 }

@@ -1,0 +1,363 @@
+//! The report step of a tick, in one place: from what was decided, observed and done, the
+//! status to publish and the Events to raise. Pure: no I/O.
+//!
+//! A tick reads observe → decide → execute → **report** → publish.
+
+use serde::{Serialize, Serializer};
+
+use crate::cluster::{ActionOutcome, ActionResult};
+use crate::lifecycle::{
+    Action, Birth, BootstrapRecord, Decision, DesiredCluster, Membership, Observation, Phase,
+    Reason,
+};
+use crate::ports::{EventRecord, EventType};
+
+/// Condition type: a quorum of voting members is healthy and serving.
+pub const AVAILABLE: &str = "Available";
+/// Condition type: the operator is changing the cluster toward its spec.
+pub const PROGRESSING: &str = "Progressing";
+/// Condition type: some member is unhealthy, or the operator cannot proceed.
+pub const DEGRADED: &str = "Degraded";
+
+/// One status condition, before it becomes a Kubernetes `Condition`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConditionReport {
+    /// `Available`, `Progressing` or `Degraded`.
+    pub kind: &'static str,
+    /// True or False.
+    pub status: bool,
+    /// CamelCase reason.
+    pub reason: String,
+    /// For people.
+    pub message: String,
+}
+
+/// The status one tick publishes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StatusReport {
+    /// Phase.
+    #[serde(serialize_with = "phase_name")]
+    pub phase: Phase,
+    /// Reason of the last decision.
+    pub reason: Reason,
+    /// Message of the last decision.
+    pub message: String,
+    /// Members in etcd's member list (0 when it could not be read).
+    pub size: usize,
+    /// Names of started, healthy members.
+    pub ready: Vec<String>,
+    /// Names of members that are not ready (not started, unhealthy, or without a pod).
+    pub unready: Vec<String>,
+    /// Oldest etcd version any member runs.
+    pub current_version: Option<String>,
+    /// Version the spec asks for.
+    pub target_version: String,
+    /// Available, Progressing, Degraded.
+    pub conditions: Vec<ConditionReport>,
+    /// `spec.paused`.
+    pub paused: bool,
+    /// Generation of the spec this status answers.
+    pub observed_generation: i64,
+    /// The bootstrap record, with the cluster ID once a member answered. `None` only
+    /// before the first seed is recorded; the status never loses a record it holds.
+    pub bootstrap: Option<BootstrapRecord>,
+    /// A version an upgraded member could not run, while the spec asks for it.
+    pub failed_version: Option<String>,
+}
+
+fn phase_name<S: Serializer>(phase: &Phase, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(phase.name())
+}
+
+/// What one tick reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// The status to publish (when it differs from the last one).
+    pub status: StatusReport,
+    /// The Events to raise.
+    pub events: Vec<EventRecord>,
+}
+
+/// Reports a tick: its status, and an Event for every change made, every failure, and
+/// every refusal the cluster was not already reported in (`previous`: the reason this
+/// actor published last, if it published anything).
+pub fn report(
+    decision: &Decision,
+    obs: &Observation,
+    spec: &DesiredCluster,
+    outcomes: &[ActionOutcome],
+    previous: Option<Reason>,
+) -> Report {
+    let mut status = summarize(decision, obs, spec);
+    if let Some(error) = outcomes.iter().find_map(|o| match &o.result {
+        ActionResult::Failed { error } => Some(error),
+        _ => None,
+    }) {
+        status.message = format!("{} (last step failed: {error})", status.message);
+    }
+    let mut events: Vec<EventRecord> = outcomes.iter().filter_map(outcome_event).collect();
+    let why = &decision.why;
+    let already = match previous {
+        Some(reason) => reason == why.reason,
+        None => obs.recorded.reason == why.reason.as_str(),
+    };
+    if why.reason.is_refusal() && !already {
+        events.push(EventRecord {
+            kind: EventType::Warning,
+            reason: why.reason.as_str().to_string(),
+            action: "Decide".into(),
+            note: why.message.clone(),
+            member: None,
+        });
+    }
+    Report { status, events }
+}
+
+fn outcome_event(outcome: &ActionOutcome) -> Option<EventRecord> {
+    let action = &outcome.action;
+    let (kind, reason, note, member) = match &outcome.result {
+        ActionResult::Done { .. }
+            if matches!(action, Action::EnsureServices | Action::LabelVoter { .. }) =>
+        {
+            return None;
+        }
+        ActionResult::NotYet { .. } => return None,
+        ActionResult::Done { note, member } => (
+            EventType::Normal,
+            event_reason(action),
+            note.clone(),
+            member.clone(),
+        ),
+        ActionResult::Failed { error } => (
+            EventType::Warning,
+            "ActionFailed",
+            format!("{}: {error}", action.kind()),
+            None,
+        ),
+    };
+    Some(EventRecord {
+        kind,
+        reason: reason.to_string(),
+        action: action.kind().to_string(),
+        note,
+        member,
+    })
+}
+
+fn event_reason(action: &Action) -> &'static str {
+    match action {
+        Action::EnsureServices => "ServicesEnsured",
+        Action::CreateSeed { .. } => "SeedCreated",
+        Action::StartSeed { .. } => "SeedStarted",
+        Action::AddMember { .. } => "MemberAdded",
+        Action::ResumeJoin { .. } => "JoinResumed",
+        Action::PromoteLearner { .. } => "LearnerPromoted",
+        Action::RemoveMember { .. } => "MemberRemoved",
+        Action::DeletePod { .. } => "PodDeleted",
+        Action::UpgradeMember { .. } => "MemberUpgraded",
+        Action::RollBackMember { .. } => "MemberRolledBack",
+        Action::ConfirmUpgrade { .. } => "UpgradeConfirmed",
+        Action::LabelVoter { .. } => "VoterLabelled",
+    }
+}
+
+/// Member names by readiness: from etcd's member list when it answered; otherwise, for a
+/// cluster that exists, every member the status remembered or a pod stands for, unready.
+fn members(decision: &Decision, obs: &Observation) -> (Vec<String>, Vec<String>, usize, usize) {
+    let (mut ready, mut unready) = (Vec::new(), Vec::new());
+    let (mut voters, mut healthy_voters) = (0, 0);
+    match &obs.membership {
+        Membership::Listed { members, .. } => {
+            for m in members {
+                let healthy = m.started() && obs.health.get(&m.id).is_some_and(|h| h.is_healthy());
+                let name = m.pod_name().unwrap_or_else(|| format!("{:x}", m.id));
+                if !m.is_learner {
+                    voters += 1;
+                    healthy_voters += usize::from(healthy);
+                }
+                if healthy {
+                    ready.push(name);
+                } else {
+                    unready.push(name);
+                }
+            }
+        }
+        Membership::Unreachable { .. } if Birth::of(&decision.state, obs).is_born() => {
+            unready.extend(obs.recorded.members.iter().cloned());
+            unready.extend(obs.pods.iter().map(|p| p.name.clone()));
+        }
+        Membership::Unreachable { .. } => {}
+    }
+    ready.sort();
+    unready.sort();
+    unready.dedup();
+    (ready, unready, voters, healthy_voters)
+}
+
+/// The record to keep: the one the status holds, with the cluster ID this tick learned.
+fn bootstrap(decision: &Decision, obs: &Observation) -> Option<BootstrapRecord> {
+    let known = decision.state.cluster_id;
+    match (&obs.recorded.bootstrap, known) {
+        (Some(record), Some(id)) => Some(record.with_cluster_id(id)),
+        (Some(record), None) => Some(record.clone()),
+        (None, Some(id)) => Some(BootstrapRecord {
+            seed: None,
+            token: None,
+            cluster_id: Some(id),
+        }),
+        (None, None) => None,
+    }
+}
+
+/// Computes the status for a decision taken on an observation.
+pub fn summarize(decision: &Decision, obs: &Observation, spec: &DesiredCluster) -> StatusReport {
+    let (ready, unready, voters, healthy_voters) = members(decision, obs);
+    let listed = matches!(obs.membership, Membership::Listed { .. });
+    let size = ready.len() + unready.len();
+    let current_version = obs
+        .health
+        .values()
+        .filter_map(|h| h.version.clone())
+        .min()
+        .map(|v| v.to_string());
+    let why = &decision.why;
+    let phase = &decision.state.phase;
+    let quorum = listed && voters > 0 && healthy_voters > voters / 2;
+
+    let available = ConditionReport {
+        kind: AVAILABLE,
+        status: quorum,
+        reason: if quorum {
+            "QuorumHealthy".into()
+        } else if matches!(phase, Phase::Bootstrapping) {
+            "Bootstrapping".into()
+        } else {
+            Reason::QuorumLost.as_str().into()
+        },
+        message: format!("{healthy_voters} of {voters} voting members healthy"),
+    };
+    let progressing = ConditionReport {
+        kind: PROGRESSING,
+        status: phase.is_progressing(),
+        reason: why.reason.as_str().into(),
+        message: why.message.clone(),
+    };
+    let blocked = matches!(phase, Phase::Blocked { .. });
+    let degraded_status = blocked || !unready.is_empty();
+    let degraded = ConditionReport {
+        kind: DEGRADED,
+        status: degraded_status,
+        reason: if blocked {
+            why.reason.as_str().into()
+        } else if matches!(phase, Phase::Bootstrapping) {
+            "Bootstrapping".into()
+        } else if degraded_status {
+            "MembersUnhealthy".into()
+        } else {
+            "AllMembersHealthy".into()
+        },
+        message: if blocked {
+            why.message.clone()
+        } else if degraded_status {
+            format!("not ready: {}", unready.join(", "))
+        } else {
+            format!("{} members healthy", ready.len())
+        },
+    };
+    StatusReport {
+        phase: phase.clone(),
+        reason: why.reason,
+        message: why.message.clone(),
+        size,
+        ready,
+        unready,
+        current_version,
+        target_version: spec.version.clone(),
+        conditions: vec![available, progressing, degraded],
+        paused: spec.paused,
+        observed_generation: spec.generation,
+        bootstrap: bootstrap(decision, obs),
+        failed_version: decision
+            .state
+            .failed_version
+            .as_ref()
+            .map(ToString::to_string)
+            .filter(|v| *v == spec.version),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::time::Instant;
+
+    use super::*;
+    use crate::lifecycle::fixtures::{World, running_state};
+    use crate::lifecycle::{Deadlines, decide};
+
+    fn report(obs: &Observation, spec: &DesiredCluster) -> StatusReport {
+        let d = decide(running_state(), obs, spec, &Deadlines::default());
+        summarize(&d, obs, spec)
+    }
+
+    fn condition<'a>(r: &'a StatusReport, kind: &str) -> &'a ConditionReport {
+        r.conditions.iter().find(|c| c.kind == kind).unwrap()
+    }
+
+    #[test]
+    fn converged_cluster_is_available_not_progressing_not_degraded() {
+        let obs = World::healthy(Instant::now(), 3, "3.5.21").build();
+        let r = report(&obs, &DesiredCluster::new(3, "3.5.21"));
+        assert_eq!(r.phase, Phase::Running);
+        assert_eq!(r.ready, vec!["m1", "m2", "m3"]);
+        assert_eq!(r.current_version.as_deref(), Some("3.5.21"));
+        assert!(condition(&r, AVAILABLE).status);
+        assert!(!condition(&r, PROGRESSING).status);
+        assert!(!condition(&r, DEGRADED).status);
+    }
+
+    #[test]
+    fn unhealthy_member_is_listed_unready_and_degrades_the_cluster() {
+        let obs = World::healthy(Instant::now(), 3, "3.5.21")
+            .unreachable(3)
+            .build();
+        let r = report(&obs, &DesiredCluster::new(3, "3.5.21"));
+        assert_eq!(r.unready, vec!["m3"]);
+        assert!(condition(&r, AVAILABLE).status);
+        let degraded = condition(&r, DEGRADED);
+        assert!(degraded.status);
+        assert_eq!(degraded.reason, "MembersUnhealthy");
+    }
+
+    #[test]
+    fn lost_quorum_is_unavailable_and_degraded_with_the_reason() {
+        let obs = World::healthy(Instant::now(), 3, "3.5.21")
+            .unreachable(2)
+            .unreachable(3)
+            .build();
+        let r = report(&obs, &DesiredCluster::new(3, "3.5.21"));
+        assert!(!condition(&r, AVAILABLE).status);
+        assert_eq!(condition(&r, DEGRADED).reason, "QuorumLost");
+        assert!(matches!(r.phase, Phase::Blocked { .. }));
+    }
+
+    #[test]
+    fn unreachable_cluster_that_had_members_lists_its_pods_as_unready() {
+        let obs = World::healthy(Instant::now(), 3, "3.5.21")
+            .etcd_down()
+            .build();
+        let r = report(&obs, &DesiredCluster::new(3, "3.5.21"));
+        assert!(matches!(r.phase, Phase::Blocked { .. }));
+        assert_eq!(r.unready, vec!["m1", "m2", "m3"]);
+        assert!(r.ready.is_empty());
+    }
+
+    #[test]
+    fn refused_downgrade_shows_in_progressing_with_its_reason() {
+        let obs = World::healthy(Instant::now(), 3, "3.5.21").build();
+        let r = report(&obs, &DesiredCluster::new(3, "3.4.23"));
+        let p = condition(&r, PROGRESSING);
+        assert!(!p.status);
+        assert_eq!(p.reason, "DowngradeRefused");
+        assert_eq!(r.target_version, "3.4.23");
+    }
+}
