@@ -16,12 +16,12 @@ use async_trait::async_trait;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use etcd_operator_actors::lifecycle::{MemberHealth, MemberView, Version};
+use etcd_operator_actors::lifecycle::{BootstrapRecord, MemberHealth};
 use etcd_operator_actors::ports::{
     AddedMember, ApiError, ClusterApi, EtcdApi, EtcdError, EtcdErrorKind, EventRecord, KubeView,
-    MemberPod,
+    MemberList, MemberPod, VersionChange,
 };
-use etcd_operator_actors::status::StatusReport;
+use etcd_operator_actors::report::StatusReport;
 
 /// A write refused because this replica is not (or no longer) known to be the leader.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -217,14 +217,24 @@ impl ClusterApi for FencedClusterApi {
         self.inner.delete_pod(name).await
     }
 
-    async fn set_pod_version(&self, name: &str, version: &Version) -> Result<(), ApiError> {
+    async fn set_pod_version(&self, name: &str, change: &VersionChange) -> Result<(), ApiError> {
         self.pass(&format!("change the image of pod {name}"))?;
-        self.inner.set_pod_version(name, version).await
+        self.inner.set_pod_version(name, change).await
+    }
+
+    async fn label_voter(&self, name: &str) -> Result<(), ApiError> {
+        self.pass(&format!("label pod {name} as a voter"))?;
+        self.inner.label_voter(name).await
     }
 
     async fn publish_status(&self, report: &StatusReport) -> Result<(), ApiError> {
         self.pass("write the EtcdCluster status")?;
         self.inner.publish_status(report).await
+    }
+
+    async fn record_bootstrap(&self, record: &BootstrapRecord) -> Result<(), ApiError> {
+        self.pass("write the bootstrap record into the EtcdCluster status")?;
+        self.inner.record_bootstrap(record).await
     }
 
     async fn record_event(&self, event: &EventRecord) -> Result<(), ApiError> {
@@ -255,7 +265,7 @@ impl FencedEtcdApi {
 
 #[async_trait]
 impl EtcdApi for FencedEtcdApi {
-    async fn list(&self, endpoints: &[String]) -> Result<Vec<MemberView>, EtcdError> {
+    async fn list(&self, endpoints: &[String]) -> Result<MemberList, EtcdError> {
         self.inner.list(endpoints).await
     }
 
@@ -430,6 +440,7 @@ mod tests {
         tokio::time::sleep(secs(1)).await;
         let fake = fakes.cluster(&topology);
         let before = fake.calls();
+        let (pods, members) = (fake.pods(), fake.members());
         assert!(before.add > 0, "the leader acted while it held the lease");
         assert!(!fake.is_converged(5, "3.5.21"), "work is left to do");
 
@@ -440,6 +451,8 @@ mod tests {
         let after = fake.calls();
         assert!(after.observe > before.observe, "the actor kept ticking");
         assert_eq!(writes(&after), writes(&before), "a write passed the fence");
+        assert_eq!(fake.pods(), pods, "a pod changed (a label, an image)");
+        assert_eq!(fake.members(), members, "the membership changed");
         assert!(fence.closed().now_or_never().is_some());
     }
 }

@@ -454,6 +454,7 @@ pub fn pod_images(ns: &str) -> Vec<String> {
     );
     assert!(ok, "{out}");
     out.split_whitespace().map(str::to_string).collect()
+}
 
 /// Pid of the operator tools/local-up.sh started.
 pub fn local_operator_pid() -> i32 {
