@@ -173,8 +173,7 @@ mod tests {
             ..Telemetry::default()
         };
         let election = ElectionView::new(&telemetry, "ns/lease", "me");
-        election.saw_lease(holder);
-        election.set_leading(holder == "me");
+        election.record(holder, holder == "me");
         HttpState {
             election,
             hub: telemetry.hub,

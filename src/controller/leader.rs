@@ -147,6 +147,18 @@ impl Observer {
     }
 }
 
+/// What one acquisition attempt found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attempt {
+    /// This replica holds the Lease now.
+    Acquired,
+    /// Another replica holds it (as far as this attempt saw).
+    Waiting {
+        /// The holder's identity (empty when unknown).
+        holder: String,
+    },
+}
+
 /// What a renewal found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Renewal {
@@ -222,10 +234,13 @@ impl ElectionView {
             .set_state(ActorKind::LeaderElection, "leader-election", json);
     }
 
-    /// Records a successful Lease call that showed `holder` as the holder.
-    pub fn saw_lease(&self, holder: &str) {
+    /// Records a Lease attempt that succeeded in talking to the API server: `holder` holds
+    /// the Lease, and this replica leads or not. Both change at once, so readiness does not
+    /// flicker between the read and the update of one attempt.
+    pub fn record(&self, holder: &str, leading: bool) {
         let mut state = self.lock();
         state.holder = holder.to_string();
+        state.leading = leading;
         state.contact = Some(Instant::now());
         state.lease_read_unix_ms = Some(etcd_operator_actors::debug::unix_ms());
         self.publish(&state);
@@ -317,10 +332,7 @@ impl LeaderElection {
     }
 
     async fn read(&self) -> Result<Option<Lease>, LeaseError> {
-        let lease = bounded("reading", self.api.get_opt(&self.name)).await?;
-        self.view
-            .saw_lease(lease.as_ref().map(holder_of).unwrap_or_default());
-        Ok(lease)
+        bounded("reading", self.api.get_opt(&self.name)).await
     }
 
     /// Writes `lease` with this replica as holder; `false` when it changed since it was read
@@ -334,17 +346,14 @@ impl LeaderElection {
             bounded("creating", self.api.create(&params, &lease)).await
         };
         match written {
-            Ok(_) => {
-                self.view.saw_lease(&self.identity);
-                Ok(true)
-            }
+            Ok(_) => Ok(true),
             Err(e) if e.is_conflict() => Ok(false),
             Err(e) => Err(e),
         }
     }
 
-    /// Tries once to acquire the Lease; `Ok(true)` when this replica holds it now.
-    pub async fn try_acquire(&mut self) -> Result<bool, LeaseError> {
+    /// Tries once to acquire the Lease.
+    pub async fn try_acquire(&mut self) -> Result<Attempt, LeaseError> {
         let Some(lease) = self.read().await? else {
             let lease = Lease {
                 metadata: ObjectMeta {
@@ -353,17 +362,34 @@ impl LeaderElection {
                 },
                 spec: None,
             };
-            return self.take(lease, false).await;
+            return self.attempt(lease, false, "").await;
         };
         match self.observer.judge(&lease, &self.identity, Instant::now()) {
-            Verdict::Held { .. } => Ok(false),
+            Verdict::Held { holder, .. } => Ok(Attempt::Waiting { holder }),
             Verdict::Expired { holder } => {
                 info!(self.logger, "the leader Lease stayed unchanged for its whole duration; taking it over";
-                    "holder" => holder);
-                self.take(lease, true).await
+                    "holder" => &holder);
+                self.attempt(lease, true, &holder).await
             }
-            Verdict::Free => self.take(lease, true).await,
+            Verdict::Free => {
+                let holder = holder_of(&lease).to_string();
+                self.attempt(lease, true, &holder).await
+            }
         }
+    }
+
+    async fn attempt(
+        &self,
+        lease: Lease,
+        existing: bool,
+        holder: &str,
+    ) -> Result<Attempt, LeaseError> {
+        Ok(match self.take(lease, existing).await? {
+            true => Attempt::Acquired,
+            false => Attempt::Waiting {
+                holder: holder.to_string(),
+            },
+        })
     }
 
     /// Tries once to renew the Lease this replica holds.
@@ -388,16 +414,16 @@ impl LeaderElection {
         loop {
             let started = Instant::now();
             match self.try_acquire().await {
-                Ok(true) if fence.renewed(started) => {
-                    self.view.set_leading(true);
+                Ok(Attempt::Acquired) if fence.renewed(started) => {
+                    self.view.record(&self.identity, true);
                     info!(self.logger, "became leader");
                     return true;
                 }
-                Ok(true) => {
+                Ok(Attempt::Acquired) => {
                     warn!(self.logger, "acquired the lease too late to act on it");
                     return false;
                 }
-                Ok(false) => {}
+                Ok(Attempt::Waiting { holder }) => self.view.record(&holder, false),
                 Err(e) => warn!(self.logger, "leader election failed"; "error" => %e),
             }
             tokio::time::sleep(RETRY_PERIOD).await;
@@ -416,10 +442,13 @@ impl LeaderElection {
                 fence.closes_at().unwrap_or(started + RENEW_DEADLINE) + Duration::from_millis(1);
             match tokio::time::timeout_at(deadline, self.try_renew()).await {
                 Ok(Ok(Renewal::Renewed)) => {
-                    fence.renewed(started);
+                    if fence.renewed(started) {
+                        self.view.record(&self.identity, true);
+                    }
                 }
                 Ok(Ok(Renewal::Lost(holder))) => {
                     fence.close_now(&format!("the leader Lease is held by {holder:?} now"));
+                    self.view.record(&holder, false);
                 }
                 Ok(Ok(Renewal::Conflict)) => {}
                 Ok(Err(e)) => warn!(self.logger, "cannot renew the lease"; "error" => %e),
@@ -570,7 +599,8 @@ mod tests {
         let view = ElectionView::new(&telemetry, "ns/lease", "me");
         let now = Instant::now();
         assert!(view.cannot_take_over(now).is_some(), "never read");
-        view.saw_lease("other");
+        view.record("other", false);
+        let now = Instant::now();
         assert_eq!(view.cannot_take_over(now), None);
         let reason = view.cannot_take_over(now + secs(16)).unwrap();
         assert!(reason.contains("could not be read"), "{reason}");
@@ -582,8 +612,7 @@ mod tests {
     fn leadership_shows_in_the_gauge_and_the_debug_view() {
         let telemetry = Telemetry::default();
         let view = ElectionView::new(&telemetry, "ns/lease", "me");
-        view.saw_lease("me");
-        view.set_leading(true);
+        view.record("me", true);
         assert_eq!(telemetry.metrics.leader.get(), 1);
         let entry = telemetry
             .hub

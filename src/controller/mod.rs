@@ -35,7 +35,7 @@ use etcd_operator_actors::topology::Topology;
 
 pub use fence::{Fence, Fenced};
 pub use leader::{
-    CALL_TIMEOUT, ElectionView, LEASE_DURATION, LeaderElection, LeaseError, Observer,
+    Attempt, CALL_TIMEOUT, ElectionView, LEASE_DURATION, LeaderElection, LeaseError, Observer,
     RENEW_DEADLINE, RETRY_PERIOD, Renewal, Verdict,
 };
 pub use watch::watch_event;

@@ -514,19 +514,19 @@ fn block_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
 /// so later scenarios find the environment as local-up left it.
 pub fn restore_leader(pid: i32, identity: &str) {
     let exited = block_until(Duration::from_secs(30), || !alive(pid));
-    let restarted = Command::new("bash")
+    let local_up = Command::new("bash")
         .arg(root().join("tools/local-up.sh"))
         .env("EXAMPLE", "")
         .env("LOCAL_ENV_DIR", env_dir())
-        .stdout(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
+        .output();
+    let restarted = local_up.as_ref().is_ok_and(|o| o.status.success());
     let leading = block_until(Duration::from_secs(60), || lease_holder() == identity);
     if !std::thread::panicking() {
         assert!(exited, "the old operator (pid {pid}) did not exit");
         assert!(
             restarted,
-            "tools/local-up.sh failed to restart the operator"
+            "tools/local-up.sh failed to restart the operator: {:?}",
+            local_up.map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         );
         assert!(
             leading,
