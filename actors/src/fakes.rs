@@ -315,6 +315,12 @@ impl FakeCluster {
         w.cut_off.push(name.to_string());
     }
 
+    /// Forgets everything: pods, Services, members, status (as for an EtcdCluster deleted
+    /// and created again under the same name, once the garbage collector is done).
+    pub fn replace_world(&self) {
+        *self.lock() = World::default();
+    }
+
     /// The next `observe` call panics (once).
     pub fn panic_on_next_observe(&self) {
         self.lock().panic_next_observe = true;

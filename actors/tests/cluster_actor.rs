@@ -462,3 +462,28 @@ async fn a_hung_kubernetes_call_costs_one_tick_not_the_cluster() {
         "the actor froze with the hung call"
     );
 }
+
+#[actix_rt::test]
+async fn an_object_replaced_under_the_same_name_inherits_nothing_from_the_old_one() {
+    tokio::time::pause();
+    let fake = FakeCluster::running(demo(), 1, V);
+    let mut first = DesiredCluster::new(1, V);
+    first.uid = "uid-1".into();
+    let actor = start(&fake, first, ClusterConfig::default());
+    until(&actor, &fake, "1 running member", running_with(1)).await;
+    let before = actor.send(Inspect).await.unwrap();
+    assert!(before["state"]["cluster_id"].is_u64(), "{before:#}");
+
+    // The same name, a new object: its own world, still empty.
+    fake.replace_world();
+    let mut second = DesiredCluster::new(1, V);
+    second.uid = "uid-2".into();
+    actor.do_send(SpecChanged(second));
+    until(&actor, &fake, "the new cluster running", running_with(1)).await;
+    let seeds = fake
+        .created_pods()
+        .into_iter()
+        .filter(|p| matches!(p.state, InitialState::New { .. }))
+        .count();
+    assert_eq!(seeds, 1, "the new object was seeded");
+}

@@ -1,15 +1,19 @@
 //! The CRD generated from the Rust types, with the validation rules the types cannot say.
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, ValidationRule,
+};
 use kube::CustomResourceExt;
 use serde_json::json;
 
 use super::EtcdCluster;
+use super::names;
 
 /// Pattern every `spec.version` must match: `X.Y.Z` with an optional pre-release.
 pub const VERSION_PATTERN: &str = r"^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$";
 
-/// The CRD of `EtcdCluster`, with a CEL rule giving `spec.version` a clear message.
+/// The CRD of `EtcdCluster`, with CEL rules giving `spec.version` a clear message and
+/// refusing names from which a Service, pod or DNS name could not be made.
 pub fn crd() -> CustomResourceDefinition {
     let mut crd = EtcdCluster::crd();
     for version in &mut crd.spec.versions {
@@ -20,20 +24,38 @@ pub fn crd() -> CustomResourceDefinition {
         else {
             continue;
         };
-        let Some(spec) = schema.properties.as_mut().and_then(|p| p.get_mut("spec")) else {
-            continue;
-        };
-        let rule = serde_json::from_value(json!({
-            "rule": format!("!has(self.version) || self.version.matches(r'{VERSION_PATTERN}')"),
-            "message": "must be a release version like 3.5.35 \
-                        (X.Y.Z, optionally with a pre-release such as 3.6.0-rc.1)",
-            "fieldPath": ".version",
-            "reason": "FieldValueInvalid",
-        }))
-        .expect("a well-formed validation rule");
-        spec.x_kubernetes_validations = Some(vec![rule]);
+        schema.x_kubernetes_validations = Some(vec![name_rule()]);
+        if let Some(spec) = schema.properties.as_mut().and_then(|p| p.get_mut("spec")) {
+            spec.x_kubernetes_validations = Some(vec![version_rule()]);
+        }
     }
     crd
+}
+
+fn rule(value: serde_json::Value) -> ValidationRule {
+    serde_json::from_value(value).expect("a well-formed validation rule")
+}
+
+fn version_rule() -> ValidationRule {
+    rule(json!({
+        "rule": format!("!has(self.version) || self.version.matches(r'{VERSION_PATTERN}')"),
+        "message": "must be a release version like 3.5.35 \
+                    (X.Y.Z, optionally with a pre-release such as 3.6.0-rc.1)",
+        "fieldPath": ".version",
+        "reason": "FieldValueInvalid",
+    }))
+}
+
+/// The rule on `metadata.name`, checked when an object is created only: a name never
+/// changes, and an object created before the rule existed must keep a writable status
+/// (the operator reports it `Blocked` with reason `InvalidName`).
+fn name_rule() -> ValidationRule {
+    rule(json!({
+        "rule": format!("oldSelf.hasValue() || ({})", names::name_cel_rule()),
+        "optionalOldSelf": true,
+        "message": names::name_rule_message(),
+        "reason": "FieldValueInvalid",
+    }))
 }
 
 /// The CRD as the YAML committed in `manifests/`.

@@ -2,6 +2,7 @@
 
 mod crd;
 mod desired;
+pub mod names;
 mod spec;
 mod status;
 #[cfg(test)]

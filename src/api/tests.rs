@@ -113,3 +113,106 @@ fn committed_crd_yaml_matches_the_code() {
          `cargo run -- crd > manifests/10-crd.yaml` and commit the result"
     );
 }
+
+fn named(namespace: &str, name: &str) -> EtcdCluster {
+    let mut cluster = EtcdCluster::new(
+        name,
+        EtcdClusterSpec {
+            size: 3,
+            ..EtcdClusterSpec::default()
+        },
+    );
+    cluster.metadata.namespace = Some(namespace.to_string());
+    cluster
+}
+
+#[test]
+fn a_name_too_long_for_the_client_service_blocks_the_cluster_with_the_limit_named() {
+    let name = "a".repeat(60);
+    let problem = desired_cluster(&named("default", &name)).name_problem;
+    let problem = problem.expect("a 60-character name is refused");
+    assert!(problem.contains("the client Service"), "{problem}");
+    assert!(problem.contains("at most 56 characters"), "{problem}");
+}
+
+#[test]
+fn a_dotted_name_blocks_the_cluster_because_the_headless_service_cannot_be_named_so() {
+    let problem = desired_cluster(&named("default", "my.etcd")).name_problem;
+    let problem = problem.expect("a dotted name is refused");
+    assert!(problem.contains("the headless Service"), "{problem}");
+    assert!(problem.contains("no dots"), "{problem}");
+}
+
+#[test]
+fn names_up_to_the_limit_are_accepted_and_one_character_more_is_refused() {
+    assert_eq!(names::max_name_len(), 56);
+    let longest_namespace = "n".repeat(63);
+    let at_limit = "a".repeat(56);
+    assert_eq!(names::name_problem(&longest_namespace, &at_limit), None);
+    assert_eq!(
+        desired_cluster(&named(&longest_namespace, &at_limit)).name_problem,
+        None
+    );
+    assert!(names::name_problem("default", &"a".repeat(57)).is_some());
+    for fine in ["a", "example-etcd-cluster", "a-1", "a--b"] {
+        assert_eq!(names::name_problem("default", fine), None, "{fine}");
+    }
+}
+
+#[test]
+fn names_a_service_cannot_take_are_refused() {
+    for bad in ["my.etcd", "1etcd", "etcd-", "Etcd", "etcd_a", "-etcd"] {
+        assert!(
+            names::name_problem("default", bad).is_some(),
+            "{bad} accepted"
+        );
+    }
+}
+
+#[test]
+fn every_derived_name_of_the_longest_name_fits_its_rule() {
+    let name = "a".repeat(names::max_name_len());
+    let derived = names::derived_names(&"n".repeat(63), &name);
+    let client = derived
+        .iter()
+        .find(|d| d.what == "the client Service")
+        .unwrap();
+    assert_eq!(client.value.len(), 63);
+    for d in &derived {
+        assert!(d.rule.allows(&d.value), "{} {:?}", d.what, d.value);
+    }
+}
+
+#[test]
+fn member_names_have_the_suffix_length_the_name_rules_assume() {
+    let topology = etcd_operator_actors::topology::Topology::new("default", "demo");
+    let member = topology.new_member_name(&mut rand::rng());
+    assert_eq!(member.len(), "demo-".len() + names::MEMBER_SUFFIX_LEN);
+    let derived = names::derived_names("default", "demo");
+    let hostname = derived
+        .iter()
+        .find(|d| d.what == "a member's hostname")
+        .unwrap();
+    assert_eq!(hostname.value.len(), member.len());
+}
+
+fn root_validations() -> serde_json::Value {
+    let crd = crd();
+    let schema = crd.spec.versions[0].schema.clone().unwrap();
+    serde_json::to_value(schema.open_api_v3_schema.unwrap()).unwrap()["x-kubernetes-validations"]
+        .clone()
+}
+
+#[test]
+fn the_crd_refuses_names_beyond_the_limit_on_create_only() {
+    let rules = root_validations();
+    let rule = &rules[0];
+    let text = rule["rule"].as_str().expect("a root CEL rule");
+    assert!(text.contains("self.metadata.name.size() <= 56"), "{text}");
+    assert!(text.contains(names::NAME_PATTERN), "{text}");
+    let message = rule["message"].as_str().unwrap();
+    assert!(message.contains("at most 56 characters"), "{message}");
+    // Names never change: objects created before the rule keep their status writable.
+    assert_eq!(rule["optionalOldSelf"], true);
+    assert!(text.starts_with("oldSelf.hasValue() ||"), "{text}");
+}

@@ -1,9 +1,11 @@
 //! `ClusterApi` over the Kubernetes API: reads from the informer caches, writes through
 //! the API server.
 
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -22,9 +24,11 @@ use etcd_operator_actors::topology::Topology;
 use super::expectations::Expectations;
 use super::pod_view::pod_view;
 use super::status_patch::status_from_report;
+use crate::api::names::name_problem;
 use crate::api::{BootstrapStatus, EtcdCluster, EtcdClusterStatus};
 use crate::resources::labels::{
-    CLUSTER_LABEL, UPGRADE_FROM_ANNOTATION, VOTER_LABEL, object_labels, owner_reference,
+    MANAGED_BY_LABEL, MANAGER, UPGRADE_FROM_ANNOTATION, VOTER_LABEL, client_selector,
+    object_labels, owner_reference,
 };
 use crate::resources::{
     ETCD_CONTAINER, client_service, headless_service, image, member_pod, pvc_name,
@@ -49,7 +53,88 @@ pub struct KubeClusterApi {
     recorder: Recorder,
     expectations: Expectations,
     /// The bootstrap record this operator wrote, until the cache shows it.
-    written_bootstrap: std::sync::Mutex<Option<BootstrapRecord>>,
+    written_bootstrap: Mutex<Option<BootstrapRecord>>,
+    /// Pods and PVCs whose create found them owned by someone else: checked again on
+    /// every observation until they are gone (or ours).
+    conflicts: Mutex<BTreeSet<(Kind, String)>>,
+}
+
+/// The kinds of object a cluster creates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Service,
+    Pod,
+    PersistentVolumeClaim,
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Kind::Service => "Service",
+            Kind::Pod => "Pod",
+            Kind::PersistentVolumeClaim => "PersistentVolumeClaim",
+        })
+    }
+}
+
+/// Whose an object is, as one cluster sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Owner {
+    /// One of its ownerReferences carries the cluster's UID.
+    Us,
+    /// Anyone else: the end of "<Kind> <name> already exists and ...".
+    Other(String),
+}
+
+/// Who owns the object with `meta`, from `cluster`'s point of view.
+fn owner(meta: &ObjectMeta, cluster: &EtcdCluster) -> Owner {
+    let refs = meta.owner_references.as_deref().unwrap_or_default();
+    let uid = cluster.metadata.uid.as_deref();
+    if refs.iter().any(|r| Some(r.uid.as_str()) == uid) {
+        return Owner::Us;
+    }
+    let main = refs
+        .iter()
+        .find(|r| r.controller == Some(true))
+        .or(refs.first());
+    Owner::Other(match main {
+        Some(r)
+            if r.kind == EtcdCluster::kind(&())
+                && Some(&r.name) == cluster.metadata.name.as_ref() =>
+        {
+            format!(
+                "belongs to an earlier EtcdCluster {} (uid {}) that was deleted; the \
+                 garbage collector removes it",
+                r.name, r.uid
+            )
+        }
+        Some(r) => format!("belongs to {} {} (uid {})", r.kind, r.name, r.uid),
+        None if managed_by_the_operator(meta) => {
+            "has no owner (etcd-operator made it for a cluster that left it behind)".into()
+        }
+        None => "has no owner and is not managed by etcd-operator".into(),
+    })
+}
+
+fn managed_by_the_operator(meta: &ObjectMeta) -> bool {
+    let labels = meta.labels.as_ref();
+    labels
+        .and_then(|l| l.get(MANAGED_BY_LABEL))
+        .map(String::as_str)
+        == Some(MANAGER)
+}
+
+/// The conflict message: the object and its other owner.
+fn conflict(kind: Kind, name: &str, who: &str) -> String {
+    format!("{kind} {name} already exists and {who}")
+}
+
+/// Whether one of the cluster's Services is there, and whose it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Presence {
+    Ours,
+    Missing,
+    Conflict(String),
 }
 
 fn api_error(what: &str, e: impl std::fmt::Display) -> ApiError {
@@ -69,7 +154,8 @@ impl KubeClusterApi {
             caches,
             recorder,
             expectations: Expectations::default(),
-            written_bootstrap: std::sync::Mutex::default(),
+            written_bootstrap: Mutex::default(),
+            conflicts: Mutex::default(),
         }
     }
 
@@ -104,35 +190,153 @@ impl KubeClusterApi {
         Api::namespaced(self.client.clone(), &self.topology.namespace)
     }
 
-    fn cached_pods(&self) -> Vec<Arc<Pod>> {
+    /// The cached pods owned by `cluster` (by UID: a deleted cluster's pods, still
+    /// labelled with the same name until they are collected, are not its own).
+    fn cached_pods(&self, cluster: &EtcdCluster) -> Vec<Arc<Pod>> {
         self.caches
             .pods
             .state()
             .into_iter()
             .filter(|p| {
                 p.namespace().as_deref() == Some(self.topology.namespace.as_str())
-                    && p.labels().get(CLUSTER_LABEL) == Some(&self.topology.name)
+                    && owner(&p.metadata, cluster) == Owner::Us
             })
             .collect()
     }
 
-    async fn create_if_missing<K>(&self, api: Api<K>, object: &K) -> Result<(), ApiError>
+    /// Whose the object `name` of type `K` is, read from the API server; `None` when
+    /// there is no such object.
+    async fn lookup<K>(&self, cluster: &EtcdCluster, name: &str) -> Result<Option<Owner>, ApiError>
     where
-        K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
     {
-        match api.create(&PostParams::default(), object).await {
-            Ok(_) => Ok(()),
-            Err(e) if is_status(&e, 409) => Ok(()),
-            Err(e) => Err(api_error(&format!("creating {}", object.name_any()), e)),
+        let api: Api<K> = Api::namespaced(self.client.clone(), &self.topology.namespace);
+        let found = api
+            .get_opt(name)
+            .await
+            .map_err(|e| api_error(&format!("reading {} {name}", K::kind(&())), e))?;
+        Ok(found.map(|o| owner(o.meta(), cluster)))
+    }
+
+    async fn lookup_kind(
+        &self,
+        cluster: &EtcdCluster,
+        kind: Kind,
+        name: &str,
+    ) -> Result<Option<Owner>, ApiError> {
+        match kind {
+            Kind::Service => self.lookup::<Service>(cluster, name).await,
+            Kind::Pod => self.lookup::<Pod>(cluster, name).await,
+            Kind::PersistentVolumeClaim => {
+                self.lookup::<PersistentVolumeClaim>(cluster, name).await
+            }
         }
     }
-}
 
-#[async_trait]
-impl ClusterApi for KubeClusterApi {
-    async fn observe(&self) -> Result<KubeView, ApiError> {
-        let cluster = self.cluster()?;
-        let cached = self.cached_pods();
+    /// Creates `object`; one that already exists counts as created when it is ours and
+    /// is a conflict (remembered, and reported by `observe`) when it is not.
+    async fn create_if_missing<K>(
+        &self,
+        cluster: &EtcdCluster,
+        kind: Kind,
+        object: &K,
+    ) -> Result<Created, ApiError>
+    where
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::Serialize
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let name = object.name_any();
+        let api: Api<K> = Api::namespaced(self.client.clone(), &self.topology.namespace);
+        match api.create(&PostParams::default(), object).await {
+            Ok(_) => Ok(Created::New),
+            Err(e) if is_status(&e, 409) => match self.lookup_kind(cluster, kind, &name).await? {
+                Some(Owner::Us) => Ok(Created::Existing),
+                Some(Owner::Other(who)) => {
+                    if kind != Kind::Service {
+                        self.lock_conflicts().insert((kind, name.clone()));
+                    }
+                    Err(ApiError::new(conflict(kind, &name, &who)))
+                }
+                None => Err(ApiError::new(format!(
+                    "{kind} {name} exists but was gone when read back; trying again"
+                ))),
+            },
+            Err(e) => Err(api_error(&format!("creating {kind} {name}"), e)),
+        }
+    }
+
+    fn lock_conflicts(&self) -> std::sync::MutexGuard<'_, BTreeSet<(Kind, String)>> {
+        self.conflicts.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether Service `name` is there and ours: from the cache, or from the API server
+    /// when the cache does not have it (a user's unlabelled Service is not cached).
+    async fn service(&self, cluster: &EtcdCluster, name: &str) -> Result<Presence, ApiError> {
+        let key = ObjectRef::new(name).within(&self.topology.namespace);
+        let mut stale = false;
+        let found = match self.caches.services.get(&key) {
+            Some(service) => {
+                stale = name == self.topology.client_service()
+                    && service.spec.as_ref().and_then(|s| s.selector.as_ref())
+                        != Some(&client_selector(&self.topology.name));
+                Some(owner(&service.metadata, cluster))
+            }
+            None => self.lookup::<Service>(cluster, name).await?,
+        };
+        Ok(match found {
+            // A client Service made by an older operator selects learners too: it is
+            // reported missing, so that ensure_services corrects its selector.
+            Some(Owner::Us) if stale => Presence::Missing,
+            Some(Owner::Us) => Presence::Ours,
+            None => Presence::Missing,
+            Some(Owner::Other(who)) => Presence::Conflict(conflict(Kind::Service, name, &who)),
+        })
+    }
+
+    /// Whether both Services are there and ours, and the first conflict found. A cluster
+    /// whose name cannot name Services (it is blocked with `InvalidName`) has none.
+    async fn services(&self, cluster: &EtcdCluster) -> Result<(bool, Option<String>), ApiError> {
+        let t = &self.topology;
+        if name_problem(&t.namespace, &t.name).is_some() {
+            return Ok((false, None));
+        }
+        let mut present = true;
+        for name in [self.topology.name.clone(), self.topology.client_service()] {
+            match self.service(cluster, &name).await? {
+                Presence::Ours => {}
+                Presence::Missing => present = false,
+                Presence::Conflict(message) => return Ok((false, Some(message))),
+            }
+        }
+        Ok((present, None))
+    }
+
+    /// Checks the remembered pod and PVC conflicts again, forgetting those resolved; the
+    /// first one still there.
+    async fn remembered_conflict(&self, cluster: &EtcdCluster) -> Result<Option<String>, ApiError> {
+        let remembered: Vec<(Kind, String)> = self.lock_conflicts().iter().cloned().collect();
+        let mut first = None;
+        for (kind, name) in remembered {
+            match self.lookup_kind(cluster, kind, &name).await? {
+                Some(Owner::Other(who)) => {
+                    first.get_or_insert_with(|| conflict(kind, &name, &who));
+                }
+                _ => {
+                    self.lock_conflicts().remove(&(kind, name));
+                }
+            }
+        }
+        Ok(first)
+    }
+
+    fn pod_views(&self, cluster: &EtcdCluster) -> Vec<PodView> {
+        let cached = self.cached_pods(cluster);
         let names: Vec<String> = cached.iter().map(|p| p.name_any()).collect();
         let (created, deleted) = self.expectations.reconcile(&names);
         let mut pods: Vec<PodView> = cached.iter().map(|p| pod_view(p)).collect();
@@ -156,27 +360,57 @@ impl ClusterApi for KubeClusterApi {
         }
         self.expectations.correct_versions(&mut pods);
         pods.sort_by(|a, b| a.name.cmp(&b.name));
-        let services = self.caches.services.state();
-        let has = |name: &str| {
-            services.iter().any(|s| {
-                s.namespace().as_deref() == Some(self.topology.namespace.as_str())
-                    && s.name_any() == name
-            })
+        pods
+    }
+}
+
+/// What a create did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Created {
+    New,
+    Existing,
+}
+
+#[async_trait]
+impl ClusterApi for KubeClusterApi {
+    async fn observe(&self) -> Result<KubeView, ApiError> {
+        let cluster = self.cluster()?;
+        let pods = self.pod_views(&cluster);
+        let (services_present, service_conflict) = self.services(&cluster).await?;
+        let name_conflict = match service_conflict {
+            Some(message) => Some(message),
+            None => self.remembered_conflict(&cluster).await?,
         };
         Ok(KubeView {
             pods,
-            services_present: has(&self.topology.name) && has(&self.topology.client_service()),
+            services_present,
             recorded: self.recorded(&cluster),
-            name_conflict: None,
+            name_conflict,
         })
     }
 
     async fn ensure_services(&self) -> Result<(), ApiError> {
         let cluster = self.cluster()?;
-        let api: Api<Service> = Api::namespaced(self.client.clone(), &self.topology.namespace);
-        self.create_if_missing(api.clone(), &headless_service(&cluster))
+        self.create_if_missing(&cluster, Kind::Service, &headless_service(&cluster))
             .await?;
-        self.create_if_missing(api, &client_service(&cluster)).await
+        let client = client_service(&cluster);
+        if self
+            .create_if_missing(&cluster, Kind::Service, &client)
+            .await?
+            == Created::Existing
+        {
+            let selector = client_selector(&self.topology.name);
+            let patch = json!({"spec": {"selector": selector}});
+            let api: Api<Service> = Api::namespaced(self.client.clone(), &self.topology.namespace);
+            api.patch(
+                &client.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+            .map_err(|e| api_error("correcting the client Service's selector", e))?;
+        }
+        Ok(())
     }
 
     async fn create_member_pod(&self, member: &MemberPod) -> Result<(), ApiError> {
@@ -194,28 +428,31 @@ impl ClusterApi for KubeClusterApi {
                 spec: Some(spec),
                 status: None,
             };
-            let api = Api::namespaced(self.client.clone(), &self.topology.namespace);
-            self.create_if_missing(api, &pvc).await?;
+            self.create_if_missing(&cluster, Kind::PersistentVolumeClaim, &pvc)
+                .await?;
         }
         let pod = member_pod(&cluster, member);
-        match self.pods_api().create(&PostParams::default(), &pod).await {
-            Ok(_) => {
-                self.expectations.created(&member.name);
-                Ok(())
-            }
-            Err(e) if is_status(&e, 409) => Ok(()),
-            Err(e) => Err(api_error(&format!("creating pod {}", member.name), e)),
+        if self.create_if_missing(&cluster, Kind::Pod, &pod).await? == Created::New {
+            self.expectations.created(&member.name);
         }
+        Ok(())
     }
 
     async fn delete_pod(&self, name: &str) -> Result<(), ApiError> {
         match self.pods_api().delete(name, &DeleteParams::default()).await {
-            Ok(_) => {
-                self.expectations.deleted(name);
-                Ok(())
-            }
+            Ok(_) => self.expectations.deleted(name),
+            Err(e) if is_status(&e, 404) => {}
+            Err(e) => return Err(api_error(&format!("deleting pod {name}"), e)),
+        }
+        // A member's pod goes only when the member is gone (removed from etcd, or never
+        // one): its data volume goes with it, so that no PVC is left behind.
+        let claims: Api<PersistentVolumeClaim> =
+            Api::namespaced(self.client.clone(), &self.topology.namespace);
+        let claim = pvc_name(name);
+        match claims.delete(&claim, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
             Err(e) if is_status(&e, 404) => Ok(()),
-            Err(e) => Err(api_error(&format!("deleting pod {name}"), e)),
+            Err(e) => Err(api_error(&format!("deleting PVC {claim}"), e)),
         }
     }
 
@@ -328,3 +565,7 @@ impl ClusterApi for KubeClusterApi {
             .map_err(|e| api_error("recording event", e))
     }
 }
+
+#[cfg(test)]
+#[path = "cluster_api_tests.rs"]
+mod tests;

@@ -9,6 +9,7 @@ mod create;
 mod heal;
 mod leader;
 mod lifecycle;
+mod names;
 mod safety;
 mod scale;
 mod upgrade;

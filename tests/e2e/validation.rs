@@ -1,6 +1,8 @@
 //! Invalid specs are refused by `kubectl apply` with a clear message.
 
-use crate::support::{Namespace, kubectl};
+use etcd_operator::api::names::{max_name_len, name_problem};
+
+use crate::support::{Namespace, cluster_yaml, kubectl};
 
 fn apply_spec(ns: &str, spec: &str) -> (bool, String) {
     let yaml = format!(
@@ -47,4 +49,60 @@ fn every_example_is_accepted_by_the_api_server() {
     );
     assert!(ok, "an example was refused: {out}");
     assert!(out.contains("example-etcd-cluster"), "{out}");
+}
+
+/// `kubectl apply` of a one-member cluster named `name`, for real or as a server dry run.
+fn apply_named(ns: &str, name: &str, dry_run: bool) -> (bool, String) {
+    let yaml = cluster_yaml(ns, name, 1, "3.5.35", false);
+    let mut args = vec!["apply", "-f", "-"];
+    if dry_run {
+        args.push("--dry-run=server");
+    }
+    kubectl(&args, Some(&yaml))
+}
+
+#[test]
+fn names_that_cannot_name_services_pods_and_hostnames_are_refused_with_the_limit_named() {
+    let ns = Namespace::create("names-refused");
+    let limit = max_name_len();
+    assert_eq!(limit, 56);
+    for name in ["a".repeat(60), "my.etcd".to_string()] {
+        let (ok, out) = apply_named(&ns.0, &name, false);
+        assert!(!ok, "accepted {name}: {out}");
+        assert!(
+            out.contains(&format!("metadata.name must be at most {limit} characters")),
+            "{name}: the message does not name the limit: {out}"
+        );
+    }
+    let (ok, out) = apply_named(&ns.0, &"a".repeat(limit), true);
+    assert!(
+        ok,
+        "a name of exactly {limit} characters was refused: {out}"
+    );
+}
+
+#[test]
+fn the_api_server_refuses_exactly_the_names_the_operator_refuses() {
+    let ns = Namespace::create("names-agree");
+    let limit = max_name_len();
+    let names = [
+        "a".repeat(limit),
+        "a".repeat(limit + 1),
+        "a".repeat(63),
+        "x".to_string(),
+        "a--b".to_string(),
+        "etcd-7".to_string(),
+        "my.etcd".to_string(),
+        "7etcd".to_string(),
+        "etcd.".to_string(),
+    ];
+    for name in names {
+        let (accepted, out) = apply_named(&ns.0, &name, true);
+        let operator = name_problem(&ns.0, &name);
+        assert_eq!(
+            accepted,
+            operator.is_none(),
+            "{name}: the API server says {out}; the operator says {operator:?}"
+        );
+    }
 }

@@ -366,6 +366,15 @@ impl Handler<SpecChanged> for ClusterActor {
         }
         info!(self.logger, "spec changed"; "size" => msg.0.size, "version" => &msg.0.version,
             "paused" => msg.0.paused, "generation" => msg.0.generation);
+        if msg.0.uid != self.spec.uid {
+            // Deleted and created again under the same name (a relist can merge the two):
+            // another cluster, which inherits nothing of the first.
+            warn!(self.logger, "the EtcdCluster was replaced by a new object; starting afresh";
+                "old_uid" => &self.spec.uid, "new_uid" => &msg.0.uid);
+            self.state = State::default();
+            self.last_status = None;
+            self.last_reason = None;
+        }
         self.spec = msg.0;
         self.tick_soon(ctx);
     }

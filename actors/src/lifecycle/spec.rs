@@ -21,6 +21,9 @@ pub struct DesiredCluster {
     pub name_problem: Option<String>,
     /// `metadata.generation` of the object this was read from.
     pub generation: i64,
+    /// `metadata.uid` of the object: a cluster deleted and created again under the same
+    /// name is another cluster, and nothing an actor learned of the first carries over.
+    pub uid: String,
 }
 
 impl DesiredCluster {
@@ -33,6 +36,7 @@ impl DesiredCluster {
             tls_requested: false,
             name_problem: None,
             generation: 1,
+            uid: String::new(),
         }
     }
 }

@@ -1,0 +1,423 @@
+//! Ownership on the Kubernetes side: a cluster's pods, Services and PVCs are its own only
+//! when their ownerReference carries its UID; anything else under a name it needs is a
+//! conflict, never shared. The API server is a fake answering canned responses.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use axum::http::{Request, Response};
+use k8s_openapi::api::core::v1::{Pod, Service, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::client::Body;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::{reflector, watcher};
+use kube::{Client, Resource};
+use serde_json::{Value, json};
+
+use etcd_operator_actors::ports::{ClusterApi, InitialState, MemberPod};
+use etcd_operator_actors::topology::Topology;
+
+use super::{Caches, KubeClusterApi};
+use crate::api::{EtcdCluster, EtcdClusterSpec};
+use crate::resources::labels::{client_selector, object_labels};
+
+const NS: &str = "ns";
+const UID: &str = "uid-of-foo";
+
+/// Canned answers by `METHOD path`; anything else is 404 NotFound. Records every call.
+#[derive(Clone, Default)]
+struct FakeApi {
+    answers: Arc<Mutex<BTreeMap<String, (u16, Value)>>>,
+    calls: Arc<Mutex<Vec<String>>>,
+}
+
+impl FakeApi {
+    fn answer(&self, method: &str, path: &str, code: u16, body: Value) {
+        let key = format!("{method} {path}");
+        self.answers.lock().unwrap().insert(key, (code, body));
+    }
+
+    fn forget(&self, method: &str, path: &str) {
+        let key = format!("{method} {path}");
+        self.answers.lock().unwrap().remove(&key);
+    }
+
+    fn calls(&self) -> Vec<String> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    fn client(&self) -> Client {
+        let fake = self.clone();
+        let service = tower::service_fn(move |req: Request<Body>| {
+            let key = format!("{} {}", req.method(), req.uri().path());
+            fake.calls.lock().unwrap().push(key.clone());
+            let (code, body) = fake
+                .answers
+                .lock()
+                .unwrap()
+                .get(&key)
+                .cloned()
+                .unwrap_or_else(|| (404, status(404, "NotFound")));
+            let response = Response::builder()
+                .status(code)
+                .header("content-type", "application/json")
+                .body(Body::from(serde_json::to_vec(&body).unwrap()))
+                .unwrap();
+            async move { Ok::<_, std::convert::Infallible>(response) }
+        });
+        Client::new(service, NS)
+    }
+}
+
+fn status(code: u16, reason: &str) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+           "reason": reason, "code": code, "message": reason})
+}
+
+fn cluster(name: &str, uid: &str) -> EtcdCluster {
+    let mut c = EtcdCluster::new(
+        name,
+        EtcdClusterSpec {
+            size: 1,
+            ..EtcdClusterSpec::default()
+        },
+    );
+    c.metadata.namespace = Some(NS.into());
+    c.metadata.uid = Some(uid.into());
+    c
+}
+
+fn owned_by(name: &str, uid: &str) -> OwnerReference {
+    cluster(name, uid).controller_owner_ref(&()).unwrap()
+}
+
+fn meta(name: &str, owner: Option<OwnerReference>, labels_of: Option<&str>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some(NS.into()),
+        labels: labels_of.map(object_labels),
+        owner_references: owner.map(|o| vec![o]),
+        ..ObjectMeta::default()
+    }
+}
+
+/// A Service as the operator makes it: a `<cluster>-client` Service selects the
+/// cluster's voting members.
+fn service(name: &str, owner: Option<OwnerReference>, labels_of: Option<&str>) -> Service {
+    let selector = name.strip_suffix("-client").map(client_selector);
+    Service {
+        metadata: meta(name, owner, labels_of),
+        spec: Some(ServiceSpec {
+            selector,
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    }
+}
+
+fn pod(name: &str, cluster_name: &str, owner_uid: &str) -> Pod {
+    Pod {
+        metadata: meta(
+            name,
+            Some(owned_by(cluster_name, owner_uid)),
+            Some(cluster_name),
+        ),
+        ..Pod::default()
+    }
+}
+
+/// `foo` (uid `UID`) and the given cached Services and pods, over the fake API.
+fn api_with(fake: &FakeApi, services: Vec<Service>, pods: Vec<Pod>) -> KubeClusterApi {
+    api_of(fake, cluster("foo", UID), services, pods)
+}
+
+/// `cluster` and the given cached Services and pods, over the fake API.
+fn api_of(
+    fake: &FakeApi,
+    cluster: EtcdCluster,
+    services: Vec<Service>,
+    pods: Vec<Pod>,
+) -> KubeClusterApi {
+    let topology = Topology::new(NS, &cluster.metadata.name.clone().unwrap());
+    let (clusters, mut cw) = reflector::store();
+    cw.apply_watcher_event(&watcher::Event::Apply(cluster));
+    let (service_store, mut sw) = reflector::store();
+    for s in services {
+        sw.apply_watcher_event(&watcher::Event::Apply(s));
+    }
+    let (pod_store, mut pw) = reflector::store();
+    for p in pods {
+        pw.apply_watcher_event(&watcher::Event::Apply(p));
+    }
+    let client = fake.client();
+    let reporter = Reporter {
+        controller: "test".into(),
+        instance: None,
+    };
+    KubeClusterApi::new(
+        client.clone(),
+        topology,
+        Caches {
+            clusters,
+            pods: pod_store,
+            services: service_store,
+        },
+        Recorder::new(client, reporter),
+    )
+}
+
+fn our_services() -> Vec<Service> {
+    vec![
+        service("foo", Some(owned_by("foo", UID)), Some("foo")),
+        service("foo-client", Some(owned_by("foo", UID)), Some("foo")),
+    ]
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap()
+}
+
+#[tokio::test]
+async fn a_recreated_cluster_never_takes_the_pods_of_the_deleted_one_for_its_own() {
+    let fake = FakeApi::default();
+    let pods = vec![
+        pod("foo-old11", "foo", "uid-of-the-deleted-foo"),
+        pod("foo-new22", "foo", UID),
+    ];
+    let view = api_with(&fake, our_services(), pods)
+        .observe()
+        .await
+        .unwrap();
+    let names: Vec<_> = view.pods.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["foo-new22"]);
+    assert_eq!(view.name_conflict, None);
+    assert!(view.services_present);
+}
+
+#[tokio::test]
+async fn another_clusters_service_under_our_client_service_name_is_a_name_conflict() {
+    let fake = FakeApi::default();
+    let services = vec![
+        service("foo", Some(owned_by("foo", UID)), Some("foo")),
+        // The headless Service of cluster `foo-client`.
+        service(
+            "foo-client",
+            Some(owned_by("foo-client", "uid-of-foo-client")),
+            Some("foo-client"),
+        ),
+    ];
+    let view = api_with(&fake, services, vec![]).observe().await.unwrap();
+    let conflict = view.name_conflict.expect("a conflict is reported");
+    assert!(conflict.contains("Service foo-client"), "{conflict}");
+    assert!(conflict.contains("EtcdCluster foo-client"), "{conflict}");
+    assert!(!view.services_present);
+}
+
+#[tokio::test]
+async fn a_users_unlabeled_service_under_our_name_is_found_and_is_a_name_conflict() {
+    let fake = FakeApi::default();
+    let theirs = service("foo-client", None, None);
+    fake.answer(
+        "GET",
+        "/api/v1/namespaces/ns/services/foo-client",
+        200,
+        to_json(&theirs),
+    );
+    let view = api_with(&fake, vec![], vec![]).observe().await.unwrap();
+    let conflict = view.name_conflict.expect("a conflict is reported");
+    assert!(conflict.contains("Service foo-client"), "{conflict}");
+    assert!(
+        conflict.contains("not managed by etcd-operator"),
+        "{conflict}"
+    );
+}
+
+#[tokio::test]
+async fn services_of_a_deleted_cluster_of_the_same_name_are_a_conflict_until_collected() {
+    let fake = FakeApi::default();
+    let old = owned_by("foo", "uid-of-the-deleted-foo");
+    let services = vec![
+        service("foo", Some(old.clone()), Some("foo")),
+        service("foo-client", Some(old), Some("foo")),
+    ];
+    let view = api_with(&fake, services, vec![]).observe().await.unwrap();
+    let conflict = view.name_conflict.expect("a conflict is reported");
+    assert!(conflict.contains("earlier EtcdCluster foo"), "{conflict}");
+    assert!(conflict.contains("garbage collector"), "{conflict}");
+}
+
+#[tokio::test]
+async fn missing_services_are_looked_up_and_absent_ones_are_no_conflict() {
+    let fake = FakeApi::default();
+    let view = api_with(&fake, vec![], vec![]).observe().await.unwrap();
+    assert_eq!(view.name_conflict, None);
+    assert!(!view.services_present);
+    assert!(
+        fake.calls()
+            .contains(&"GET /api/v1/namespaces/ns/services/foo-client".to_string()),
+        "{:?}",
+        fake.calls()
+    );
+}
+
+#[tokio::test]
+async fn cached_services_of_our_own_need_no_api_call() {
+    let fake = FakeApi::default();
+    let view = api_with(&fake, our_services(), vec![])
+        .observe()
+        .await
+        .unwrap();
+    assert!(view.services_present);
+    assert_eq!(fake.calls(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn creating_a_service_another_owner_holds_fails_naming_that_owner() {
+    let fake = FakeApi::default();
+    fake.answer(
+        "POST",
+        "/api/v1/namespaces/ns/services",
+        409,
+        status(409, "AlreadyExists"),
+    );
+    let theirs = service(
+        "foo-client",
+        Some(owned_by("foo-client", "uid-of-foo-client")),
+        Some("foo-client"),
+    );
+    let ours = service("foo", Some(owned_by("foo", UID)), Some("foo"));
+    fake.answer(
+        "GET",
+        "/api/v1/namespaces/ns/services/foo",
+        200,
+        to_json(&ours),
+    );
+    fake.answer(
+        "GET",
+        "/api/v1/namespaces/ns/services/foo-client",
+        200,
+        to_json(&theirs),
+    );
+    let error = api_with(&fake, vec![], vec![])
+        .ensure_services()
+        .await
+        .expect_err("someone else's Service is not ours");
+    assert!(error.message.contains("Service foo-client"), "{error}");
+    assert!(error.message.contains("EtcdCluster foo-client"), "{error}");
+}
+
+#[tokio::test]
+async fn a_service_of_our_own_that_already_exists_counts_as_created() {
+    let fake = FakeApi::default();
+    fake.answer(
+        "POST",
+        "/api/v1/namespaces/ns/services",
+        409,
+        status(409, "AlreadyExists"),
+    );
+    for s in our_services() {
+        let path = format!(
+            "/api/v1/namespaces/ns/services/{}",
+            s.metadata.name.clone().unwrap()
+        );
+        fake.answer("GET", &path, 200, to_json(&s));
+        fake.answer("PATCH", &path, 200, to_json(&s));
+    }
+    let api = api_with(&fake, vec![], vec![]);
+    assert_eq!(api.ensure_services().await, Ok(()));
+    // The client Service's selector is set to voting members (an older operator's
+    // Service selected learners too).
+    assert!(
+        fake.calls()
+            .contains(&"PATCH /api/v1/namespaces/ns/services/foo-client".to_string()),
+        "{:?}",
+        fake.calls()
+    );
+}
+
+#[tokio::test]
+async fn a_client_service_selecting_learners_too_is_reported_for_correction() {
+    let fake = FakeApi::default();
+    let mut old = our_services();
+    for s in &mut old {
+        s.spec = Some(ServiceSpec {
+            selector: Some(crate::resources::labels::selector("foo")),
+            ..ServiceSpec::default()
+        });
+    }
+    let view = api_with(&fake, old, vec![]).observe().await.unwrap();
+    assert!(
+        !view.services_present,
+        "an outdated selector counts as missing"
+    );
+    assert_eq!(view.name_conflict, None);
+}
+
+fn seed(name: &str) -> MemberPod {
+    MemberPod {
+        name: name.into(),
+        version: "3.5.35".parse().unwrap(),
+        initial_cluster: Topology::new(NS, "foo").initial_cluster(&[name.to_string()]),
+        state: InitialState::New {
+            token: "foo-token".into(),
+        },
+        voter: true,
+    }
+}
+
+#[tokio::test]
+async fn a_pod_name_held_by_another_owner_blocks_the_cluster_until_that_pod_is_gone() {
+    let fake = FakeApi::default();
+    fake.answer(
+        "POST",
+        "/api/v1/namespaces/ns/pods",
+        409,
+        status(409, "AlreadyExists"),
+    );
+    let path = "/api/v1/namespaces/ns/pods/foo-bcdfg";
+    let theirs = Pod {
+        metadata: meta("foo-bcdfg", None, None),
+        ..Pod::default()
+    };
+    fake.answer("GET", path, 200, to_json(&theirs));
+    let api = api_with(&fake, our_services(), vec![]);
+    let error = api
+        .create_member_pod(&seed("foo-bcdfg"))
+        .await
+        .expect_err("someone else's pod is not ours");
+    assert!(error.message.contains("Pod foo-bcdfg"), "{error}");
+    let conflict = api.observe().await.unwrap().name_conflict;
+    let conflict = conflict.expect("the conflict is reported while the pod exists");
+    assert!(conflict.contains("Pod foo-bcdfg"), "{conflict}");
+    fake.forget("GET", path);
+    assert_eq!(api.observe().await.unwrap().name_conflict, None);
+}
+
+#[tokio::test]
+async fn a_pod_of_our_own_that_already_exists_counts_as_created() {
+    let fake = FakeApi::default();
+    fake.answer(
+        "POST",
+        "/api/v1/namespaces/ns/pods",
+        409,
+        status(409, "AlreadyExists"),
+    );
+    let ours = pod("foo-bcdfg", "foo", UID);
+    fake.answer(
+        "GET",
+        "/api/v1/namespaces/ns/pods/foo-bcdfg",
+        200,
+        to_json(&ours),
+    );
+    let api = api_with(&fake, our_services(), vec![]);
+    assert_eq!(api.create_member_pod(&seed("foo-bcdfg")).await, Ok(()));
+}
+
+#[tokio::test]
+async fn a_cluster_whose_name_cannot_name_services_looks_none_up() {
+    let fake = FakeApi::default();
+    let api = api_of(&fake, cluster("my.etcd", UID), vec![], vec![]);
+    let view = api.observe().await.unwrap();
+    assert_eq!(view.name_conflict, None);
+    assert_eq!(fake.calls(), Vec::<String>::new());
+}
