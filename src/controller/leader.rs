@@ -168,6 +168,8 @@ pub enum Renewal {
     Lost(String),
     /// The Lease changed between the read and the update; try again.
     Conflict,
+    /// The fence closed before the update could be sent; nothing was written.
+    TooLate,
 }
 
 /// The election as this replica sees it, shown on `/readyz`, in `/debug/actors` (kind
@@ -392,14 +394,18 @@ impl LeaderElection {
         })
     }
 
-    /// Tries once to renew the Lease this replica holds.
-    pub async fn try_renew(&self) -> Result<Renewal, LeaseError> {
+    /// Tries once to renew the Lease this replica holds; the update is not sent once
+    /// `fence` has closed (a process frozen between the read and the update).
+    pub async fn try_renew(&self, fence: &Fence) -> Result<Renewal, LeaseError> {
         let Some(lease) = self.read().await? else {
             return Ok(Renewal::Lost(String::new()));
         };
         let holder = holder_of(&lease);
         if holder != self.identity {
             return Ok(Renewal::Lost(holder.to_string()));
+        }
+        if !fence.is_open() {
+            return Ok(Renewal::TooLate);
         }
         match self.take(lease, true).await? {
             true => Ok(Renewal::Renewed),
@@ -440,7 +446,7 @@ impl LeaderElection {
             // Just past the instant the fence closes, so the check below sees it closed.
             let deadline =
                 fence.closes_at().unwrap_or(started + RENEW_DEADLINE) + Duration::from_millis(1);
-            match tokio::time::timeout_at(deadline, self.try_renew()).await {
+            match tokio::time::timeout_at(deadline, self.try_renew(fence)).await {
                 Ok(Ok(Renewal::Renewed)) => {
                     if fence.renewed(started) {
                         self.view.record(&self.identity, true);
@@ -450,7 +456,7 @@ impl LeaderElection {
                     fence.close_now(&format!("the leader Lease is held by {holder:?} now"));
                     self.view.record(&holder, false);
                 }
-                Ok(Ok(Renewal::Conflict)) => {}
+                Ok(Ok(Renewal::Conflict | Renewal::TooLate)) => {}
                 Ok(Err(e)) => warn!(self.logger, "cannot renew the lease"; "error" => %e),
                 Err(_) => warn!(
                     self.logger,
