@@ -44,6 +44,9 @@ pub struct RunArgs {
     /// Milliseconds before the follow-up tick after a tick that acted.
     #[arg(long, default_value_t = 250)]
     pub follow_up_ms: u64,
+    /// Read timeout of each Kubernetes API call (not watches), in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    pub api_timeout_ms: u64,
     /// Deadline of each etcd call, in milliseconds.
     #[arg(long, default_value_t = 3000)]
     pub etcd_timeout_ms: u64,
@@ -86,6 +89,11 @@ fn parse_level(s: &str) -> Result<slog::Level, String> {
 }
 
 impl RunArgs {
+    /// Read timeout of Kubernetes API calls.
+    pub fn api_timeout(&self) -> Duration {
+        Duration::from_millis(self.api_timeout_ms)
+    }
+
     /// The Cluster actors' configuration.
     pub fn cluster_config(&self) -> etcd_operator_actors::cluster::ClusterConfig {
         etcd_operator_actors::cluster::ClusterConfig {

@@ -1,5 +1,11 @@
 //! HTTP endpoints: `/healthz`, `/readyz`, `/metrics`, `/debug/actors` (every actor's state
 //! as JSON) and `/debug/stream` (transitions as they happen, one JSON object per line).
+//!
+//! Readiness means "healthy and able to take over", whether or not this replica leads: its
+//! caches are synced and it has read the leader Lease recently; the leader must also have
+//! processed the first list of EtcdClusters. A standby is therefore ready, so a rolling
+//! update of the two-replica Deployment can proceed. Who leads is shown by the
+//! `etcd_operator_leader` gauge and the `leader-election` entry of `/debug/actors`.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -14,10 +20,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::StreamExt;
 use prometheus_client::registry::Registry;
-use tokio_stream::wrappers::BroadcastStream;
-use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 
-use etcd_operator_actors::debug::DebugHub;
+use etcd_operator_actors::debug::{DebugHub, Received, Subscription};
+
+use crate::controller::ElectionView;
 
 /// What the handlers read.
 #[derive(Clone)]
@@ -26,8 +32,26 @@ pub struct HttpState {
     pub hub: DebugHub,
     /// Prometheus metrics.
     pub registry: Arc<Registry>,
-    /// This replica holds the leader lease (or leader election is off).
-    pub leading: Arc<AtomicBool>,
+    /// The leader election as this replica sees it.
+    pub election: ElectionView,
+    /// The pod and Service caches have synced (a standby keeps them warm).
+    pub caches_synced: Arc<AtomicBool>,
+}
+
+impl HttpState {
+    /// Why this replica is not ready, if it is not.
+    fn not_ready(&self) -> Option<String> {
+        if !self.caches_synced.load(Ordering::SeqCst) {
+            return Some("waiting for the pod and Service caches".to_string());
+        }
+        if let Some(reason) = self.election.cannot_take_over(tokio::time::Instant::now()) {
+            return Some(reason);
+        }
+        if self.election.is_leading() && !self.hub.is_synced() {
+            return Some("leading; waiting for the first list".to_string());
+        }
+        None
+    }
 }
 
 /// The router of every endpoint.
@@ -51,17 +75,15 @@ pub async fn serve(
 }
 
 async fn readyz(State(s): State<HttpState>) -> Response {
-    if !s.leading.load(Ordering::SeqCst) {
-        return (StatusCode::SERVICE_UNAVAILABLE, "standby: not the leader\n").into_response();
+    if let Some(reason) = s.not_ready() {
+        return (StatusCode::SERVICE_UNAVAILABLE, format!("{reason}\n")).into_response();
     }
-    if !s.hub.is_synced() {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "waiting for the first list\n",
-        )
-            .into_response();
-    }
-    "ok".into_response()
+    let role = if s.election.is_leading() {
+        "leader"
+    } else {
+        "standby"
+    };
+    format!("ok ({role})\n").into_response()
 }
 
 async fn metrics(State(s): State<HttpState>) -> Response {
@@ -83,14 +105,38 @@ async fn actors(State(s): State<HttpState>) -> Response {
     axum::Json(s.hub.snapshot()).into_response()
 }
 
+/// The next line of a subscriber's stream, and the subscription if the stream goes on.
+async fn next_line(mut subscription: Subscription) -> Option<(String, Option<Subscription>)> {
+    match subscription.next().await {
+        Received::Transition(record) => {
+            let line = serde_json::to_string(&record).unwrap_or_default();
+            Some((format!("{line}\n"), Some(subscription)))
+        }
+        Received::Dropped(missed) => {
+            let line = serde_json::json!({
+                "dropped": format!(
+                    "this subscriber fell {missed} transitions behind and was dropped; reconnect"
+                ),
+                "missed": missed,
+            });
+            Some((format!("{line}\n"), None))
+        }
+        Received::Closed => None,
+    }
+}
+
 async fn stream(State(s): State<HttpState>) -> Response {
-    let lines = BroadcastStream::new(s.hub.subscribe()).map(|item| {
-        let line = match item {
-            Ok(record) => serde_json::to_string(&record).unwrap_or_default(),
-            Err(BroadcastStreamRecvError::Lagged(n)) => format!("{{\"lagged\":{n}}}"),
-        };
-        Ok::<_, std::convert::Infallible>(format!("{line}\n"))
-    });
+    let subscription = match s.hub.subscribe() {
+        Ok(subscription) => subscription,
+        Err(full) => {
+            let message = format!("{full}; try again later\n");
+            return (StatusCode::SERVICE_UNAVAILABLE, message).into_response();
+        }
+    };
+    let lines = futures::stream::unfold(Some(subscription), |subscription| async move {
+        next_line(subscription?).await
+    })
+    .map(Ok::<_, std::convert::Infallible>);
     (
         [(header::CONTENT_TYPE, "application/x-ndjson")],
         Body::from_stream(lines),
@@ -106,11 +152,32 @@ mod tests {
 
     use super::*;
 
+    use etcd_operator_actors::debug::TransitionRecord;
+    use etcd_operator_actors::metrics::Telemetry;
+
+    /// A replica without leader election (it leads), caches synced.
     fn state() -> HttpState {
+        let telemetry = Telemetry::default();
         HttpState {
-            hub: DebugHub::default(),
+            hub: telemetry.hub.clone(),
             registry: Arc::new(Registry::default()),
-            leading: Arc::new(AtomicBool::new(true)),
+            election: ElectionView::without_election(&telemetry, "me"),
+            caches_synced: Arc::new(AtomicBool::new(true)),
+        }
+    }
+
+    /// A replica in the election that has read the Lease, held by `holder`.
+    fn elected_state(hub: DebugHub, holder: &str) -> HttpState {
+        let telemetry = Telemetry {
+            hub,
+            ..Telemetry::default()
+        };
+        let election = ElectionView::new(&telemetry, "ns/lease", "me");
+        election.record(holder, holder == "me");
+        HttpState {
+            election,
+            hub: telemetry.hub,
+            ..state()
         }
     }
 
@@ -151,13 +218,113 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_standby_replica_is_not_ready() {
-        let s = state();
-        s.hub.set_synced();
-        s.leading.store(false, Ordering::SeqCst);
+    async fn a_standby_replica_with_synced_caches_is_ready_to_take_over() {
+        let s = elected_state(DebugHub::default(), "other");
+        let (code, body) = get_path(s.clone(), "/readyz").await;
+        assert_eq!(code, StatusCode::OK, "{body}");
+        assert!(body.contains("standby"), "{body}");
+        let (_, actors) = get_path(s, "/debug/actors").await;
+        let v: serde_json::Value = serde_json::from_str(&actors).unwrap();
+        assert_eq!(v[0]["kind"], "leader-election");
+        assert_eq!(v[0]["state"]["leading"], false);
+        assert_eq!(v[0]["state"]["holder"], "other");
+    }
+
+    #[tokio::test]
+    async fn a_replica_is_not_ready_before_its_caches_synced() {
+        let s = elected_state(DebugHub::default(), "other");
+        s.caches_synced.store(false, Ordering::SeqCst);
         let (code, body) = get_path(s, "/readyz").await;
         assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
-        assert!(body.contains("standby"));
+        assert!(body.contains("caches"), "{body}");
+    }
+
+    #[tokio::test]
+    async fn a_standby_that_never_read_the_lease_is_not_ready() {
+        let telemetry = Telemetry::default();
+        let s = HttpState {
+            election: ElectionView::new(&telemetry, "ns/lease", "me"),
+            ..state()
+        };
+        let (code, body) = get_path(s, "/readyz").await;
+        assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(body.contains("Lease"), "{body}");
+    }
+
+    #[tokio::test]
+    async fn a_new_leader_is_ready_once_it_processed_the_first_list() {
+        let s = elected_state(DebugHub::default(), "me");
+        assert_eq!(
+            get_path(s.clone(), "/readyz").await.0,
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        s.hub.set_synced();
+        let (code, body) = get_path(s, "/readyz").await;
+        assert_eq!(code, StatusCode::OK);
+        assert!(body.contains("leader"), "{body}");
+    }
+
+    fn record(to: &str) -> TransitionRecord {
+        TransitionRecord {
+            time_unix_ms: 0,
+            kind: etcd_operator_actors::debug::ActorKind::Cluster,
+            key: "ns/a".into(),
+            from: "Bootstrapping".into(),
+            to: to.into(),
+            reason: "Converged".into(),
+            message: String::new(),
+        }
+    }
+
+    async fn open_stream(s: &HttpState) -> Response {
+        router(s.clone())
+            .oneshot(Request::get("/debug/stream").body(Body::empty()).unwrap())
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_debug_stream_refuses_subscribers_beyond_its_maximum() {
+        let s = HttpState {
+            hub: DebugHub::with_limits(8, 1),
+            ..state()
+        };
+        let first = open_stream(&s).await;
+        assert_eq!(first.status(), StatusCode::OK);
+        let (code, body) = get_path(s.clone(), "/debug/stream").await;
+        assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(body.contains("maximum of 1 subscribers"), "{body}");
+        drop(first);
+        assert_eq!(open_stream(&s).await.status(), StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn a_slow_debug_stream_subscriber_gets_a_last_line_saying_it_was_dropped() {
+        let s = HttpState {
+            hub: DebugHub::with_limits(4, 2),
+            ..state()
+        };
+        let response = open_stream(&s).await;
+        s.hub.publish(record("Scaling"));
+        let mut body = response.into_body().into_data_stream();
+        let first = body.next().await.unwrap().unwrap();
+        assert!(String::from_utf8_lossy(&first).contains("Scaling"));
+        // Ten more while it does not read: more than the stream keeps.
+        for i in 0..10 {
+            s.hub.publish(record(&format!("phase-{i}")));
+        }
+        let rest = to_bytes(Body::from_stream(body), 1 << 20).await.unwrap();
+        let rest = String::from_utf8_lossy(&rest).into_owned();
+        let lines: Vec<serde_json::Value> = rest
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 1, "{rest}");
+        assert_eq!(lines[0]["missed"], 6);
+        assert!(lines[0]["dropped"].as_str().unwrap().contains("dropped"));
+        // Its slot is free again.
+        assert!(s.hub.subscribe().is_ok());
+        assert!(s.hub.subscribe().is_ok());
     }
 
     #[tokio::test]

@@ -1,7 +1,9 @@
 //! The debug view: every actor's current state, and a live stream of state transitions.
 //!
 //! The operator serves both over HTTP (`/debug/actors` and `/debug/stream`); this module
-//! holds them and knows nothing of HTTP.
+//! holds them and knows nothing of HTTP. The stream is bounded: at most a fixed number of
+//! subscribers at once, and a subscriber that falls further behind than the stream's
+//! capacity is told so and dropped, rather than kept waiting on records it lost.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,10 +11,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
-use tokio::sync::broadcast;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast};
 
-/// Capacity of the transition stream; a subscriber that falls further behind skips records.
-const STREAM_CAPACITY: usize = 1024;
+/// Capacity of the transition stream; a subscriber that falls further behind is dropped.
+pub const STREAM_CAPACITY: usize = 1024;
+/// Most subscribers of the transition stream at once.
+pub const MAX_SUBSCRIBERS: usize = 16;
 
 /// What kind of actor a snapshot describes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -22,6 +26,8 @@ pub enum ActorKind {
     Supervisor,
     /// A Cluster actor.
     Cluster,
+    /// The leader election of this replica (not an actor, shown with them).
+    LeaderElection,
 }
 
 /// The latest state one actor published.
@@ -61,15 +67,48 @@ pub struct TransitionRecord {
 pub struct DebugHub {
     actors: Arc<Mutex<BTreeMap<(ActorKind, String), ActorSnapshot>>>,
     stream: broadcast::Sender<TransitionRecord>,
+    slots: Arc<Semaphore>,
+    max_subscribers: usize,
     synced: Arc<AtomicBool>,
 }
 
 impl Default for DebugHub {
     fn default() -> Self {
-        DebugHub {
-            actors: Arc::default(),
-            stream: broadcast::channel(STREAM_CAPACITY).0,
-            synced: Arc::default(),
+        DebugHub::with_limits(STREAM_CAPACITY, MAX_SUBSCRIBERS)
+    }
+}
+
+/// The stream already has as many subscribers as it accepts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the transition stream already has its maximum of {0} subscribers")]
+pub struct TooManySubscribers(pub usize);
+
+/// What a subscriber gets next.
+#[derive(Debug, Clone)]
+pub enum Received {
+    /// The next transition.
+    Transition(TransitionRecord),
+    /// The subscriber fell this many records behind and lost them: it is dropped.
+    Dropped(u64),
+    /// The hub is gone.
+    Closed,
+}
+
+/// One subscriber of the transition stream; holds one of the hub's subscriber slots until
+/// it is dropped.
+pub struct Subscription {
+    receiver: broadcast::Receiver<TransitionRecord>,
+    _slot: OwnedSemaphorePermit,
+}
+
+impl Subscription {
+    /// The next transition; after [`Received::Dropped`] or [`Received::Closed`] the
+    /// subscription is over and should be dropped.
+    pub async fn next(&mut self) -> Received {
+        match self.receiver.recv().await {
+            Ok(record) => Received::Transition(record),
+            Err(broadcast::error::RecvError::Lagged(n)) => Received::Dropped(n),
+            Err(broadcast::error::RecvError::Closed) => Received::Closed,
         }
     }
 }
@@ -83,6 +122,18 @@ pub fn unix_ms() -> u128 {
 }
 
 impl DebugHub {
+    /// A hub whose stream keeps `stream_capacity` records for slow subscribers and accepts
+    /// at most `max_subscribers` of them at once.
+    pub fn with_limits(stream_capacity: usize, max_subscribers: usize) -> Self {
+        DebugHub {
+            actors: Arc::default(),
+            stream: broadcast::channel(stream_capacity.max(1)).0,
+            slots: Arc::new(Semaphore::new(max_subscribers)),
+            max_subscribers,
+            synced: Arc::default(),
+        }
+    }
+
     /// Records an actor's current state.
     pub fn set_state(&self, kind: ActorKind, key: &str, state: serde_json::Value) {
         let snapshot = ActorSnapshot {
@@ -109,9 +160,18 @@ impl DebugHub {
         let _ = self.stream.send(record);
     }
 
-    /// Subscribes to transitions from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<TransitionRecord> {
-        self.stream.subscribe()
+    /// Subscribes to transitions from now on, unless the stream has its maximum of
+    /// subscribers already.
+    pub fn subscribe(&self) -> Result<Subscription, TooManySubscribers> {
+        let slot = self
+            .slots
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| TooManySubscribers(self.max_subscribers))?;
+        Ok(Subscription {
+            receiver: self.stream.subscribe(),
+            _slot: slot,
+        })
     }
 
     /// Marks that the first full list of EtcdClusters has been processed.
@@ -156,19 +216,43 @@ mod tests {
         assert_eq!(hub.snapshot().len(), 1);
     }
 
-    #[test]
-    fn subscribers_receive_transitions_published_after_they_subscribed() {
-        let hub = DebugHub::default();
-        let mut rx = hub.subscribe();
-        hub.publish(TransitionRecord {
+    fn record(to: &str) -> TransitionRecord {
+        TransitionRecord {
             time_unix_ms: 0,
             kind: ActorKind::Cluster,
             key: "ns/a".into(),
             from: "Bootstrapping".into(),
-            to: "Running".into(),
+            to: to.into(),
             reason: "Converged".into(),
             message: String::new(),
-        });
-        assert_eq!(rx.try_recv().unwrap().to, "Running");
+        }
+    }
+
+    #[tokio::test]
+    async fn subscribers_receive_transitions_published_after_they_subscribed() {
+        let hub = DebugHub::default();
+        let mut sub = hub.subscribe().unwrap();
+        hub.publish(record("Running"));
+        assert!(matches!(sub.next().await, Received::Transition(r) if r.to == "Running"));
+    }
+
+    #[test]
+    fn subscribers_beyond_the_maximum_are_refused_until_one_leaves() {
+        let hub = DebugHub::with_limits(8, 2);
+        let first = hub.subscribe().unwrap();
+        let _second = hub.subscribe().unwrap();
+        assert_eq!(hub.subscribe().err(), Some(TooManySubscribers(2)));
+        drop(first);
+        assert!(hub.subscribe().is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_subscriber_that_falls_behind_the_stream_capacity_is_dropped() {
+        let hub = DebugHub::with_limits(4, 2);
+        let mut slow = hub.subscribe().unwrap();
+        for i in 0..10 {
+            hub.publish(record(&format!("phase-{i}")));
+        }
+        assert!(matches!(slow.next().await, Received::Dropped(6)));
     }
 }

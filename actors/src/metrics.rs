@@ -39,6 +39,8 @@ pub struct Metrics {
     pub clusters: Gauge,
     /// Cluster actors restarted after a crash.
     pub restarts: Counter,
+    /// 1 while this replica leads (holds the leader Lease, or leader election is off).
+    pub leader: Gauge,
 }
 
 impl Default for Metrics {
@@ -50,6 +52,7 @@ impl Default for Metrics {
             transitions: Family::default(),
             clusters: Gauge::default(),
             restarts: Counter::default(),
+            leader: Gauge::default(),
         }
     }
 }
@@ -79,6 +82,11 @@ impl Metrics {
             "cluster_restarts",
             "Cluster actors restarted after a crash",
             self.restarts.clone(),
+        );
+        r.register(
+            "leader",
+            "1 while this replica leads (holds the leader Lease), else 0",
+            self.leader.clone(),
         );
     }
 }

@@ -1,12 +1,20 @@
 //! Runs the operator: leader election, informer caches, the Supervisor fed by the
 //! EtcdCluster watch stream, and the HTTP endpoints.
+//!
+//! Every API call has a deadline: the clients have connect, read and write timeouts (one
+//! client for calls, one with a read timeout longer than a watch lasts for the informers),
+//! and Lease calls have their own, shorter one. Every write of the actors passes the
+//! leader's fence (see [`fence`]).
 
+pub mod fence;
 mod leader;
 mod watch;
 mod wiring;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use actix::{Actor, AsyncContext};
 use anyhow::Context as _;
@@ -25,14 +33,55 @@ use etcd_operator_actors::metrics::Telemetry;
 use etcd_operator_actors::supervisor::{PodChanged, Supervisor, WatchEvent};
 use etcd_operator_actors::topology::Topology;
 
-pub use leader::{LeaderElection, can_take};
+pub use fence::{Fence, Fenced};
+pub use leader::{
+    Attempt, CALL_TIMEOUT, ElectionView, LEASE_DURATION, LeaderElection, LeaseError, Observer,
+    RENEW_DEADLINE, RETRY_PERIOD, Renewal, Verdict,
+};
 pub use watch::watch_event;
-pub use wiring::KubeWiring;
+pub use wiring::{FencedWiring, KubeWiring};
 
 use crate::api::EtcdCluster;
 use crate::cli::RunArgs;
 use crate::kube_api::Caches;
 use crate::resources::labels::{CLUSTER_LABEL, MANAGED_BY_LABEL, MANAGER};
+
+/// Seconds the API server keeps one watch open before the watcher starts the next.
+const WATCH_TIMEOUT_S: u32 = 290;
+/// Read timeout of the watch client: a watch may stay silent for its whole duration.
+const WATCH_READ_TIMEOUT: Duration = Duration::from_secs(WATCH_TIMEOUT_S as u64 + 30);
+/// Connect and write timeout of both clients.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn watch_config() -> watcher::Config {
+    watcher::Config::default().timeout(WATCH_TIMEOUT_S)
+}
+
+/// The API clients: one for calls (reads and writes that answer at once), one for the
+/// informers' lists and watches.
+struct Clients {
+    calls: Client,
+    watches: Client,
+}
+
+fn client_with(mut config: kube::Config, read_timeout: Duration) -> anyhow::Result<Client> {
+    config.connect_timeout = Some(CONNECT_TIMEOUT);
+    config.write_timeout = Some(CONNECT_TIMEOUT);
+    config.read_timeout = Some(read_timeout);
+    // The read timeout counts from each request, not from when a pooled connection idled.
+    config.reset_reader_on_write = true;
+    Client::try_from(config).context("building the Kubernetes client")
+}
+
+async fn clients(api_timeout: Duration) -> anyhow::Result<Clients> {
+    let config = kube::Config::infer()
+        .await
+        .context("no Kubernetes configuration (in-cluster or KUBECONFIG)")?;
+    Ok(Clients {
+        calls: client_with(config.clone(), api_timeout)?,
+        watches: client_with(config, WATCH_READ_TIMEOUT)?,
+    })
+}
 
 fn api<K>(client: &Client, namespace: &str) -> Api<K>
 where
@@ -62,11 +111,8 @@ where
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
     let (store, writer) = reflector::store();
-    let stream = reflector::reflector(
-        writer,
-        watcher(api, watcher::Config::default().labels(labels)),
-    )
-    .default_backoff();
+    let stream =
+        reflector::reflector(writer, watcher(api, watch_config().labels(labels))).default_backoff();
     let log = log.clone();
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
@@ -96,7 +142,7 @@ fn supervisor_events(
     writer: reflector::store::Writer<EtcdCluster>,
     log: Logger,
 ) -> impl Stream<Item = WatchEvent> {
-    reflector::reflector(writer, watcher(api, watcher::Config::default()))
+    reflector::reflector(writer, watcher(api, watch_config()))
         .default_backoff()
         .filter_map(move |item| {
             let log = log.clone();
@@ -112,96 +158,185 @@ fn supervisor_events(
         })
 }
 
-/// Runs the operator until it loses leadership or is told to stop.
-pub async fn run(args: RunArgs, log: Logger) -> anyhow::Result<()> {
-    let client = Client::try_default()
-        .await
-        .context("no Kubernetes configuration (in-cluster or KUBECONFIG)")?;
-    let telemetry = Telemetry::default();
-    let mut registry = Registry::default();
-    telemetry.metrics.register(&mut registry);
-    let leading = Arc::new(AtomicBool::new(false));
-    let server = crate::http::serve(
-        args.listen,
-        crate::http::HttpState {
-            hub: telemetry.hub.clone(),
-            registry: Arc::new(registry),
-            leading: leading.clone(),
-        },
-    )
-    .await
-    .with_context(|| format!("cannot listen on {}", args.listen))?;
-    info!(log, "serving HTTP"; "address" => %args.listen);
-    tokio::spawn(server);
+/// The informer caches a replica keeps warm whether or not it leads, and the pod
+/// changes that wake Cluster actors.
+struct WarmCaches {
+    pods: Store<Pod>,
+    services: Store<Service>,
+    nudged: tokio::sync::mpsc::Receiver<PodChanged>,
+}
 
-    let identity = args.identity.clone().unwrap_or_else(|| {
-        std::env::var("HOSTNAME")
-            .unwrap_or_else(|_| format!("etcd-operator-{}", std::process::id()))
-    });
-    let election = LeaderElection::new(
-        client.clone(),
-        &args.lease_namespace,
-        &args.lease_name,
-        &identity,
-        &log,
-    );
-    if args.leader_elect {
-        election.acquire().await;
-    }
-    leading.store(true, Ordering::SeqCst);
-
+/// Starts the pod and Service caches and waits until both have synced.
+async fn warm_caches(client: &Client, namespace: &str, log: &Logger) -> anyhow::Result<WarmCaches> {
     let selector = format!("app=etcd,{MANAGED_BY_LABEL}={MANAGER}");
     // Pod changes wake their Cluster actor at once (a member that died is seen without
     // waiting for the next interval). Nudges are hints: when the channel is full, the
     // next tick sees the change anyway.
     let (nudges, nudged) = tokio::sync::mpsc::channel::<PodChanged>(1024);
-    let pods: Store<Pod> = cache(api(&client, &args.namespace), &selector, &log, move |pod| {
+    let pods: Store<Pod> = cache(api(client, namespace), &selector, log, move |pod| {
         if let Some(cluster) = pod_cluster(pod) {
             let _ = nudges.try_send(PodChanged(cluster));
         }
     });
-    let services: Store<Service> = cache(api(&client, &args.namespace), &selector, &log, |_| {});
+    let services: Store<Service> = cache(api(client, namespace), &selector, log, |_| {});
     pods.wait_until_ready().await.context("pod cache")?;
     services.wait_until_ready().await.context("service cache")?;
     info!(log, "pod and service caches synced");
+    Ok(WarmCaches {
+        pods,
+        services,
+        nudged,
+    })
+}
 
+/// Starts the Supervisor, fed by the EtcdCluster watch, with every write behind `fence`.
+fn start_supervisor(
+    args: &RunArgs,
+    clients: &Clients,
+    caches: WarmCaches,
+    identity: &str,
+    fence: &Fence,
+    telemetry: Telemetry,
+    log: &Logger,
+) -> actix::Addr<Supervisor> {
+    let WarmCaches {
+        pods,
+        services,
+        mut nudged,
+    } = caches;
+    // What a standby was nudged about is seen by the first tick of every cluster anyway.
+    while nudged.try_recv().is_ok() {}
     let (clusters, writer) = reflector::store();
-    let events = supervisor_events(api(&client, &args.namespace), writer, log.clone());
+    let events = supervisor_events(api(&clients.watches, &args.namespace), writer, log.clone());
     let reporter = Reporter {
         controller: "etcd-operator".into(),
-        instance: Some(identity.clone()),
+        instance: Some(identity.to_string()),
     };
-    let wiring = Arc::new(KubeWiring {
-        client: client.clone(),
+    let kube = KubeWiring {
+        client: clients.calls.clone(),
         caches: Caches {
             clusters,
             pods,
             services,
         },
-        recorder: Recorder::new(client.clone(), reporter),
+        recorder: Recorder::new(clients.calls.clone(), reporter),
         etcd_timeout: args.cluster_config().etcd_timeout,
-    });
+    };
+    let wiring = Arc::new(FencedWiring::new(Arc::new(kube), fence.clone()));
     let config = args.cluster_config();
-    let sup_log = log.clone();
-    let _supervisor = Supervisor::create(move |ctx| {
+    let log = log.clone();
+    Supervisor::create(move |ctx| {
         ctx.add_stream(events);
         ctx.add_stream(tokio_stream::wrappers::ReceiverStream::new(nudged));
-        Supervisor::new(wiring, config, telemetry, &sup_log)
-    });
+        Supervisor::new(wiring, config, telemetry, &log)
+    })
+}
 
-    let lost = async {
-        if args.leader_elect {
-            election.keep().await;
-        } else {
-            futures::future::pending::<()>().await;
+/// Resolves on SIGINT or SIGTERM.
+fn shutdown_signal(log: &Logger) -> anyhow::Result<impl Future<Output = ()> + use<>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate =
+        signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let log = log.clone();
+    Ok(async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => info!(log, "interrupted; stopping"),
+            _ = terminate.recv() => info!(log, "terminated; stopping"),
         }
+    })
+}
+
+/// Serves HTTP in the background.
+async fn start_http(
+    args: &RunArgs,
+    state: crate::http::HttpState,
+    log: &Logger,
+) -> anyhow::Result<()> {
+    let server = crate::http::serve(args.listen, state)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    info!(log, "serving HTTP"; "address" => %args.listen);
+    tokio::spawn(server);
+    Ok(())
+}
+
+/// Runs the operator until it loses leadership or is told to stop.
+///
+/// A replica keeps its caches warm and reports ready while it waits for the Lease; only
+/// the Lease holder runs the Supervisor. It exits (with an error) when its fence closes,
+/// and on SIGTERM closes the fence and then gives the Lease back.
+pub async fn run(args: RunArgs, log: Logger) -> anyhow::Result<()> {
+    let clients = clients(args.api_timeout()).await?;
+    let telemetry = Telemetry::default();
+    let mut registry = Registry::default();
+    telemetry.metrics.register(&mut registry);
+    let identity = args.identity.clone().unwrap_or_else(|| {
+        std::env::var("HOSTNAME")
+            .unwrap_or_else(|_| format!("etcd-operator-{}", std::process::id()))
+    });
+    let lease = format!("{}/{}", args.lease_namespace, args.lease_name);
+    let (view, fence) = if args.leader_elect {
+        let view = ElectionView::new(&telemetry, &lease, &identity);
+        (view, Fence::new(RENEW_DEADLINE))
+    } else {
+        let view = ElectionView::without_election(&telemetry, &identity);
+        (view, Fence::always_open())
     };
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("installing the SIGTERM handler")?;
+    let caches_synced = Arc::new(AtomicBool::new(false));
+    let state = crate::http::HttpState {
+        hub: telemetry.hub.clone(),
+        registry: Arc::new(registry),
+        election: view.clone(),
+        caches_synced: caches_synced.clone(),
+    };
+    start_http(&args, state, &log).await?;
+    let shutdown = shutdown_signal(&log)?;
+    tokio::pin!(shutdown);
+    let mut election = LeaderElection::new(
+        clients.calls.clone(),
+        &args.lease_namespace,
+        &args.lease_name,
+        &identity,
+        view,
+        &log,
+    );
+    let caches = tokio::select! {
+        caches = warm_caches(&clients.watches, &args.namespace, &log) => caches?,
+        () = &mut shutdown => return Ok(()),
+    };
+    caches_synced.store(true, Ordering::SeqCst);
+    if args.leader_elect {
+        let held = tokio::select! {
+            held = election.acquire(&fence) => held,
+            () = &mut shutdown => return Ok(()),
+        };
+        if !held {
+            anyhow::bail!("acquired the leader lease too late to act on it; exiting");
+        }
+    }
+    let _supervisor = start_supervisor(&args, &clients, caches, &identity, &fence, telemetry, &log);
     tokio::select! {
-        () = lost => anyhow::bail!("lost the leader lease; exiting so a fresh replica takes over"),
-        _ = tokio::signal::ctrl_c() => info!(log, "interrupted; stopping"),
-        _ = terminate.recv() => info!(log, "terminated; stopping"),
+        reason = lead(&election, &fence, args.leader_elect) => {
+            anyhow::bail!("stopped leading ({reason}); exiting so a fresh replica takes over")
+        }
+        () = &mut shutdown => {}
+    }
+    fence.close_now("the operator is stopping");
+    if args.leader_elect {
+        election.release().await;
     }
     Ok(())
+}
+
+/// Keeps the Lease until the fence closes; resolves with the reason. Without leader
+/// election, never resolves.
+async fn lead(election: &LeaderElection, fence: &Fence, leader_elect: bool) -> String {
+    if !leader_elect {
+        return futures::future::pending().await;
+    }
+    tokio::select! {
+        () = election.keep(fence) => {}
+        _ = fence.closed() => {}
+    }
+    fence.closed().await
 }

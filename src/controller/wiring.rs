@@ -1,4 +1,5 @@
-//! Builds each Cluster actor's ports from the shared client and caches.
+//! Builds each Cluster actor's ports from the shared client and caches, and puts every
+//! write of those ports behind the leader's fence.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,6 +11,7 @@ use etcd_operator_actors::ports::{ClusterApi, EtcdApi};
 use etcd_operator_actors::supervisor::ClusterWiring;
 use etcd_operator_actors::topology::Topology;
 
+use super::fence::{Fence, FencedClusterApi, FencedEtcdApi};
 use crate::etcd_api::EtcdClientApi;
 use crate::kube_api::{Caches, KubeClusterApi};
 
@@ -37,5 +39,35 @@ impl ClusterWiring for KubeWiring {
 
     fn etcd_api(&self, _: &Topology) -> Arc<dyn EtcdApi> {
         Arc::new(EtcdClientApi::new(self.etcd_timeout))
+    }
+}
+
+/// Any wiring whose ports' writes (Kubernetes writes and etcd membership changes) each
+/// pass the fence first; reads go straight through.
+pub struct FencedWiring {
+    inner: Arc<dyn ClusterWiring>,
+    fence: Fence,
+}
+
+impl FencedWiring {
+    /// Puts the writes of `inner`'s ports behind `fence`.
+    pub fn new(inner: Arc<dyn ClusterWiring>, fence: Fence) -> Self {
+        FencedWiring { inner, fence }
+    }
+}
+
+impl ClusterWiring for FencedWiring {
+    fn cluster_api(&self, cluster: &Topology) -> Arc<dyn ClusterApi> {
+        Arc::new(FencedClusterApi::new(
+            self.inner.cluster_api(cluster),
+            self.fence.clone(),
+        ))
+    }
+
+    fn etcd_api(&self, cluster: &Topology) -> Arc<dyn EtcdApi> {
+        Arc::new(FencedEtcdApi::new(
+            self.inner.etcd_api(cluster),
+            self.fence.clone(),
+        ))
     }
 }

@@ -455,3 +455,92 @@ pub fn pod_images(ns: &str) -> Vec<String> {
     assert!(ok, "{out}");
     out.split_whitespace().map(str::to_string).collect()
 }
+
+/// Pid of the operator testkit/env/local-up.sh started.
+pub fn local_operator_pid() -> i32 {
+    operator_pid().expect("operator pid file")
+}
+
+/// Whether process `pid` runs (a zombie does not).
+pub fn process_alive(pid: i32) -> bool {
+    alive(pid)
+}
+
+/// Sends signal `name` (`STOP`, `CONT`, `TERM`, ...) to process `pid`.
+pub fn signal(pid: i32, name: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("kill runs");
+    assert!(
+        status.success() || std::thread::panicking(),
+        "kill -{name} {pid} failed"
+    );
+}
+
+/// The identity holding the operator's leader Lease (empty when none or unreadable).
+pub fn lease_holder() -> String {
+    let args = [
+        "get",
+        "lease",
+        "etcd-operator",
+        "-n",
+        "etcd-operator",
+        "-o",
+        "jsonpath={.spec.holderIdentity}",
+    ];
+    match kubectl(&args, None) {
+        (true, holder) => holder.trim().to_string(),
+        (false, _) => String::new(),
+    }
+}
+
+/// Blocks until `check` holds or `timeout` passes; whether it held (usable in `Drop`).
+fn block_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    while std::time::Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    check()
+}
+
+/// After a test froze or replaced the local operator (process `pid`, Lease identity
+/// `identity`): waits for that process to exit, starts the operator again
+/// (testkit/env/local-up.sh starts what is not running) and waits until it holds the Lease,
+/// so later scenarios find the environment as local-up left it.
+pub fn restore_leader(pid: i32, identity: &str) {
+    let exited = block_until(Duration::from_secs(30), || !alive(pid));
+    let local_up = Command::new("bash")
+        .arg(root().join("testkit/env/local-up.sh"))
+        .env("EXAMPLE", "")
+        .env("LOCAL_ENV_DIR", env_dir())
+        .output();
+    let restarted = local_up.as_ref().is_ok_and(|o| o.status.success());
+    let leading = block_until(Duration::from_secs(60), || lease_holder() == identity);
+    if !std::thread::panicking() {
+        assert!(exited, "the old operator (pid {pid}) did not exit");
+        assert!(
+            restarted,
+            "testkit/env/local-up.sh failed to restart the operator: {:?}",
+            local_up.map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        );
+        assert!(
+            leading,
+            "the restarted operator did not take the Lease back"
+        );
+    }
+}
+
+/// Pid of a control-plane component (`kube-apiserver`, `etcd`, ...) testkit/env/control-plane.sh
+/// started.
+pub fn control_plane_pid(name: &str) -> i32 {
+    let path = env_dir().join(format!("run/{name}.pid"));
+    std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {}", path.display()))
+}
