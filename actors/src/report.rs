@@ -219,7 +219,11 @@ fn pod_policy_condition(obs: &Observation, spec: &DesiredCluster) -> ConditionRe
         .pods
         .iter()
         .filter(|p| !p.is_dead())
-        .filter(|p| p.pod_template.as_ref().is_some_and(|t| *t != spec.pod_template))
+        .filter(|p| {
+            p.pod_template
+                .as_ref()
+                .is_some_and(|t| *t != spec.pod_template)
+        })
         .map(|p| p.name.as_str())
         .collect();
     older.sort_unstable();
@@ -410,7 +414,14 @@ mod tests {
         let c = condition(&r, POD_POLICY_APPLIED);
         assert!(!c.status);
         assert_eq!(c.reason, "PodPolicyNotApplied");
-        assert!(c.message.contains("m2") && !c.message.contains("m1"), "{}", c.message);
-        assert!(!c.message.contains("m3"), "pods of older operators are not judged");
+        assert!(
+            c.message.contains("m2") && !c.message.contains("m1"),
+            "{}",
+            c.message
+        );
+        assert!(
+            !c.message.contains("m3"),
+            "pods of older operators are not judged"
+        );
     }
 }

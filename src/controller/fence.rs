@@ -298,11 +298,11 @@ impl EtcdApi for FencedEtcdApi {
 mod tests {
     use actix::Actor;
     use etcd_operator_actors::cluster::ClusterConfig;
-    use etcd_operator_actors::fakes::{CallCounts, FakeCluster, FakeWiring};
     use etcd_operator_actors::lifecycle::DesiredCluster;
     use etcd_operator_actors::metrics::Telemetry;
     use etcd_operator_actors::supervisor::{Supervisor, WatchEvent};
     use etcd_operator_actors::topology::Topology;
+    use etcd_operator_fakes::{CallCounts, FakeCluster, FakeWiring};
     use futures::FutureExt;
 
     use super::*;

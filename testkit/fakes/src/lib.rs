@@ -775,7 +775,6 @@ mod tests {
             initial_cluster: demo().initial_cluster(&["demo-seed".into()]),
             state: InitialState::New { token: "t".into() },
             voter: true,
-            pod_template: None,
         };
         fake.create_member_pod(&seed).await.unwrap();
         let list = fake.list(&endpoints(&fake)).await.unwrap();
@@ -810,7 +809,6 @@ mod tests {
             initial_cluster: String::new(),
             state: InitialState::Existing,
             voter: false,
-            pod_template: None,
         };
         fake.create_member_pod(&pod).await.unwrap();
         fake.promote(&eps, added.id).await.unwrap();
