@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use etcd_operator::etcd_api::EtcdClientApi;
-use etcd_operator_actors::lifecycle::{MemberView, Version};
+use etcd_operator_actors::lifecycle::{MemberHealth, MemberView, Version};
 use etcd_operator_actors::member_client::{
     AddMember, ListMembers, MemberClient, MemberStatus, PromoteMember, RemoveMember,
 };
-use etcd_operator_actors::ports::{AddedMember, EtcdError, EtcdErrorKind};
+use etcd_operator_actors::ports::{AddedMember, EtcdError, EtcdErrorKind, MemberList};
 use support::etcd_process::{EtcdProcess, Loopback};
 
 /// What `EtcdClientApi` gives each connection and request.
@@ -39,6 +39,10 @@ where
 }
 
 async fn list(client: &Addr<MemberClient>, endpoints: &[String]) -> Vec<MemberView> {
+    list_with_id(client, endpoints).await.members
+}
+
+async fn list_with_id(client: &Addr<MemberClient>, endpoints: &[String]) -> MemberList {
     ask(
         client,
         ListMembers {
@@ -47,7 +51,17 @@ async fn list(client: &Addr<MemberClient>, endpoints: &[String]) -> Vec<MemberVi
     )
     .await
     .expect("member list succeeds")
-    .members
+}
+
+async fn status(client: &Addr<MemberClient>, endpoint: &str) -> MemberHealth {
+    ask(
+        client,
+        MemberStatus {
+            endpoint: endpoint.to_string(),
+        },
+    )
+    .await
+    .expect("endpoint status succeeds")
 }
 
 async fn add(
@@ -117,22 +131,8 @@ async fn member_list_and_status_both_carry_the_clusters_id() {
     let net = Loopback::new();
     let seed = EtcdProcess::start_seed(&net, 1, "seed").await;
     let client = member_client();
-    let listed = ask(
-        &client,
-        ListMembers {
-            endpoints: vec![seed.client_url()],
-        },
-    )
-    .await
-    .expect("member list succeeds");
-    let health = ask(
-        &client,
-        MemberStatus {
-            endpoint: seed.client_url(),
-        },
-    )
-    .await
-    .expect("endpoint status succeeds");
+    let listed = list_with_id(&client, &[seed.client_url()]).await;
+    let health = status(&client, &seed.client_url()).await;
     assert_ne!(listed.cluster_id, 0);
     assert_eq!(health.cluster_id, Some(listed.cluster_id));
 }
@@ -144,14 +144,7 @@ async fn status_reports_the_running_version_and_the_seed_as_leader() {
     let client = member_client();
     let seed_id = list(&client, &[seed.client_url()]).await[0].id;
 
-    let health = ask(
-        &client,
-        MemberStatus {
-            endpoint: seed.client_url(),
-        },
-    )
-    .await
-    .expect("endpoint status succeeds");
+    let health = status(&client, &seed.client_url()).await;
 
     assert!(health.reachable);
     assert!(health.is_healthy(), "{health:?}");

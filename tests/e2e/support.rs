@@ -197,23 +197,19 @@ pub async fn wait_status(
     .await
 }
 
+/// One word per pod of a namespace (`field` is a jsonpath within an item), sorted.
+fn pod_words(ns: &str, field: &str) -> Vec<String> {
+    let path = format!("jsonpath={{range .items[*]}}{field} {{end}}");
+    let (ok, out) = kubectl(&["get", "pods", "-n", ns, "-o", &path], None);
+    assert!(ok, "{out}");
+    let mut words: Vec<String> = out.split_whitespace().map(str::to_string).collect();
+    words.sort();
+    words
+}
+
 /// Names and uids of the pods of a namespace, sorted.
 pub fn pod_uids(ns: &str) -> Vec<String> {
-    let (ok, out) = kubectl(
-        &[
-            "get",
-            "pods",
-            "-n",
-            ns,
-            "-o",
-            "jsonpath={range .items[*]}{.metadata.name}={.metadata.uid} {end}",
-        ],
-        None,
-    );
-    assert!(ok, "{out}");
-    let mut uids: Vec<String> = out.split_whitespace().map(str::to_string).collect();
-    uids.sort();
-    uids
+    pod_words(ns, "{.metadata.name}={.metadata.uid}")
 }
 
 /// Names of the Events in `ns` matching a field selector (e.g. `reason=MemberRemoved`).
@@ -439,21 +435,9 @@ impl Drop for DebugStream {
     }
 }
 
-/// The etcd images of the pods of a namespace.
+/// The etcd images of the pods of a namespace, sorted.
 pub fn pod_images(ns: &str) -> Vec<String> {
-    let (ok, out) = kubectl(
-        &[
-            "get",
-            "pods",
-            "-n",
-            ns,
-            "-o",
-            "jsonpath={range .items[*]}{.spec.containers[0].image} {end}",
-        ],
-        None,
-    );
-    assert!(ok, "{out}");
-    out.split_whitespace().map(str::to_string).collect()
+    pod_words(ns, "{.spec.containers[0].image}")
 }
 
 /// Pid of the operator testkit/env/local-up.sh started.

@@ -241,32 +241,12 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
             Ok(Done::member(format!("deleted pod {name}"), name))
         }
         Action::UpgradeMember { name, from, to } => {
-            let change = VersionChange {
-                to: to.clone(),
-                upgrade_from: Some(from.clone()),
-            };
-            fx.kube
-                .set_pod_version(name, &change)
-                .await
-                .map_err(|e| e.message)?;
-            Ok(Done::member(
-                format!("set member {name} from etcd {from} to {to}; its data stays"),
-                name,
-            ))
+            let note = format!("set member {name} from etcd {from} to {to}; its data stays");
+            set_version(fx, name, to, Some(from), note).await
         }
         Action::RollBackMember { name, to } => {
-            let change = VersionChange {
-                to: to.clone(),
-                upgrade_from: None,
-            };
-            fx.kube
-                .set_pod_version(name, &change)
-                .await
-                .map_err(|e| e.message)?;
-            Ok(Done::member(
-                format!("moved member {name} back to etcd {to}; its data stays"),
-                name,
-            ))
+            let note = format!("moved member {name} back to etcd {to}; its data stays");
+            set_version(fx, name, to, None, note).await
         }
         Action::LabelVoter { name } => {
             fx.kube.label_voter(name).await.map_err(|e| e.message)?;
@@ -276,20 +256,29 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
             ))
         }
         Action::ConfirmUpgrade { name, version } => {
-            let change = VersionChange {
-                to: version.clone(),
-                upgrade_from: None,
-            };
-            fx.kube
-                .set_pod_version(name, &change)
-                .await
-                .map_err(|e| e.message)?;
-            Ok(Done::member(
-                format!("member {name} is healthy on etcd {version}"),
-                name,
-            ))
+            let note = format!("member {name} is healthy on etcd {version}");
+            set_version(fx, name, version, None, note).await
         }
     }
+}
+
+/// Sets a member's pod to etcd `to`, with the upgrade mark `upgrade_from` (or none).
+async fn set_version(
+    fx: &Effectors<'_>,
+    name: &str,
+    to: &Version,
+    upgrade_from: Option<&Version>,
+    note: String,
+) -> Result<Done, Failure> {
+    let change = VersionChange {
+        to: to.clone(),
+        upgrade_from: upgrade_from.cloned(),
+    };
+    fx.kube
+        .set_pod_version(name, &change)
+        .await
+        .map_err(|e| e.message)?;
+    Ok(Done::member(note, name))
 }
 
 /// Creates the seed's pod: `--initial-cluster-state=new` under the recorded token.

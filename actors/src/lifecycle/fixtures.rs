@@ -60,18 +60,7 @@ impl World {
             client_urls: vec![format!("http://{name}.demo.default.svc:2379")],
             is_learner: false,
         });
-        self.obs.pods.push(PodView {
-            name,
-            phase: PodPhase::Running,
-            ready: true,
-            terminating: false,
-            version: Some(version.to_string()),
-            problem: None,
-            started: true,
-            upgrade_from: None,
-            voter: true,
-            pod_template: None,
-        });
+        self.obs.pods.push(PodView::running(&name, version));
         let mut health = MemberHealth::healthy(version);
         health.leader = Some(1);
         self.obs.health.insert(id, health);

@@ -52,6 +52,22 @@ pub struct PodView {
 }
 
 impl PodView {
+    /// A Running, ready voting member's pod at `version` that has run, with no marks.
+    pub fn running(name: &str, version: &str) -> Self {
+        PodView {
+            name: name.to_string(),
+            phase: PodPhase::Running,
+            ready: true,
+            terminating: false,
+            version: Some(version.to_string()),
+            problem: None,
+            started: true,
+            upgrade_from: None,
+            voter: true,
+            pod_template: None,
+        }
+    }
+
     /// A pod whose member can never come back: failed, succeeded, or being deleted.
     pub fn is_dead(&self) -> bool {
         matches!(self.phase, PodPhase::Failed | PodPhase::Succeeded) || self.terminating

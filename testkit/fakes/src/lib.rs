@@ -238,7 +238,7 @@ impl FakeCluster {
                     client_urls: vec![fake.topology.client_url(&name)],
                     is_learner: false,
                 });
-                w.pods.push(running_pod(&name, version));
+                w.pods.push(PodView::running(&name, version));
             }
         }
         fake
@@ -414,21 +414,6 @@ impl FakeCluster {
     }
 }
 
-fn running_pod(name: &str, version: &str) -> PodView {
-    PodView {
-        name: name.to_string(),
-        phase: PodPhase::Running,
-        ready: true,
-        terminating: false,
-        version: Some(version.to_string()),
-        problem: None,
-        started: true,
-        upgrade_from: None,
-        voter: true,
-        pod_template: None,
-    }
-}
-
 /// The cluster ID a fake etcd cluster answers with.
 pub const FAKE_CLUSTER_ID: u64 = 0x00c1_a57e_12d0_0001;
 
@@ -593,7 +578,7 @@ impl ClusterApi for FakeCluster {
             // As the real adapter: creating a pod of ours that exists is done already.
             return Ok(());
         }
-        let mut view = running_pod(&pod.name, &pod.version.to_string());
+        let mut view = PodView::running(&pod.name, &pod.version.to_string());
         view.voter = pod.voter;
         match &pod.state {
             InitialState::New { .. } => {
