@@ -151,29 +151,30 @@ fn a_recorded_seed_without_a_pod_is_started_under_its_recorded_name_and_token() 
     );
 }
 
+/// A recorded seed `demo-seed`, no member answered yet, its pod in `phase`.
+fn recorded_seed(phase: PodPhase) -> World {
+    World::empty(Instant::now())
+        .seeding("demo-seed")
+        .extra_pod("demo-seed", phase)
+}
+
+fn delete_seed_pod() -> Vec<Action> {
+    vec![Action::DeletePod {
+        name: "demo-seed".into(),
+    }]
+}
+
 #[test]
 fn a_recorded_seed_that_died_before_any_member_answered_is_restarted() {
-    let now = Instant::now();
-    let obs = World::empty(now)
-        .seeding("demo-seed")
-        .extra_pod("demo-seed", PodPhase::Failed)
-        .build();
+    let obs = recorded_seed(PodPhase::Failed).build();
     let d = run(State::default(), &obs, &spec(3, "3.5.21"));
-    assert_eq!(
-        d.actions,
-        vec![Action::DeletePod {
-            name: "demo-seed".into()
-        }]
-    );
+    assert_eq!(d.actions, delete_seed_pod());
     assert_eq!(d.why.reason, Reason::RestartingFailedSeed);
 }
 
 #[test]
 fn a_seed_that_never_started_is_recreated_when_the_version_changes() {
-    let now = Instant::now();
-    let obs = World::empty(now)
-        .seeding("demo-seed")
-        .extra_pod("demo-seed", PodPhase::Pending)
+    let obs = recorded_seed(PodPhase::Pending)
         .pod("demo-seed", |p| {
             p.started = false;
             p.version = Some("3.2.13".into());
@@ -184,22 +185,13 @@ fn a_seed_that_never_started_is_recreated_when_the_version_changes() {
     assert!(same.actions.is_empty(), "{:?}", same.actions);
     assert_eq!(same.why.reason, Reason::WaitingForSeed);
     let changed = run(State::default(), &obs, &spec(1, "3.5.21"));
-    assert_eq!(
-        changed.actions,
-        vec![Action::DeletePod {
-            name: "demo-seed".into()
-        }]
-    );
+    assert_eq!(changed.actions, delete_seed_pod());
     assert_eq!(changed.why.reason, Reason::RecreatingSeed);
 }
 
 #[test]
 fn a_seed_that_has_run_is_not_recreated_when_the_version_changes() {
-    let now = Instant::now();
-    let obs = World::empty(now)
-        .seeding("demo-seed")
-        .extra_pod("demo-seed", PodPhase::Running)
-        .build();
+    let obs = recorded_seed(PodPhase::Running).build();
     let d = run(State::default(), &obs, &spec(1, "3.5.35"));
     assert!(d.actions.is_empty(), "{:?}", d.actions);
     assert_eq!(d.why.reason, Reason::WaitingForSeed);
