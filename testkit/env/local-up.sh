@@ -30,6 +30,9 @@ export KUBECONFIG="$LOCAL_ENV_DIR/kubeconfig"
 cd "$ROOT"
 bash testkit/env/install-deps.sh
 bash testkit/env/control-plane.sh up
+# Every etcd version the examples and the tests run, pinned (a no-op when cached; the
+# store etcd above may be Debian's, so this is not implied by the control plane).
+ETCD_VERSIONS=${ETCD_VERSIONS:-v3.5.35 v3.6.16} bash testkit/env/build-binaries.sh etcd
 
 echo "== building the operator and the node"
 cargo build --workspace --bins --quiet
