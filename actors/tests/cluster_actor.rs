@@ -7,6 +7,7 @@ use actix::prelude::*;
 use etcd_operator_actors::cluster::{
     ClusterActor, ClusterConfig, ClusterDeps, Inspect, Nudge, Retire, SpecChanged,
 };
+use etcd_operator_actors::debug::Received;
 use etcd_operator_actors::lifecycle::{DesiredCluster, Phase};
 use etcd_operator_actors::metrics::Telemetry;
 use etcd_operator_actors::ports::{EtcdErrorKind, InitialState};
@@ -27,10 +28,19 @@ fn demo() -> Topology {
 }
 
 fn start(fake: &FakeCluster, spec: DesiredCluster, config: ClusterConfig) -> Addr<ClusterActor> {
+    start_with(fake, spec, config, Telemetry::default())
+}
+
+fn start_with(
+    fake: &FakeCluster,
+    spec: DesiredCluster,
+    config: ClusterConfig,
+    telemetry: Telemetry,
+) -> Addr<ClusterActor> {
     let deps = ClusterDeps {
         kube: Arc::new(fake.clone()),
         etcd: Arc::new(fake.clone()),
-        telemetry: Telemetry::default(),
+        telemetry,
         logger: logger(),
     };
     ClusterActor::new(fake.topology().clone(), spec, config, deps).start()
@@ -113,6 +123,31 @@ async fn a_three_member_cluster_converges_from_nothing_through_seed_learner_adds
     // Learners joined without the client Service's label and got it once promoted.
     assert!(!created[1].voter && !created[2].voter);
     assert!(fake.pods().iter().all(|p| p.voter), "{:#?}", fake.pods());
+}
+
+#[actix_rt::test]
+async fn an_adopted_running_cluster_starts_as_starting_and_moves_straight_to_running() {
+    tokio::time::pause();
+    let fake = FakeCluster::running(demo(), 3, V);
+    let telemetry = Telemetry::default();
+    let mut stream = telemetry.hub.subscribe().expect("a subscriber slot");
+    let actor = start_with(
+        &fake,
+        DesiredCluster::new(3, V),
+        ClusterConfig::default(),
+        telemetry,
+    );
+    until(&actor, &fake, "3 running members", running_with(3)).await;
+
+    let Received::Transition(first) = stream.next().await else {
+        panic!("no transition published");
+    };
+    assert_eq!(
+        (first.from.as_str(), first.to.as_str()),
+        ("Starting", "Running")
+    );
+    assert_eq!(fake.calls().add, 0);
+    assert!(fake.created_pods().is_empty());
 }
 
 #[actix_rt::test]

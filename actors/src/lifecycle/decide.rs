@@ -17,11 +17,11 @@
 
 use std::collections::BTreeSet;
 
-use super::upgrade;
 use super::{
     Action, Birth, Deadlines, DesiredCluster, MemberView, Membership, Observation, Phase, PodView,
     Reason, State, UpgradePath, Version, Why,
 };
+use super::{transition, upgrade};
 
 /// Grace time before a pod that has no etcd member is deleted, so that a member list read
 /// from a member that has not yet applied a recent `member add` cannot cost a new pod.
@@ -39,7 +39,23 @@ pub struct Decision {
 }
 
 /// Decides the next step for one cluster. Pure: no I/O, no clock, no randomness.
+///
+/// Every decision passes the state machine's guards ([`transition::check`]); one that
+/// breaks them is replaced by `Blocked` with no actions.
 pub fn decide(
+    state: State,
+    obs: &Observation,
+    spec: &DesiredCluster,
+    deadlines: &Deadlines,
+) -> Decision {
+    let from = state.phase.clone();
+    let decision = step(state, obs, spec, deadlines);
+    let born = Birth::of(&decision.state, obs).is_born();
+    transition::guard(&from, decision, born)
+}
+
+/// The decision before the guards.
+fn step(
     mut state: State,
     obs: &Observation,
     spec: &DesiredCluster,
@@ -439,7 +455,7 @@ fn with_member_list(
             Reason::CreatingServices,
             "recreating the cluster's Services",
         );
-        let phase = state.phase.clone();
+        let phase = transition::continuing(&state.phase);
         return settle(state, phase, vec![Action::EnsureServices], why);
     }
     if let Some(d) = orphan_pods(&state, view) {
@@ -540,7 +556,7 @@ fn orphan_pods(state: &State, view: &ClusterView<'_>) -> Option<Step> {
         ),
     );
     Some(Box::new(move |state: State| {
-        let phase = state.phase.clone();
+        let phase = transition::continuing(&state.phase);
         settle(state, phase, due, why)
     }))
 }

@@ -918,3 +918,105 @@ fn a_learner_is_never_put_behind_the_client_service() {
         d.actions
     );
 }
+
+#[test]
+fn a_first_decision_that_only_repairs_services_leaves_starting_for_recovering() {
+    let now = Instant::now();
+    let obs = World::healthy(now, 3, VERSION).without_services().build();
+    let d = run(State::default(), &obs, &spec(3, VERSION));
+    assert_eq!(d.actions[0], Action::EnsureServices);
+    assert_eq!(d.state.phase, Phase::Recovering);
+}
+
+/// Observations of every shape the fixtures can build, for the sweep below.
+fn every_kind_of_observation(now: Instant) -> Vec<(&'static str, Observation)> {
+    let three = || World::healthy(now, 3, VERSION);
+    vec![
+        ("empty", World::empty(now).build()),
+        (
+            "empty without services",
+            World::empty(now).without_services().build(),
+        ),
+        (
+            "seed pending",
+            World::empty(now).extra_pod("m1", PodPhase::Pending).build(),
+        ),
+        (
+            "seed failed",
+            World::empty(now).extra_pod("m1", PodPhase::Failed).build(),
+        ),
+        (
+            "recorded seed, no pod",
+            World::empty(now).seeding("m1").build(),
+        ),
+        ("born, no pods", World::empty(now).born().build()),
+        ("born, etcd down", three().born().etcd_down().build()),
+        ("healthy", three().build()),
+        ("healthy, born", three().born().build()),
+        ("one unreachable", three().unreachable(3).build()),
+        (
+            "two unreachable",
+            three().unreachable(2).unreachable(3).build(),
+        ),
+        (
+            "dead pod",
+            three().pod("m3", |p| p.phase = PodPhase::Failed).build(),
+        ),
+        ("missing pod", three().without_pod("m2").build()),
+        ("learner", three().learner(3).build()),
+        ("unstarted", three().unstarted(4, "m4", true).build()),
+        (
+            "orphan pod",
+            three().extra_pod("m9", PodPhase::Running).build(),
+        ),
+        ("mixed versions", three().runs(1, "3.4.0").build()),
+        ("no services", three().without_services().build()),
+    ]
+}
+
+#[test]
+fn no_decision_from_any_phase_on_any_observation_breaks_the_state_machine() {
+    let now = Instant::now();
+    let specs = [
+        spec(1, VERSION),
+        spec(3, VERSION),
+        spec(5, VERSION),
+        spec(3, "3.6.0"),
+        spec(3, "3.4.0"),
+    ];
+    let unborn = [Phase::Starting, Phase::Bootstrapping, Phase::Paused];
+    for (name, obs) in every_kind_of_observation(now) {
+        for spec in &specs {
+            let born_states = [
+                Phase::Starting,
+                Phase::Running,
+                Phase::Scaling { from: 1, to: 3 },
+                Phase::Recovering,
+                Phase::Blocked {
+                    reason: Reason::QuorumLost,
+                },
+            ]
+            .map(|phase| State {
+                phase,
+                ..running_state()
+            });
+            let unborn_states = unborn.clone().map(|phase| State {
+                phase,
+                ..State::default()
+            });
+            for state in born_states.into_iter().chain(unborn_states) {
+                let from = state.phase.clone();
+                let d = run(state, &obs, spec);
+                assert_ne!(
+                    d.why.reason,
+                    Reason::IllegalTransition,
+                    "{name}, {from}, size {} v{}: {}",
+                    spec.size,
+                    spec.version,
+                    d.why.message
+                );
+                assert_ne!(d.state.phase, Phase::Starting, "{name}, {from}");
+            }
+        }
+    }
+}

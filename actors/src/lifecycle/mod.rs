@@ -8,6 +8,7 @@ mod observation;
 mod reason;
 mod spec;
 mod state;
+mod transition;
 mod upgrade;
 mod version;
 
@@ -23,4 +24,5 @@ pub use observation::{MemberHealth, MemberView, Membership, Observation, PodPhas
 pub use reason::{Reason, Why};
 pub use spec::DesiredCluster;
 pub use state::{Deadlines, Phase, State};
+pub use transition::IllegalTransition;
 pub use version::{UpgradePath, Version, VersionError};

@@ -94,6 +94,8 @@ reasons! {
     VersionSkipRefused,
     /// An upgraded member did not become healthy by its deadline.
     UpgradeFailed,
+    /// The decision broke the state machine's rules (a bug); nothing was done.
+    IllegalTransition,
 }
 
 impl Serialize for Reason {
@@ -119,6 +121,7 @@ impl Reason {
                 | Reason::DowngradeRefused
                 | Reason::VersionSkipRefused
                 | Reason::UpgradeFailed
+                | Reason::IllegalTransition
         )
     }
 }

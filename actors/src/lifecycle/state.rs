@@ -14,6 +14,9 @@ use super::{Reason, Version};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "phase")]
 pub enum Phase {
+    /// A new actor before its first decision: it does not know yet whether it creates a
+    /// cluster or adopts one that exists.
+    Starting,
     /// No member list yet: the seed is being created or started.
     Bootstrapping,
     /// Size and version match the spec and every member is healthy.
@@ -47,6 +50,7 @@ impl Phase {
     /// The phase name shown in `status.phase` and `kubectl get etcd`.
     pub fn name(&self) -> &'static str {
         match self {
+            Phase::Starting => "Starting",
             Phase::Bootstrapping => "Bootstrapping",
             Phase::Running => "Running",
             Phase::Scaling { .. } => "Scaling",
@@ -132,7 +136,7 @@ pub struct State {
 impl Default for State {
     fn default() -> Self {
         State {
-            phase: Phase::Bootstrapping,
+            phase: Phase::Starting,
             cluster_id: None,
             failed_version: None,
             unhealthy_since: BTreeMap::new(),
