@@ -131,114 +131,46 @@ pub(crate) async fn execute(fx: &Effectors<'_>, actions: &[Action]) -> Vec<Actio
 }
 
 async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
-    let t = fx.topology;
     match action {
-        Action::EnsureServices => {
-            fx.kube.ensure_services().await.map_err(|e| e.message)?;
-            Ok(Done::cluster(format!(
-                "Services {} and {} ensured",
-                t.name,
-                t.client_service()
-            )))
-        }
-        Action::CreateSeed { version } => {
-            let name = t.new_member_name(&mut rand::rng());
-            let token = format!("{}-{:016x}", t.name, rand::random::<u64>());
-            fx.kube
-                .record_bootstrap(&BootstrapRecord::seed(&name, &token))
-                .await
-                .map_err(|e| format!("recording the seed {name} in status: {e}"))?;
-            start_seed(fx, &name, &token, version).await?;
-            Ok(Done::member(
-                format!("created seed member {name} (etcd {version})"),
-                &name,
-            ))
-        }
+        Action::EnsureServices => ensure_services(fx).await,
+        Action::CreateSeed { version } => create_seed(fx, version).await,
         Action::StartSeed {
             name,
             token,
             version,
         } => {
             start_seed(fx, name, token, version).await?;
-            Ok(Done::member(
-                format!("started recorded seed member {name} (etcd {version})"),
-                name,
-            ))
+            let note = format!("started recorded seed member {name} (etcd {version})");
+            Ok(Done::member(note, name))
         }
-        Action::AddMember { learner, version } => {
-            let name = t.new_member_name(&mut rand::rng());
-            let added = ask(
-                fx.members,
-                AddMember {
-                    endpoints: fx.endpoints.clone(),
-                    peer_url: t.peer_url(&name),
-                    learner: *learner,
-                },
-            )
-            .await
-            .map_err(|e| Failure::etcd(format!("member add {name}"), &e))?;
-            start_joining_pod(fx, &name, added.id, &added.members, version)
-                .await
-                .map_err(Failure::from)?;
-            let kind = if *learner { "learner" } else { "member" };
-            Ok(Done::member(
-                format!(
-                    "added {kind} {name} (id {:x}) and started its pod",
-                    added.id
-                ),
-                &name,
-            ))
-        }
-        Action::ResumeJoin { id, name, version } => {
-            let list = ask(
-                fx.members,
-                ListMembers {
-                    endpoints: fx.endpoints.clone(),
-                },
-            )
-            .await
-            .map_err(|e| Failure::etcd("member list".to_string(), &e))?;
-            start_joining_pod(fx, name, *id, &list.members, version)
-                .await
-                .map_err(Failure::from)?;
-            Ok(Done::member(
-                format!("started the pod of added member {name}"),
-                name,
-            ))
-        }
+        Action::AddMember { learner, version } => add_member(fx, *learner, version).await,
+        Action::ResumeJoin { id, name, version } => resume_join(fx, *id, name, version).await,
         Action::PromoteLearner { id, name } => {
-            ask(
-                fx.members,
-                PromoteMember {
-                    endpoints: fx.endpoints.clone(),
-                    id: *id,
-                },
-            )
-            .await
-            .map_err(|e| Failure::etcd(format!("member promote {name}"), &e))?;
-            Ok(Done::member(
-                format!("promoted learner {name} to a voting member"),
-                name,
-            ))
+            let call = PromoteMember {
+                endpoints: fx.endpoints.clone(),
+                id: *id,
+            };
+            membership(fx, call, format!("member promote {name}")).await?;
+            let note = format!("promoted learner {name} to a voting member");
+            Ok(Done::member(note, name))
         }
         Action::RemoveMember { id, name } => {
-            ask(
-                fx.members,
-                RemoveMember {
-                    endpoints: fx.endpoints.clone(),
-                    id: *id,
-                },
-            )
-            .await
-            .map_err(|e| Failure::etcd(format!("member remove {name}"), &e))?;
-            Ok(Done::member(
-                format!("removed member {name} (id {id:x}) from etcd"),
-                name,
-            ))
+            let call = RemoveMember {
+                endpoints: fx.endpoints.clone(),
+                id: *id,
+            };
+            membership(fx, call, format!("member remove {name}")).await?;
+            let note = format!("removed member {name} (id {id:x}) from etcd");
+            Ok(Done::member(note, name))
         }
         Action::DeletePod { name } => {
-            fx.kube.delete_pod(name).await.map_err(|e| e.message)?;
+            fx.kube.delete_pod(name).await.map_err(|e| e.to_string())?;
             Ok(Done::member(format!("deleted pod {name}"), name))
+        }
+        Action::LabelVoter { name } => {
+            fx.kube.label_voter(name).await.map_err(|e| e.to_string())?;
+            let note = format!("pod {name} now serves clients (a voting member)");
+            Ok(Done::member(note, name))
         }
         Action::UpgradeMember { name, from, to } => {
             let note = format!("set member {name} from etcd {from} to {to}; its data stays");
@@ -248,18 +180,81 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
             let note = format!("moved member {name} back to etcd {to}; its data stays");
             set_version(fx, name, to, None, note).await
         }
-        Action::LabelVoter { name } => {
-            fx.kube.label_voter(name).await.map_err(|e| e.message)?;
-            Ok(Done::member(
-                format!("pod {name} now serves clients (a voting member)"),
-                name,
-            ))
-        }
         Action::ConfirmUpgrade { name, version } => {
             let note = format!("member {name} is healthy on etcd {version}");
             set_version(fx, name, version, None, note).await
         }
     }
+}
+
+/// A membership call through the MemberClient; `context` names it in the error.
+async fn membership<M, T>(fx: &Effectors<'_>, call: M, context: String) -> Result<T, Failure>
+where
+    M: actix::Message<Result = Result<T, EtcdError>> + Send + 'static,
+    T: Send + 'static,
+    MemberClient: actix::Handler<M>,
+{
+    ask(fx.members, call)
+        .await
+        .map_err(|e| Failure::etcd(context, &e))
+}
+
+async fn ensure_services(fx: &Effectors<'_>) -> Result<Done, Failure> {
+    fx.kube.ensure_services().await.map_err(|e| e.to_string())?;
+    let t = fx.topology;
+    Ok(Done::cluster(format!(
+        "Services {} and {} ensured",
+        t.name,
+        t.client_service()
+    )))
+}
+
+/// Names the seed, records it in status (before its pod exists), then creates its pod.
+async fn create_seed(fx: &Effectors<'_>, version: &Version) -> Result<Done, Failure> {
+    let t = fx.topology;
+    let name = t.new_member_name(&mut rand::rng());
+    let token = format!("{}-{:016x}", t.name, rand::random::<u64>());
+    fx.kube
+        .record_bootstrap(&BootstrapRecord::seed(&name, &token))
+        .await
+        .map_err(|e| format!("recording the seed {name} in status: {e}"))?;
+    start_seed(fx, &name, &token, version).await?;
+    let note = format!("created seed member {name} (etcd {version})");
+    Ok(Done::member(note, &name))
+}
+
+/// `member add` under a new name, then the new member's pod.
+async fn add_member(fx: &Effectors<'_>, learner: bool, version: &Version) -> Result<Done, Failure> {
+    let name = fx.topology.new_member_name(&mut rand::rng());
+    let call = AddMember {
+        endpoints: fx.endpoints.clone(),
+        peer_url: fx.topology.peer_url(&name),
+        learner,
+    };
+    let added = membership(fx, call, format!("member add {name}")).await?;
+    start_joining_pod(fx, &name, added.id, &added.members, version).await?;
+    let kind = if learner { "learner" } else { "member" };
+    let note = format!(
+        "added {kind} {name} (id {:x}) and started its pod",
+        added.id
+    );
+    Ok(Done::member(note, &name))
+}
+
+/// The pod of a member that was added but has none, from the current member list.
+async fn resume_join(
+    fx: &Effectors<'_>,
+    id: u64,
+    name: &str,
+    version: &Version,
+) -> Result<Done, Failure> {
+    let call = ListMembers {
+        endpoints: fx.endpoints.clone(),
+    };
+    let list = membership(fx, call, "member list".to_string()).await?;
+    start_joining_pod(fx, name, id, &list.members, version).await?;
+    let note = format!("started the pod of added member {name}");
+    Ok(Done::member(note, name))
 }
 
 /// Sets a member's pod to etcd `to`, with the upgrade mark `upgrade_from` (or none).
@@ -277,7 +272,7 @@ async fn set_version(
     fx.kube
         .set_pod_version(name, &change)
         .await
-        .map_err(|e| e.message)?;
+        .map_err(|e| e.to_string())?;
     Ok(Done::member(note, name))
 }
 

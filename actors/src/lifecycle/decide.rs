@@ -435,7 +435,7 @@ impl<'a> ClusterView<'a> {
 }
 
 fn with_member_list(
-    mut state: State,
+    state: State,
     view: &ClusterView<'_>,
     spec: &DesiredCluster,
     target: &Version,
@@ -466,58 +466,78 @@ fn with_member_list(
         return d(state);
     }
     if view.healthy_voters < view.quorum() {
-        // The unhealthy timers start afresh when quorum is back: time spent without quorum
-        // says nothing about one member.
-        state.unhealthy_since.clear();
-        let why = Why::new(
-            Reason::QuorumLost,
-            format!(
-                "only {} of {} voting members are healthy, {} are needed for quorum; \
-                 no membership change until quorum is back",
-                view.healthy_voters,
-                view.voters,
-                view.quorum()
-            ),
-        );
-        return settle(state, Phase::Blocked { reason: why.reason }, vec![], why);
+        return quorum_lost(state, view);
     }
     if let Some(d) = dead_or_unhealthy_member(&state, view, deadlines) {
         return d(state);
     }
-    if let Some(m) = view
-        .members
-        .iter()
-        .find(|m| m.is_learner && view.is_healthy(m))
-    {
-        let why = Why::new(
-            Reason::PromotingLearner,
-            format!("promoting learner {} to a voting member", m.name),
-        );
-        let action = Action::PromoteLearner {
-            id: m.id,
-            name: m.name.clone(),
-        };
-        return settle(state, scaling, vec![action], why);
+    if let Some(d) = promotable_learner(view, &scaling) {
+        return d(state);
     }
-    if let Some(m) = view.members.iter().find(|m| !view.is_healthy(m)) {
-        let why = Why::new(
-            Reason::WaitingForHealthyMembers,
-            format!(
-                "waiting for member {} to become healthy before the next step",
-                m.pod_name().unwrap_or_default()
-            ),
-        );
-        let phase = if state.phase.is_progressing() {
-            state.phase.clone()
-        } else {
-            Phase::Recovering
-        };
-        return settle(state, phase, vec![], why);
+    if let Some(d) = unhealthy_member(state.phase.clone(), view) {
+        return d(state);
     }
     if view.members.len() != size {
         return scale(state, view, size, &join_version, scaling);
     }
     upgrade::upgrade(state, view, target)
+}
+
+fn quorum_lost(mut state: State, view: &ClusterView<'_>) -> Decision {
+    // The unhealthy timers start afresh when quorum is back: time spent without quorum
+    // says nothing about one member.
+    state.unhealthy_since.clear();
+    let why = Why::new(
+        Reason::QuorumLost,
+        format!(
+            "only {} of {} voting members are healthy, {} are needed for quorum; \
+             no membership change until quorum is back",
+            view.healthy_voters,
+            view.voters,
+            view.quorum()
+        ),
+    );
+    blocked(state, why)
+}
+
+/// A learner that caught up is promoted.
+fn promotable_learner(view: &ClusterView<'_>, scaling: &Phase) -> Option<Step> {
+    let m = view
+        .members
+        .iter()
+        .find(|m| m.is_learner && view.is_healthy(m))?;
+    let why = Why::new(
+        Reason::PromotingLearner,
+        format!("promoting learner {} to a voting member", m.name),
+    );
+    let action = Action::PromoteLearner {
+        id: m.id,
+        name: m.name.clone(),
+    };
+    let phase = scaling.clone();
+    Some(Box::new(move |state: State| {
+        settle(state, phase, vec![action], why)
+    }))
+}
+
+/// A member that is not healthy (yet) holds back every further step.
+fn unhealthy_member(current: Phase, view: &ClusterView<'_>) -> Option<Step> {
+    let m = view.members.iter().find(|m| !view.is_healthy(m))?;
+    let why = Why::new(
+        Reason::WaitingForHealthyMembers,
+        format!(
+            "waiting for member {} to become healthy before the next step",
+            m.pod_name().unwrap_or_default()
+        ),
+    );
+    let phase = if current.is_progressing() {
+        current
+    } else {
+        Phase::Recovering
+    };
+    Some(Box::new(move |state: State| {
+        settle(state, phase, vec![], why)
+    }))
 }
 
 /// The version a new member runs: the target when the running members may move to it,
@@ -582,31 +602,9 @@ fn unstarted_member(
     // a voting joiner (etcd < 3.4 has no learners) cannot start, that quorum is gone.
     let removable = m.is_learner || view.healthy_voters >= view.quorum();
     let (actions, why) = if given_up && !removable {
-        let detail = pod
-            .and_then(|p| p.problem.clone())
-            .unwrap_or_else(|| "its pod is dead".into());
-        let why = Why::new(
-            Reason::JoinStuck,
-            format!(
-                "voting member {name} was added {}s ago but cannot start ({detail}); until it \
-                 starts the cluster has no quorum and the member cannot be removed. Fix what \
-                 keeps it from starting (its image, its node), or delete its pod to have it \
-                 recreated",
-                waited.as_secs()
-            ),
-        );
-        let phase = Phase::Blocked { reason: why.reason };
-        return Some(Box::new(move |state: State| {
-            settle(state, phase, vec![], why)
-        }));
+        return Some(join_stuck(&name, waited, pod));
     } else if given_up {
-        let mut actions = vec![Action::RemoveMember {
-            id: m.id,
-            name: name.clone(),
-        }];
-        if pod.is_some_and(|p| !p.terminating) {
-            actions.push(Action::DeletePod { name: name.clone() });
-        }
+        let actions = removal(m.id, &name, pod);
         let why = Why::new(
             Reason::RemovingUnstartedMember,
             format!(
@@ -641,6 +639,38 @@ fn unstarted_member(
     Some(Box::new(move |state: State| {
         settle(state, phase, actions, why)
     }))
+}
+
+/// A voting joiner that cannot start while the cluster lacks the quorum to remove it.
+fn join_stuck(name: &str, waited: std::time::Duration, pod: Option<&PodView>) -> Step {
+    let detail = pod
+        .and_then(|p| p.problem.clone())
+        .unwrap_or_else(|| "its pod is dead".into());
+    let why = Why::new(
+        Reason::JoinStuck,
+        format!(
+            "voting member {name} was added {}s ago but cannot start ({detail}); until it \
+             starts the cluster has no quorum and the member cannot be removed. Fix what \
+             keeps it from starting (its image, its node), or delete its pod to have it \
+             recreated",
+            waited.as_secs()
+        ),
+    );
+    Box::new(move |state: State| blocked(state, why))
+}
+
+/// Removes a member from etcd, then deletes its pod unless it is already going.
+fn removal(id: u64, name: &str, pod: Option<&PodView>) -> Vec<Action> {
+    let mut actions = vec![Action::RemoveMember {
+        id,
+        name: name.to_string(),
+    }];
+    if pod.is_some_and(|p| !p.terminating) {
+        actions.push(Action::DeletePod {
+            name: name.to_string(),
+        });
+    }
+    actions
 }
 
 fn dead_or_unhealthy_member(
@@ -681,15 +711,7 @@ fn dead_or_unhealthy_member(
             )
         })
     })?;
-    let mut actions = vec![Action::RemoveMember {
-        id: m.id,
-        name: m.name.clone(),
-    }];
-    if view.obs.pod(&m.name).is_some_and(|p| !p.terminating) {
-        actions.push(Action::DeletePod {
-            name: m.name.clone(),
-        });
-    }
+    let actions = removal(m.id, &m.name, view.obs.pod(&m.name));
     let why = Why::new(reason, message);
     Some(Box::new(move |state: State| {
         settle(state, Phase::Recovering, actions, why)

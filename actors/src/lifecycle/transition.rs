@@ -23,9 +23,9 @@ use super::{Action, Decision, Phase, Reason, Why};
 #[error("the phase change {from} -> {to} is not allowed: {rule}")]
 pub struct IllegalTransition {
     /// The phase the cluster was in.
-    pub from: Phase,
+    pub from: String,
     /// The phase the decision chose.
-    pub to: Phase,
+    pub to: String,
     /// The rule it breaks.
     pub rule: &'static str,
 }
@@ -57,8 +57,8 @@ pub fn check(
     match broken {
         None => Ok(()),
         Some(rule) => Err(IllegalTransition {
-            from: from.clone(),
-            to: to.clone(),
+            from: from.to_string(),
+            to: to.to_string(),
             rule,
         }),
     }
