@@ -18,10 +18,12 @@ use etcd_operator_actors::topology::{CLIENT_PORT, PEER_PORT, Topology};
 use super::labels::{
     POD_TEMPLATE_ANNOTATION, VOTER_LABEL, object_labels, owner_reference, selector,
 };
-use crate::api::EtcdCluster;
+use crate::api::{EtcdCluster, PodPolicy};
 
 /// Name of the etcd container in a member pod.
 pub const ETCD_CONTAINER: &str = "etcd";
+/// Name of the member's data volume in its pod.
+const DATA_VOLUME: &str = "etcd-data";
 /// Where the member's data volume is mounted.
 const DATA_MOUNT: &str = "/var/etcd";
 /// etcd's data directory inside the volume.
@@ -124,26 +126,79 @@ pub fn member_pod(cluster: &EtcdCluster, member: &MemberPod) -> Pod {
     let namespace = cluster.namespace().unwrap_or_default();
     let topology = Topology::new(&namespace, &name);
     let policy = cluster.spec.pod.clone().unwrap_or_default();
+    let host = topology.member_host(&member.name);
+    let affinity = policy.affinity.clone().or_else(|| {
+        policy
+            .anti_affinity
+            .unwrap_or(false)
+            .then(|| anti_affinity(&name))
+    });
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(member.name.clone()),
+            namespace: Some(namespace),
+            labels: Some(pod_labels(&name, &policy, member.voter)),
+            annotations: Some(pod_annotations(cluster, &policy)),
+            owner_references: Some(vec![owner_reference(cluster)]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            hostname: Some(member.name.clone()),
+            subdomain: Some(name),
+            // A member whose container exits is dead: it is removed and replaced under a
+            // new identity, never restarted in place on data etcd may have given up on.
+            restart_policy: Some("Never".into()),
+            init_containers: Some(vec![dns_wait_container(&policy, &host)]),
+            containers: vec![etcd_container(cluster, &topology, member, &policy)],
+            volumes: Some(vec![data_volume(&policy, &member.name)]),
+            node_selector: policy.node_selector.clone(),
+            tolerations: policy.tolerations.clone(),
+            affinity,
+            security_context: policy.security_context.clone(),
+            automount_service_account_token: Some(false),
+            ..PodSpec::default()
+        }),
+        status: None,
+    }
+}
 
-    let mut labels: BTreeMap<String, String> = policy.labels.clone().unwrap_or_default();
-    labels.extend(object_labels(&name));
-    if member.voter {
+/// The user's labels, then the cluster's own (which win), and the voter label.
+fn pod_labels(cluster: &str, policy: &PodPolicy, voter: bool) -> BTreeMap<String, String> {
+    let mut labels = policy.labels.clone().unwrap_or_default();
+    labels.extend(object_labels(cluster));
+    if voter {
         labels.insert(VOTER_LABEL.to_string(), "true".to_string());
     }
-    let host = topology.member_host(&member.name);
+    labels
+}
+
+/// The user's annotations plus the digest of the pod policy the pod was made from.
+fn pod_annotations(cluster: &EtcdCluster, policy: &PodPolicy) -> BTreeMap<String, String> {
     let mut annotations = policy.annotations.clone().unwrap_or_default();
     annotations.insert(
         POD_TEMPLATE_ANNOTATION.to_string(),
         cluster.spec.pod_template_digest(),
     );
+    annotations
+}
 
+/// The etcd container: the member's flags, its image, ports, readiness and data mount.
+fn etcd_container(
+    cluster: &EtcdCluster,
+    topology: &Topology,
+    member: &MemberPod,
+    policy: &PodPolicy,
+) -> Container {
     let mut env = vec![env_from_field("POD_IP", "status.podIP")];
     env.extend(policy.etcd_env.clone().unwrap_or_default());
-
     let mut command = vec!["/usr/local/bin/etcd".to_string()];
-    command.extend(etcd_flags(&topology, member));
-
-    let etcd = Container {
+    command.extend(etcd_flags(topology, member));
+    let port = |name: &str, number: u16| ContainerPort {
+        name: Some(name.into()),
+        container_port: i32::from(number),
+        ..ContainerPort::default()
+    };
+    Container {
         name: ETCD_CONTAINER.into(),
         image: Some(image(
             cluster.spec.repository_or_default(),
@@ -151,18 +206,7 @@ pub fn member_pod(cluster: &EtcdCluster, member: &MemberPod) -> Pod {
         )),
         command: Some(command),
         env: Some(env),
-        ports: Some(vec![
-            ContainerPort {
-                name: Some("client".into()),
-                container_port: i32::from(CLIENT_PORT),
-                ..ContainerPort::default()
-            },
-            ContainerPort {
-                name: Some("peer".into()),
-                container_port: i32::from(PEER_PORT),
-                ..ContainerPort::default()
-            },
-        ]),
+        ports: Some(vec![port("client", CLIENT_PORT), port("peer", PEER_PORT)]),
         readiness_probe: Some(Probe {
             http_get: Some(HTTPGetAction {
                 path: Some("/health".into()),
@@ -176,74 +220,47 @@ pub fn member_pod(cluster: &EtcdCluster, member: &MemberPod) -> Pod {
         }),
         resources: policy.resources.clone(),
         volume_mounts: Some(vec![VolumeMount {
-            name: "etcd-data".into(),
+            name: DATA_VOLUME.into(),
             mount_path: DATA_MOUNT.into(),
             ..VolumeMount::default()
         }]),
         ..Container::default()
-    };
-    let wait_for_dns = Container {
+    }
+}
+
+/// The init container that waits until the member's own DNS name resolves.
+fn dns_wait_container(policy: &PodPolicy, host: &str) -> Container {
+    let image = policy
+        .busybox_image
+        .clone()
+        .unwrap_or_else(|| DEFAULT_BUSYBOX.into());
+    Container {
         name: "check-dns".into(),
-        image: Some(
-            policy
-                .busybox_image
-                .clone()
-                .unwrap_or_else(|| DEFAULT_BUSYBOX.into()),
-        ),
+        image: Some(image),
         command: Some(vec![
             "/bin/sh".into(),
             "-c".into(),
-            dns_wait_script(&host, policy.dns_timeout_in_second.unwrap_or(0)),
+            dns_wait_script(host, policy.dns_timeout_in_second.unwrap_or(0)),
         ]),
         ..Container::default()
-    };
-    let data = match &policy.persistent_volume_claim_spec {
-        Some(_) => Volume {
-            name: "etcd-data".into(),
-            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                claim_name: pvc_name(&member.name),
-                ..PersistentVolumeClaimVolumeSource::default()
-            }),
-            ..Volume::default()
-        },
-        None => Volume {
-            name: "etcd-data".into(),
-            empty_dir: Some(EmptyDirVolumeSource::default()),
-            ..Volume::default()
-        },
-    };
-    let affinity = policy.affinity.clone().or_else(|| {
-        policy
-            .anti_affinity
-            .unwrap_or(false)
-            .then(|| anti_affinity(&name))
-    });
-
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(member.name.clone()),
-            namespace: Some(namespace),
-            labels: Some(labels),
-            annotations: Some(annotations),
-            owner_references: Some(vec![owner_reference(cluster)]),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PodSpec {
-            hostname: Some(member.name.clone()),
-            subdomain: Some(name),
-            // A member whose container exits is dead: it is removed and replaced under a
-            // new identity, never restarted in place on data etcd may have given up on.
-            restart_policy: Some("Never".into()),
-            init_containers: Some(vec![wait_for_dns]),
-            containers: vec![etcd],
-            volumes: Some(vec![data]),
-            node_selector: policy.node_selector.clone(),
-            tolerations: policy.tolerations.clone(),
-            affinity,
-            security_context: policy.security_context.clone(),
-            automount_service_account_token: Some(false),
-            ..PodSpec::default()
-        }),
-        status: None,
     }
+}
+
+/// The member's data: its PersistentVolumeClaim when the policy asks for one, else an
+/// emptyDir.
+fn data_volume(policy: &PodPolicy, member: &str) -> Volume {
+    let mut volume = Volume {
+        name: DATA_VOLUME.into(),
+        ..Volume::default()
+    };
+    match &policy.persistent_volume_claim_spec {
+        Some(_) => {
+            volume.persistent_volume_claim = Some(PersistentVolumeClaimVolumeSource {
+                claim_name: pvc_name(member),
+                ..PersistentVolumeClaimVolumeSource::default()
+            })
+        }
+        None => volume.empty_dir = Some(EmptyDirVolumeSource::default()),
+    }
+    volume
 }
