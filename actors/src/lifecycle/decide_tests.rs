@@ -15,6 +15,28 @@ fn run(state: State, obs: &Observation, spec: &DesiredCluster) -> Decision {
     decide(state, obs, spec, &Deadlines::default())
 }
 
+/// The decision for a cluster this actor has seen running, on `world`'s observation.
+fn on_running(world: World, size: u32, version: &str) -> Decision {
+    run(running_state(), &world.build(), &spec(size, version))
+}
+
+/// The decision has no action of this pattern.
+macro_rules! assert_no_action {
+    ($d:expr, $pattern:pat) => {
+        assert!(
+            !$d.actions.iter().any(|a| matches!(a, $pattern)),
+            "{:?}",
+            $d.actions
+        )
+    };
+}
+
+/// The decision does nothing, for `reason`.
+fn assert_idle(d: &Decision, reason: Reason) {
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    assert_eq!(d.why.reason, reason, "{}", d.why.message);
+}
+
 fn add(learner: bool, version: &str) -> Action {
     Action::AddMember {
         learner,
@@ -56,8 +78,7 @@ fn seed_pod_starting_is_waited_for_and_its_problem_reported() {
         })
         .build();
     let d = run(State::default(), &obs, &spec(3, "3.2.13"));
-    assert!(d.actions.is_empty());
-    assert_eq!(d.why.reason, Reason::WaitingForSeed);
+    assert_idle(&d, Reason::WaitingForSeed);
     assert!(d.why.message.contains("ErrImagePull"), "{}", d.why.message);
 }
 
@@ -213,10 +234,8 @@ fn members_answering_for_another_cluster_block_every_action() {
 #[test]
 fn unreachable_etcd_with_live_pods_blocks_without_acting() {
     let now = Instant::now();
-    let obs = World::healthy(now, 3, "3.5.21").etcd_down().build();
-    let d = run(running_state(), &obs, &spec(3, "3.5.21"));
-    assert!(d.actions.is_empty());
-    assert_eq!(d.why.reason, Reason::EtcdUnreachable);
+    let d = on_running(World::healthy(now, 3, "3.5.21").etcd_down(), 3, "3.5.21");
+    assert_idle(&d, Reason::EtcdUnreachable);
 }
 
 #[test]
@@ -245,16 +264,14 @@ fn healthy_seed_grows_by_one_learner_when_version_supports_it() {
 #[test]
 fn clusters_older_than_3_4_add_voting_members() {
     let now = Instant::now();
-    let obs = World::healthy(now, 1, "3.3.25").build();
-    let d = run(running_state(), &obs, &spec(3, "3.3.25"));
+    let d = on_running(World::healthy(now, 1, "3.3.25"), 3, "3.3.25");
     assert_eq!(d.actions, vec![add(false, "3.3.25")]);
 }
 
 #[test]
 fn started_learner_is_promoted_before_anything_else() {
     let now = Instant::now();
-    let obs = World::healthy(now, 2, "3.5.21").learner(2).build();
-    let d = run(running_state(), &obs, &spec(3, "3.5.21"));
+    let d = on_running(World::healthy(now, 2, "3.5.21").learner(2), 3, "3.5.21");
     assert_eq!(
         d.actions,
         vec![Action::PromoteLearner {
@@ -268,10 +285,8 @@ fn started_learner_is_promoted_before_anything_else() {
 #[test]
 fn unhealthy_member_blocks_scaling_until_it_recovers() {
     let now = Instant::now();
-    let obs = World::healthy(now, 3, "3.5.21").unreachable(3).build();
-    let d = run(running_state(), &obs, &spec(5, "3.5.21"));
-    assert!(d.actions.is_empty());
-    assert_eq!(d.why.reason, Reason::WaitingForHealthyMembers);
+    let d = on_running(World::healthy(now, 3, "3.5.21").unreachable(3), 5, "3.5.21");
+    assert_idle(&d, Reason::WaitingForHealthyMembers);
     assert_eq!(d.state.phase, Phase::Recovering);
 }
 
@@ -295,13 +310,14 @@ fn added_member_without_pod_gets_its_pod_after_an_operator_restart() {
 #[test]
 fn joining_member_with_a_pod_is_waited_for() {
     let now = Instant::now();
-    let obs = World::healthy(now, 1, "3.5.21")
-        .unstarted(7, "demo-abcde", true)
-        .extra_pod("demo-abcde", PodPhase::Pending)
-        .build();
-    let d = run(running_state(), &obs, &spec(3, "3.5.21"));
-    assert!(d.actions.is_empty());
-    assert_eq!(d.why.reason, Reason::WaitingForJoin);
+    let d = on_running(
+        World::healthy(now, 1, "3.5.21")
+            .unstarted(7, "demo-abcde", true)
+            .extra_pod("demo-abcde", PodPhase::Pending),
+        3,
+        "3.5.21",
+    );
+    assert_idle(&d, Reason::WaitingForJoin);
 }
 
 #[test]
@@ -335,11 +351,13 @@ fn member_that_never_starts_is_removed_after_the_deadline() {
 #[test]
 fn joining_member_whose_pod_failed_is_removed_at_once() {
     let now = Instant::now();
-    let obs = World::healthy(now, 1, "3.5.21")
-        .unstarted(7, "demo-abcde", true)
-        .extra_pod("demo-abcde", PodPhase::Failed)
-        .build();
-    let d = run(running_state(), &obs, &spec(3, "3.5.21"));
+    let d = on_running(
+        World::healthy(now, 1, "3.5.21")
+            .unstarted(7, "demo-abcde", true)
+            .extra_pod("demo-abcde", PodPhase::Failed),
+        3,
+        "3.5.21",
+    );
     assert_eq!(d.why.reason, Reason::RemovingUnstartedMember);
     assert!(matches!(d.actions[0], Action::RemoveMember { id: 7, .. }));
 }
@@ -347,11 +365,13 @@ fn joining_member_whose_pod_failed_is_removed_at_once() {
 #[test]
 fn member_whose_pod_failed_is_removed_then_its_pod_deleted() {
     let now = Instant::now();
-    let obs = World::healthy(now, 3, "3.5.21")
-        .unreachable(2)
-        .pod("m2", |p| p.phase = PodPhase::Failed)
-        .build();
-    let d = run(running_state(), &obs, &spec(3, "3.5.21"));
+    let d = on_running(
+        World::healthy(now, 3, "3.5.21")
+            .unreachable(2)
+            .pod("m2", |p| p.phase = PodPhase::Failed),
+        3,
+        "3.5.21",
+    );
     assert_eq!(
         d.actions,
         vec![
@@ -369,11 +389,13 @@ fn member_whose_pod_failed_is_removed_then_its_pod_deleted() {
 #[test]
 fn member_whose_pod_is_gone_is_removed() {
     let now = Instant::now();
-    let obs = World::healthy(now, 3, "3.5.21")
-        .unreachable(3)
-        .without_pod("m3")
-        .build();
-    let d = run(running_state(), &obs, &spec(3, "3.5.21"));
+    let d = on_running(
+        World::healthy(now, 3, "3.5.21")
+            .unreachable(3)
+            .without_pod("m3"),
+        3,
+        "3.5.21",
+    );
     assert_eq!(
         d.actions,
         vec![Action::RemoveMember {
@@ -386,8 +408,7 @@ fn member_whose_pod_is_gone_is_removed() {
 #[test]
 fn after_a_dead_member_is_removed_a_replacement_is_added() {
     let now = Instant::now();
-    let obs = World::healthy(now, 2, "3.5.21").build();
-    let d = run(running_state(), &obs, &spec(3, "3.5.21"));
+    let d = on_running(World::healthy(now, 2, "3.5.21"), 3, "3.5.21");
     assert_eq!(d.actions, vec![add(true, VERSION)]);
 }
 
@@ -429,12 +450,14 @@ fn member_healthy_again_resets_its_unhealthy_timer() {
 #[test]
 fn lost_quorum_is_reported_and_nothing_is_removed() {
     let now = Instant::now();
-    let obs = World::healthy(now, 3, "3.5.21")
-        .unreachable(2)
-        .unreachable(3)
-        .pod("m2", |p| p.phase = PodPhase::Failed)
-        .build();
-    let d = run(running_state(), &obs, &spec(3, "3.5.21"));
+    let d = on_running(
+        World::healthy(now, 3, "3.5.21")
+            .unreachable(2)
+            .unreachable(3)
+            .pod("m2", |p| p.phase = PodPhase::Failed),
+        3,
+        "3.5.21",
+    );
     assert!(d.actions.is_empty());
     assert_eq!(
         d.state.phase,
@@ -447,8 +470,7 @@ fn lost_quorum_is_reported_and_nothing_is_removed() {
 #[test]
 fn scale_down_removes_a_non_leader_member_first_from_etcd_then_its_pod() {
     let now = Instant::now();
-    let obs = World::healthy(now, 5, "3.5.21").build();
-    let d = run(running_state(), &obs, &spec(3, "3.5.21"));
+    let d = on_running(World::healthy(now, 5, "3.5.21"), 3, "3.5.21");
     assert_eq!(
         d.actions,
         vec![
@@ -492,23 +514,15 @@ fn a_healthy_two_member_cluster_scales_down_to_one_by_removing_the_follower() {
 #[test]
 fn a_two_member_cluster_with_an_unhealthy_member_is_not_scaled_down() {
     let now = Instant::now();
-    let obs = World::healthy(now, 2, "3.5.21").unreachable(2).build();
-    let d = run(running_state(), &obs, &spec(1, "3.5.21"));
-    assert!(
-        !d.actions
-            .iter()
-            .any(|a| matches!(a, Action::RemoveMember { .. })),
-        "{:?}",
-        d.actions
-    );
+    let d = on_running(World::healthy(now, 2, "3.5.21").unreachable(2), 1, "3.5.21");
+    assert_no_action!(d, Action::RemoveMember { .. });
     assert_ne!(d.state.phase, Phase::Running);
 }
 
 #[test]
 fn converged_cluster_is_running_and_does_nothing() {
     let now = Instant::now();
-    let obs = World::healthy(now, 3, "3.5.21").build();
-    let d = run(running_state(), &obs, &spec(3, "3.5.21"));
+    let d = on_running(World::healthy(now, 3, "3.5.21"), 3, "3.5.21");
     assert!(d.actions.is_empty());
     assert_eq!(d.state.phase, Phase::Running);
     assert_eq!(d.why.reason, Reason::Converged);
@@ -529,51 +543,48 @@ fn upgrade_moves_followers_first_and_the_leader_last() {
     );
     assert!(matches!(d.state.phase, Phase::Upgrading { .. }));
 
-    let obs = World::healthy(now, 3, "3.4.23")
-        .runs(2, "3.5.21")
-        .runs(3, "3.5.21")
-        .pod("m2", |p| p.version = Some("3.5.21".into()))
-        .pod("m3", |p| p.version = Some("3.5.21".into()))
-        .build();
-    let d = run(running_state(), &obs, &spec(3, "3.5.21"));
+    let d = on_running(
+        World::healthy(now, 3, "3.4.23")
+            .runs(2, "3.5.21")
+            .runs(3, "3.5.21")
+            .pod("m2", |p| p.version = Some("3.5.21".into()))
+            .pod("m3", |p| p.version = Some("3.5.21".into())),
+        3,
+        "3.5.21",
+    );
     assert!(matches!(&d.actions[0], Action::UpgradeMember { name, .. } if name == "m1"));
 }
 
 #[test]
 fn upgrade_waits_for_the_restarted_member_to_run_the_new_version() {
     let now = Instant::now();
-    let obs = World::healthy(now, 3, "3.4.23")
-        .pod("m2", |p| p.version = Some("3.5.21".into()))
-        .build();
-    let d = run(running_state(), &obs, &spec(3, "3.5.21"));
-    assert!(d.actions.is_empty());
-    assert_eq!(d.why.reason, Reason::WaitingForUpgradedMember);
+    let d = on_running(
+        World::healthy(now, 3, "3.4.23").pod("m2", |p| p.version = Some("3.5.21".into())),
+        3,
+        "3.5.21",
+    );
+    assert_idle(&d, Reason::WaitingForUpgradedMember);
 }
 
 #[test]
 fn downgrade_is_refused_and_nothing_changes() {
     let now = Instant::now();
-    let obs = World::healthy(now, 3, "3.5.21").build();
-    let d = run(running_state(), &obs, &spec(3, "3.4.23"));
-    assert!(d.actions.is_empty());
-    assert_eq!(d.why.reason, Reason::DowngradeRefused);
+    let d = on_running(World::healthy(now, 3, "3.5.21"), 3, "3.4.23");
+    assert_idle(&d, Reason::DowngradeRefused);
     assert_eq!(d.state.phase, Phase::Running);
 }
 
 #[test]
 fn skipping_a_minor_version_is_refused() {
     let now = Instant::now();
-    let obs = World::healthy(now, 3, "3.4.23").build();
-    let d = run(running_state(), &obs, &spec(3, "3.6.5"));
-    assert!(d.actions.is_empty());
-    assert_eq!(d.why.reason, Reason::VersionSkipRefused);
+    let d = on_running(World::healthy(now, 3, "3.4.23"), 3, "3.6.5");
+    assert_idle(&d, Reason::VersionSkipRefused);
 }
 
 #[test]
 fn scaling_comes_before_upgrading() {
     let now = Instant::now();
-    let obs = World::healthy(now, 3, "3.4.23").build();
-    let d = run(running_state(), &obs, &spec(4, "3.5.21"));
+    let d = on_running(World::healthy(now, 3, "3.4.23"), 4, "3.5.21");
     assert_eq!(d.actions, vec![add(true, VERSION)]);
 }
 
@@ -597,8 +608,7 @@ fn tls_request_blocks_instead_of_running_unencrypted() {
     let mut s = spec(3, "3.5.21");
     s.tls_requested = true;
     let d = run(State::default(), &World::empty(now).build(), &s);
-    assert!(d.actions.is_empty());
-    assert_eq!(d.why.reason, Reason::TlsNotSupported);
+    assert_idle(&d, Reason::TlsNotSupported);
 }
 
 #[test]
@@ -609,16 +619,18 @@ fn invalid_version_blocks_with_a_clear_message() {
         &World::empty(now).build(),
         &spec(3, "latest"),
     );
-    assert!(d.actions.is_empty());
-    assert_eq!(d.why.reason, Reason::InvalidSpec);
+    assert_idle(&d, Reason::InvalidSpec);
     assert!(d.why.message.contains("latest"));
 }
 
 #[test]
 fn missing_services_are_recreated_for_a_running_cluster() {
     let now = Instant::now();
-    let obs = World::healthy(now, 3, "3.5.21").without_services().build();
-    let d = run(running_state(), &obs, &spec(3, "3.5.21"));
+    let d = on_running(
+        World::healthy(now, 3, "3.5.21").without_services(),
+        3,
+        "3.5.21",
+    );
     assert_eq!(d.actions, vec![Action::EnsureServices]);
 }
 
@@ -690,13 +702,7 @@ fn an_unhealthy_member_is_not_removed_while_a_replacement_is_joining() {
     let mut obs = world().build();
     obs.now = later(now, 121);
     let d = run(first.state, &obs, &spec(5, "3.5.21"));
-    assert!(
-        !d.actions
-            .iter()
-            .any(|a| matches!(a, Action::RemoveMember { .. })),
-        "{:?}",
-        d.actions
-    );
+    assert_no_action!(d, Action::RemoveMember { .. });
 }
 
 #[test]
@@ -850,11 +856,13 @@ fn an_upgraded_member_whose_pod_died_is_replaced_on_its_old_version_and_the_upgr
 #[test]
 fn going_back_mid_upgrade_moves_the_upgraded_members_back() {
     let now = Instant::now();
-    let obs = World::healthy(now, 3, "3.4.23")
-        .runs(2, "3.5.21")
-        .pod("m2", |p| p.version = Some("3.5.21".into()))
-        .build();
-    let d = run(running_state(), &obs, &spec(3, "3.4.23"));
+    let d = on_running(
+        World::healthy(now, 3, "3.4.23")
+            .runs(2, "3.5.21")
+            .pod("m2", |p| p.version = Some("3.5.21".into())),
+        3,
+        "3.4.23",
+    );
     assert_eq!(
         d.actions,
         vec![Action::RollBackMember {
@@ -893,10 +901,11 @@ fn a_member_healthy_on_its_new_version_loses_its_upgrade_mark() {
 #[test]
 fn a_voting_member_whose_pod_is_not_behind_the_client_service_is_labelled() {
     let now = Instant::now();
-    let obs = World::healthy(now, 3, "3.5.21")
-        .pod("m3", |p| p.voter = false)
-        .build();
-    let d = run(running_state(), &obs, &spec(3, "3.5.21"));
+    let d = on_running(
+        World::healthy(now, 3, "3.5.21").pod("m3", |p| p.voter = false),
+        3,
+        "3.5.21",
+    );
     assert_eq!(d.actions, vec![Action::LabelVoter { name: "m3".into() }]);
     assert_eq!(d.state.phase, Phase::Running);
 }
@@ -904,19 +913,15 @@ fn a_voting_member_whose_pod_is_not_behind_the_client_service_is_labelled() {
 #[test]
 fn a_learner_is_never_put_behind_the_client_service() {
     let now = Instant::now();
-    let obs = World::healthy(now, 3, "3.5.21")
-        .learner(3)
-        .unreachable(3)
-        .pod("m3", |p| p.voter = false)
-        .build();
-    let d = run(running_state(), &obs, &spec(3, "3.5.21"));
-    assert!(
-        !d.actions
-            .iter()
-            .any(|a| matches!(a, Action::LabelVoter { .. })),
-        "{:?}",
-        d.actions
+    let d = on_running(
+        World::healthy(now, 3, "3.5.21")
+            .learner(3)
+            .unreachable(3)
+            .pod("m3", |p| p.voter = false),
+        3,
+        "3.5.21",
     );
+    assert_no_action!(d, Action::LabelVoter { .. });
 }
 
 #[test]

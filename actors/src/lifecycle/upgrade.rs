@@ -152,11 +152,7 @@ pub(super) fn upgrade(state: State, view: &ClusterView<'_>, target: &Version) ->
         }
         UpgradePath::Downgrade | UpgradePath::Allowed => {}
     }
-    let phase = Phase::Upgrading {
-        from: oldest,
-        to: target.clone(),
-    };
-    step_toward(state, view, target, phase, confirms)
+    step_toward(state, view, (oldest, target), confirms)
 }
 
 /// Going back to an older version: member by member while etcd's cluster version has not
@@ -180,11 +176,7 @@ fn roll_back(
         );
         return settle(state, Phase::Running, confirms, why);
     }
-    let phase = Phase::Upgrading {
-        from: newest,
-        to: target.clone(),
-    };
-    step_toward(state, view, target, phase, confirms)
+    step_toward(state, view, (newest, target), confirms)
 }
 
 /// Moves one more member to `target` (followers first, the leader last), or waits for the
@@ -192,10 +184,13 @@ fn roll_back(
 fn step_toward(
     state: State,
     view: &ClusterView<'_>,
-    target: &Version,
-    phase: Phase,
+    (from, target): (Version, &Version),
     mut actions: Vec<Action>,
 ) -> Decision {
+    let phase = Phase::Upgrading {
+        from,
+        to: target.clone(),
+    };
     let runs = |m: &MemberView| view.obs.health.get(&m.id).and_then(|h| h.version.as_ref());
     let pod_version =
         |m: &MemberView| parse(view.obs.pod(&m.name).and_then(|p| p.version.as_deref()));
