@@ -57,13 +57,7 @@ async fn an_operator_stopped_between_member_add_and_pod_start_converges_without_
     let ready = wait_running(&ns.0, "joined", 2, Duration::from_secs(120)).await;
     let mut client = etcd(&ns.0, "joined", &ready).await;
     write_keys(&mut client, "interrupted", 10).await;
-    let cluster_id = client
-        .member_list()
-        .await
-        .unwrap()
-        .header()
-        .unwrap()
-        .cluster_id();
+    let id_before = cluster_id(&mut client).await;
 
     // Do what the operator does first when it adds a member, then "crash" before the pod.
     let stopped = OperatorStopped::new().await;
@@ -99,16 +93,7 @@ async fn an_operator_stopped_between_member_add_and_pod_start_converges_without_
             .all(|(_, n, learner)| !n.is_empty() && !learner),
         "dangling member: {members:?}"
     );
-    let same_cluster = client
-        .member_list()
-        .await
-        .unwrap()
-        .header()
-        .unwrap()
-        .cluster_id();
-    assert_eq!(
-        same_cluster, cluster_id,
-        "a second cluster was bootstrapped"
-    );
+    let same_cluster = cluster_id(&mut client).await;
+    assert_eq!(same_cluster, id_before, "a second cluster was bootstrapped");
     assert_keys(&mut client, "interrupted", 10).await;
 }

@@ -306,6 +306,16 @@ pub async fn member_list(etcd: &mut Etcd) -> Vec<(u64, String, bool)> {
         .collect()
 }
 
+/// The etcd cluster ID the members answer with.
+pub async fn cluster_id(etcd: &mut Etcd) -> u64 {
+    etcd.member_list()
+        .await
+        .expect("member list")
+        .header()
+        .expect("a response header")
+        .cluster_id()
+}
+
 /// Kills a member's etcd process through the process node, as a crash would.
 pub fn kill_member(ns: &str, pod: &str) {
     let node = env_dir().join("bin/etcd-operator-node");
