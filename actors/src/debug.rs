@@ -14,9 +14,9 @@ use serde::Serialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast};
 
 /// Capacity of the transition stream; a subscriber that falls further behind is dropped.
-pub const STREAM_CAPACITY: usize = 1024;
+pub(crate) const STREAM_CAPACITY: usize = 1024;
 /// Most subscribers of the transition stream at once.
-pub const MAX_SUBSCRIBERS: usize = 16;
+pub(crate) const MAX_SUBSCRIBERS: usize = 16;
 
 /// What kind of actor a snapshot describes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]

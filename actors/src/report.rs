@@ -13,13 +13,13 @@ use crate::lifecycle::{
 use crate::ports::{EventRecord, EventType};
 
 /// Condition type: a quorum of voting members is healthy and serving.
-pub const AVAILABLE: &str = "Available";
+pub(crate) const AVAILABLE: &str = "Available";
 /// Condition type: the operator is changing the cluster toward its spec.
-pub const PROGRESSING: &str = "Progressing";
+pub(crate) const PROGRESSING: &str = "Progressing";
 /// Condition type: some member is unhealthy, or the operator cannot proceed.
-pub const DEGRADED: &str = "Degraded";
+pub(crate) const DEGRADED: &str = "Degraded";
 /// Condition type: every member pod is built from the current repository and pod policy.
-pub const POD_POLICY_APPLIED: &str = "PodPolicyApplied";
+pub(crate) const POD_POLICY_APPLIED: &str = "PodPolicyApplied";
 
 /// One status condition, before it becomes a Kubernetes `Condition`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -73,7 +73,7 @@ fn phase_name<S: Serializer>(phase: &Phase, s: S) -> Result<S::Ok, S::Error> {
 
 /// What one tick reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Report {
+pub(crate) struct Report {
     /// The status to publish (when it differs from the last one).
     pub status: StatusReport,
     /// The Events to raise.
@@ -83,7 +83,7 @@ pub struct Report {
 /// Reports a tick: its status, and an Event for every change made, every failure, and
 /// every refusal the cluster was not already reported in (`previous`: the reason this
 /// actor published last, if it published anything).
-pub fn report(
+pub(crate) fn report(
     decision: &Decision,
     obs: &Observation,
     spec: &DesiredCluster,
@@ -249,7 +249,11 @@ fn pod_policy_condition(obs: &Observation, spec: &DesiredCluster) -> ConditionRe
 }
 
 /// Computes the status for a decision taken on an observation.
-pub fn summarize(decision: &Decision, obs: &Observation, spec: &DesiredCluster) -> StatusReport {
+pub(crate) fn summarize(
+    decision: &Decision,
+    obs: &Observation,
+    spec: &DesiredCluster,
+) -> StatusReport {
     let (ready, unready, voters, healthy_voters) = members(decision, obs);
     let listed = matches!(obs.membership, Membership::Listed { .. });
     let size = ready.len() + unready.len();

@@ -54,15 +54,6 @@ impl Topology {
         format!("{}-client", self.name)
     }
 
-    /// URL of the client Service.
-    pub fn client_service_url(&self) -> String {
-        format!(
-            "http://{}.{}.svc:{CLIENT_PORT}",
-            self.client_service(),
-            self.namespace
-        )
-    }
-
     /// A new member name: the cluster name and five random lowercase characters.
     pub fn new_member_name(&self, rng: &mut impl rand::Rng) -> String {
         const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -97,7 +88,6 @@ mod tests {
             t.client_url("etcd-a-x7k2p"),
             "http://etcd-a-x7k2p.etcd-a.prod.svc:2379"
         );
-        assert_eq!(t.client_service_url(), "http://etcd-a-client.prod.svc:2379");
     }
 
     #[test]

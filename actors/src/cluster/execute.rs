@@ -13,7 +13,7 @@ use crate::topology::Topology;
 
 /// What happened to one action.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ActionOutcome {
+pub(crate) struct ActionOutcome {
     /// The action.
     pub action: Action,
     /// How it ended.
@@ -23,7 +23,7 @@ pub struct ActionOutcome {
 /// How one action ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "result", rename_all = "camelCase")]
-pub enum ActionResult {
+pub(crate) enum ActionResult {
     /// It was carried out.
     Done {
         /// What it did, for people.
@@ -46,7 +46,7 @@ pub enum ActionResult {
 
 impl ActionResult {
     /// Whether the action was carried out.
-    pub fn is_done(&self) -> bool {
+    pub(crate) fn is_done(&self) -> bool {
         matches!(self, ActionResult::Done { .. })
     }
 }

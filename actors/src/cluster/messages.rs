@@ -7,7 +7,7 @@ use crate::lifecycle::DesiredCluster;
 /// Run one observe–decide–act round now. The actor sends this to itself on its interval.
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
-pub struct Tick;
+pub(crate) struct Tick;
 
 /// The EtcdCluster's spec changed: remember it and tick at once.
 #[derive(Debug, Clone, Message)]

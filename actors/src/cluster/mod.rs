@@ -18,8 +18,9 @@ use actix::prelude::*;
 use futures::FutureExt;
 use slog::{Logger, crit, debug, info, warn};
 
-pub use execute::{ActionOutcome, ActionResult};
-pub use messages::{Inspect, Nudge, Retire, SpecChanged, Tick};
+pub(crate) use execute::{ActionOutcome, ActionResult};
+pub(crate) use messages::Tick;
+pub use messages::{Inspect, Nudge, Retire, SpecChanged};
 
 use crate::debug::{ActorKind, TransitionRecord, unix_ms};
 use crate::lifecycle::{Deadlines, DesiredCluster, Phase, Reason, State};

@@ -117,12 +117,4 @@ impl Action {
             Action::LabelVoter { .. } => "label_voter",
         }
     }
-
-    /// Whether the action changes etcd's membership (at most one per tick).
-    pub fn changes_membership(&self) -> bool {
-        matches!(
-            self,
-            Action::AddMember { .. } | Action::PromoteLearner { .. } | Action::RemoveMember { .. }
-        )
-    }
 }

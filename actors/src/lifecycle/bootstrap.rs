@@ -35,7 +35,7 @@ impl BootstrapRecord {
 
     /// The record with the cluster ID a member answered with, when it had none. A record
     /// that already names a cluster keeps it.
-    pub fn with_cluster_id(&self, cluster_id: u64) -> Self {
+    pub(crate) fn with_cluster_id(&self, cluster_id: u64) -> Self {
         BootstrapRecord {
             cluster_id: self.cluster_id.or(Some(cluster_id)),
             ..self.clone()
@@ -60,7 +60,7 @@ pub struct Recorded {
 
 /// Where a cluster stands with respect to its one bootstrap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Birth<'a> {
+pub(crate) enum Birth<'a> {
     /// Nothing was ever seeded: a seed may be created (when no pod of the cluster exists).
     Unborn,
     /// A seed was recorded and no member has answered yet: only that seed may be
@@ -106,7 +106,7 @@ impl<'a> Birth<'a> {
     }
 
     /// Whether the cluster exists (a member answered once).
-    pub fn is_born(&self) -> bool {
+    pub(crate) fn is_born(&self) -> bool {
         matches!(self, Birth::Born { .. })
     }
 }

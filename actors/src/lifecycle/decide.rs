@@ -25,7 +25,7 @@ use super::{transition, upgrade};
 
 /// Grace time before a pod that has no etcd member is deleted, so that a member list read
 /// from a member that has not yet applied a recent `member add` cannot cost a new pod.
-pub const ORPHAN_POD_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+pub(crate) const ORPHAN_POD_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The outcome of one decision.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,11 +18,12 @@ mod decide_tests;
 pub(crate) mod fixtures;
 
 pub use action::Action;
-pub use bootstrap::{Birth, BootstrapRecord, Recorded};
-pub use decide::{Decision, ORPHAN_POD_GRACE, decide};
+pub(crate) use bootstrap::Birth;
+pub use bootstrap::{BootstrapRecord, Recorded};
+pub use decide::{Decision, decide};
 pub use observation::{MemberHealth, MemberView, Membership, Observation, PodPhase, PodView};
 pub use reason::{Reason, Why};
 pub use spec::DesiredCluster;
 pub use state::{Deadlines, Phase, State};
-pub use transition::IllegalTransition;
-pub use version::{UpgradePath, Version, VersionError};
+pub(crate) use version::UpgradePath;
+pub use version::{Version, VersionError};

@@ -69,7 +69,7 @@ impl PodView {
     }
 
     /// A pod whose member can never come back: failed, succeeded, or being deleted.
-    pub fn is_dead(&self) -> bool {
+    pub(crate) fn is_dead(&self) -> bool {
         matches!(self.phase, PodPhase::Failed | PodPhase::Succeeded) || self.terminating
     }
 }

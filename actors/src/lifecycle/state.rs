@@ -62,7 +62,7 @@ impl Phase {
     }
 
     /// Whether the operator is in the middle of changing the cluster.
-    pub fn is_progressing(&self) -> bool {
+    pub(crate) fn is_progressing(&self) -> bool {
         matches!(
             self,
             Phase::Bootstrapping

@@ -21,7 +21,7 @@ use super::{Action, Decision, Phase, Reason, Why};
 /// A phase change the lifecycle forbids.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the phase change {from} -> {to} is not allowed: {rule}")]
-pub struct IllegalTransition {
+pub(crate) struct IllegalTransition {
     /// The phase the cluster was in.
     pub from: String,
     /// The phase the decision chose.
@@ -89,7 +89,7 @@ pub(super) fn guard(from: &Phase, decision: Decision, born: bool) -> Decision {
 
 /// The phase a decision keeps when it does not change what the cluster is doing: the
 /// current one, or `Recovering` on an actor's first decision (repairs before anything else).
-pub fn continuing(current: &Phase) -> Phase {
+pub(crate) fn continuing(current: &Phase) -> Phase {
     match current {
         Phase::Starting => Phase::Recovering,
         other => other.clone(),

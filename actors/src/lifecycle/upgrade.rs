@@ -129,16 +129,16 @@ pub(super) fn upgrade(state: State, view: &ClusterView<'_>, target: &Version) ->
         );
         return settle(state, Phase::Blocked { reason: why.reason }, confirms, why);
     }
-    if target < &newest {
-        return roll_back(state, view, target, (oldest, newest), confirms);
-    }
     match oldest.path_to(target) {
+        // Below every member, or below some after a partial upgrade: back, if etcd allows.
+        UpgradePath::Downgrade => roll_back(state, view, target, (oldest, newest), confirms),
+        _ if target < &newest => roll_back(state, view, target, (oldest, newest), confirms),
         UpgradePath::Same => {
             let why = Why::new(
                 Reason::Converged,
                 format!("{} members running {target}", view.members.len()),
             );
-            return settle(state, Phase::Running, confirms, why);
+            settle(state, Phase::Running, confirms, why)
         }
         UpgradePath::TooFar => {
             let why = Why::new(
@@ -148,11 +148,10 @@ pub(super) fn upgrade(state: State, view: &ClusterView<'_>, target: &Version) ->
                      at a time; nothing was changed"
                 ),
             );
-            return settle(state, Phase::Running, confirms, why);
+            settle(state, Phase::Running, confirms, why)
         }
-        UpgradePath::Downgrade | UpgradePath::Allowed => {}
+        UpgradePath::Allowed => step_toward(state, view, (oldest, target), confirms),
     }
-    step_toward(state, view, (oldest, target), confirms)
 }
 
 /// Going back to an older version: member by member while etcd's cluster version has not

@@ -93,7 +93,7 @@ impl PartialOrd for Version {
 
 /// What moving a running cluster from one version to another would mean.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UpgradePath {
+pub(crate) enum UpgradePath {
     /// Nothing to do.
     Same,
     /// A permitted upgrade: same major, minor up by at most one.
@@ -106,12 +106,12 @@ pub enum UpgradePath {
 
 impl Version {
     /// Whether this etcd release supports learner members (`member add --learner`, 3.4+).
-    pub fn supports_learners(&self) -> bool {
+    pub(crate) fn supports_learners(&self) -> bool {
         (self.major, self.minor) >= (3, 4)
     }
 
     /// Classifies an upgrade from `self` (running) to `target`.
-    pub fn path_to(&self, target: &Version) -> UpgradePath {
+    pub(crate) fn path_to(&self, target: &Version) -> UpgradePath {
         match target.cmp(self) {
             Ordering::Equal => UpgradePath::Same,
             Ordering::Less => UpgradePath::Downgrade,
