@@ -27,7 +27,7 @@ use crate::controller::ElectionView;
 
 /// What the handlers read.
 #[derive(Clone)]
-pub struct HttpState {
+pub(crate) struct HttpState {
     /// Actor states and transitions.
     pub hub: DebugHub,
     /// Prometheus metrics.
@@ -55,7 +55,7 @@ impl HttpState {
 }
 
 /// The router of every endpoint.
-pub fn router(state: HttpState) -> Router {
+pub(crate) fn router(state: HttpState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))

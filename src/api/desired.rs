@@ -7,7 +7,7 @@ use super::EtcdCluster;
 use super::names::name_problem;
 
 /// The lifecycle's view of an EtcdCluster's spec.
-pub fn desired_cluster(cluster: &EtcdCluster) -> DesiredCluster {
+pub(crate) fn desired_cluster(cluster: &EtcdCluster) -> DesiredCluster {
     let spec = &cluster.spec;
     DesiredCluster {
         size: u32::try_from(spec.size).unwrap_or(0),

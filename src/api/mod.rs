@@ -8,10 +8,11 @@ mod status;
 #[cfg(test)]
 mod tests;
 
-pub use crd::{crd, crd_yaml};
-pub use desired::desired_cluster;
+pub use crd::crd;
+pub(crate) use crd::crd_yaml;
+pub(crate) use desired::desired_cluster;
 pub use spec::{
-    DEFAULT_REPOSITORY, DEFAULT_VERSION, EtcdCluster, EtcdClusterSpec, MemberSecret, PodPolicy,
+    EtcdCluster, EtcdClusterSpec, MemberSecret, PodPolicy,
     StaticTls, TlsPolicy,
 };
 pub use status::{BootstrapStatus, ClusterCondition, EtcdClusterStatus, MembersStatus};

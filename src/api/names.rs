@@ -9,7 +9,7 @@ use crate::resources::pvc_name;
 
 /// Length of the random suffix of a member name (`<name>-xxxxx`, see
 /// `Topology::new_member_name`).
-pub const MEMBER_SUFFIX_LEN: usize = 5;
+pub(crate) const MEMBER_SUFFIX_LEN: usize = 5;
 
 /// Longest DNS label (RFC 1035 / RFC 1123).
 const MAX_LABEL: usize = 63;
@@ -22,11 +22,11 @@ const MAX_NAMESPACE: usize = MAX_LABEL;
 
 /// The characters a cluster name may use, as the CRD's CEL rule checks them: a DNS-1035
 /// label, because the headless Service is named exactly like the cluster.
-pub const NAME_PATTERN: &str = "^[a-z]([-a-z0-9]*[a-z0-9])?$";
+pub(crate) const NAME_PATTERN: &str = "^[a-z]([-a-z0-9]*[a-z0-9])?$";
 
 /// What Kubernetes requires of one derived name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NameRule {
+pub(crate) enum NameRule {
     /// A Service name: at most 63 characters of `a-z`, `0-9` and `-`, starting with a
     /// letter and ending with a letter or digit.
     Dns1035Label,
@@ -111,7 +111,7 @@ fn label_value(value: &str) -> bool {
 
 /// One name made from the cluster's name.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DerivedName {
+pub(crate) struct DerivedName {
     /// What it names, for people.
     pub what: &'static str,
     /// The name.
@@ -122,7 +122,7 @@ pub struct DerivedName {
 
 /// Every name the operator makes from cluster `name` in `namespace`, with the rule each
 /// must follow. Member names are shown with a placeholder suffix of the real length.
-pub fn derived_names(namespace: &str, name: &str) -> Vec<DerivedName> {
+pub(crate) fn derived_names(namespace: &str, name: &str) -> Vec<DerivedName> {
     let topology = Topology::new(namespace, name);
     let member = format!("{name}-{}", "x".repeat(MEMBER_SUFFIX_LEN));
     let derived = |what, value: String, rule| DerivedName { what, value, rule };
@@ -198,7 +198,7 @@ pub fn max_name_len() -> usize {
 
 /// The rule on cluster names, for people: the message of the CRD's CEL rule and the end
 /// of the operator's `InvalidName` message.
-pub fn name_rule_message() -> String {
+pub(crate) fn name_rule_message() -> String {
     format!(
         "metadata.name must be at most {} characters of lowercase letters, digits and '-', \
          starting with a letter and ending with a letter or digit (no dots): the cluster's \
@@ -211,7 +211,7 @@ pub fn name_rule_message() -> String {
 
 /// The CEL rule on `self.metadata.name` that refuses, at `kubectl apply`, every name
 /// [`name_problem`] refuses.
-pub fn name_cel_rule() -> String {
+pub(crate) fn name_cel_rule() -> String {
     format!(
         "self.metadata.name.size() <= {} && self.metadata.name.matches('{NAME_PATTERN}')",
         max_name_len()

@@ -13,9 +13,9 @@ use serde::{Deserialize, Serialize};
 use super::status::EtcdClusterStatus;
 
 /// Image repository used when `spec.repository` is empty (as in the CoreOS operator).
-pub const DEFAULT_REPOSITORY: &str = "quay.io/coreos/etcd";
+pub(crate) const DEFAULT_REPOSITORY: &str = "quay.io/coreos/etcd";
 /// Version used when `spec.version` is empty.
-pub const DEFAULT_VERSION: &str = "3.5.35";
+pub(crate) const DEFAULT_VERSION: &str = "3.5.35";
 
 /// The desired state of an etcd cluster.
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -142,7 +142,7 @@ pub struct MemberSecret {
 
 impl EtcdClusterSpec {
     /// The version to run, defaulted.
-    pub fn version_or_default(&self) -> &str {
+    pub(crate) fn version_or_default(&self) -> &str {
         self.version
             .as_deref()
             .filter(|v| !v.is_empty())
@@ -150,7 +150,7 @@ impl EtcdClusterSpec {
     }
 
     /// The image repository, defaulted.
-    pub fn repository_or_default(&self) -> &str {
+    pub(crate) fn repository_or_default(&self) -> &str {
         self.repository
             .as_deref()
             .filter(|r| !r.is_empty())
@@ -160,7 +160,7 @@ impl EtcdClusterSpec {
     /// A digest of what member pods are built from besides the version (the repository
     /// and the pod policy): pods carry the digest they were made with, so a change the
     /// operator does not apply to running members is reported, never silently ignored.
-    pub fn pod_template_digest(&self) -> String {
+    pub(crate) fn pod_template_digest(&self) -> String {
         use std::hash::{Hash, Hasher};
         let template = serde_json::json!({
             "repository": self.repository_or_default(),

@@ -78,7 +78,7 @@ pub struct BootstrapStatus {
 
 impl BootstrapStatus {
     /// The status form of a bootstrap record.
-    pub fn from_record(record: &BootstrapRecord) -> Self {
+    pub(crate) fn from_record(record: &BootstrapRecord) -> Self {
         BootstrapStatus {
             seed: record.seed.clone(),
             token: record.token.clone(),
@@ -88,7 +88,7 @@ impl BootstrapStatus {
 
     /// The record this status holds. A cluster ID that does not parse is kept as an
     /// unknown but existing cluster (never as "no cluster").
-    pub fn to_record(&self) -> BootstrapRecord {
+    pub(crate) fn to_record(&self) -> BootstrapRecord {
         BootstrapRecord {
             seed: self.seed.clone(),
             token: self.token.clone(),

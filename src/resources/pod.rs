@@ -21,7 +21,7 @@ use super::labels::{
 use crate::api::{EtcdCluster, PodPolicy};
 
 /// Name of the etcd container in a member pod.
-pub const ETCD_CONTAINER: &str = "etcd";
+pub(crate) const ETCD_CONTAINER: &str = "etcd";
 /// Name of the member's data volume in its pod.
 const DATA_VOLUME: &str = "etcd-data";
 /// Where the member's data volume is mounted.
@@ -37,7 +37,7 @@ pub fn image(repository: &str, version: &str) -> String {
 }
 
 /// The etcd version an image runs, read from its tag (`quay.io/coreos/etcd:v3.5.21` → 3.5.21).
-pub fn version_of_image(image: &str) -> Option<String> {
+pub(crate) fn version_of_image(image: &str) -> Option<String> {
     let last = image.rsplit('/').next()?;
     let (_, tag) = last.split_once(':')?;
     let tag = tag.split('@').next()?;
@@ -45,13 +45,13 @@ pub fn version_of_image(image: &str) -> Option<String> {
 }
 
 /// Name of the PersistentVolumeClaim of a member when the pod policy asks for one.
-pub fn pvc_name(member: &str) -> String {
+pub(crate) fn pvc_name(member: &str) -> String {
     format!("{member}-data")
 }
 
 /// The etcd command line of a member. Listen addresses use the pod's IP (from the
 /// downward API); every advertised URL uses the member's DNS name, never an IP.
-pub fn etcd_flags(topology: &Topology, member: &MemberPod) -> Vec<String> {
+pub(crate) fn etcd_flags(topology: &Topology, member: &MemberPod) -> Vec<String> {
     let mut flags = vec![
         format!("--name={}", member.name),
         format!("--data-dir={DATA_DIR}"),
@@ -121,7 +121,7 @@ fn anti_affinity(cluster: &str) -> Affinity {
 }
 
 /// The pod of `member` in `cluster`.
-pub fn member_pod(cluster: &EtcdCluster, member: &MemberPod) -> Pod {
+pub(crate) fn member_pod(cluster: &EtcdCluster, member: &MemberPod) -> Pod {
     let name = cluster.name_any();
     let namespace = cluster.namespace().unwrap_or_default();
     let topology = Topology::new(&namespace, &name);

@@ -33,7 +33,7 @@ fn meta(cluster: &EtcdCluster, name: String) -> ObjectMeta {
 /// The headless Service named like the cluster. It publishes not-ready addresses so every
 /// member has its DNS name `<member>.<cluster>.<namespace>.svc` before it is ready, which
 /// a joining member needs to reach its peers.
-pub fn headless_service(cluster: &EtcdCluster) -> Service {
+pub(crate) fn headless_service(cluster: &EtcdCluster) -> Service {
     Service {
         metadata: meta(cluster, cluster.name_any()),
         spec: Some(ServiceSpec {

@@ -4,6 +4,7 @@ use etcd_operator_actors::ports::{InitialState, MemberPod};
 use etcd_operator_actors::topology::Topology;
 use kube::api::ObjectMeta;
 
+use super::pod::etcd_flags;
 use super::*;
 use crate::api::{EtcdCluster, EtcdClusterSpec, PodPolicy};
 
