@@ -21,6 +21,7 @@ mod phase;
 mod prepare;
 mod probe;
 mod procinfo;
+mod record;
 mod restart;
 mod run;
 mod signals;

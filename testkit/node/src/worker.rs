@@ -21,10 +21,11 @@ use crate::log::event;
 use crate::phase::{InitProgress, Phase, init_progress, pod_phase};
 use crate::prepare::{self, NotStartable, Prepared};
 use crate::probe::{self, ProbeTiming, ProbeTracker};
+use crate::record::{ContainerRecord, RunState, Terminated};
 use crate::restart::{self, InitOutcome, RestartPolicy};
 use crate::signals;
 use crate::statedir::PodDir;
-use crate::status::{self, ConditionInput, ContainerRecord, RunState, StatusInput, Terminated};
+use crate::status::{self, ConditionInput, StatusInput};
 use crate::tasks::{Event, TaskGuard, spawn_probe, spawn_waiter};
 
 /// How long a container waits before retrying a start that failed for a passing reason.
