@@ -18,6 +18,7 @@ mod launch;
 mod log;
 mod nodereg;
 mod phase;
+mod pod;
 mod prepare;
 mod probe;
 mod procinfo;
@@ -29,7 +30,6 @@ mod statedir;
 mod status;
 mod tasks;
 mod volumes;
-mod worker;
 
 use std::process::ExitCode;
 
