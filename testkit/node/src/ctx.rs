@@ -32,6 +32,27 @@ pub struct NodeCtx {
 }
 
 impl NodeCtx {
+    /// A pod's address: the node's own with `hostNetwork`; else the one it had before
+    /// (`previous`, kept across node restarts) if the pool still has it, else a free one
+    /// nothing listens on. `None` when none is left.
+    pub fn pod_address(
+        &self,
+        uid: &str,
+        host_network: bool,
+        previous: Option<&str>,
+    ) -> Option<String> {
+        if host_network {
+            return Some(self.host_ip.clone());
+        }
+        let busy = crate::ipam::busy_addresses();
+        let mut pool = self.ips.lock().unwrap_or_else(|e| e.into_inner());
+        let kept = previous
+            .and_then(|ip| ip.parse().ok())
+            .filter(|ip| pool.reserve(uid, *ip));
+        kept.or_else(|| pool.allocate_avoiding(uid, &busy))
+            .map(|ip| ip.to_string())
+    }
+
     /// Frees a pod's address.
     pub fn release_ip(&self, uid: &str) {
         self.ips

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::binder;
 use crate::ctx::NodeCtx;
 use crate::log::event;
-use crate::worker::PodWorker;
+use crate::pod::PodWorker;
 
 struct WorkerHandle {
     updates: watch::Sender<Option<Pod>>,

@@ -1,6 +1,8 @@
-//! Starting a container process: `unshare` gives it a private mount (and UTS) namespace,
-//! a small shell prologue bind-mounts its volumes and sets its hostname, then execs the
-//! command. stdout and stderr are appended to the container's log file.
+//! Starting a container process, the one place that knows how: [`spawn`] takes a
+//! [`LaunchSpec`] (command, environment, working directory, mounts, hostname, log file).
+//! `unshare` gives the process a private mount (and UTS) namespace, a small shell prologue
+//! bind-mounts its volumes and sets its hostname, then execs the command. stdout and
+//! stderr are appended to the container's log file.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -124,7 +126,7 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Starts the process, in a process group of its own.
+/// Starts the container process described by `spec`, in a process group of its own.
 pub fn spawn(unshare: &Path, spec: &LaunchSpec) -> std::io::Result<tokio::process::Child> {
     prepare_mount_points(&spec.mounts)?;
     if let Some(dir) = spec.log_path.parent() {

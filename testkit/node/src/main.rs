@@ -18,9 +18,11 @@ mod launch;
 mod log;
 mod nodereg;
 mod phase;
+mod pod;
 mod prepare;
 mod probe;
 mod procinfo;
+mod record;
 mod restart;
 mod run;
 mod signals;
@@ -28,7 +30,6 @@ mod statedir;
 mod status;
 mod tasks;
 mod volumes;
-mod worker;
 
 use std::process::ExitCode;
 

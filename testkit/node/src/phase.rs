@@ -1,7 +1,7 @@
 //! The pod phase, derived from container states the way a kubelet derives it.
 
+use crate::record::{ContainerRecord, RunState};
 use crate::restart::RestartPolicy;
-use crate::status::{ContainerRecord, RunState};
 
 /// A pod's `status.phase`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,7 +115,7 @@ pub fn pod_phase(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::Terminated;
+    use crate::record::Terminated;
     use jiff::Timestamp;
 
     fn waiting() -> ContainerRecord {

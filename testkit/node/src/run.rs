@@ -11,10 +11,11 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::ListParams;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::reflector::Store;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client, Config};
-use nix::sys::signal::Signal;
 use tokio::sync::Notify;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{RunArgs, etcd_entries};
@@ -24,7 +25,7 @@ use crate::images::{EtcdBinaries, sibling_tools};
 use crate::ipam::IpPool;
 use crate::log::event;
 use crate::statedir::StateDir;
-use crate::{hostsync, launch, nodereg, signals};
+use crate::{hostsync, launch, nodereg};
 
 /// An API client from a kubeconfig file, or the usual inference.
 pub async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> {
@@ -105,10 +106,7 @@ async fn adopt_existing(ctx: &NodeCtx) -> anyhow::Result<()> {
         if uids.contains(&uid) {
             continue;
         }
-        for record in dir.live_processes() {
-            let _ = signals::send_group(record.pid, Signal::SIGKILL);
-            let _ = signals::send(record.pid, Signal::SIGKILL);
-        }
+        dir.kill_live_processes();
         match dir.remove() {
             Ok(()) => event!("removed state of vanished pod {ns}/{name} ({uid})"),
             Err(e) => event!("cannot remove {}: {e}", dir.path().display()),
@@ -141,16 +139,16 @@ fn watch_signals(shutdown: CancellationToken) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs the node until SIGINT/SIGTERM.
-pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+/// The node's shared context: its tools, etcd binaries, state directory and API client.
+async fn node_ctx(args: &RunArgs) -> anyhow::Result<NodeCtx> {
     let unshare = launch::find_program("unshare")
         .context("util-linux `unshare` not found in PATH (apt-get install util-linux)")?;
-    let etcd = etcd_table(&args)?;
+    let etcd = etcd_table(args)?;
     std::fs::create_dir_all(&args.state_dir)
         .with_context(|| format!("creating {}", args.state_dir.display()))?;
     let client = client(args.kubeconfig.as_deref()).await?;
-    let ctx = Arc::new(NodeCtx {
-        client: client.clone(),
+    Ok(NodeCtx {
+        client,
         node_name: args.node_name.clone(),
         host_ip: "127.0.0.1".to_string(),
         state: StateDir::new(&args.state_dir),
@@ -158,7 +156,41 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         ips: Mutex::new(IpPool::new(args.pod_ip_range)),
         unshare,
         shutdown_grace: Duration::from_secs(args.shutdown_grace_seconds),
+    })
+}
+
+/// Watches Services cluster-wide into a store, notifying `changed` on every event.
+fn watch_services(
+    client: Client,
+    shutdown: CancellationToken,
+    changed: Arc<Notify>,
+) -> (Store<Service>, JoinHandle<()>) {
+    let (store, writer) = reflector::store::<Service>();
+    let services = reflector(
+        writer,
+        watcher(Api::<Service>::all(client), watcher::Config::default()),
+    )
+    .default_backoff();
+    let task = tokio::spawn(async move {
+        let mut services = std::pin::pin!(services);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                ev = services.next() => match ev {
+                    Some(Ok(_)) => changed.notify_one(),
+                    Some(Err(e)) => event!("service watch error (retrying): {e}"),
+                    None => return,
+                }
+            }
+        }
     });
+    (store, task)
+}
+
+/// Runs the node until SIGINT/SIGTERM.
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let ctx = Arc::new(node_ctx(&args).await?);
+    let client = ctx.client.clone();
     let registration = nodereg::register(&ctx)
         .await
         .context("registering the Node")?;
@@ -167,37 +199,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     watch_signals(shutdown.clone())?;
     let changed = Arc::new(Notify::new());
-
-    let (service_store, service_writer) = reflector::store::<Service>();
-    let services = reflector(
-        service_writer,
-        watcher(
-            Api::<Service>::all(client.clone()),
-            watcher::Config::default(),
-        ),
-    )
-    .default_backoff();
-    let service_task = {
-        let (shutdown, changed) = (shutdown.clone(), changed.clone());
-        tokio::spawn(async move {
-            let mut services = std::pin::pin!(services);
-            loop {
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    ev = services.next() => match ev {
-                        Some(Ok(_)) => changed.notify_one(),
-                        Some(Err(e)) => event!("service watch error (retrying): {e}"),
-                        None => return,
-                    }
-                }
-            }
-        })
-    };
-
+    let (service_store, service_task) =
+        watch_services(client.clone(), shutdown.clone(), changed.clone());
     let (pod_store, pod_writer) = reflector::store::<Pod>();
     let pods = reflector(
         pod_writer,
-        watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()),
+        watcher(Api::<Pod>::all(client), watcher::Config::default()),
     )
     .default_backoff();
 

@@ -3,6 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
+use nix::sys::signal::Signal;
+
+use crate::signals;
+
 /// The root of the node's state.
 #[derive(Clone, Debug)]
 pub struct StateDir {
@@ -133,6 +137,17 @@ impl PodDir {
             .into_iter()
             .filter(|r| crate::procinfo::is_recorded_process(r.pid, r.written))
             .collect()
+    }
+
+    /// Kills the recorded processes that still run (left by an earlier node run), their
+    /// process groups first; the records of those it killed.
+    pub fn kill_live_processes(&self) -> Vec<PidRecord> {
+        let live = self.live_processes();
+        for record in &live {
+            let _ = signals::send_group(record.pid, Signal::SIGKILL);
+            let _ = signals::send(record.pid, Signal::SIGKILL);
+        }
+        live
     }
 
     /// Records a container's running pid.

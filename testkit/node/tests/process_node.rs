@@ -415,213 +415,331 @@ impl Env {
     }
 }
 
+/// The etcd image of Debian's etcd, the version the node is given.
+const ETCD_IMAGE: &str = "quay.io/coreos/etcd:v3.4.23";
+
+impl Env {
+    async fn create_peers_service(&self, app: &str) {
+        Api::<Service>::namespaced(self.client.clone(), &self.ns)
+            .create(&PostParams::default(), &peers_service(app))
+            .await
+            .unwrap();
+    }
+
+    /// Creates a pod like [`etcd_pod`] in the test's namespace, bound by selector to its node.
+    async fn create_etcd_pod(&self, name: &str, app: &str, restart: &str, image: &str) {
+        let pod = etcd_pod(name, &self.ns, &self.node_name, app, restart, image);
+        self.create_pod(pod).await;
+    }
+
+    async fn create_pod(&self, pod: Pod) {
+        self.pods()
+            .create(&PostParams::default(), &pod)
+            .await
+            .unwrap();
+    }
+
+    /// Deletes the pods and waits until the node removed each of them.
+    async fn delete_pods(&self, names: &[&str]) {
+        let pods = self.pods();
+        for name in names {
+            pods.delete(name, &DeleteParams::default()).await.unwrap();
+        }
+        for name in names {
+            wait_gone(&pods, name, 30).await;
+        }
+    }
+
+    /// Stops the node and checks that it exited cleanly.
+    fn stop_node_cleanly(&mut self) {
+        let status = self.stop_node().expect("node was running");
+        assert!(status.success(), "node exit status {status}");
+    }
+}
+
+/// The pod runs on the test's node with an address of its range: the init container
+/// completed, etcd is ready with a `process://` container ID. Its address.
+fn assert_running_after_init(env: &Env, ready: &Pod, ip_prefix: &str) -> String {
+    let status = ready.status.clone().unwrap();
+    let ip = status.pod_ip.clone().unwrap();
+    assert!(ip.starts_with(ip_prefix), "pod IP {ip}");
+    assert_eq!(status.host_ip.as_deref(), Some("127.0.0.1"));
+    assert_eq!(
+        ready.spec.as_ref().unwrap().node_name.as_deref(),
+        Some(env.node_name.as_str())
+    );
+    let init = &status.init_container_statuses.as_ref().unwrap()[0];
+    let init_done = init.state.as_ref().unwrap().terminated.as_ref().unwrap();
+    assert_eq!(
+        (init_done.exit_code, init_done.reason.as_deref()),
+        (0, Some("Completed"))
+    );
+    let etcd = container_status(ready);
+    assert!(etcd.ready);
+    assert!(
+        etcd.container_id
+            .as_deref()
+            .unwrap()
+            .starts_with("process://")
+    );
+    assert!(etcd.state.as_ref().unwrap().running.is_some());
+    ip
+}
+
+/// The node's hosts block maps the pod's DNS name and the Service's name.
+fn assert_hosts_block_names(env: &Env, ip: &str, host: &str) {
+    let block = hosts_block(&env.node_name);
+    assert!(
+        block.contains(&format!("{ip} {host} {host}.cluster.local")),
+        "{block}"
+    );
+    assert!(block.contains(&format!("peers.{}.svc", env.ns)), "{block}");
+}
+
+/// etcd answers at the pod's DNS name: a key written is read back.
+fn assert_etcd_serves(host: &str) {
+    etcdctl(host, &["put", "greeting", "hello from a process node"]);
+    let got = etcdctl(host, &["get", "greeting", "--print-value-only"]);
+    assert_eq!(got.trim(), "hello from a process node");
+}
+
+/// etcd's data is in the pod's emptyDir and its output in the container log; the pod's
+/// state directory.
+fn assert_data_and_log_in_pod_dir(env: &Env, pod: &Pod) -> PathBuf {
+    let uid = pod.metadata.uid.clone().unwrap();
+    let name = pod.metadata.name.as_deref().unwrap();
+    let pod_dir = env
+        .state_dir()
+        .join("pods")
+        .join(format!("{}_{name}_{uid}", env.ns));
+    assert!(
+        pod_dir.join("volumes/data/data/member").is_dir(),
+        "etcd's /var/etcd/data is not in the emptyDir {}",
+        pod_dir.display()
+    );
+    assert!(pod_dir.join("logs/etcd.log").is_file());
+    pod_dir
+}
+
+/// A killed etcd of a `Never` pod: the pod Failed, exit code 137 by signal 9, not ready.
+async fn kill_and_expect_failed(env: &Env, name: &str) {
+    kill_pod(&env.state_dir(), &env.ns, name);
+    let failed = wait_pod(&env.pods(), name, "Failed after kill", 30, |p| {
+        phase(p) == "Failed"
+    })
+    .await;
+    let term = container_status(&failed).state.unwrap().terminated.unwrap();
+    assert_eq!(term.exit_code, 137);
+    assert_eq!(term.signal, Some(9));
+    assert!(!is_ready(&failed));
+}
+
+/// A deleted pod: the object goes, then its state directory and its hosts entry.
+async fn delete_and_expect_cleanup(env: &Env, name: &str, pod_dir: &Path, host: &str) {
+    env.delete_pods(&[name]).await;
+    wait_for("state dir removal", Duration::from_secs(10), || async {
+        (!pod_dir.exists()).then_some(())
+    })
+    .await;
+    wait_for("hosts entry removal", Duration::from_secs(10), || async {
+        (!hosts_block(&env.node_name).contains(host)).then_some(())
+    })
+    .await;
+}
+
+/// The node stops cleanly and takes its hosts block with it.
+fn stop_node_and_expect_hosts_block_removed(env: &mut Env) {
+    env.stop_node_cleanly();
+    assert!(
+        !std::fs::read_to_string("/etc/hosts")
+            .unwrap()
+            .contains(&format!("# BEGIN etcd-operator-node {}", env.node_name)),
+        "hosts block left behind after node shutdown"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn etcd_pod_resolves_serves_crashes_and_is_deleted() {
     let env = Env::new("a", "127.0.231.1-127.0.231.254").await;
     env.run(|env| {
         Box::pin(async move {
-            let ns = env.ns.clone();
-            let pods = env.pods();
-            Api::<Service>::namespaced(env.client.clone(), &ns)
-                .create(&PostParams::default(), &peers_service("itest-a"))
-                .await
-                .unwrap();
-            let pod = etcd_pod(
-                "m1",
-                &ns,
-                &env.node_name,
-                "itest-a",
-                "Never",
-                "quay.io/coreos/etcd:v3.4.23",
-            );
-            pods.create(&PostParams::default(), &pod).await.unwrap();
-
-            let ready = wait_pod(&pods, "m1", "Running and Ready", 90, |p| {
+            env.create_peers_service("itest-a").await;
+            env.create_etcd_pod("m1", "itest-a", "Never", ETCD_IMAGE)
+                .await;
+            let ready = wait_pod(&env.pods(), "m1", "Running and Ready", 90, |p| {
                 phase(p) == "Running" && is_ready(p)
             })
             .await;
-            let status = ready.status.clone().unwrap();
-            let ip = status.pod_ip.clone().unwrap();
-            assert!(ip.starts_with("127.0.231."), "pod IP {ip}");
-            assert_eq!(status.host_ip.as_deref(), Some("127.0.0.1"));
-            assert_eq!(
-                ready.spec.as_ref().unwrap().node_name.as_deref(),
-                Some(env.node_name.as_str())
-            );
-            let init = &status.init_container_statuses.as_ref().unwrap()[0];
-            let init_done = init.state.as_ref().unwrap().terminated.as_ref().unwrap();
-            assert_eq!(
-                (init_done.exit_code, init_done.reason.as_deref()),
-                (0, Some("Completed"))
-            );
-            let etcd = container_status(&ready);
-            assert!(etcd.ready);
-            assert!(
-                etcd.container_id
-                    .as_deref()
-                    .unwrap()
-                    .starts_with("process://")
-            );
-            assert!(etcd.state.as_ref().unwrap().running.is_some());
-
-            let host = format!("m1.peers.{ns}.svc");
-            let block = hosts_block(&env.node_name);
-            assert!(
-                block.contains(&format!("{ip} {host} {host}.cluster.local")),
-                "{block}"
-            );
-            assert!(block.contains(&format!("peers.{ns}.svc")), "{block}");
-
-            etcdctl(&host, &["put", "greeting", "hello from a process node"]);
-            let got = etcdctl(&host, &["get", "greeting", "--print-value-only"]);
-            assert_eq!(got.trim(), "hello from a process node");
-
-            let uid = ready.metadata.uid.clone().unwrap();
-            let pod_dir = env.state_dir().join("pods").join(format!("{ns}_m1_{uid}"));
-            assert!(
-                pod_dir.join("volumes/data/data/member").is_dir(),
-                "etcd's /var/etcd/data is not in the emptyDir {}",
-                pod_dir.display()
-            );
-            assert!(pod_dir.join("logs/etcd.log").is_file());
-
-            kill_pod(&env.state_dir(), &ns, "m1");
-            let failed = wait_pod(&pods, "m1", "Failed after kill", 30, |p| {
-                phase(p) == "Failed"
-            })
-            .await;
-            let term = container_status(&failed).state.unwrap().terminated.unwrap();
-            assert_eq!(term.exit_code, 137);
-            assert_eq!(term.signal, Some(9));
-            assert!(!is_ready(&failed));
-
-            pods.delete("m1", &DeleteParams::default()).await.unwrap();
-            wait_gone(&pods, "m1", 30).await;
-            wait_for("state dir removal", Duration::from_secs(10), || async {
-                (!pod_dir.exists()).then_some(())
-            })
-            .await;
-            wait_for("hosts entry removal", Duration::from_secs(10), || async {
-                (!hosts_block(&env.node_name).contains(&host)).then_some(())
-            })
-            .await;
-
-            let status = env.stop_node().expect("node was running");
-            assert!(status.success(), "node exit status {status}");
-            assert!(
-                !std::fs::read_to_string("/etc/hosts")
-                    .unwrap()
-                    .contains(&format!("# BEGIN etcd-operator-node {}", env.node_name)),
-                "hosts block left behind after node shutdown"
-            );
+            let ip = assert_running_after_init(env, &ready, "127.0.231.");
+            let host = format!("m1.peers.{}.svc", env.ns);
+            assert_hosts_block_names(env, &ip, &host);
+            assert_etcd_serves(&host);
+            let pod_dir = assert_data_and_log_in_pod_dir(env, &ready);
+            kill_and_expect_failed(env, "m1").await;
+            delete_and_expect_cleanup(env, "m1", &pod_dir, &host).await;
+            stop_node_and_expect_hosts_block_removed(env);
         })
     })
     .await;
 }
 
+fn waiting_reason(p: &Pod) -> Option<String> {
+    container_status(p).state?.waiting?.reason
+}
+
+async fn set_etcd_image(env: &Env, pod: &str, image: &str) {
+    let patch = json!({ "spec": { "containers": [{ "name": "etcd", "image": image }] } });
+    env.pods()
+        .patch(pod, &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+        .unwrap();
+}
+
+/// An image nobody can run: the old process is stopped, the new one cannot start and the
+/// message names the image and the known versions.
+async fn unknown_version_is_err_image_pull(env: &Env, pod: &str) {
+    set_etcd_image(env, pod, "quay.io/coreos/etcd:v3.99.0").await;
+    let pulled = wait_pod(&env.pods(), pod, "ErrImagePull", 30, |p| {
+        waiting_reason(p).as_deref() == Some("ErrImagePull")
+    })
+    .await;
+    let cs = container_status(&pulled);
+    let message = cs.state.unwrap().waiting.unwrap().message.unwrap();
+    assert!(
+        message.contains("no local binary for image quay.io/coreos/etcd:v3.99.0"),
+        "{message}"
+    );
+    assert!(message.contains("known etcd versions: 3.4.23"), "{message}");
+    assert_eq!(cs.restart_count, 1);
+    assert!(cs.last_state.unwrap().terminated.is_some());
+    assert!(!is_ready(&pulled));
+}
+
+/// Back to a known version (another registry): the same data dir, a new process. Its
+/// container ID.
+async fn known_version_runs_again(env: &Env, pod: &str) -> String {
+    set_etcd_image(env, pod, "gcr.io/etcd-development/etcd:v3.4.23").await;
+    let back = wait_pod(&env.pods(), pod, "Ready again", 60, is_ready).await;
+    container_status(&back).container_id.unwrap()
+}
+
+/// A crash under restartPolicy Always: restarted with a new process.
+async fn crash_is_restarted(env: &Env, pod: &str, first_id: &str) {
+    kill_pod(&env.state_dir(), &env.ns, pod);
+    let restarted = wait_pod(&env.pods(), pod, "restarted after kill", 60, |p| {
+        let cs = container_status(p);
+        cs.restart_count == 2 && cs.container_id.as_deref() != Some(first_id) && cs.ready
+    })
+    .await;
+    let last = container_status(&restarted)
+        .last_state
+        .unwrap()
+        .terminated
+        .unwrap();
+    assert_eq!(last.exit_code, 137);
+}
+
+/// Unknown image from the start: Pending with ErrImagePull.
+async fn unknown_image_stays_pending(env: &Env, name: &str) {
+    let mut nginx = etcd_pod(
+        name,
+        &env.ns,
+        &env.node_name,
+        "other",
+        "Never",
+        "nginx:1.25",
+    );
+    nginx.spec.as_mut().unwrap().init_containers = None;
+    env.create_pod(nginx).await;
+    let pending = wait_pod(&env.pods(), name, "ErrImagePull", 30, |p| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .is_some()
+            && waiting_reason(p).as_deref() == Some("ErrImagePull")
+    })
+    .await;
+    assert_eq!(phase(&pending), "Pending");
+}
+
+/// A failing init container under restartPolicy Never fails the pod.
+async fn failing_init_container_fails_the_pod(env: &Env, name: &str) {
+    let mut bad_init = etcd_pod(name, &env.ns, &env.node_name, "other", "Never", ETCD_IMAGE);
+    bad_init
+        .spec
+        .as_mut()
+        .unwrap()
+        .init_containers
+        .as_mut()
+        .unwrap()[0]
+        .command = Some(vec!["sh".into(), "-c".into(), "exit 3".into()]);
+    env.create_pod(bad_init).await;
+    let failed = wait_pod(&env.pods(), name, "Failed", 30, |p| phase(p) == "Failed").await;
+    let init = &failed.status.unwrap().init_container_statuses.unwrap()[0];
+    let exit_code = init
+        .state
+        .as_ref()
+        .unwrap()
+        .terminated
+        .as_ref()
+        .unwrap()
+        .exit_code;
+    assert_eq!(exit_code, 3);
+}
+
+/// A busybox pod that sleeps, without init container or probe.
+fn sleeper_pod(env: &Env, name: &str) -> Pod {
+    let mut sleeper = etcd_pod(
+        name,
+        &env.ns,
+        &env.node_name,
+        "other",
+        "Never",
+        "busybox:1.36",
+    );
+    let spec = sleeper.spec.as_mut().unwrap();
+    spec.init_containers = None;
+    let c = &mut spec.containers[0];
+    c.command = Some(vec!["sleep".into(), "1000".into()]);
+    c.args = None;
+    c.readiness_probe = None;
+    sleeper
+}
+
+/// A node restart: a running `Never` pod is reported as exited (`Unknown`), hence Failed;
+/// the `Always` pod comes back by itself.
+async fn node_restart_reports_running_never_pod_exited(env: &mut Env, name: &str, always: &str) {
+    env.create_pod(sleeper_pod(env, name)).await;
+    let pods = env.pods();
+    wait_pod(&pods, name, "Running", 30, |p| phase(p) == "Running").await;
+    env.stop_node_cleanly();
+    env.start_node();
+    let after = wait_pod(&pods, name, "Failed after node restart", 30, |p| {
+        phase(p) == "Failed"
+    })
+    .await;
+    let term = container_status(&after).state.unwrap().terminated.unwrap();
+    assert_eq!(term.reason.as_deref(), Some("Unknown"));
+    wait_pod(&pods, always, "Ready after node restart", 60, is_ready).await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn image_changes_pull_failures_restarts_and_node_restart_are_reported() {
     let env = Env::new("b", "127.0.232.1-127.0.232.254").await;
-    env.run(|env| Box::pin(async move {
-        let ns = env.ns.clone();
-        let pods = env.pods();
-        Api::<Service>::namespaced(env.client.clone(), &ns)
-            .create(&PostParams::default(), &peers_service("itest-b"))
-            .await
-            .unwrap();
-        let pod = etcd_pod("u1", &ns, &env.node_name, "itest-b", "Always", "quay.io/coreos/etcd:v3.4.23");
-        pods.create(&PostParams::default(), &pod).await.unwrap();
-        wait_pod(&pods, "u1", "Ready", 90, is_ready).await;
-
-        // An image nobody can run: the old process is stopped, the new one cannot start.
-        let patch = |image: &str| {
-            json!({ "spec": { "containers": [{ "name": "etcd", "image": image }] } })
-        };
-        pods.patch("u1", &PatchParams::default(), &Patch::Strategic(patch("quay.io/coreos/etcd:v3.99.0")))
-            .await
-            .unwrap();
-        let pulled = wait_pod(&pods, "u1", "ErrImagePull", 30, |p| {
-            container_status(p)
-                .state
-                .and_then(|s| s.waiting)
-                .is_some_and(|w| w.reason.as_deref() == Some("ErrImagePull"))
+    env.run(|env| {
+        Box::pin(async move {
+            env.create_peers_service("itest-b").await;
+            env.create_etcd_pod("u1", "itest-b", "Always", ETCD_IMAGE)
+                .await;
+            wait_pod(&env.pods(), "u1", "Ready", 90, is_ready).await;
+            unknown_version_is_err_image_pull(env, "u1").await;
+            let first_id = known_version_runs_again(env, "u1").await;
+            crash_is_restarted(env, "u1", &first_id).await;
+            unknown_image_stays_pending(env, "x1").await;
+            failing_init_container_fails_the_pod(env, "f1").await;
+            node_restart_reports_running_never_pod_exited(env, "r1", "u1").await;
+            env.delete_pods(&["u1", "x1", "f1", "r1"]).await;
         })
-        .await;
-        let cs = container_status(&pulled);
-        let message = cs.state.unwrap().waiting.unwrap().message.unwrap();
-        assert!(message.contains("no local binary for image quay.io/coreos/etcd:v3.99.0"), "{message}");
-        assert!(message.contains("known etcd versions: 3.4.23"), "{message}");
-        assert_eq!(cs.restart_count, 1);
-        assert!(cs.last_state.unwrap().terminated.is_some());
-        assert!(!is_ready(&pulled));
-
-        // Back to a known version: the same data dir, a new process.
-        pods.patch("u1", &PatchParams::default(), &Patch::Strategic(patch("gcr.io/etcd-development/etcd:v3.4.23")))
-            .await
-            .unwrap();
-        let back = wait_pod(&pods, "u1", "Ready again", 60, is_ready).await;
-        let first_id = container_status(&back).container_id.unwrap();
-
-        // A crash under restartPolicy Always: restarted with a new process.
-        kill_pod(&env.state_dir(), &ns, "u1");
-        let restarted = wait_pod(&pods, "u1", "restarted after kill", 60, |p| {
-            let cs = container_status(p);
-            cs.restart_count == 2 && cs.container_id.as_deref() != Some(first_id.as_str()) && cs.ready
-        })
-        .await;
-        let last = container_status(&restarted).last_state.unwrap().terminated.unwrap();
-        assert_eq!(last.exit_code, 137);
-
-        // Unknown image from the start: Pending with ErrImagePull.
-        let mut nginx = etcd_pod("x1", &ns, &env.node_name, "other", "Never", "nginx:1.25");
-        nginx.spec.as_mut().unwrap().init_containers = None;
-        pods.create(&PostParams::default(), &nginx).await.unwrap();
-        let pending = wait_pod(&pods, "x1", "ErrImagePull", 30, |p| {
-            p.status.as_ref().and_then(|s| s.container_statuses.as_ref()).is_some()
-                && container_status(p)
-                    .state
-                    .and_then(|s| s.waiting)
-                    .is_some_and(|w| w.reason.as_deref() == Some("ErrImagePull"))
-        })
-        .await;
-        assert_eq!(phase(&pending), "Pending");
-
-        // A failing init container under restartPolicy Never fails the pod.
-        let mut bad_init = etcd_pod("f1", &ns, &env.node_name, "other", "Never", "quay.io/coreos/etcd:v3.4.23");
-        bad_init.spec.as_mut().unwrap().init_containers.as_mut().unwrap()[0].command =
-            Some(vec!["sh".into(), "-c".into(), "exit 3".into()]);
-        pods.create(&PostParams::default(), &bad_init).await.unwrap();
-        let failed = wait_pod(&pods, "f1", "Failed", 30, |p| phase(p) == "Failed").await;
-        let init = &failed.status.unwrap().init_container_statuses.unwrap()[0];
-        assert_eq!(init.state.as_ref().unwrap().terminated.as_ref().unwrap().exit_code, 3);
-
-        // A node restart: a running Never pod is reported as exited, hence Failed.
-        let mut sleeper = etcd_pod("r1", &ns, &env.node_name, "other", "Never", "busybox:1.36");
-        {
-            let spec = sleeper.spec.as_mut().unwrap();
-            spec.init_containers = None;
-            let c = &mut spec.containers[0];
-            c.command = Some(vec!["sleep".into(), "1000".into()]);
-            c.args = None;
-            c.readiness_probe = None;
-        }
-        pods.create(&PostParams::default(), &sleeper).await.unwrap();
-        wait_pod(&pods, "r1", "Running", 30, |p| phase(p) == "Running").await;
-        let status = env.stop_node().expect("node was running");
-        assert!(status.success(), "node exit status {status}");
-        env.start_node();
-        let after = wait_pod(&pods, "r1", "Failed after node restart", 30, |p| phase(p) == "Failed").await;
-        let term = container_status(&after).state.unwrap().terminated.unwrap();
-        assert_eq!(term.reason.as_deref(), Some("Unknown"));
-        // The Always pod came back by itself.
-        wait_pod(&pods, "u1", "Ready after node restart", 60, is_ready).await;
-
-        for name in ["u1", "x1", "f1", "r1"] {
-            pods.delete(name, &DeleteParams::default()).await.unwrap();
-        }
-        for name in ["u1", "x1", "f1", "r1"] {
-            wait_gone(&pods, name, 30).await;
-        }
-    }))
+    })
     .await;
 }
