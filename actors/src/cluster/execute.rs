@@ -134,7 +134,7 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
     let t = fx.topology;
     match action {
         Action::EnsureServices => {
-            fx.kube.ensure_services().await.map_err(|e| e.message)?;
+            fx.kube.ensure_services().await.map_err(|e| e.to_string())?;
             Ok(Done::cluster(format!(
                 "Services {} and {} ensured",
                 t.name,
@@ -237,7 +237,7 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
             ))
         }
         Action::DeletePod { name } => {
-            fx.kube.delete_pod(name).await.map_err(|e| e.message)?;
+            fx.kube.delete_pod(name).await.map_err(|e| e.to_string())?;
             Ok(Done::member(format!("deleted pod {name}"), name))
         }
         Action::UpgradeMember { name, from, to } => {
@@ -249,7 +249,7 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
             set_version(fx, name, to, None, note).await
         }
         Action::LabelVoter { name } => {
-            fx.kube.label_voter(name).await.map_err(|e| e.message)?;
+            fx.kube.label_voter(name).await.map_err(|e| e.to_string())?;
             Ok(Done::member(
                 format!("pod {name} now serves clients (a voting member)"),
                 name,
@@ -277,7 +277,7 @@ async fn set_version(
     fx.kube
         .set_pod_version(name, &change)
         .await
-        .map_err(|e| e.message)?;
+        .map_err(|e| e.to_string())?;
     Ok(Done::member(note, name))
 }
 
