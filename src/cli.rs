@@ -47,7 +47,8 @@ pub struct RunArgs {
     /// Read timeout of each Kubernetes API call (not watches), in milliseconds.
     #[arg(long, default_value_t = 10_000)]
     pub api_timeout_ms: u64,
-    /// Deadline of each etcd call, in milliseconds.
+    /// Deadline of each etcd call (connecting, trying each member, the request), in
+    /// milliseconds.
     #[arg(long, default_value_t = 3000)]
     pub etcd_timeout_ms: u64,
     /// Deadline of a whole tick of one cluster, in seconds.
@@ -94,12 +95,16 @@ impl RunArgs {
         Duration::from_millis(self.api_timeout_ms)
     }
 
+    /// Deadline of each etcd call, owned by the etcd adapter.
+    pub fn etcd_timeout(&self) -> Duration {
+        Duration::from_millis(self.etcd_timeout_ms)
+    }
+
     /// The Cluster actors' configuration.
     pub fn cluster_config(&self) -> etcd_operator_actors::cluster::ClusterConfig {
         etcd_operator_actors::cluster::ClusterConfig {
             tick_interval: Duration::from_millis(self.tick_interval_ms),
             follow_up: Duration::from_millis(self.follow_up_ms),
-            etcd_timeout: Duration::from_millis(self.etcd_timeout_ms),
             tick_timeout: Duration::from_secs(self.tick_timeout_s),
             deadlines: etcd_operator_actors::lifecycle::Deadlines {
                 unstarted_member: Duration::from_secs(self.unstarted_member_deadline_s),
@@ -130,7 +135,7 @@ fn run(args: RunArgs) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            slog::crit!(log, "operator stopped"; "error" => format!("{e:#}"));
+            slog::crit!(log, "operator stopped"; "error" => %e);
             ExitCode::FAILURE
         }
     }

@@ -2,8 +2,13 @@
 //!
 //! [`EtcdClientApi`] keeps one connected [`Client`] per endpoint list and reuses it from call
 //! to call; a client whose call failed below etcd (connection refused, timeout, broken
-//! transport) is dropped so that the next call connects afresh. Every failure comes back as
-//! an [`EtcdError`] classified from the message etcd or the transport gave.
+//! transport) is dropped so that the next call connects afresh.
+//!
+//! The adapter owns the deadline of each call (`--etcd-timeout-ms`): connecting, trying the
+//! endpoints one by one and the request itself all fit in it. Every failure comes back as an
+//! [`EtcdError`] classified here, once: from the gRPC status code and, within a code, from
+//! etcd's exact error descriptions (as etcd's own Go client maps them), or from the kind of
+//! transport error.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -14,6 +19,7 @@ use async_trait::async_trait;
 use etcd_client::{Client, ConnectOptions, Member, MemberAddOptions};
 use etcd_operator_actors::lifecycle::{MemberHealth, MemberView};
 use etcd_operator_actors::ports::{AddedMember, EtcdApi, EtcdError, EtcdErrorKind, MemberList};
+use tonic::Code;
 
 /// How many endpoint lists keep a cached client; past that the cache starts over.
 const MAX_CACHED_CLIENTS: usize = 64;
@@ -25,7 +31,8 @@ pub struct EtcdClientApi {
 }
 
 impl EtcdClientApi {
-    /// An API whose connections and requests each get `timeout`.
+    /// An API whose every call ends within `timeout`: connecting, trying each endpoint and
+    /// the request together (the deadline the [`EtcdApi`] contract promises).
     pub fn new(timeout: Duration) -> Self {
         EtcdClientApi {
             timeout,
@@ -66,8 +73,8 @@ impl EtcdClientApi {
         Ok(clients.entry(key.to_vec()).or_insert(client).clone())
     }
 
-    /// Runs `call` with a client for `endpoints`, bounded by the timeout; the client is
-    /// dropped from the cache unless etcd itself answered. When the connection to the
+    /// Runs `call` with a client for `endpoints`, every try within one deadline of the
+    /// timeout; the client is dropped from the cache unless etcd itself answered. When the connection to the
     /// endpoint set fails before anything was sent, each endpoint is tried alone in turn:
     /// a member that is still starting must not hide the others.
     async fn call<T, F, Fut>(
@@ -82,9 +89,10 @@ impl EtcdClientApi {
     {
         let key = endpoint_key(endpoints);
         if key.is_empty() {
-            return Err(EtcdError::classify(format!(
-                "{what}: no endpoints to connect to"
-            )));
+            return Err(EtcdError::new(
+                EtcdErrorKind::Unavailable,
+                format!("{what}: no endpoints to connect to"),
+            ));
         }
         let deadline = tokio::time::Instant::now() + self.timeout;
         let mut result = self.attempt(what, &key, deadline, &call).await;
@@ -124,15 +132,8 @@ impl EtcdClientApi {
                 if !answered_by_etcd(&err) {
                     self.forget(key);
                 }
-                let message = describe(&err);
-                // Nothing reached a voting member: a name did not resolve yet (a member
-                // just created), the connection failed, or the balancer picked a learner,
-                // which serves no cluster-wide calls.
-                let unsent = message.contains("dns error")
-                    || message.contains("connect error")
-                    || message.contains("Connection refused")
-                    || message.contains("not supported for learner");
-                Err((EtcdError::classify(message), unsent))
+                let error = EtcdError::new(classify(&err), describe(&err));
+                Err((error, unsent(&err)))
             }
             Err(_) => {
                 self.forget(key);
@@ -263,12 +264,108 @@ fn health(version: &str, leader: u64, raft_index: u64, errors: &[String]) -> Mem
     }
 }
 
-/// Whether etcd itself refused the call (the connection is fine), rather than the transport.
+/// etcd's descriptions of the errors the operator tells apart (`rpctypes` in etcd's API).
+mod desc {
+    pub const UNHEALTHY_CLUSTER: &str = "etcdserver: unhealthy cluster";
+    pub const LEARNER_NOT_READY: &str =
+        "etcdserver: can only promote a learner member which is in sync with leader";
+    pub const TOO_MANY_LEARNERS: &str = "etcdserver: too many learner members in cluster";
+    pub const MEMBER_NOT_FOUND: &str = "etcdserver: member not found";
+    pub const NOT_SUPPORTED_FOR_LEARNER: &str = "etcdserver: rpc not supported for learner";
+    /// etcd's own request timeouts, all with code `Unavailable`.
+    pub const TIMEOUTS: [&str; 3] = [
+        "etcdserver: request timed out",
+        "etcdserver: request timed out, possibly due to previous leader failure",
+        "etcdserver: request timed out, possibly due to connection lost",
+    ];
+}
+
+/// What kind of failure `err` is: by gRPC code, then etcd's exact description within it;
+/// failures below gRPC (transport, IO) are `Unavailable`.
+fn classify(err: &etcd_client::Error) -> EtcdErrorKind {
+    match err {
+        etcd_client::Error::GRpcStatus(status) => classify_status(status),
+        etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => {
+            EtcdErrorKind::Unavailable
+        }
+        _ => EtcdErrorKind::Rejected,
+    }
+}
+
+fn classify_status(status: &tonic::Status) -> EtcdErrorKind {
+    use EtcdErrorKind::*;
+    let description = status.message();
+    match status.code() {
+        Code::Unavailable if description == desc::UNHEALTHY_CLUSTER => UnhealthyCluster,
+        Code::Unavailable if desc::TIMEOUTS.contains(&description) => Timeout,
+        Code::Unavailable => Unavailable,
+        Code::FailedPrecondition if description == desc::LEARNER_NOT_READY => LearnerNotReady,
+        Code::FailedPrecondition if description == desc::TOO_MANY_LEARNERS => TooManyLearners,
+        Code::NotFound if description == desc::MEMBER_NOT_FOUND => MemberNotFound,
+        Code::DeadlineExceeded => Timeout,
+        // tonic's own request timeout is a cancellation caused by `TimeoutExpired`; any
+        // other cancellation on the client side is a connection that went away.
+        Code::Cancelled if caused_by::<tonic::TimeoutExpired>(status) => Timeout,
+        Code::Cancelled => Unavailable,
+        Code::Unknown if below_grpc(status) => Unavailable,
+        _ => Rejected,
+    }
+}
+
+/// Whether the call failed before anything reached a voting member: the connection could
+/// not be made (a name that does not resolve yet, a refused or failed connect), or the
+/// balancer picked a learner, which serves no cluster-wide calls.
+fn unsent(err: &etcd_client::Error) -> bool {
+    match err {
+        etcd_client::Error::GRpcStatus(status) => {
+            (status.code() == Code::Unavailable
+                && status.message() == desc::NOT_SUPPORTED_FOR_LEARNER)
+                || connect_failed(status)
+        }
+        etcd_client::Error::TransportError(e) => connect_failed(e),
+        etcd_client::Error::IoError(e) => connect_failed(e),
+        _ => false,
+    }
+}
+
+/// Whether a connection attempt failed somewhere in `err`'s causes.
+fn connect_failed(err: &(dyn std::error::Error + 'static)) -> bool {
+    causes(err).any(|cause| {
+        cause.is::<tonic::ConnectError>()
+            || cause
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+    })
+}
+
+/// Whether one of `err`'s causes is a `T`.
+fn caused_by<T: std::error::Error + 'static>(err: &(dyn std::error::Error + 'static)) -> bool {
+    causes(err).any(|cause| cause.is::<T>())
+}
+
+/// Whether a status was made on this side from a failure below gRPC (transport, IO).
+fn below_grpc(status: &tonic::Status) -> bool {
+    causes(status).any(|cause| {
+        cause.is::<tonic::transport::Error>()
+            || cause.is::<tonic::ConnectError>()
+            || cause.is::<std::io::Error>()
+    })
+}
+
+/// `err` and its causes, outermost first.
+fn causes<'a>(
+    err: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(err), |e| e.source())
+}
+
+/// Whether etcd itself refused the call (the connection is fine), rather than the transport:
+/// every error etcd sends describes itself with the `etcdserver:` prefix.
 fn answered_by_etcd(err: &etcd_client::Error) -> bool {
     matches!(err, etcd_client::Error::GRpcStatus(status) if status.message().starts_with("etcdserver:"))
 }
 
-/// The error as a message [`EtcdError::classify`] understands.
+/// The error for people.
 ///
 /// `etcd-client`'s own `Display` is unhelpful for the two cases that matter: a gRPC status
 /// prints with its metadata, and a transport error prints only `transport error`.
@@ -276,7 +373,7 @@ fn describe(err: &etcd_client::Error) -> String {
     match err {
         etcd_client::Error::GRpcStatus(status) => {
             let message = with_sources(status.message(), status);
-            describe_status(&format!("{:?}", status.code()), &message)
+            describe_status(status.code(), &message)
         }
         etcd_client::Error::TransportError(e) => with_sources("transport error", e),
         etcd_client::Error::IoError(e) => with_sources(&format!("io error: {e}"), e),
@@ -284,22 +381,16 @@ fn describe(err: &etcd_client::Error) -> String {
     }
 }
 
-/// A gRPC status as `message (Code)`, so that a code such as `Unavailable` or
-/// `DeadlineExceeded` classifies a message that does not say it (`etcdserver: no leader`).
-fn describe_status(code: &str, message: &str) -> String {
+/// A gRPC status as `message (Code)`.
+fn describe_status(code: Code, message: &str) -> String {
     let message = message.trim();
     if message.is_empty() {
-        return code.to_string();
+        return format!("{code:?}");
     }
-    let lower = message.to_ascii_lowercase();
-    if code == "Cancelled" && lower.contains("timeout expired") {
-        // tonic's request timeout.
-        return format!("{message} (request timed out)");
-    }
-    if code == "Unknown" {
+    if code == Code::Unknown {
         return message.to_string();
     }
-    format!("{message} ({code})")
+    format!("{message} ({code:?})")
 }
 
 /// `head`, then every cause of `err` that says something new.
@@ -325,43 +416,95 @@ mod tests {
 
     use super::*;
 
-    fn kind(code: &str, message: &str) -> EtcdErrorKind {
-        EtcdError::classify(describe_status(code, message)).kind
+    /// The kind of a status etcd (or tonic) answered with `code` and `message`.
+    fn kind(code: Code, message: &str) -> EtcdErrorKind {
+        classify(&status(code, message))
+    }
+
+    fn status(code: Code, message: &str) -> etcd_client::Error {
+        etcd_client::Error::GRpcStatus(tonic::Status::new(code, message))
+    }
+
+    /// A status tonic makes on this side from `cause`, as it does for a failed call.
+    fn status_from(cause: impl std::error::Error + Send + Sync + 'static) -> etcd_client::Error {
+        etcd_client::Error::GRpcStatus(tonic::Status::from_error(Box::new(cause)))
+    }
+
+    fn refused() -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused")
     }
 
     #[test]
     fn etcd_status_messages_classify_by_what_etcd_said() {
         use EtcdErrorKind::*;
         assert_eq!(
-            kind("Unavailable", "etcdserver: unhealthy cluster"),
+            kind(Code::Unavailable, "etcdserver: unhealthy cluster"),
             UnhealthyCluster
         );
         assert_eq!(
             kind(
-                "FailedPrecondition",
+                Code::FailedPrecondition,
                 "etcdserver: can only promote a learner member which is in sync with leader"
             ),
             LearnerNotReady
         );
         assert_eq!(
             kind(
-                "FailedPrecondition",
+                Code::FailedPrecondition,
                 "etcdserver: too many learner members in cluster"
             ),
             TooManyLearners
         );
         assert_eq!(
-            kind("NotFound", "etcdserver: member not found"),
+            kind(Code::NotFound, "etcdserver: member not found"),
             MemberNotFound
         );
         assert_eq!(
-            kind("FailedPrecondition", "etcdserver: Peer URLs already exists"),
+            kind(
+                Code::FailedPrecondition,
+                "etcdserver: Peer URLs already exists"
+            ),
             Rejected
         );
         assert_eq!(
             kind(
-                "FailedPrecondition",
+                Code::FailedPrecondition,
                 "etcdserver: re-configuration failed due to not enough started members"
+            ),
+            Rejected
+        );
+        assert_eq!(
+            kind(
+                Code::FailedPrecondition,
+                "etcdserver: can only promote a learner member"
+            ),
+            Rejected,
+            "promoting a voter is refused for good, not 'not ready yet'"
+        );
+    }
+
+    #[test]
+    fn a_description_counts_only_under_the_code_etcd_sends_it_with() {
+        use EtcdErrorKind::*;
+        assert_eq!(
+            kind(Code::InvalidArgument, "etcdserver: unhealthy cluster"),
+            Rejected
+        );
+        assert_eq!(
+            kind(Code::Unavailable, "etcdserver: member not found"),
+            Unavailable
+        );
+        assert_eq!(
+            kind(
+                Code::Unavailable,
+                "etcdserver: too many learner members in cluster"
+            ),
+            Unavailable
+        );
+        assert_eq!(
+            kind(
+                Code::FailedPrecondition,
+                "member not found, etcdserver said"
             ),
             Rejected
         );
@@ -370,30 +513,94 @@ mod tests {
     #[test]
     fn status_codes_classify_messages_that_do_not_say_what_went_wrong() {
         use EtcdErrorKind::*;
-        assert_eq!(kind("Unavailable", "etcdserver: no leader"), Unavailable);
         assert_eq!(
-            kind("Unavailable", "etcdserver: leader changed"),
+            kind(Code::Unavailable, "etcdserver: no leader"),
             Unavailable
         );
         assert_eq!(
-            kind("Unavailable", "etcdserver: request timed out"),
+            kind(Code::Unavailable, "etcdserver: leader changed"),
+            Unavailable
+        );
+        assert_eq!(
+            kind(Code::Unavailable, "etcdserver: request timed out"),
             Timeout
         );
         assert_eq!(
-            kind("DeadlineExceeded", "context deadline exceeded"),
+            kind(
+                Code::Unavailable,
+                "etcdserver: request timed out, possibly due to previous leader failure"
+            ),
             Timeout
         );
-        assert_eq!(kind("Cancelled", "Timeout expired"), Timeout);
-        assert_eq!(kind("Unavailable", ""), Unavailable);
+        assert_eq!(
+            kind(Code::DeadlineExceeded, "context deadline exceeded"),
+            Timeout
+        );
+        assert_eq!(kind(Code::Unavailable, ""), Unavailable);
+        assert_eq!(kind(Code::Unknown, "boom"), Rejected);
+        assert_eq!(
+            kind(Code::PermissionDenied, "etcdserver: permission denied"),
+            Rejected
+        );
+    }
+
+    #[test]
+    fn tonics_own_timeout_is_a_timeout_and_other_cancellations_are_unavailable() {
+        let timed_out = status_from(tonic::TimeoutExpired(()));
+        assert_eq!(classify(&timed_out), EtcdErrorKind::Timeout);
+        assert_eq!(describe(&timed_out), "Timeout expired (Cancelled)");
+        assert_eq!(
+            kind(Code::Cancelled, "operation was canceled"),
+            EtcdErrorKind::Unavailable
+        );
+    }
+
+    #[test]
+    fn failures_below_grpc_are_unavailable() {
+        let connect = status_from(tonic::ConnectError(Box::new(refused())));
+        assert_eq!(classify(&connect), EtcdErrorKind::Unavailable);
+        let io = etcd_client::Error::IoError(refused());
+        assert_eq!(classify(&io), EtcdErrorKind::Unavailable);
+        // A status tonic could not map, made from an IO failure on this side.
+        let unknown = etcd_client::Error::GRpcStatus(tonic::Status::from_error(Box::new(
+            std::io::Error::other("stream broke"),
+        )));
+        assert_eq!(classify(&unknown), EtcdErrorKind::Unavailable);
+        let ours = etcd_client::Error::InvalidArgs("no new member".into());
+        assert_eq!(classify(&ours), EtcdErrorKind::Rejected);
+    }
+
+    #[test]
+    fn nothing_was_sent_when_the_connection_failed_or_a_learner_answered() {
+        let connect = status_from(tonic::ConnectError(Box::new(refused())));
+        assert!(unsent(&connect));
+        assert!(unsent(&etcd_client::Error::IoError(refused())));
+        assert!(unsent(&status(
+            Code::Unavailable,
+            "etcdserver: rpc not supported for learner"
+        )));
+        // etcd answered: the call reached a voting member.
+        assert!(!unsent(&status(
+            Code::Unavailable,
+            "etcdserver: unhealthy cluster"
+        )));
+        assert!(!unsent(&status(Code::Unavailable, "etcdserver: no leader")));
+        assert!(!unsent(&status_from(tonic::TimeoutExpired(()))));
+        // The same words under another code are not etcd's learner refusal.
+        assert!(!unsent(&status(
+            Code::Unknown,
+            "etcdserver: rpc not supported for learner"
+        )));
     }
 
     #[test]
     fn status_messages_keep_what_etcd_said_first() {
         assert_eq!(
-            describe_status("Unavailable", "etcdserver: unhealthy cluster"),
+            describe_status(Code::Unavailable, "etcdserver: unhealthy cluster"),
             "etcdserver: unhealthy cluster (Unavailable)"
         );
-        assert_eq!(describe_status("Unknown", "boom"), "boom");
+        assert_eq!(describe_status(Code::Unknown, "boom"), "boom");
+        assert_eq!(describe_status(Code::Unavailable, " "), "Unavailable");
     }
 
     #[derive(Debug)]
@@ -429,7 +636,6 @@ mod tests {
             text,
             "transport error: tcp connect error: Connection refused (os error 111)"
         );
-        assert_eq!(EtcdError::classify(text).kind, EtcdErrorKind::Unavailable);
     }
 
     #[test]
@@ -467,17 +673,47 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_refused_connection_is_an_error_value_and_is_not_cached() {
+    async fn a_refused_connection_is_unavailable_and_is_not_cached() {
         let api = EtcdClientApi::new(Duration::from_millis(500));
         // Port 1 on loopback: nothing listens there.
         let err = api.status("http://127.0.0.1:1").await.unwrap_err();
-        assert!(
-            matches!(
-                err.kind,
-                EtcdErrorKind::Unavailable | EtcdErrorKind::Timeout
-            ),
-            "{err:?}"
-        );
+        assert_eq!(err.kind, EtcdErrorKind::Unavailable, "{err:?}");
         assert!(api.lock().is_empty(), "a failed client stays cached");
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_known_from_the_error_to_have_sent_nothing() {
+        // What decides whether the other endpoints are tried alone, on a real error.
+        let api = EtcdClientApi::new(Duration::from_millis(500));
+        let key = endpoint_key(&["http://127.0.0.1:1".into()]);
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(500);
+        let result = api
+            .attempt(
+                "member list",
+                &key,
+                deadline,
+                &|mut client: Client| async move { client.member_list().await },
+            )
+            .await;
+        let (error, unsent) = result.expect_err("nothing listens");
+        assert!(unsent, "a refused connection sent nothing: {error:?}");
+        assert_eq!(error.kind, EtcdErrorKind::Unavailable);
+    }
+
+    #[tokio::test]
+    async fn a_member_that_accepts_but_never_answers_costs_one_deadline() {
+        // A listener that accepts connections and never speaks: a frozen member.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let deadline = Duration::from_millis(300);
+        let api = EtcdClientApi::new(deadline);
+        let started = std::time::Instant::now();
+        let err = api.status(&endpoint).await.unwrap_err();
+        let took = started.elapsed();
+        assert_eq!(err.kind, EtcdErrorKind::Timeout, "{err:?}");
+        assert!(took >= deadline, "{took:?}");
+        // Generous: the deadline, not the kernel's TCP timeouts, ended the call.
+        assert!(took < deadline * 10, "{took:?}");
+        drop(listener);
     }
 }

@@ -9,13 +9,17 @@
 //! - [`etcd_api`]: etcd's membership API over `etcd-client` (the actors' `EtcdApi` port);
 //! - [`controller`]: the watch stream, leader election and wiring of the actors;
 //! - [`http`]: `/healthz`, `/readyz`, `/metrics` and the debug endpoints;
-//! - [`logging`]: slog setup.
+//! - [`logging`]: slog setup;
+//! - [`Error`]: what running the operator can fail with.
 
 pub mod api;
 pub mod cli;
 pub mod controller;
+mod error;
 pub mod etcd_api;
 pub(crate) mod http;
 pub mod kube_api;
 pub(crate) mod logging;
 pub(crate) mod resources;
+
+pub use error::Error;

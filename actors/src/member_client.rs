@@ -1,42 +1,34 @@
 //! The MemberClient actor: one per cluster, it serializes every etcd membership call.
 //!
 //! Its mailbox is the serialization: each handler returns an [`AtomicResponse`], so the
-//! actor takes no other message until the current call has finished or timed out. Errors
-//! come back as [`EtcdError`] values.
+//! actor takes no other message until the current call has finished. It sets no deadline of
+//! its own: every [`EtcdApi`] call ends within the port's deadline (see the trait), and a
+//! timed-out call comes back like any other failure, as an [`EtcdError`] value.
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use actix::prelude::*;
 
 use crate::lifecycle::MemberHealth;
-use crate::ports::{AddedMember, EtcdApi, EtcdError, MemberList};
+use crate::ports::{AddedMember, EtcdApi, EtcdError, EtcdErrorKind, MemberList};
 
 /// Serializes membership calls of one cluster through an [`EtcdApi`].
 pub struct MemberClient {
     api: Arc<dyn EtcdApi>,
-    timeout: Duration,
 }
 
 impl MemberClient {
-    /// A client that gives every call `timeout`.
-    pub fn new(api: Arc<dyn EtcdApi>, timeout: Duration) -> Self {
-        MemberClient { api, timeout }
+    /// A client whose calls go through `api`, one at a time.
+    pub fn new(api: Arc<dyn EtcdApi>) -> Self {
+        MemberClient { api }
     }
 
     fn serialized<T: 'static>(
         &self,
-        what: &'static str,
         call: impl Future<Output = Result<T, EtcdError>> + 'static,
     ) -> AtomicResponse<Self, Result<T, EtcdError>> {
-        let timeout = self.timeout;
-        let bounded = async move {
-            tokio::time::timeout(timeout, call)
-                .await
-                .unwrap_or_else(|_| Err(EtcdError::timeout(what, timeout)))
-        };
-        AtomicResponse::new(Box::pin(bounded.into_actor(self)))
+        AtomicResponse::new(Box::pin(call.into_actor(self)))
     }
 }
 
@@ -97,7 +89,7 @@ impl Handler<ListMembers> for MemberClient {
 
     fn handle(&mut self, msg: ListMembers, _: &mut Context<Self>) -> Self::Result {
         let api = self.api.clone();
-        self.serialized("member list", async move { api.list(&msg.endpoints).await })
+        self.serialized(async move { api.list(&msg.endpoints).await })
     }
 }
 
@@ -106,9 +98,7 @@ impl Handler<AddMember> for MemberClient {
 
     fn handle(&mut self, msg: AddMember, _: &mut Context<Self>) -> Self::Result {
         let api = self.api.clone();
-        self.serialized("member add", async move {
-            api.add(&msg.endpoints, &msg.peer_url, msg.learner).await
-        })
+        self.serialized(async move { api.add(&msg.endpoints, &msg.peer_url, msg.learner).await })
     }
 }
 
@@ -117,9 +107,7 @@ impl Handler<RemoveMember> for MemberClient {
 
     fn handle(&mut self, msg: RemoveMember, _: &mut Context<Self>) -> Self::Result {
         let api = self.api.clone();
-        self.serialized("member remove", async move {
-            api.remove(&msg.endpoints, msg.id).await
-        })
+        self.serialized(async move { api.remove(&msg.endpoints, msg.id).await })
     }
 }
 
@@ -128,9 +116,7 @@ impl Handler<PromoteMember> for MemberClient {
 
     fn handle(&mut self, msg: PromoteMember, _: &mut Context<Self>) -> Self::Result {
         let api = self.api.clone();
-        self.serialized("member promote", async move {
-            api.promote(&msg.endpoints, msg.id).await
-        })
+        self.serialized(async move { api.promote(&msg.endpoints, msg.id).await })
     }
 }
 
@@ -139,10 +125,7 @@ impl Handler<MemberStatus> for MemberClient {
 
     fn handle(&mut self, msg: MemberStatus, _: &mut Context<Self>) -> Self::Result {
         let api = self.api.clone();
-        self.serialized(
-            "endpoint status",
-            async move { api.status(&msg.endpoint).await },
-        )
+        self.serialized(async move { api.status(&msg.endpoint).await })
     }
 }
 
@@ -154,8 +137,9 @@ where
     MemberClient: Handler<M>,
 {
     client.send(msg).await.unwrap_or_else(|e| {
-        Err(EtcdError::classify(format!(
-            "member client unavailable: {e}"
-        )))
+        Err(EtcdError::new(
+            EtcdErrorKind::Unavailable,
+            format!("member client unavailable: {e}"),
+        ))
     })
 }

@@ -1,12 +1,22 @@
-//! Prometheus metrics of the actors. Labels are bounded: action kinds, outcomes and phase
-//! names, never cluster names.
+//! Prometheus metrics of the actors. Labels are bounded: action kinds, outcomes, phase
+//! names and error kinds, never cluster names.
 
+use std::sync::Arc;
+
+use async_trait::async_trait;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+use crate::lifecycle::{BootstrapRecord, MemberHealth};
+use crate::ports::{
+    AddedMember, ApiError, ClusterApi, EtcdApi, EtcdError, EventRecord, KubeView, MemberList,
+    MemberPod, VersionChange,
+};
+use crate::report::StatusReport;
 
 /// Labels of an executed action.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -22,6 +32,13 @@ pub struct ActionLabels {
 pub struct PhaseLabels {
     /// The phase entered.
     pub phase: &'static str,
+}
+
+/// Labels of a failed call to a port.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    /// [`ApiError::metric_label`] or [`crate::ports::EtcdErrorKind::metric_label`].
+    pub kind: &'static str,
 }
 
 /// The actors' metrics, registered in one registry.
@@ -41,6 +58,11 @@ pub struct Metrics {
     pub restarts: Counter,
     /// 1 while this replica leads (holds the leader Lease, or leader election is off).
     pub leader: Gauge,
+    /// Failed Kubernetes API calls of the Cluster actors, by [`ApiError::metric_label`].
+    pub api_errors: Family<ErrorLabels, Counter>,
+    /// Failed etcd calls of the Cluster actors, by
+    /// [`crate::ports::EtcdErrorKind::metric_label`].
+    pub etcd_errors: Family<ErrorLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -53,6 +75,8 @@ impl Default for Metrics {
             clusters: Gauge::default(),
             restarts: Counter::default(),
             leader: Gauge::default(),
+            api_errors: Family::default(),
+            etcd_errors: Family::default(),
         }
     }
 }
@@ -88,6 +112,28 @@ impl Metrics {
             "1 while this replica leads (holds the leader Lease), else 0",
             self.leader.clone(),
         );
+        r.register(
+            "api_errors",
+            "Failed Kubernetes API calls of the cluster actors by kind",
+            self.api_errors.clone(),
+        );
+        r.register(
+            "etcd_errors",
+            "Failed etcd calls of the cluster actors by kind",
+            self.etcd_errors.clone(),
+        );
+    }
+
+    /// Counts a failed Kubernetes API call.
+    pub fn count_api_error(&self, error: &ApiError) {
+        let kind = error.metric_label();
+        self.api_errors.get_or_create(&ErrorLabels { kind }).inc();
+    }
+
+    /// Counts a failed etcd call.
+    pub fn count_etcd_error(&self, error: &EtcdError) {
+        let kind = error.kind.metric_label();
+        self.etcd_errors.get_or_create(&ErrorLabels { kind }).inc();
     }
 }
 
@@ -98,4 +144,111 @@ pub struct Telemetry {
     pub hub: crate::debug::DebugHub,
     /// Prometheus metrics.
     pub metrics: Metrics,
+}
+
+/// A cluster's Kubernetes port that counts every failed call in `api_errors`, by kind.
+pub struct CountedClusterApi {
+    inner: Arc<dyn ClusterApi>,
+    metrics: Metrics,
+}
+
+impl CountedClusterApi {
+    /// Counts the failures of `inner` in `metrics`.
+    pub fn new(inner: Arc<dyn ClusterApi>, metrics: Metrics) -> Self {
+        CountedClusterApi { inner, metrics }
+    }
+
+    fn counted<T>(&self, result: Result<T, ApiError>) -> Result<T, ApiError> {
+        if let Err(error) = &result {
+            self.metrics.count_api_error(error);
+        }
+        result
+    }
+}
+
+#[async_trait]
+impl ClusterApi for CountedClusterApi {
+    async fn observe(&self) -> Result<KubeView, ApiError> {
+        self.counted(self.inner.observe().await)
+    }
+
+    async fn ensure_services(&self) -> Result<(), ApiError> {
+        self.counted(self.inner.ensure_services().await)
+    }
+
+    async fn create_member_pod(&self, pod: &MemberPod) -> Result<(), ApiError> {
+        self.counted(self.inner.create_member_pod(pod).await)
+    }
+
+    async fn delete_pod(&self, name: &str) -> Result<(), ApiError> {
+        self.counted(self.inner.delete_pod(name).await)
+    }
+
+    async fn set_pod_version(&self, name: &str, change: &VersionChange) -> Result<(), ApiError> {
+        self.counted(self.inner.set_pod_version(name, change).await)
+    }
+
+    async fn label_voter(&self, name: &str) -> Result<(), ApiError> {
+        self.counted(self.inner.label_voter(name).await)
+    }
+
+    async fn publish_status(&self, report: &StatusReport) -> Result<(), ApiError> {
+        self.counted(self.inner.publish_status(report).await)
+    }
+
+    async fn record_bootstrap(&self, record: &BootstrapRecord) -> Result<(), ApiError> {
+        self.counted(self.inner.record_bootstrap(record).await)
+    }
+
+    async fn record_event(&self, event: &EventRecord) -> Result<(), ApiError> {
+        self.counted(self.inner.record_event(event).await)
+    }
+}
+
+/// A cluster's etcd port that counts every failed call in `etcd_errors`, by kind.
+pub struct CountedEtcdApi {
+    inner: Arc<dyn EtcdApi>,
+    metrics: Metrics,
+}
+
+impl CountedEtcdApi {
+    /// Counts the failures of `inner` in `metrics`.
+    pub fn new(inner: Arc<dyn EtcdApi>, metrics: Metrics) -> Self {
+        CountedEtcdApi { inner, metrics }
+    }
+
+    fn counted<T>(&self, result: Result<T, EtcdError>) -> Result<T, EtcdError> {
+        if let Err(error) = &result {
+            self.metrics.count_etcd_error(error);
+        }
+        result
+    }
+}
+
+#[async_trait]
+impl EtcdApi for CountedEtcdApi {
+    async fn list(&self, endpoints: &[String]) -> Result<MemberList, EtcdError> {
+        self.counted(self.inner.list(endpoints).await)
+    }
+
+    async fn add(
+        &self,
+        endpoints: &[String],
+        peer_url: &str,
+        learner: bool,
+    ) -> Result<AddedMember, EtcdError> {
+        self.counted(self.inner.add(endpoints, peer_url, learner).await)
+    }
+
+    async fn remove(&self, endpoints: &[String], id: u64) -> Result<(), EtcdError> {
+        self.counted(self.inner.remove(endpoints, id).await)
+    }
+
+    async fn promote(&self, endpoints: &[String], id: u64) -> Result<(), EtcdError> {
+        self.counted(self.inner.promote(endpoints, id).await)
+    }
+
+    async fn status(&self, endpoint: &str) -> Result<MemberHealth, EtcdError> {
+        self.counted(self.inner.status(endpoint).await)
+    }
 }

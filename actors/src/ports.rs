@@ -8,12 +8,14 @@ use serde::Serialize;
 use crate::lifecycle::{BootstrapRecord, MemberHealth, MemberView, PodView, Recorded, Version};
 use crate::report::StatusReport;
 
-/// What kind of failure an etcd call met; decisions and retries depend on it.
+/// What kind of failure an etcd call met; decisions and retries depend on it. The adapter
+/// classifies once, from the gRPC status code and etcd's own error descriptions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum EtcdErrorKind {
-    /// No endpoint could be reached.
+    /// No endpoint could be reached, or etcd cannot serve the call right now (no leader,
+    /// leader changed, the connection broke).
     Unavailable,
-    /// The call did not finish within its timeout.
+    /// The call did not finish within its deadline.
     Timeout,
     /// `etcdserver: unhealthy cluster`: etcd refuses membership changes until every
     /// member has been connected for a while (about 5 s). Retry on a later tick.
@@ -28,49 +30,46 @@ pub enum EtcdErrorKind {
     Rejected,
 }
 
+impl EtcdErrorKind {
+    /// A stable snake_case name, for metric labels.
+    pub fn metric_label(self) -> &'static str {
+        match self {
+            EtcdErrorKind::Unavailable => "unavailable",
+            EtcdErrorKind::Timeout => "timeout",
+            EtcdErrorKind::UnhealthyCluster => "unhealthy_cluster",
+            EtcdErrorKind::LearnerNotReady => "learner_not_ready",
+            EtcdErrorKind::TooManyLearners => "too_many_learners",
+            EtcdErrorKind::MemberNotFound => "member_not_found",
+            EtcdErrorKind::Rejected => "rejected",
+        }
+    }
+}
+
 /// An etcd call that failed, as a value the Cluster actor reasons about.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
 #[error("{message}")]
 pub struct EtcdError {
     /// Classification.
     pub kind: EtcdErrorKind,
-    /// The error as etcd or the transport said it.
+    /// The error as etcd or the transport said it, for people.
     pub message: String,
 }
 
 impl EtcdError {
-    /// Classifies an error message from etcd or the transport.
-    pub fn classify(message: impl Into<String>) -> Self {
-        let message = message.into();
-        let lower = message.to_ascii_lowercase();
-        let kind = if lower.contains("unhealthy cluster") {
-            EtcdErrorKind::UnhealthyCluster
-        } else if lower.contains("in sync with leader") {
-            EtcdErrorKind::LearnerNotReady
-        } else if lower.contains("too many learner") {
-            EtcdErrorKind::TooManyLearners
-        } else if lower.contains("member not found") {
-            EtcdErrorKind::MemberNotFound
-        } else if lower.contains("deadline") || lower.contains("timed out") {
-            EtcdErrorKind::Timeout
-        } else if lower.contains("transport")
-            || lower.contains("connect")
-            || lower.contains("unavailable")
-            || lower.contains("dns")
-        {
-            EtcdErrorKind::Unavailable
-        } else {
-            EtcdErrorKind::Rejected
-        };
-        EtcdError { kind, message }
+    /// An error of `kind`.
+    pub fn new(kind: EtcdErrorKind, message: impl Into<String>) -> Self {
+        EtcdError {
+            kind,
+            message: message.into(),
+        }
     }
 
     /// A call that ran out of time.
     pub fn timeout(what: &str, after: std::time::Duration) -> Self {
-        EtcdError {
-            kind: EtcdErrorKind::Timeout,
-            message: format!("{what} timed out after {after:?}"),
-        }
+        EtcdError::new(
+            EtcdErrorKind::Timeout,
+            format!("{what} timed out after {after:?}"),
+        )
     }
 
     /// Whether a later tick may simply try again.
@@ -103,6 +102,11 @@ pub struct AddedMember {
 /// etcd's membership API (the calls `etcdctl member ...` makes), per cluster.
 ///
 /// `endpoints` are client URLs; an implementation may use any that answers.
+///
+/// Every call ends within the implementation's own per-call deadline (connecting, trying
+/// other endpoints and the request itself all count against it), with an
+/// [`EtcdErrorKind::Timeout`] error when it runs out. Callers add no timeout of their own;
+/// the Cluster actor's tick timeout is only a backstop.
 #[async_trait]
 pub trait EtcdApi: Send + Sync + 'static {
     /// `member list`.
@@ -122,19 +126,56 @@ pub trait EtcdApi: Send + Sync + 'static {
     async fn status(&self, endpoint: &str) -> Result<MemberHealth, EtcdError>;
 }
 
-/// A Kubernetes API call that failed.
+/// A Kubernetes API call that failed: what callers act on, each with the message for
+/// people. The adapter builds it once, from the HTTP status and the API server's `reason`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
-#[error("{message}")]
-pub struct ApiError {
-    /// What failed, for people.
-    pub message: String,
+pub enum ApiError {
+    /// The object is not there (404).
+    #[error("{0}")]
+    NotFound(String),
+    /// The object exists already, belongs to someone else, or changed since it was read
+    /// (409: `AlreadyExists`, or a `resourceVersion` precondition that failed).
+    #[error("{0}")]
+    Conflict(String),
+    /// The caller may not do this (401, 403), or this replica's leader fence refused the
+    /// write.
+    #[error("{0}")]
+    Forbidden(String),
+    /// The API server's validation or admission rejected the request (400, 422), with the
+    /// server's message.
+    #[error("{0}")]
+    Invalid(String),
+    /// The API server could not be reached or could not answer in time (transport,
+    /// timeout, 429, 5xx): a later try may succeed.
+    #[error("{0}")]
+    Unavailable(String),
+    /// Anything else.
+    #[error("{0}")]
+    Other(String),
 }
 
 impl ApiError {
-    /// Wraps any error.
-    pub fn new(message: impl ToString) -> Self {
-        ApiError {
-            message: message.to_string(),
+    /// What failed, for people.
+    pub fn message(&self) -> &str {
+        match self {
+            ApiError::NotFound(m)
+            | ApiError::Conflict(m)
+            | ApiError::Forbidden(m)
+            | ApiError::Invalid(m)
+            | ApiError::Unavailable(m)
+            | ApiError::Other(m) => m,
+        }
+    }
+
+    /// A stable snake_case name of the variant, for metric labels.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            ApiError::NotFound(_) => "not_found",
+            ApiError::Conflict(_) => "conflict",
+            ApiError::Forbidden(_) => "forbidden",
+            ApiError::Invalid(_) => "invalid",
+            ApiError::Unavailable(_) => "unavailable",
+            ApiError::Other(_) => "other",
         }
     }
 }
@@ -246,31 +287,47 @@ mod tests {
     use super::*;
 
     #[test]
-    fn etcd_errors_are_classified_from_their_messages() {
-        let k = |m: &str| EtcdError::classify(m).kind;
-        assert_eq!(
-            k("etcdserver: unhealthy cluster"),
-            EtcdErrorKind::UnhealthyCluster
-        );
-        assert_eq!(
-            k("etcdserver: can only promote a learner member which is in sync with leader"),
-            EtcdErrorKind::LearnerNotReady
-        );
-        assert_eq!(
-            k("etcdserver: too many learner members in cluster"),
-            EtcdErrorKind::TooManyLearners
-        );
-        assert_eq!(
-            k("etcdserver: member not found"),
-            EtcdErrorKind::MemberNotFound
-        );
-        assert_eq!(
-            k("transport error: connection refused"),
-            EtcdErrorKind::Unavailable
-        );
-        assert_eq!(
-            k("etcdserver: Peer URLs already exists"),
-            EtcdErrorKind::Rejected
-        );
+    fn every_etcd_error_kind_has_its_own_snake_case_label() {
+        use EtcdErrorKind::*;
+        let kinds = [
+            Unavailable,
+            Timeout,
+            UnhealthyCluster,
+            LearnerNotReady,
+            TooManyLearners,
+            MemberNotFound,
+            Rejected,
+        ];
+        let labels: std::collections::BTreeSet<_> =
+            kinds.iter().map(|k| k.metric_label()).collect();
+        assert_eq!(labels.len(), kinds.len());
+        assert!(labels.iter().all(|l| is_snake_case(l)), "{labels:?}");
+        assert_eq!(UnhealthyCluster.metric_label(), "unhealthy_cluster");
+    }
+
+    #[test]
+    fn every_api_error_has_its_own_snake_case_label_and_keeps_its_message() {
+        let m = || "what failed".to_string();
+        let errors = [
+            ApiError::NotFound(m()),
+            ApiError::Conflict(m()),
+            ApiError::Forbidden(m()),
+            ApiError::Invalid(m()),
+            ApiError::Unavailable(m()),
+            ApiError::Other(m()),
+        ];
+        let labels: std::collections::BTreeSet<_> =
+            errors.iter().map(ApiError::metric_label).collect();
+        assert_eq!(labels.len(), errors.len());
+        assert!(labels.iter().all(|l| is_snake_case(l)), "{labels:?}");
+        for e in &errors {
+            assert_eq!(e.message(), "what failed");
+            assert_eq!(e.to_string(), "what failed");
+        }
+        assert_eq!(ApiError::NotFound(m()).metric_label(), "not_found");
+    }
+
+    fn is_snake_case(label: &str) -> bool {
+        !label.is_empty() && label.chars().all(|c| c.is_ascii_lowercase() || c == '_')
     }
 }

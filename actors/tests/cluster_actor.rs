@@ -9,7 +9,7 @@ use etcd_operator_actors::cluster::{
 };
 use etcd_operator_actors::debug::Received;
 use etcd_operator_actors::lifecycle::{DesiredCluster, Phase};
-use etcd_operator_actors::metrics::Telemetry;
+use etcd_operator_actors::metrics::{ErrorLabels, Telemetry};
 use etcd_operator_actors::ports::{EtcdErrorKind, InitialState};
 use etcd_operator_actors::topology::Topology;
 use etcd_operator_fakes::FakeCluster;
@@ -44,6 +44,12 @@ fn start_with(
         logger: logger(),
     };
     ClusterActor::new(fake.topology().clone(), spec, config, deps).start()
+}
+
+/// How many failed etcd calls of `kind` the actors counted.
+fn etcd_errors(telemetry: &Telemetry, kind: &'static str) -> u64 {
+    let labels = ErrorLabels { kind };
+    telemetry.metrics.etcd_errors.get_or_create(&labels).get()
 }
 
 /// Waits, in virtual time, until `done` holds for the actor's debug view and the fake;
@@ -289,6 +295,53 @@ async fn an_unhealthy_cluster_refusal_of_member_add_is_retried_on_a_later_tick_w
             .count(),
         2
     );
+}
+
+#[actix_rt::test]
+async fn refused_etcd_calls_are_counted_by_kind() {
+    tokio::time::pause();
+    let fake = FakeCluster::running(demo(), 1, V);
+    fake.fail_next_add(EtcdErrorKind::UnhealthyCluster);
+    fake.fail_next_add(EtcdErrorKind::UnhealthyCluster);
+    let telemetry = Telemetry::default();
+    let actor = start_with(
+        &fake,
+        DesiredCluster::new(3, V),
+        ClusterConfig::default(),
+        telemetry.clone(),
+    );
+
+    until(&actor, &fake, "3 running members", running_with(3)).await;
+
+    assert_eq!(etcd_errors(&telemetry, "unhealthy_cluster"), 2);
+    assert_eq!(etcd_errors(&telemetry, "rejected"), 0);
+}
+
+#[actix_rt::test]
+async fn a_hung_etcd_costs_each_call_its_deadline_and_the_actor_keeps_ticking() {
+    tokio::time::pause();
+    let fake = FakeCluster::running(demo(), 3, V);
+    let telemetry = Telemetry::default();
+    let config = ClusterConfig::default();
+    let actor = start_with(&fake, DesiredCluster::new(3, V), config, telemetry.clone());
+    until(&actor, &fake, "3 running members", running_with(3)).await;
+    let ticks = |view: &Value| view["ticks"].as_u64().unwrap();
+    let before = ticks(&actor.send(Inspect).await.unwrap());
+
+    fake.set_hang(true);
+    // Well within one tick timeout: only the port's deadline can end these ticks.
+    tokio::time::sleep(config.tick_timeout / 2).await;
+    let while_hung = ticks(&actor.send(Inspect).await.unwrap());
+    assert!(
+        while_hung >= before + 3,
+        "ticks went on while etcd hung: {before} -> {while_hung}"
+    );
+    assert!(etcd_errors(&telemetry, "timeout") >= 3);
+    assert_eq!(fake.calls().membership_changes(), 0);
+
+    fake.set_hang(false);
+    actor.do_send(SpecChanged(DesiredCluster::new(4, V)));
+    until(&actor, &fake, "4 running members", running_with(4)).await;
 }
 
 #[actix_rt::test]

@@ -192,7 +192,9 @@ impl FencedClusterApi {
     }
 
     fn pass(&self, write: &str) -> Result<(), ApiError> {
-        self.fence.check(write).map_err(ApiError::new)
+        self.fence
+            .check(write)
+            .map_err(|e| ApiError::Forbidden(e.to_string()))
     }
 }
 
@@ -256,10 +258,9 @@ impl FencedEtcdApi {
     }
 
     fn pass(&self, write: &str) -> Result<(), EtcdError> {
-        self.fence.check(write).map_err(|e| EtcdError {
-            kind: EtcdErrorKind::Rejected,
-            message: e.to_string(),
-        })
+        self.fence
+            .check(write)
+            .map_err(|e| EtcdError::new(EtcdErrorKind::Rejected, e.to_string()))
     }
 }
 

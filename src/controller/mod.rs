@@ -17,7 +17,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use actix::{Actor, AsyncContext};
-use anyhow::Context as _;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::Api;
@@ -41,6 +40,7 @@ pub use leader::{
 pub use watch::watch_event;
 pub use wiring::{FencedWiring, KubeWiring};
 
+use crate::Error;
 use crate::api::EtcdCluster;
 use crate::cli::RunArgs;
 use crate::kube_api::Caches;
@@ -64,19 +64,17 @@ struct Clients {
     watches: Client,
 }
 
-fn client_with(mut config: kube::Config, read_timeout: Duration) -> anyhow::Result<Client> {
+fn client_with(mut config: kube::Config, read_timeout: Duration) -> Result<Client, Error> {
     config.connect_timeout = Some(CONNECT_TIMEOUT);
     config.write_timeout = Some(CONNECT_TIMEOUT);
     config.read_timeout = Some(read_timeout);
     // The read timeout counts from each request, not from when a pooled connection idled.
     config.reset_reader_on_write = true;
-    Client::try_from(config).context("building the Kubernetes client")
+    Client::try_from(config).map_err(Error::KubeClient)
 }
 
-async fn clients(api_timeout: Duration) -> anyhow::Result<Clients> {
-    let config = kube::Config::infer()
-        .await
-        .context("no Kubernetes configuration (in-cluster or KUBECONFIG)")?;
+async fn clients(api_timeout: Duration) -> Result<Clients, Error> {
+    let config = kube::Config::infer().await.map_err(Error::KubeConfig)?;
     Ok(Clients {
         calls: client_with(config.clone(), api_timeout)?,
         watches: client_with(config, WATCH_READ_TIMEOUT)?,
@@ -167,7 +165,7 @@ struct WarmCaches {
 }
 
 /// Starts the pod and Service caches and waits until both have synced.
-async fn warm_caches(client: &Client, namespace: &str, log: &Logger) -> anyhow::Result<WarmCaches> {
+async fn warm_caches(client: &Client, namespace: &str, log: &Logger) -> Result<WarmCaches, Error> {
     let selector = format!("app=etcd,{MANAGED_BY_LABEL}={MANAGER}");
     // Pod changes wake their Cluster actor at once (a member that died is seen without
     // waiting for the next interval). Nudges are hints: when the channel is full, the
@@ -179,8 +177,12 @@ async fn warm_caches(client: &Client, namespace: &str, log: &Logger) -> anyhow::
         }
     });
     let services: Store<Service> = cache(api(client, namespace), &selector, log, |_| {});
-    pods.wait_until_ready().await.context("pod cache")?;
-    services.wait_until_ready().await.context("service cache")?;
+    let synced = |cache| move |source| Error::CacheSync { cache, source };
+    pods.wait_until_ready().await.map_err(synced("pod"))?;
+    services
+        .wait_until_ready()
+        .await
+        .map_err(synced("service"))?;
     info!(log, "pod and service caches synced");
     Ok(WarmCaches {
         pods,
@@ -220,7 +222,7 @@ fn start_supervisor(
             services,
         },
         recorder: Recorder::new(clients.calls.clone(), reporter),
-        etcd_timeout: args.cluster_config().etcd_timeout,
+        etcd_timeout: args.etcd_timeout(),
     };
     let wiring = Arc::new(FencedWiring::new(Arc::new(kube), fence.clone()));
     let config = args.cluster_config();
@@ -233,10 +235,9 @@ fn start_supervisor(
 }
 
 /// Resolves on SIGINT or SIGTERM.
-fn shutdown_signal(log: &Logger) -> anyhow::Result<impl Future<Output = ()> + use<>> {
+fn shutdown_signal(log: &Logger) -> Result<impl Future<Output = ()> + use<>, Error> {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut terminate =
-        signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut terminate = signal(SignalKind::terminate()).map_err(Error::Signals)?;
     let log = log.clone();
     Ok(async move {
         tokio::select! {
@@ -251,10 +252,13 @@ async fn start_http(
     args: &RunArgs,
     state: crate::http::HttpState,
     log: &Logger,
-) -> anyhow::Result<()> {
+) -> Result<(), Error> {
     let server = crate::http::serve(args.listen, state)
         .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
+        .map_err(|source| Error::Listen {
+            address: args.listen,
+            source,
+        })?;
     info!(log, "serving HTTP"; "address" => %args.listen);
     tokio::spawn(server);
     Ok(())
@@ -265,7 +269,7 @@ async fn start_http(
 /// A replica keeps its caches warm and reports ready while it waits for the Lease; only
 /// the Lease holder runs the Supervisor. It exits (with an error) when its fence closes,
 /// and on SIGTERM closes the fence and then gives the Lease back.
-pub async fn run(args: RunArgs, log: Logger) -> anyhow::Result<()> {
+pub async fn run(args: RunArgs, log: Logger) -> Result<(), Error> {
     let clients = clients(args.api_timeout()).await?;
     let telemetry = Telemetry::default();
     let mut registry = Registry::default();
@@ -311,13 +315,13 @@ pub async fn run(args: RunArgs, log: Logger) -> anyhow::Result<()> {
             () = &mut shutdown => return Ok(()),
         };
         if !held {
-            anyhow::bail!("acquired the leader lease too late to act on it; exiting");
+            return Err(Error::LeaseTooLate);
         }
     }
     let _supervisor = start_supervisor(&args, &clients, caches, &identity, &fence, telemetry, &log);
     tokio::select! {
         reason = lead(&election, &fence, args.leader_elect) => {
-            anyhow::bail!("stopped leading ({reason}); exiting so a fresh replica takes over")
+            return Err(Error::StoppedLeading(reason));
         }
         () = &mut shutdown => {}
     }

@@ -21,6 +21,7 @@ use etcd_operator_actors::ports::{
 use etcd_operator_actors::report::StatusReport;
 use etcd_operator_actors::topology::Topology;
 
+use super::error::api_error;
 use super::expectations::Expectations;
 use super::pod_view::pod_view;
 use super::status_patch::status_from_report;
@@ -137,14 +138,6 @@ enum Presence {
     Conflict(String),
 }
 
-fn api_error(what: &str, e: impl std::fmt::Display) -> ApiError {
-    ApiError::new(format!("{what}: {e}"))
-}
-
-fn is_status(e: &kube::Error, code: u16) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == code)
-}
-
 impl KubeClusterApi {
     /// The Kubernetes side of `topology`.
     pub fn new(client: Client, topology: Topology, caches: Caches, recorder: Recorder) -> Self {
@@ -182,7 +175,7 @@ impl KubeClusterApi {
     fn cluster(&self) -> Result<Arc<EtcdCluster>, ApiError> {
         let key = ObjectRef::new(&self.topology.name).within(&self.topology.namespace);
         self.caches.clusters.get(&key).ok_or_else(|| {
-            ApiError::new(format!("EtcdCluster {} not in cache", self.topology.key()))
+            ApiError::NotFound(format!("EtcdCluster {} not in cache", self.topology.key()))
         })
     }
 
@@ -217,7 +210,7 @@ impl KubeClusterApi {
         let found = api
             .get_opt(name)
             .await
-            .map_err(|e| api_error(&format!("reading {} {name}", K::kind(&())), e))?;
+            .map_err(|e| api_error(&format!("reading {} {name}", K::kind(&())), &e))?;
         Ok(found.map(|o| owner(o.meta(), cluster)))
     }
 
@@ -253,21 +246,25 @@ impl KubeClusterApi {
     {
         let name = object.name_any();
         let api: Api<K> = Api::namespaced(self.client.clone(), &self.topology.namespace);
-        match api.create(&PostParams::default(), object).await {
+        let created = api
+            .create(&PostParams::default(), object)
+            .await
+            .map_err(|e| api_error(&format!("creating {kind} {name}"), &e));
+        match created {
             Ok(_) => Ok(Created::New),
-            Err(e) if is_status(&e, 409) => match self.lookup_kind(cluster, kind, &name).await? {
+            Err(ApiError::Conflict(_)) => match self.lookup_kind(cluster, kind, &name).await? {
                 Some(Owner::Us) => Ok(Created::Existing),
                 Some(Owner::Other(who)) => {
                     if kind != Kind::Service {
                         self.lock_conflicts().insert((kind, name.clone()));
                     }
-                    Err(ApiError::new(conflict(kind, &name, &who)))
+                    Err(ApiError::Conflict(conflict(kind, &name, &who)))
                 }
-                None => Err(ApiError::new(format!(
+                None => Err(ApiError::Conflict(format!(
                     "{kind} {name} exists but was gone when read back; trying again"
                 ))),
             },
-            Err(e) => Err(api_error(&format!("creating {kind} {name}"), e)),
+            Err(e) => Err(e),
         }
     }
 
@@ -409,7 +406,7 @@ impl ClusterApi for KubeClusterApi {
                 &Patch::Merge(patch),
             )
             .await
-            .map_err(|e| api_error("correcting the client Service's selector", e))?;
+            .map_err(|e| api_error("correcting the client Service's selector", &e))?;
         }
         Ok(())
     }
@@ -440,20 +437,21 @@ impl ClusterApi for KubeClusterApi {
     }
 
     async fn delete_pod(&self, name: &str) -> Result<(), ApiError> {
-        match self.pods_api().delete(name, &DeleteParams::default()).await {
+        let deleted = self.pods_api().delete(name, &DeleteParams::default()).await;
+        match deleted.map_err(|e| api_error(&format!("deleting pod {name}"), &e)) {
             Ok(_) => self.expectations.deleted(name),
-            Err(e) if is_status(&e, 404) => {}
-            Err(e) => return Err(api_error(&format!("deleting pod {name}"), e)),
+            Err(ApiError::NotFound(_)) => {}
+            Err(e) => return Err(e),
         }
         // A member's pod goes only when the member is gone (removed from etcd, or never
         // one): its data volume goes with it, so that no PVC is left behind.
         let claims: Api<PersistentVolumeClaim> =
             Api::namespaced(self.client.clone(), &self.topology.namespace);
         let claim = pvc_name(name);
-        match claims.delete(&claim, &DeleteParams::default()).await {
-            Ok(_) => Ok(()),
-            Err(e) if is_status(&e, 404) => Ok(()),
-            Err(e) => Err(api_error(&format!("deleting PVC {claim}"), e)),
+        let deleted = claims.delete(&claim, &DeleteParams::default()).await;
+        match deleted.map_err(|e| api_error(&format!("deleting PVC {claim}"), &e)) {
+            Ok(_) | Err(ApiError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e),
         }
     }
 
@@ -471,7 +469,7 @@ impl ClusterApi for KubeClusterApi {
         self.pods_api()
             .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
             .await
-            .map_err(|e| api_error(&format!("changing the image of pod {name}"), e))?;
+            .map_err(|e| api_error(&format!("changing the image of pod {name}"), &e))?;
         self.expectations.version_set(name, &version.to_string());
         Ok(())
     }
@@ -482,7 +480,7 @@ impl ClusterApi for KubeClusterApi {
             .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
             .await
             .map(|_| ())
-            .map_err(|e| api_error(&format!("labelling pod {name} a voting member"), e))
+            .map_err(|e| api_error(&format!("labelling pod {name} a voting member"), &e))
     }
 
     async fn publish_status(&self, report: &StatusReport) -> Result<(), ApiError> {
@@ -497,7 +495,7 @@ impl ClusterApi for KubeClusterApi {
         )
         .await
         .map(|_| ())
-        .map_err(|e| api_error("writing status", e))
+        .map_err(|e| api_error("writing status", &e))
     }
 
     async fn record_bootstrap(&self, record: &BootstrapRecord) -> Result<(), ApiError> {
@@ -506,14 +504,14 @@ impl ClusterApi for KubeClusterApi {
         let fresh = api
             .get_status(&self.topology.name)
             .await
-            .map_err(|e| api_error("reading the EtcdCluster before recording its seed", e))?;
+            .map_err(|e| api_error("reading the EtcdCluster before recording its seed", &e))?;
         let recorded = fresh
             .status
             .as_ref()
             .map(EtcdClusterStatus::recorded)
             .unwrap_or_default();
         if recorded.bootstrap.is_some() || !recorded.members.is_empty() {
-            return Err(ApiError::new(format!(
+            return Err(ApiError::Conflict(format!(
                 "refusing to record a new seed: the status already records this cluster's \
                  bootstrap ({:?}) or members ({:?})",
                 recorded.bootstrap, recorded.members
@@ -531,7 +529,7 @@ impl ClusterApi for KubeClusterApi {
             &Patch::Merge(patch),
         )
         .await
-        .map_err(|e| api_error("recording the seed in status", e))?;
+        .map_err(|e| api_error("recording the seed in status", &e))?;
         *self
             .written_bootstrap
             .lock()
@@ -563,7 +561,7 @@ impl ClusterApi for KubeClusterApi {
         self.recorder
             .publish(&ev, &cluster.object_ref(&()))
             .await
-            .map_err(|e| api_error("recording event", e))
+            .map_err(|e| api_error("recording event", &e))
     }
 }
 

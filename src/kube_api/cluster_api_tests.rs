@@ -14,7 +14,7 @@ use kube::runtime::{reflector, watcher};
 use kube::{Client, Resource};
 use serde_json::{Value, json};
 
-use etcd_operator_actors::ports::{ClusterApi, InitialState, MemberPod};
+use etcd_operator_actors::ports::{ApiError, ClusterApi, InitialState, MemberPod};
 use etcd_operator_actors::topology::Topology;
 
 use super::{Caches, KubeClusterApi};
@@ -302,8 +302,11 @@ async fn creating_a_service_another_owner_holds_fails_naming_that_owner() {
         .ensure_services()
         .await
         .expect_err("someone else's Service is not ours");
-    assert!(error.message.contains("Service foo-client"), "{error}");
-    assert!(error.message.contains("EtcdCluster foo-client"), "{error}");
+    let ApiError::Conflict(message) = &error else {
+        panic!("not a conflict: {error:?}");
+    };
+    assert!(message.contains("Service foo-client"), "{error}");
+    assert!(message.contains("EtcdCluster foo-client"), "{error}");
 }
 
 #[tokio::test]
@@ -385,7 +388,10 @@ async fn a_pod_name_held_by_another_owner_blocks_the_cluster_until_that_pod_is_g
         .create_member_pod(&seed("foo-bcdfg"))
         .await
         .expect_err("someone else's pod is not ours");
-    assert!(error.message.contains("Pod foo-bcdfg"), "{error}");
+    let ApiError::Conflict(message) = &error else {
+        panic!("not a conflict: {error:?}");
+    };
+    assert!(message.contains("Pod foo-bcdfg"), "{error}");
     let conflict = api.observe().await.unwrap().name_conflict;
     let conflict = conflict.expect("the conflict is reported while the pod exists");
     assert!(conflict.contains("Pod foo-bcdfg"), "{conflict}");
@@ -420,4 +426,49 @@ async fn a_cluster_whose_name_cannot_name_services_looks_none_up() {
     let view = api.observe().await.unwrap();
     assert_eq!(view.name_conflict, None);
     assert_eq!(fake.calls(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn the_api_servers_refusals_of_a_write_come_back_as_what_callers_act_on() {
+    let path = "/api/v1/namespaces/ns/pods/foo-bcdfg";
+    let cases = [
+        (404, "NotFound", "not_found"),
+        (409, "Conflict", "conflict"),
+        (403, "Forbidden", "forbidden"),
+        (422, "Invalid", "invalid"),
+        (500, "InternalError", "unavailable"),
+        (429, "TooManyRequests", "unavailable"),
+    ];
+    for (code, reason, label) in cases {
+        let fake = FakeApi::default();
+        fake.answer("PATCH", path, code, status(code, reason));
+        let error = api_with(&fake, our_services(), vec![])
+            .label_voter("foo-bcdfg")
+            .await
+            .expect_err("the API server refused");
+        assert_eq!(error.metric_label(), label, "{code}: {error:?}");
+        assert!(
+            error
+                .message()
+                .starts_with("labelling pod foo-bcdfg a voting member: "),
+            "{error}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn deleting_a_pod_that_is_gone_is_done_and_other_refusals_are_errors() {
+    let fake = FakeApi::default();
+    let api = api_with(&fake, our_services(), vec![]);
+    // Neither the pod nor its PVC exists: the fake answers 404 to both deletes.
+    assert_eq!(api.delete_pod("foo-bcdfg").await, Ok(()));
+
+    fake.answer(
+        "DELETE",
+        "/api/v1/namespaces/ns/pods/foo-bcdfg",
+        403,
+        status(403, "Forbidden"),
+    );
+    let error = api.delete_pod("foo-bcdfg").await.expect_err("forbidden");
+    assert!(matches!(error, ApiError::Forbidden(_)), "{error:?}");
 }

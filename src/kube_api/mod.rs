@@ -1,6 +1,7 @@
 //! The Kubernetes side of a cluster: the actors' `ClusterApi` port over kube-rs.
 
 mod cluster_api;
+mod error;
 mod expectations;
 mod pod_view;
 mod status_patch;

@@ -25,7 +25,7 @@ pub use messages::{Inspect, Nudge, Retire, SpecChanged};
 use crate::debug::{ActorKind, TransitionRecord, unix_ms};
 use crate::lifecycle::{Deadlines, DesiredCluster, Phase, Reason, State};
 use crate::member_client::MemberClient;
-use crate::metrics::{ActionLabels, PhaseLabels, Telemetry};
+use crate::metrics::{ActionLabels, CountedClusterApi, CountedEtcdApi, PhaseLabels, Telemetry};
 use crate::ports::{ClusterApi, EtcdApi};
 use crate::report::StatusReport;
 use crate::topology::Topology;
@@ -40,10 +40,9 @@ pub struct ClusterConfig {
     /// Time before the next tick after a tick that acted, or while the cluster is changing
     /// (to see the effect quickly).
     pub follow_up: Duration,
-    /// Deadline of every etcd call.
-    pub etcd_timeout: Duration,
     /// Deadline of a whole tick (observe, act, report): a call that hangs past it is
-    /// abandoned with the rest of the round, and the next tick starts afresh.
+    /// abandoned with the rest of the round, and the next tick starts afresh. It is a
+    /// backstop: each etcd call has its own deadline, owned by the [`EtcdApi`] port.
     pub tick_timeout: Duration,
     /// Deadlines of the lifecycle.
     pub deadlines: Deadlines,
@@ -54,7 +53,6 @@ impl Default for ClusterConfig {
         ClusterConfig {
             tick_interval: Duration::from_secs(2),
             follow_up: Duration::from_millis(250),
-            etcd_timeout: Duration::from_secs(3),
             tick_timeout: Duration::from_secs(60),
             deadlines: Deadlines::default(),
         }
@@ -108,7 +106,8 @@ pub struct ClusterActor {
 }
 
 impl ClusterActor {
-    /// A Cluster actor for `topology`, with its own MemberClient over `deps.etcd`.
+    /// A Cluster actor for `topology`, with its own MemberClient over `deps.etcd`. Every
+    /// call of either port that fails is counted in the telemetry's error metrics.
     pub fn new(
         topology: Topology,
         spec: DesiredCluster,
@@ -116,14 +115,18 @@ impl ClusterActor {
         deps: ClusterDeps,
     ) -> Self {
         let logger = deps.logger.new(slog::o!("cluster" => topology.key()));
-        let members = MemberClient::new(deps.etcd.clone(), config.etcd_timeout).start();
+        let metrics = deps.telemetry.metrics.clone();
+        let kube: Arc<dyn ClusterApi> =
+            Arc::new(CountedClusterApi::new(deps.kube, metrics.clone()));
+        let etcd: Arc<dyn EtcdApi> = Arc::new(CountedEtcdApi::new(deps.etcd, metrics));
+        let members = MemberClient::new(etcd.clone()).start();
         ClusterActor {
             topology,
             spec,
             state: State::default(),
             config,
-            kube: deps.kube,
-            etcd: deps.etcd,
+            kube,
+            etcd,
             members,
             telemetry: deps.telemetry,
             logger,
@@ -321,7 +324,6 @@ impl Handler<Tick> for ClusterActor {
             members: self.members.clone(),
             probe: HealthProbe {
                 etcd: self.etcd.clone(),
-                timeout: self.config.etcd_timeout,
             },
             topology: self.topology.clone(),
             spec: self.spec.clone(),

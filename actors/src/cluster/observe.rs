@@ -2,14 +2,13 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use actix::Addr;
 use tokio::time::Instant;
 
 use crate::lifecycle::{MemberHealth, MemberView, Membership, Observation, PodView};
 use crate::member_client::{ListMembers, MemberClient, ask};
-use crate::ports::{ApiError, ClusterApi, EtcdApi, EtcdError};
+use crate::ports::{ApiError, ClusterApi, EtcdApi};
 use crate::topology::Topology;
 
 /// Reads the world for one tick. Fails only when Kubernetes cannot be read: without the
@@ -59,12 +58,11 @@ pub(crate) async fn observe(
 
 /// Status probes of members: every started member at once, straight through the etcd port
 /// rather than the MemberClient's mailbox. They change nothing, so they need not wait
-/// behind a membership change, and a frozen member costs one timeout, not one per member.
+/// behind a membership change, and a frozen member costs one timeout (the port's deadline
+/// of one call), not one per member.
 pub(crate) struct HealthProbe {
     /// The etcd port.
     pub etcd: Arc<dyn EtcdApi>,
-    /// Deadline of one probe.
-    pub timeout: Duration,
 }
 
 impl HealthProbe {
@@ -80,9 +78,10 @@ impl HealthProbe {
                 .first()
                 .cloned()
                 .unwrap_or_else(|| topology.client_url(&m.name));
-            let health = tokio::time::timeout(self.timeout, self.etcd.status(&endpoint))
+            let health = self
+                .etcd
+                .status(&endpoint)
                 .await
-                .unwrap_or_else(|_| Err(EtcdError::timeout("endpoint status", self.timeout)))
                 .unwrap_or_else(|e| MemberHealth::unreachable(&e.message));
             (m.id, of_this_cluster(health, cluster_id))
         });

@@ -61,7 +61,7 @@ impl TickJob {
             Ok(obs) => obs,
             Err(e) => {
                 return TickOutcome::Blind {
-                    error: e.message,
+                    error: e.to_string(),
                     elapsed: started.elapsed(),
                 };
             }
@@ -81,7 +81,10 @@ impl TickJob {
             let _ = kube.record_event(event).await;
         }
         let status_error = if self.last_status.as_ref() != Some(&status) {
-            kube.publish_status(&status).await.err().map(|e| e.message)
+            kube.publish_status(&status)
+                .await
+                .err()
+                .map(|e| e.to_string())
         } else {
             None
         };

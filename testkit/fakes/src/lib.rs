@@ -12,7 +12,10 @@
 //!
 //! - [`FakeCluster::kill_member`]: the pod fails, the member stays in etcd, unreachable;
 //! - [`FakeCluster::fail_next_add`]: errors returned by the next `member add` calls;
-//! - [`FakeCluster::set_hang`]: etcd calls never return (to exercise timeouts);
+//! - [`FakeCluster::set_hang`]: etcd calls hang until their deadline, then fail as timed
+//!   out (the [`EtcdApi`] contract: every call ends within its deadline);
+//! - [`FakeCluster::set_call_timeout`]: that per-call deadline ([`FAKE_CALL_TIMEOUT`] by
+//!   default); a latency past it times out too;
 //! - [`FakeCluster::set_kube_hang`]: `observe` never returns (a hung API call);
 //! - [`FakeCluster::set_latency`]: etcd calls take this long (to expose overlapping calls);
 //! - [`FakeCluster::panic_on_next_observe`]: the next `observe` panics once;
@@ -96,6 +99,8 @@ struct World {
     events: Vec<EventRecord>,
     add_errors: VecDeque<EtcdError>,
     hang: bool,
+    /// Deadline of one etcd call; `None` (a fresh world) means [`FAKE_CALL_TIMEOUT`].
+    call_timeout: Option<Duration>,
     kube_hang: bool,
     /// Versions whose image cannot be run (pulled): a pod set to one does not serve.
     unrunnable: Vec<String>,
@@ -157,6 +162,9 @@ fn host_label(url: &str) -> Option<String> {
     (!name.is_empty()).then(|| name.to_string())
 }
 
+/// The deadline of one fake etcd call unless [`FakeCluster::set_call_timeout`] says otherwise.
+pub const FAKE_CALL_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// An etcd error of `kind`, with the message etcd or the transport would give.
 pub fn etcd_error(kind: EtcdErrorKind) -> EtcdError {
     let message = match kind {
@@ -170,10 +178,7 @@ pub fn etcd_error(kind: EtcdErrorKind) -> EtcdError {
         EtcdErrorKind::MemberNotFound => "etcdserver: member not found",
         EtcdErrorKind::Rejected => "etcdserver: request rejected",
     };
-    EtcdError {
-        kind,
-        message: message.to_string(),
-    }
+    EtcdError::new(kind, message)
 }
 
 /// Counts one etcd call as in flight until dropped (also when a timeout cancels it).
@@ -285,12 +290,20 @@ impl FakeCluster {
         self.lock().kube_hang = hang;
     }
 
-    /// While `hang` is true, every etcd call that starts never returns.
+    /// While `hang` is true, every etcd call that starts gets no answer: it fails with
+    /// [`EtcdErrorKind::Timeout`] when its deadline ([`FakeCluster::set_call_timeout`])
+    /// passes, having changed nothing.
     pub fn set_hang(&self, hang: bool) {
         self.lock().hang = hang;
     }
 
-    /// Every etcd call takes `latency` (a Tokio sleep) before it takes effect.
+    /// The deadline of each etcd call from now on, as the real adapter's `--etcd-timeout-ms`.
+    pub fn set_call_timeout(&self, timeout: Duration) {
+        self.lock().call_timeout = Some(timeout);
+    }
+
+    /// Every etcd call takes `latency` (a Tokio sleep) before it takes effect; a latency
+    /// past the call's deadline makes it time out instead.
     pub fn set_latency(&self, latency: Duration) {
         self.lock().latency = latency;
     }
@@ -387,9 +400,10 @@ impl FakeCluster {
 
     // ---- etcd call plumbing ----
 
-    /// Registers an etcd call, then waits out the hang switch and the latency.
-    async fn enter(&self, membership: bool) -> InFlight {
-        let (hang, latency) = {
+    /// Registers an etcd call, then waits out the hang switch and the latency, within the
+    /// call's deadline: a call that runs out of time fails before it takes effect.
+    async fn enter(&self, what: &str, membership: bool) -> Result<InFlight, EtcdError> {
+        let (hang, latency, deadline) = {
             let mut w = self.lock();
             w.etcd_in_flight += 1;
             w.calls.max_etcd_in_flight = w.calls.max_etcd_in_flight.max(w.etcd_in_flight);
@@ -398,19 +412,28 @@ impl FakeCluster {
                 w.calls.max_membership_in_flight =
                     w.calls.max_membership_in_flight.max(w.membership_in_flight);
             }
-            (w.hang, w.latency)
+            (
+                w.hang,
+                w.latency,
+                w.call_timeout.unwrap_or(FAKE_CALL_TIMEOUT),
+            )
         };
         let guard = InFlight {
             world: self.world.clone(),
             membership,
         };
-        if hang {
-            std::future::pending::<()>().await;
+        let wait = async {
+            if hang {
+                std::future::pending::<()>().await;
+            }
+            if !latency.is_zero() {
+                tokio::time::sleep(latency).await;
+            }
+        };
+        match tokio::time::timeout(deadline, wait).await {
+            Ok(()) => Ok(guard),
+            Err(_) => Err(EtcdError::timeout(what, deadline)),
         }
-        if !latency.is_zero() {
-            tokio::time::sleep(latency).await;
-        }
-        guard
     }
 }
 
@@ -421,7 +444,7 @@ pub const FAKE_CLUSTER_ID: u64 = 0x00c1_a57e_12d0_0001;
 impl EtcdApi for FakeCluster {
     async fn list(&self, endpoints: &[String]) -> Result<MemberList, EtcdError> {
         self.lock().calls.list += 1;
-        let _call = self.enter(false).await;
+        let _call = self.enter("member list", false).await?;
         let w = self.lock();
         if !w.any_answers(endpoints) {
             return Err(etcd_error(EtcdErrorKind::Unavailable));
@@ -439,7 +462,7 @@ impl EtcdApi for FakeCluster {
         learner: bool,
     ) -> Result<AddedMember, EtcdError> {
         self.lock().calls.add += 1;
-        let _call = self.enter(true).await;
+        let _call = self.enter("member add", true).await?;
         let mut w = self.lock();
         if !w.any_answers(endpoints) {
             return Err(etcd_error(EtcdErrorKind::Unavailable));
@@ -451,10 +474,10 @@ impl EtcdApi for FakeCluster {
             .iter()
             .any(|m| m.peer_urls.iter().any(|u| u == peer_url))
         {
-            return Err(EtcdError {
-                kind: EtcdErrorKind::Rejected,
-                message: "etcdserver: Peer URLs already exists".into(),
-            });
+            return Err(EtcdError::new(
+                EtcdErrorKind::Rejected,
+                "etcdserver: Peer URLs already exists",
+            ));
         }
         if learner && w.members.iter().any(|m| m.is_learner) {
             return Err(etcd_error(EtcdErrorKind::TooManyLearners));
@@ -476,7 +499,7 @@ impl EtcdApi for FakeCluster {
 
     async fn remove(&self, endpoints: &[String], id: u64) -> Result<(), EtcdError> {
         self.lock().calls.remove += 1;
-        let _call = self.enter(true).await;
+        let _call = self.enter("member remove", true).await?;
         let mut w = self.lock();
         if !w.any_answers(endpoints) {
             return Err(etcd_error(EtcdErrorKind::Unavailable));
@@ -492,7 +515,7 @@ impl EtcdApi for FakeCluster {
 
     async fn promote(&self, endpoints: &[String], id: u64) -> Result<(), EtcdError> {
         self.lock().calls.promote += 1;
-        let _call = self.enter(true).await;
+        let _call = self.enter("member promote", true).await?;
         let mut w = self.lock();
         if !w.any_answers(endpoints) {
             return Err(etcd_error(EtcdErrorKind::Unavailable));
@@ -501,10 +524,10 @@ impl EtcdApi for FakeCluster {
             return Err(etcd_error(EtcdErrorKind::MemberNotFound));
         };
         if !member.is_learner {
-            return Err(EtcdError {
-                kind: EtcdErrorKind::Rejected,
-                message: "etcdserver: can only promote a learner member".into(),
-            });
+            return Err(EtcdError::new(
+                EtcdErrorKind::Rejected,
+                "etcdserver: can only promote a learner member",
+            ));
         }
         if !w.serving(&member.name) {
             return Err(etcd_error(EtcdErrorKind::LearnerNotReady));
@@ -518,7 +541,7 @@ impl EtcdApi for FakeCluster {
 
     async fn status(&self, endpoint: &str) -> Result<MemberHealth, EtcdError> {
         self.lock().calls.status += 1;
-        let _call = self.enter(false).await;
+        let _call = self.enter("endpoint status", false).await?;
         let w = self.lock();
         let member = w.members.iter().find(|m| {
             m.client_urls.iter().any(|u| u == endpoint)
@@ -629,7 +652,7 @@ impl ClusterApi for FakeCluster {
         w.calls.set_pod_version += 1;
         let bad = w.unrunnable.contains(&change.to.to_string());
         let Some(pod) = w.pods.iter_mut().find(|p| p.name == name) else {
-            return Err(ApiError::new(format!("pods \"{name}\" not found")));
+            return Err(ApiError::NotFound(format!("pods \"{name}\" not found")));
         };
         pod.version = Some(change.to.to_string());
         pod.upgrade_from = change.upgrade_from.as_ref().map(ToString::to_string);
@@ -645,7 +668,7 @@ impl ClusterApi for FakeCluster {
                 pod.voter = true;
                 Ok(())
             }
-            None => Err(ApiError::new(format!("pods \"{name}\" not found"))),
+            None => Err(ApiError::NotFound(format!("pods \"{name}\" not found"))),
         }
     }
 
@@ -672,7 +695,7 @@ impl ClusterApi for FakeCluster {
     async fn record_bootstrap(&self, record: &BootstrapRecord) -> Result<(), ApiError> {
         let mut w = self.lock();
         if let Some(existing) = &w.recorded.bootstrap {
-            return Err(ApiError::new(format!(
+            return Err(ApiError::Conflict(format!(
                 "the cluster was bootstrapped already ({existing:?})"
             )));
         }
@@ -821,12 +844,34 @@ mod tests {
         let peer = demo().peer_url("demo-x");
         let err = fake.add(&eps, &peer, true).await.unwrap_err();
         assert_eq!(err.kind, EtcdErrorKind::UnhealthyCluster);
-        assert_eq!(
-            EtcdError::classify(err.message).kind,
-            EtcdErrorKind::UnhealthyCluster
-        );
+        assert_eq!(err.message, "etcdserver: unhealthy cluster");
         assert!(fake.add(&eps, &peer, true).await.is_ok());
         assert_eq!(fake.calls().add, 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hung_call_times_out_at_its_deadline_and_changes_nothing() {
+        let fake = FakeCluster::running(demo(), 3, "3.5.21");
+        fake.set_call_timeout(Duration::from_millis(700));
+        fake.set_hang(true);
+        let started = tokio::time::Instant::now();
+        let err = fake.remove(&endpoints(&fake), 1).await.unwrap_err();
+        assert_eq!(err.kind, EtcdErrorKind::Timeout);
+        assert_eq!(started.elapsed(), Duration::from_millis(700));
+        assert_eq!(
+            fake.members().len(),
+            3,
+            "the timed-out remove changed nothing"
+        );
+        assert_eq!(fake.calls().max_membership_in_flight, 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_latency_past_the_deadline_is_a_timeout() {
+        let fake = FakeCluster::running(demo(), 1, "3.5.21");
+        fake.set_latency(FAKE_CALL_TIMEOUT + Duration::from_secs(1));
+        let err = fake.list(&endpoints(&fake)).await.unwrap_err();
+        assert_eq!(err.kind, EtcdErrorKind::Timeout);
     }
 
     #[tokio::test]

@@ -1,0 +1,39 @@
+//! What running the operator can fail with: the crate's one error type, reported by `main`.
+
+use std::net::SocketAddr;
+
+/// Why [`crate::controller::run`] stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No Kubernetes configuration was found (in-cluster or `KUBECONFIG`).
+    #[error("no Kubernetes configuration (in-cluster or KUBECONFIG): {0}")]
+    KubeConfig(#[source] kube::config::InferConfigError),
+    /// The Kubernetes client could not be built from the configuration.
+    #[error("building the Kubernetes client: {0}")]
+    KubeClient(#[source] kube::Error),
+    /// An informer cache stopped before it synced.
+    #[error("the {cache} cache stopped before it synced: {source}")]
+    CacheSync {
+        /// Which cache.
+        cache: &'static str,
+        /// Why.
+        source: kube::runtime::reflector::store::WriterDropped,
+    },
+    /// The HTTP server could not listen.
+    #[error("cannot listen on {address}: {source}")]
+    Listen {
+        /// The address asked for.
+        address: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The SIGTERM handler could not be installed.
+    #[error("installing the SIGTERM handler: {0}")]
+    Signals(#[source] std::io::Error),
+    /// The leader Lease was acquired after the fence had closed: too late to act on it.
+    #[error("acquired the leader lease too late to act on it; exiting")]
+    LeaseTooLate,
+    /// This replica stopped leading; a fresh replica takes over.
+    #[error("stopped leading ({0}); exiting so a fresh replica takes over")]
+    StoppedLeading(String),
+}
