@@ -49,7 +49,6 @@ fn healthy(n: u64) -> Observation {
         });
         let mut h = MemberHealth::healthy(V);
         h.leader = Some(1);
-        h.raft_index = 1_000;
         health.insert(id, h);
     }
     Observation {

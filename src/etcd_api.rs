@@ -216,12 +216,7 @@ impl EtcdApi for EtcdClientApi {
         let endpoints = [endpoint.to_string()];
         self.call("endpoint status", &endpoints, |mut client| async move {
             let resp = client.status().await?;
-            let mut health = health(
-                resp.version(),
-                resp.leader(),
-                resp.raft_index(),
-                resp.errors(),
-            );
+            let mut health = health(resp.version(), resp.leader(), resp.errors());
             health.cluster_id = resp.header().map(|h| h.cluster_id());
             Ok(health)
         })
@@ -253,12 +248,11 @@ fn member_view(member: &Member) -> MemberView {
 }
 
 /// A member's answer to `endpoint status`; leader 0 means it knows no leader.
-fn health(version: &str, leader: u64, raft_index: u64, errors: &[String]) -> MemberHealth {
+fn health(version: &str, leader: u64, errors: &[String]) -> MemberHealth {
     MemberHealth {
         reachable: true,
         version: version.parse().ok(),
         leader: (leader != 0).then_some(leader),
-        raft_index,
         errors: errors.to_vec(),
         cluster_id: None,
     }
@@ -653,14 +647,13 @@ mod tests {
 
     #[test]
     fn status_answers_become_member_health() {
-        let h = health("3.4.23", 0x8e9e05c52164694d, 42, &["NOSPACE".to_string()]);
+        let h = health("3.4.23", 0x8e9e05c52164694d, &["NOSPACE".to_string()]);
         assert!(h.reachable);
         assert_eq!(h.version, "3.4.23".parse().ok());
         assert_eq!(h.leader, Some(0x8e9e05c52164694d));
-        assert_eq!(h.raft_index, 42);
         assert!(!h.is_healthy());
 
-        let no_leader = health("3.4.23", 0, 7, &[]);
+        let no_leader = health("3.4.23", 0, &[]);
         assert_eq!(no_leader.leader, None);
         assert!(no_leader.is_healthy());
     }

@@ -150,7 +150,6 @@ async fn status_reports_the_running_version_and_the_seed_as_leader() {
     assert!(health.is_healthy(), "{health:?}");
     assert_eq!(health.version, Some("3.4.23".parse::<Version>().unwrap()));
     assert_eq!(health.leader, Some(seed_id));
-    assert!(health.raft_index > 0);
 }
 
 #[actix_rt::test]
@@ -278,7 +277,6 @@ async fn a_member_add_right_after_a_join_is_refused_as_unhealthy_until_about_fiv
     );
     assert_eq!(refused.kind, EtcdErrorKind::UnhealthyCluster);
     assert!(refused.message.contains("etcdserver: unhealthy cluster"));
-    assert!(refused.is_transient());
 
     tokio::time::sleep(Duration::from_secs(5).saturating_sub(joined.elapsed())).await;
     let mut attempts = 0;
@@ -387,7 +385,6 @@ async fn calls_to_a_stopped_member_fail_within_the_timeout_and_recover_when_it_i
             ),
             "{err:?}"
         );
-        assert!(err.is_transient());
         assert!(took <= CALL_TIMEOUT + SLACK, "{took:?}");
     }
 

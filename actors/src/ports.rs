@@ -71,14 +71,6 @@ impl EtcdError {
             format!("{what} timed out after {after:?}"),
         )
     }
-
-    /// Whether a later tick may simply try again.
-    pub fn is_transient(&self) -> bool {
-        !matches!(
-            self.kind,
-            EtcdErrorKind::Rejected | EtcdErrorKind::MemberNotFound
-        )
-    }
 }
 
 /// etcd's member list, with the cluster that answered.

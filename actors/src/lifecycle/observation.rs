@@ -117,8 +117,6 @@ pub struct MemberHealth {
     pub version: Option<Version>,
     /// ID of the leader in the member's view.
     pub leader: Option<u64>,
-    /// The member's raft index, to judge whether a learner has caught up.
-    pub raft_index: u64,
     /// Errors the member itself reports (e.g. `NOSPACE` alarms), or why it did not answer.
     pub errors: Vec<String>,
     /// The etcd cluster the answer came from (the response header's cluster ID).
@@ -132,7 +130,6 @@ impl MemberHealth {
             reachable: true,
             version: version.parse().ok(),
             leader: None,
-            raft_index: 0,
             errors: Vec::new(),
             cluster_id: None,
         }
@@ -144,7 +141,6 @@ impl MemberHealth {
             reachable: false,
             version: None,
             leader: None,
-            raft_index: 0,
             errors: vec![why.to_string()],
             cluster_id: None,
         }

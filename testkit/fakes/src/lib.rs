@@ -93,7 +93,6 @@ struct World {
     /// etcd's cluster ID, set when the seed forms the cluster.
     cluster_id: u64,
     next_id: u64,
-    raft_index: u64,
     created_pods: Vec<MemberPod>,
     last_status: Option<StatusReport>,
     events: Vec<EventRecord>,
@@ -483,7 +482,6 @@ impl EtcdApi for FakeCluster {
             return Err(etcd_error(EtcdErrorKind::TooManyLearners));
         }
         let id = w.fresh_id();
-        w.raft_index += 1;
         w.members.push(MemberView {
             id,
             name: String::new(),
@@ -509,7 +507,6 @@ impl EtcdApi for FakeCluster {
         if w.members.len() == before {
             return Err(etcd_error(EtcdErrorKind::MemberNotFound));
         }
-        w.raft_index += 1;
         Ok(())
     }
 
@@ -535,7 +532,6 @@ impl EtcdApi for FakeCluster {
         if let Some(m) = w.members.iter_mut().find(|m| m.id == id) {
             m.is_learner = false;
         }
-        w.raft_index += 1;
         Ok(())
     }
 
@@ -556,7 +552,6 @@ impl EtcdApi for FakeCluster {
             reachable: true,
             version: version.and_then(|v| v.parse::<Version>().ok()),
             leader: w.leader(),
-            raft_index: w.raft_index,
             errors: Vec::new(),
             cluster_id: Some(w.cluster_id),
         })
@@ -608,7 +603,6 @@ impl ClusterApi for FakeCluster {
                 // A new cluster of one: the seed starts and forms it.
                 w.cluster_id = FAKE_CLUSTER_ID;
                 let id = w.fresh_id();
-                w.raft_index += 1;
                 w.members = vec![MemberView {
                     id,
                     name: pod.name.clone(),
