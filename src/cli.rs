@@ -6,6 +6,10 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use etcd_operator_actors::cluster::ClusterConfig;
+use etcd_operator_actors::lifecycle::Deadlines;
+
+use crate::controller::{LeaseSettings, Settings};
 use crate::logging::{LogFormat, logger};
 
 /// A Kubernetes operator that creates and runs etcd clusters.
@@ -90,27 +94,33 @@ fn parse_level(s: &str) -> Result<slog::Level, String> {
 }
 
 impl RunArgs {
-    /// Read timeout of Kubernetes API calls.
-    pub fn api_timeout(&self) -> Duration {
-        Duration::from_millis(self.api_timeout_ms)
-    }
-
-    /// Deadline of each etcd call, owned by the etcd adapter.
-    pub fn etcd_timeout(&self) -> Duration {
-        Duration::from_millis(self.etcd_timeout_ms)
-    }
-
-    /// The Cluster actors' configuration.
-    pub fn cluster_config(&self) -> etcd_operator_actors::cluster::ClusterConfig {
-        etcd_operator_actors::cluster::ClusterConfig {
-            tick_interval: Duration::from_millis(self.tick_interval_ms),
-            follow_up: Duration::from_millis(self.follow_up_ms),
-            tick_timeout: Duration::from_secs(self.tick_timeout_s),
-            deadlines: etcd_operator_actors::lifecycle::Deadlines {
-                unstarted_member: Duration::from_secs(self.unstarted_member_deadline_s),
-                unhealthy_member: Duration::from_secs(self.unhealthy_member_deadline_s),
-                upgraded_member: Duration::from_secs(self.upgraded_member_deadline_s),
+    /// The controller's settings from these flags.
+    pub fn settings(&self) -> Settings {
+        let identity = self.identity.clone().unwrap_or_else(|| {
+            std::env::var("HOSTNAME")
+                .unwrap_or_else(|_| format!("etcd-operator-{}", std::process::id()))
+        });
+        Settings {
+            namespace: self.namespace.clone(),
+            listen: self.listen,
+            api_timeout: Duration::from_millis(self.api_timeout_ms),
+            etcd_timeout: Duration::from_millis(self.etcd_timeout_ms),
+            cluster: ClusterConfig {
+                tick_interval: Duration::from_millis(self.tick_interval_ms),
+                follow_up: Duration::from_millis(self.follow_up_ms),
+                tick_timeout: Duration::from_secs(self.tick_timeout_s),
+                deadlines: Deadlines {
+                    unstarted_member: Duration::from_secs(self.unstarted_member_deadline_s),
+                    unhealthy_member: Duration::from_secs(self.unhealthy_member_deadline_s),
+                    upgraded_member: Duration::from_secs(self.upgraded_member_deadline_s),
+                },
             },
+            lease: LeaseSettings {
+                elect: self.leader_elect,
+                namespace: self.lease_namespace.clone(),
+                name: self.lease_name.clone(),
+            },
+            identity,
         }
     }
 }
@@ -131,7 +141,7 @@ pub fn main() -> ExitCode {
 fn run(args: RunArgs) -> ExitCode {
     let log = logger(args.log_format, args.log_level);
     let system = actix::System::new();
-    let result = system.block_on(crate::controller::run(args, log.clone()));
+    let result = system.block_on(crate::controller::run(args.settings(), log.clone()));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

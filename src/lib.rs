@@ -14,11 +14,11 @@
 
 pub mod api;
 pub mod cli;
-pub mod controller;
+pub(crate) mod controller;
 mod error;
 pub mod etcd_api;
 pub(crate) mod http;
-pub mod kube_api;
+pub(crate) mod kube_api;
 pub(crate) mod logging;
 pub(crate) mod resources;
 

@@ -8,6 +8,7 @@
 
 pub mod fence;
 mod leader;
+mod settings;
 mod watch;
 mod wiring;
 
@@ -32,17 +33,15 @@ use etcd_operator_actors::metrics::Telemetry;
 use etcd_operator_actors::supervisor::{PodChanged, Supervisor, WatchEvent};
 use etcd_operator_actors::topology::Topology;
 
-pub use fence::{Fence, Fenced};
-pub use leader::{
-    Attempt, CALL_TIMEOUT, ElectionView, LEASE_DURATION, LeaderElection, LeaseError, Observer,
-    RENEW_DEADLINE, RETRY_PERIOD, Renewal, Verdict,
-};
-pub use watch::watch_event;
-pub use wiring::{FencedWiring, KubeWiring};
+use fence::Fence;
+pub(crate) use leader::ElectionView;
+use leader::{LeaderElection, RENEW_DEADLINE};
+pub use settings::{LeaseSettings, Settings};
+use watch::watch_event;
+use wiring::{FencedWiring, KubeWiring};
 
 use crate::Error;
 use crate::api::EtcdCluster;
-use crate::cli::RunArgs;
 use crate::kube_api::Caches;
 use crate::resources::labels::{CLUSTER_LABEL, MANAGED_BY_LABEL, MANAGER};
 
@@ -193,7 +192,7 @@ async fn warm_caches(client: &Client, namespace: &str, log: &Logger) -> Result<W
 
 /// Starts the Supervisor, fed by the EtcdCluster watch, with every write behind `fence`.
 fn start_supervisor(
-    args: &RunArgs,
+    settings: &Settings,
     clients: &Clients,
     caches: WarmCaches,
     identity: &str,
@@ -209,7 +208,11 @@ fn start_supervisor(
     // What a standby was nudged about is seen by the first tick of every cluster anyway.
     while nudged.try_recv().is_ok() {}
     let (clusters, writer) = reflector::store();
-    let events = supervisor_events(api(&clients.watches, &args.namespace), writer, log.clone());
+    let events = supervisor_events(
+        api(&clients.watches, &settings.namespace),
+        writer,
+        log.clone(),
+    );
     let reporter = Reporter {
         controller: "etcd-operator".into(),
         instance: Some(identity.to_string()),
@@ -222,10 +225,10 @@ fn start_supervisor(
             services,
         },
         recorder: Recorder::new(clients.calls.clone(), reporter),
-        etcd_timeout: args.etcd_timeout(),
+        etcd_timeout: settings.etcd_timeout,
     };
     let wiring = Arc::new(FencedWiring::new(Arc::new(kube), fence.clone()));
-    let config = args.cluster_config();
+    let config = settings.cluster;
     let log = log.clone();
     Supervisor::create(move |ctx| {
         ctx.add_stream(events);
@@ -249,17 +252,17 @@ fn shutdown_signal(log: &Logger) -> Result<impl Future<Output = ()> + use<>, Err
 
 /// Serves HTTP in the background.
 async fn start_http(
-    args: &RunArgs,
+    settings: &Settings,
     state: crate::http::HttpState,
     log: &Logger,
 ) -> Result<(), Error> {
-    let server = crate::http::serve(args.listen, state)
+    let server = crate::http::serve(settings.listen, state)
         .await
         .map_err(|source| Error::Listen {
-            address: args.listen,
+            address: settings.listen,
             source,
         })?;
-    info!(log, "serving HTTP"; "address" => %args.listen);
+    info!(log, "serving HTTP"; "address" => %settings.listen);
     tokio::spawn(server);
     Ok(())
 }
@@ -269,21 +272,18 @@ async fn start_http(
 /// A replica keeps its caches warm and reports ready while it waits for the Lease; only
 /// the Lease holder runs the Supervisor. It exits (with an error) when its fence closes,
 /// and on SIGTERM closes the fence and then gives the Lease back.
-pub async fn run(args: RunArgs, log: Logger) -> Result<(), Error> {
-    let clients = clients(args.api_timeout()).await?;
+pub async fn run(settings: Settings, log: Logger) -> Result<(), Error> {
+    let clients = clients(settings.api_timeout).await?;
     let telemetry = Telemetry::default();
     let mut registry = Registry::default();
     telemetry.metrics.register(&mut registry);
-    let identity = args.identity.clone().unwrap_or_else(|| {
-        std::env::var("HOSTNAME")
-            .unwrap_or_else(|_| format!("etcd-operator-{}", std::process::id()))
-    });
-    let lease = format!("{}/{}", args.lease_namespace, args.lease_name);
-    let (view, fence) = if args.leader_elect {
-        let view = ElectionView::new(&telemetry, &lease, &identity);
+    let identity = &settings.identity;
+    let lease = format!("{}/{}", settings.lease.namespace, settings.lease.name);
+    let (view, fence) = if settings.lease.elect {
+        let view = ElectionView::new(&telemetry, &lease, identity);
         (view, Fence::new(RENEW_DEADLINE))
     } else {
-        let view = ElectionView::without_election(&telemetry, &identity);
+        let view = ElectionView::without_election(&telemetry, identity);
         (view, Fence::always_open())
     };
     let caches_synced = Arc::new(AtomicBool::new(false));
@@ -293,23 +293,23 @@ pub async fn run(args: RunArgs, log: Logger) -> Result<(), Error> {
         election: view.clone(),
         caches_synced: caches_synced.clone(),
     };
-    start_http(&args, state, &log).await?;
+    start_http(&settings, state, &log).await?;
     let shutdown = shutdown_signal(&log)?;
     tokio::pin!(shutdown);
     let mut election = LeaderElection::new(
         clients.calls.clone(),
-        &args.lease_namespace,
-        &args.lease_name,
-        &identity,
+        &settings.lease.namespace,
+        &settings.lease.name,
+        identity,
         view,
         &log,
     );
     let caches = tokio::select! {
-        caches = warm_caches(&clients.watches, &args.namespace, &log) => caches?,
+        caches = warm_caches(&clients.watches, &settings.namespace, &log) => caches?,
         () = &mut shutdown => return Ok(()),
     };
     caches_synced.store(true, Ordering::SeqCst);
-    if args.leader_elect {
+    if settings.lease.elect {
         let held = tokio::select! {
             held = election.acquire(&fence) => held,
             () = &mut shutdown => return Ok(()),
@@ -318,15 +318,17 @@ pub async fn run(args: RunArgs, log: Logger) -> Result<(), Error> {
             return Err(Error::LeaseTooLate);
         }
     }
-    let _supervisor = start_supervisor(&args, &clients, caches, &identity, &fence, telemetry, &log);
+    let _supervisor = start_supervisor(
+        &settings, &clients, caches, identity, &fence, telemetry, &log,
+    );
     tokio::select! {
-        reason = lead(&election, &fence, args.leader_elect) => {
+        reason = lead(&election, &fence, settings.lease.elect) => {
             return Err(Error::StoppedLeading(reason));
         }
         () = &mut shutdown => {}
     }
     fence.close_now("the operator is stopping");
-    if args.leader_elect {
+    if settings.lease.elect {
         election.release().await;
     }
     Ok(())

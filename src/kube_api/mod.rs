@@ -7,6 +7,3 @@ mod pod_view;
 mod status_patch;
 
 pub use cluster_api::{Caches, KubeClusterApi};
-pub use expectations::Expectations;
-pub use pod_view::pod_view;
-pub use status_patch::status_from_report;

@@ -1,0 +1,37 @@
+//! What one operator process runs with. The command line (`crate::cli`) builds it; the
+//! controller depends on nothing of the command line.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use etcd_operator_actors::cluster::ClusterConfig;
+
+/// The operator's settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Only EtcdClusters in this namespace; empty: every namespace.
+    pub namespace: String,
+    /// Address of the HTTP server (/healthz, /readyz, /metrics, /debug/...).
+    pub listen: SocketAddr,
+    /// Read timeout of each Kubernetes API call (not watches).
+    pub api_timeout: Duration,
+    /// Deadline of each etcd call, owned by the etcd adapter.
+    pub etcd_timeout: Duration,
+    /// The Cluster actors' configuration.
+    pub cluster: ClusterConfig,
+    /// Leader election.
+    pub lease: LeaseSettings,
+    /// This replica's identity in the Lease and in Events.
+    pub identity: String,
+}
+
+/// The leader-election Lease.
+#[derive(Debug, Clone)]
+pub struct LeaseSettings {
+    /// Elect a leader so only one replica acts; without it this replica acts at once.
+    pub elect: bool,
+    /// Namespace of the Lease.
+    pub namespace: String,
+    /// Name of the Lease.
+    pub name: String,
+}
