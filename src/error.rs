@@ -37,3 +37,21 @@ pub enum Error {
     #[error("stopped leading ({0}); exiting so a fresh replica takes over")]
     StoppedLeading(String),
 }
+
+/// `head`, then every cause of `err` that says something new: error chains often repeat
+/// their causes, or say only "transport error" (tonic) or "client error (Connect)"
+/// (kube-rs) at the top.
+pub(crate) fn with_causes(head: &str, err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = head.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        let says_something = !cause_text.is_empty() && cause_text != "transport error";
+        if says_something && !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}

@@ -21,6 +21,8 @@ use etcd_operator_actors::lifecycle::{MemberHealth, MemberView};
 use etcd_operator_actors::ports::{AddedMember, EtcdApi, EtcdError, EtcdErrorKind, MemberList};
 use tonic::Code;
 
+use crate::error::with_causes;
+
 /// How many endpoint lists keep a cached client; past that the cache starts over.
 const MAX_CACHED_CLIENTS: usize = 64;
 
@@ -366,11 +368,11 @@ fn answered_by_etcd(err: &etcd_client::Error) -> bool {
 fn describe(err: &etcd_client::Error) -> String {
     match err {
         etcd_client::Error::GRpcStatus(status) => {
-            let message = with_sources(status.message(), status);
+            let message = with_causes(status.message(), status);
             describe_status(status.code(), &message)
         }
-        etcd_client::Error::TransportError(e) => with_sources("transport error", e),
-        etcd_client::Error::IoError(e) => with_sources(&format!("io error: {e}"), e),
+        etcd_client::Error::TransportError(e) => with_causes("transport error", e),
+        etcd_client::Error::IoError(e) => with_causes(&format!("io error: {e}"), e),
         other => other.to_string(),
     }
 }
@@ -385,23 +387,6 @@ fn describe_status(code: Code, message: &str) -> String {
         return message.to_string();
     }
     format!("{message} ({code:?})")
-}
-
-/// `head`, then every cause of `err` that says something new.
-fn with_sources(head: &str, err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = head.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        // tonic wraps causes in a `transport error` that says nothing by itself.
-        let says_something = !cause_text.is_empty() && cause_text != "transport error";
-        if says_something && !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]
@@ -428,114 +413,95 @@ mod tests {
         std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused")
     }
 
+    /// Each `(code, message, kind)` classifies as `kind`.
+    fn assert_kinds(cases: &[(Code, &str, EtcdErrorKind)]) {
+        for (code, message, want) in cases {
+            assert_eq!(kind(*code, message), *want, "{code:?} {message:?}");
+        }
+    }
+
     #[test]
     fn etcd_status_messages_classify_by_what_etcd_said() {
+        use Code::{FailedPrecondition, NotFound, Unavailable};
         use EtcdErrorKind::*;
-        assert_eq!(
-            kind(Code::Unavailable, "etcdserver: unhealthy cluster"),
-            UnhealthyCluster
-        );
-        assert_eq!(
-            kind(
-                Code::FailedPrecondition,
-                "etcdserver: can only promote a learner member which is in sync with leader"
+        assert_kinds(&[
+            (
+                Unavailable,
+                "etcdserver: unhealthy cluster",
+                UnhealthyCluster,
             ),
-            LearnerNotReady
-        );
-        assert_eq!(
-            kind(
-                Code::FailedPrecondition,
-                "etcdserver: too many learner members in cluster"
+            (
+                FailedPrecondition,
+                "etcdserver: can only promote a learner member which is in sync with leader",
+                LearnerNotReady,
             ),
-            TooManyLearners
-        );
-        assert_eq!(
-            kind(Code::NotFound, "etcdserver: member not found"),
-            MemberNotFound
-        );
-        assert_eq!(
-            kind(
-                Code::FailedPrecondition,
-                "etcdserver: Peer URLs already exists"
+            (
+                FailedPrecondition,
+                "etcdserver: too many learner members in cluster",
+                TooManyLearners,
             ),
-            Rejected
-        );
-        assert_eq!(
-            kind(
-                Code::FailedPrecondition,
-                "etcdserver: re-configuration failed due to not enough started members"
+            (NotFound, "etcdserver: member not found", MemberNotFound),
+            (
+                FailedPrecondition,
+                "etcdserver: Peer URLs already exists",
+                Rejected,
             ),
-            Rejected
-        );
-        assert_eq!(
-            kind(
-                Code::FailedPrecondition,
-                "etcdserver: can only promote a learner member"
+            (
+                FailedPrecondition,
+                "etcdserver: re-configuration failed due to not enough started members",
+                Rejected,
             ),
-            Rejected,
-            "promoting a voter is refused for good, not 'not ready yet'"
-        );
+            // Promoting a voter is refused for good, not "not ready yet".
+            (
+                FailedPrecondition,
+                "etcdserver: can only promote a learner member",
+                Rejected,
+            ),
+        ]);
     }
 
     #[test]
     fn a_description_counts_only_under_the_code_etcd_sends_it_with() {
+        use Code::{FailedPrecondition, InvalidArgument};
         use EtcdErrorKind::*;
-        assert_eq!(
-            kind(Code::InvalidArgument, "etcdserver: unhealthy cluster"),
-            Rejected
-        );
-        assert_eq!(
-            kind(Code::Unavailable, "etcdserver: member not found"),
-            Unavailable
-        );
-        assert_eq!(
-            kind(
+        assert_kinds(&[
+            (InvalidArgument, "etcdserver: unhealthy cluster", Rejected),
+            (
                 Code::Unavailable,
-                "etcdserver: too many learner members in cluster"
+                "etcdserver: member not found",
+                Unavailable,
             ),
-            Unavailable
-        );
-        assert_eq!(
-            kind(
-                Code::FailedPrecondition,
-                "member not found, etcdserver said"
+            (
+                Code::Unavailable,
+                "etcdserver: too many learner members in cluster",
+                Unavailable,
             ),
-            Rejected
-        );
+            (
+                FailedPrecondition,
+                "member not found, etcdserver said",
+                Rejected,
+            ),
+        ]);
     }
 
     #[test]
     fn status_codes_classify_messages_that_do_not_say_what_went_wrong() {
+        use Code::{DeadlineExceeded, PermissionDenied, Unknown};
         use EtcdErrorKind::*;
-        assert_eq!(
-            kind(Code::Unavailable, "etcdserver: no leader"),
-            Unavailable
-        );
-        assert_eq!(
-            kind(Code::Unavailable, "etcdserver: leader changed"),
-            Unavailable
-        );
-        assert_eq!(
-            kind(Code::Unavailable, "etcdserver: request timed out"),
-            Timeout
-        );
-        assert_eq!(
-            kind(
+        assert_kinds(&[
+            (Code::Unavailable, "etcdserver: no leader", Unavailable),
+            (Code::Unavailable, "etcdserver: leader changed", Unavailable),
+            (Code::Unavailable, "etcdserver: request timed out", Timeout),
+            (
                 Code::Unavailable,
-                "etcdserver: request timed out, possibly due to previous leader failure"
+                "etcdserver: request timed out, possibly due to previous leader failure",
+                Timeout,
             ),
-            Timeout
-        );
-        assert_eq!(
-            kind(Code::DeadlineExceeded, "context deadline exceeded"),
-            Timeout
-        );
-        assert_eq!(kind(Code::Unavailable, ""), Unavailable);
-        assert_eq!(kind(Code::Unknown, "boom"), Rejected);
-        assert_eq!(
-            kind(Code::PermissionDenied, "etcdserver: permission denied"),
-            Rejected
-        );
+            (DeadlineExceeded, "context deadline exceeded", Timeout),
+            (Code::Unavailable, "", Unavailable),
+            (Unknown, "boom", Rejected),
+            (PermissionDenied, "etcdserver: permission denied", Rejected),
+        ]);
     }
 
     #[test]
@@ -625,7 +591,7 @@ mod tests {
                 ))),
             ))),
         );
-        let text = with_sources("transport error", &refused);
+        let text = with_causes("transport error", &refused);
         assert_eq!(
             text,
             "transport error: tcp connect error: Connection refused (os error 111)"

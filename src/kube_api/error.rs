@@ -3,6 +3,8 @@
 //! below HTTP (connect, read timeouts, broken streams) are `Unavailable`.
 
 use etcd_operator_actors::ports::ApiError;
+
+use crate::error::with_causes;
 use kube::core::Status;
 
 /// `error`, met while `what`, as a value callers act on.
@@ -10,9 +12,15 @@ pub(crate) fn api_error(what: &str, error: &kube::Error) -> ApiError {
     match error {
         kube::Error::Api(status) => from_status(what, status),
         kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => {
-            ApiError::Unavailable(format!("{what}: {}", with_causes(error)))
+            ApiError::Unavailable(format!(
+                "{what}: {}",
+                with_causes(&error.to_string(), error)
+            ))
         }
-        other => ApiError::Other(format!("{what}: {}", with_causes(other))),
+        other => ApiError::Other(format!(
+            "{what}: {}",
+            with_causes(&other.to_string(), other)
+        )),
     }
 }
 
@@ -46,22 +54,6 @@ fn from_reason(reason: &str, message: String) -> ApiError {
         | "InternalError" => ApiError::Unavailable(message),
         _ => ApiError::Other(message),
     }
-}
-
-/// `error`, then every cause that says something new (kube-rs says only "client error
-/// (Connect)" for a refused connection).
-fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !cause_text.is_empty() && !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]
