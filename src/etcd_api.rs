@@ -18,7 +18,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use etcd_client::{Client, ConnectOptions, Member, MemberAddOptions};
 use etcd_operator_actors::lifecycle::{MemberHealth, MemberView};
-use etcd_operator_actors::ports::{AddedMember, EtcdApi, EtcdError, EtcdErrorKind, MemberList};
+use etcd_operator_actors::ports::{
+    AddedMember, EtcdApi, EtcdError, EtcdErrorKind, MemberList, NewMember,
+};
 use tonic::Code;
 
 use crate::error::with_causes;
@@ -167,13 +169,9 @@ impl EtcdApi for EtcdClientApi {
         .await
     }
 
-    async fn add(
-        &self,
-        endpoints: &[String],
-        peer_url: &str,
-        learner: bool,
-    ) -> Result<AddedMember, EtcdError> {
-        let urls = vec![peer_url.to_string()];
+    async fn add(&self, endpoints: &[String], new: &NewMember) -> Result<AddedMember, EtcdError> {
+        let urls = vec![new.peer_url.clone()];
+        let learner = new.learner;
         self.call("member add", endpoints, |mut client| {
             let urls = urls.clone();
             async move {

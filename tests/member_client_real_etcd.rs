@@ -14,7 +14,7 @@ use etcd_operator_actors::lifecycle::{MemberHealth, MemberView, Version};
 use etcd_operator_actors::member_client::{
     AddMember, ListMembers, MemberClient, MemberStatus, PromoteMember, RemoveMember,
 };
-use etcd_operator_actors::ports::{AddedMember, EtcdError, EtcdErrorKind, MemberList};
+use etcd_operator_actors::ports::{AddedMember, EtcdError, EtcdErrorKind, MemberList, NewMember};
 use support::etcd_process::{EtcdProcess, Loopback};
 
 /// The deadline `EtcdClientApi` gives each call (the MemberClient sets none of its own).
@@ -74,8 +74,10 @@ async fn add(
         client,
         AddMember {
             endpoints: endpoints.to_vec(),
-            peer_url: peer_url.to_string(),
-            learner,
+            member: NewMember {
+                peer_url: peer_url.to_string(),
+                learner,
+            },
         },
     )
     .await

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 
 use crate::lifecycle::MemberHealth;
-use crate::ports::{AddedMember, EtcdApi, EtcdError, EtcdErrorKind, MemberList};
+use crate::ports::{AddedMember, EtcdApi, EtcdError, EtcdErrorKind, MemberList, NewMember};
 
 /// Serializes membership calls of one cluster through an [`EtcdApi`].
 pub struct MemberClient {
@@ -50,10 +50,8 @@ pub struct ListMembers {
 pub struct AddMember {
     /// Client URLs to try.
     pub endpoints: Vec<String>,
-    /// Peer URL of the new member.
-    pub peer_url: String,
-    /// Add as a learner.
-    pub learner: bool,
+    /// The member to add.
+    pub member: NewMember,
 }
 
 /// `member remove`.
@@ -98,7 +96,7 @@ impl Handler<AddMember> for MemberClient {
 
     fn handle(&mut self, msg: AddMember, _: &mut Context<Self>) -> Self::Result {
         let api = self.api.clone();
-        self.serialized(async move { api.add(&msg.endpoints, &msg.peer_url, msg.learner).await })
+        self.serialized(async move { api.add(&msg.endpoints, &msg.member).await })
     }
 }
 

@@ -14,7 +14,7 @@ use prometheus_client::registry::Registry;
 use crate::lifecycle::{BootstrapRecord, MemberHealth};
 use crate::ports::{
     AddedMember, ApiError, ClusterApi, EtcdApi, EtcdError, EventRecord, KubeView, MemberList,
-    MemberPod, VersionChange,
+    MemberPod, NewMember, VersionChange,
 };
 use crate::report::StatusReport;
 
@@ -231,13 +231,8 @@ impl EtcdApi for CountedEtcdApi {
         self.counted(self.inner.list(endpoints).await)
     }
 
-    async fn add(
-        &self,
-        endpoints: &[String],
-        peer_url: &str,
-        learner: bool,
-    ) -> Result<AddedMember, EtcdError> {
-        self.counted(self.inner.add(endpoints, peer_url, learner).await)
+    async fn add(&self, endpoints: &[String], new: &NewMember) -> Result<AddedMember, EtcdError> {
+        self.counted(self.inner.add(endpoints, new).await)
     }
 
     async fn remove(&self, endpoints: &[String], id: u64) -> Result<(), EtcdError> {

@@ -82,6 +82,15 @@ pub struct MemberList {
     pub members: Vec<MemberView>,
 }
 
+/// A member to register with `member add`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewMember {
+    /// Its peer URL (by DNS name).
+    pub peer_url: String,
+    /// Added as a learner (etcd 3.4 and later), else as a voting member.
+    pub learner: bool,
+}
+
 /// A member that `member add` registered, and the member list etcd returned with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AddedMember {
@@ -103,13 +112,8 @@ pub struct AddedMember {
 pub trait EtcdApi: Send + Sync + 'static {
     /// `member list`.
     async fn list(&self, endpoints: &[String]) -> Result<MemberList, EtcdError>;
-    /// `member add` (as a learner when `learner`).
-    async fn add(
-        &self,
-        endpoints: &[String],
-        peer_url: &str,
-        learner: bool,
-    ) -> Result<AddedMember, EtcdError>;
+    /// `member add`.
+    async fn add(&self, endpoints: &[String], new: &NewMember) -> Result<AddedMember, EtcdError>;
     /// `member remove`.
     async fn remove(&self, endpoints: &[String], id: u64) -> Result<(), EtcdError>;
     /// `member promote`.

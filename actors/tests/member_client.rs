@@ -8,7 +8,7 @@ use actix::prelude::*;
 use etcd_operator_actors::member_client::{
     AddMember, ListMembers, MemberClient, MemberStatus, PromoteMember, RemoveMember,
 };
-use etcd_operator_actors::ports::{EtcdApi, EtcdErrorKind};
+use etcd_operator_actors::ports::{EtcdApi, EtcdErrorKind, NewMember};
 use etcd_operator_actors::topology::Topology;
 use etcd_operator_fakes::FakeCluster;
 use futures::future::join_all;
@@ -68,8 +68,10 @@ async fn calls_sent_all_at_once_run_one_at_a_time() {
     let adds = (0..3).map(|i| {
         client.send(AddMember {
             endpoints: eps.clone(),
-            peer_url: demo().peer_url(&format!("demo-new{i}")),
-            learner: false,
+            member: NewMember {
+                peer_url: demo().peer_url(&format!("demo-new{i}")),
+                learner: false,
+            },
         })
     });
     let (lists, statuses, adds) =

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use etcd_operator_actors::lifecycle::{BootstrapRecord, MemberHealth};
 use etcd_operator_actors::ports::{
     AddedMember, ApiError, ClusterApi, EtcdApi, EtcdError, EtcdErrorKind, EventRecord, KubeView,
-    MemberList, MemberPod, VersionChange,
+    MemberList, MemberPod, NewMember, VersionChange,
 };
 use etcd_operator_actors::report::StatusReport;
 
@@ -270,14 +270,9 @@ impl EtcdApi for FencedEtcdApi {
         self.inner.list(endpoints).await
     }
 
-    async fn add(
-        &self,
-        endpoints: &[String],
-        peer_url: &str,
-        learner: bool,
-    ) -> Result<AddedMember, EtcdError> {
-        self.pass(&format!("add etcd member {peer_url}"))?;
-        self.inner.add(endpoints, peer_url, learner).await
+    async fn add(&self, endpoints: &[String], new: &NewMember) -> Result<AddedMember, EtcdError> {
+        self.pass(&format!("add etcd member {}", new.peer_url))?;
+        self.inner.add(endpoints, new).await
     }
 
     async fn remove(&self, endpoints: &[String], id: u64) -> Result<(), EtcdError> {

@@ -8,7 +8,9 @@ use crate::lifecycle::{Action, BootstrapRecord, MemberView, Version};
 use crate::member_client::{
     AddMember, ListMembers, MemberClient, PromoteMember, RemoveMember, ask,
 };
-use crate::ports::{ClusterApi, EtcdError, EtcdErrorKind, InitialState, MemberPod, VersionChange};
+use crate::ports::{
+    ClusterApi, EtcdError, EtcdErrorKind, InitialState, MemberPod, NewMember, VersionChange,
+};
 use crate::topology::Topology;
 
 /// What happened to one action.
@@ -228,8 +230,10 @@ async fn add_member(fx: &Effectors<'_>, learner: bool, version: &Version) -> Res
     let name = fx.topology.new_member_name(&mut rand::rng());
     let call = AddMember {
         endpoints: fx.endpoints.clone(),
-        peer_url: fx.topology.peer_url(&name),
-        learner,
+        member: NewMember {
+            peer_url: fx.topology.peer_url(&name),
+            learner,
+        },
     };
     let added = membership(fx, call, format!("member add {name}")).await?;
     start_joining_pod(fx, &name, added.id, &added.members, version).await?;

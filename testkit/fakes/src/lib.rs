@@ -34,7 +34,7 @@ use etcd_operator_actors::lifecycle::{
 };
 use etcd_operator_actors::ports::{
     AddedMember, ApiError, ClusterApi, EtcdApi, EtcdError, EtcdErrorKind, EventRecord,
-    InitialState, KubeView, MemberList, MemberPod, VersionChange,
+    InitialState, KubeView, MemberList, MemberPod, NewMember, VersionChange,
 };
 use etcd_operator_actors::report::StatusReport;
 use etcd_operator_actors::supervisor::ClusterWiring;
@@ -454,12 +454,9 @@ impl EtcdApi for FakeCluster {
         })
     }
 
-    async fn add(
-        &self,
-        endpoints: &[String],
-        peer_url: &str,
-        learner: bool,
-    ) -> Result<AddedMember, EtcdError> {
+    async fn add(&self, endpoints: &[String], new: &NewMember) -> Result<AddedMember, EtcdError> {
+        let NewMember { peer_url, learner } = new;
+        let learner = *learner;
         self.lock().calls.add += 1;
         let _call = self.enter("member add", true).await?;
         let mut w = self.lock();
@@ -757,6 +754,14 @@ impl ClusterWiring for FakeWiring {
 mod tests {
     use super::*;
 
+    /// A learner to add under `name`.
+    fn new_member(name: &str) -> NewMember {
+        NewMember {
+            peer_url: demo().peer_url(name),
+            learner: true,
+        }
+    }
+
     fn demo() -> Topology {
         Topology::new("default", "demo")
     }
@@ -794,10 +799,7 @@ mod tests {
     async fn an_added_learner_starts_when_its_pod_is_created_and_can_then_be_promoted() {
         let fake = FakeCluster::running(demo(), 1, "3.5.21");
         let eps = endpoints(&fake);
-        let added = fake
-            .add(&eps, &demo().peer_url("demo-new"), true)
-            .await
-            .unwrap();
+        let added = fake.add(&eps, &new_member("demo-new")).await.unwrap();
         assert_eq!(added.members.len(), 2);
         let new = added.members.iter().find(|m| m.id == added.id).unwrap();
         assert!(new.is_learner && !new.started());
@@ -835,11 +837,11 @@ mod tests {
         let fake = FakeCluster::running(demo(), 1, "3.5.21");
         fake.fail_next_add(EtcdErrorKind::UnhealthyCluster);
         let eps = endpoints(&fake);
-        let peer = demo().peer_url("demo-x");
-        let err = fake.add(&eps, &peer, true).await.unwrap_err();
+        let peer = new_member("demo-x");
+        let err = fake.add(&eps, &peer).await.unwrap_err();
         assert_eq!(err.kind, EtcdErrorKind::UnhealthyCluster);
         assert_eq!(err.message, "etcdserver: unhealthy cluster");
-        assert!(fake.add(&eps, &peer, true).await.is_ok());
+        assert!(fake.add(&eps, &peer).await.is_ok());
         assert_eq!(fake.calls().add, 2);
     }
 
