@@ -8,41 +8,48 @@ use serde::Serialize;
 use crate::lifecycle::{BootstrapRecord, MemberHealth, MemberView, PodView, Recorded, Version};
 use crate::report::StatusReport;
 
-/// What kind of failure an etcd call met; decisions and retries depend on it. The adapter
-/// classifies once, from the gRPC status code and etcd's own error descriptions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum EtcdErrorKind {
-    /// No endpoint could be reached, or etcd cannot serve the call right now (no leader,
-    /// leader changed, the connection broke).
-    Unavailable,
-    /// The call did not finish within its deadline.
-    Timeout,
-    /// `etcdserver: unhealthy cluster`: etcd refuses membership changes until every
-    /// member has been connected for a while (about 5 s). Retry on a later tick.
-    UnhealthyCluster,
-    /// A learner cannot be promoted before it has caught up with the leader.
-    LearnerNotReady,
-    /// etcd allows one learner at a time.
-    TooManyLearners,
-    /// The member ID is not in the cluster.
-    MemberNotFound,
-    /// Anything else etcd refused.
-    Rejected,
+/// Declares [`EtcdErrorKind`], its metric labels and the list of every kind in one place.
+macro_rules! etcd_error_kinds {
+    ($( $(#[$doc:meta])* $variant:ident = $label:literal ),* $(,)?) => {
+        /// What kind of failure an etcd call met; decisions and retries depend on it. The
+        /// adapter classifies once, from the gRPC status code and etcd's own error
+        /// descriptions.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+        pub enum EtcdErrorKind {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        impl EtcdErrorKind {
+            /// Every kind.
+            pub const ALL: &[EtcdErrorKind] = &[$( EtcdErrorKind::$variant ),*];
+
+            /// A stable snake_case name, for metric labels.
+            pub fn metric_label(self) -> &'static str {
+                match self {
+                    $( EtcdErrorKind::$variant => $label, )*
+                }
+            }
+        }
+    };
 }
 
-impl EtcdErrorKind {
-    /// A stable snake_case name, for metric labels.
-    pub fn metric_label(self) -> &'static str {
-        match self {
-            EtcdErrorKind::Unavailable => "unavailable",
-            EtcdErrorKind::Timeout => "timeout",
-            EtcdErrorKind::UnhealthyCluster => "unhealthy_cluster",
-            EtcdErrorKind::LearnerNotReady => "learner_not_ready",
-            EtcdErrorKind::TooManyLearners => "too_many_learners",
-            EtcdErrorKind::MemberNotFound => "member_not_found",
-            EtcdErrorKind::Rejected => "rejected",
-        }
-    }
+etcd_error_kinds! {
+    /// No endpoint could be reached, or etcd cannot serve the call right now (no leader,
+    /// leader changed, the connection broke).
+    Unavailable = "unavailable",
+    /// The call did not finish within its deadline.
+    Timeout = "timeout",
+    /// `etcdserver: unhealthy cluster`: etcd refuses membership changes until every
+    /// member has been connected for a while (about 5 s). Retry on a later tick.
+    UnhealthyCluster = "unhealthy_cluster",
+    /// A learner cannot be promoted before it has caught up with the leader.
+    LearnerNotReady = "learner_not_ready",
+    /// etcd allows one learner at a time.
+    TooManyLearners = "too_many_learners",
+    /// The member ID is not in the cluster.
+    MemberNotFound = "member_not_found",
+    /// Anything else etcd refused.
+    Rejected = "rejected",
 }
 
 /// An etcd call that failed, as a value the Cluster actor reasons about.
@@ -285,15 +292,8 @@ mod tests {
     #[test]
     fn every_etcd_error_kind_has_its_own_snake_case_label() {
         use EtcdErrorKind::*;
-        let kinds = [
-            Unavailable,
-            Timeout,
-            UnhealthyCluster,
-            LearnerNotReady,
-            TooManyLearners,
-            MemberNotFound,
-            Rejected,
-        ];
+        let kinds = EtcdErrorKind::ALL;
+        assert_eq!(kinds.len(), 7);
         let labels: std::collections::BTreeSet<_> =
             kinds.iter().map(|k| k.metric_label()).collect();
         assert_eq!(labels.len(), kinds.len());
