@@ -91,7 +91,8 @@ descriptor=$(manifest_descriptor)
 digest=$(jq -r .digest <<<"$descriptor")
 manifest=$(blob "$digest")
 while IFS=$'\t' read -r layer type; do
-  apply_layer "$(blob "$layer")" "$type"
+  path=$(blob "$layer")
+  apply_layer "$path" "$type"
 done < <(jq -r '.layers[] | [.digest, .mediaType] | @tsv' "$manifest")
 chmod 0755 "$PARTIAL/rootfs"
 
