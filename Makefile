@@ -1,5 +1,5 @@
 # One entry point for every task. See README.md.
-.PHONY: up down test unit e2e bench crd fmt lint
+.PHONY: up down test unit e2e bench crd image image-figures fmt lint
 
 up:      ## local control plane + node + operator + example cluster, waits until Ready
 	bash testkit/env/local-up.sh
@@ -16,6 +16,10 @@ bench:   ## criterion benchmarks and the end-to-end timing script
 	bash benches/timings.sh
 crd:     ## regenerate manifests/10-crd.yaml from the Rust types
 	cargo run --quiet -- crd > manifests/10-crd.yaml
+image:   ## the operator image with buildah, exported to ~/.cache/etcd-operator/images/
+	bash testkit/env/build-image.sh
+image-figures: ## image sizes, and the operator's idle RSS in it (brings the local environment up)
+	bash testkit/env/image-figures.sh --rss
 fmt:
 	cargo fmt --all
 lint:

@@ -2,9 +2,11 @@
 # The project's test command (README, `make test`, and CI):
 #   1. fmt and clippy;
 #   2. unit, actor and real-etcd tests (`cargo test --workspace`);
-#   3. the end-to-end suite against a real control plane, the process node and the
+#   3. the operator image (testkit/env/check-image.sh): built (cached), exactly the
+#      expected files, no shell, the binary starts in it as 65532;
+#   4. the end-to-end suite against a real control plane, the process node and the
 #      operator (testkit/env/local-up.sh), torn down afterwards unless it was already up.
-# E2E_ONLY=1 skips 1 and 2.
+# E2E_ONLY=1 skips 1 to 3.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
@@ -17,6 +19,8 @@ if [ -z "${E2E_ONLY:-}" ]; then
   cargo clippy --workspace --all-targets --all-features -- -D warnings
   echo "== unit, actor and real-etcd tests"
   cargo test --workspace
+  echo "== the operator image"
+  bash testkit/env/check-image.sh
 fi
 
 echo "== end-to-end tests"
