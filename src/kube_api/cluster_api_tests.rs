@@ -42,8 +42,24 @@ impl FakeApi {
         self.answers.lock().unwrap().remove(&key);
     }
 
+    /// `POST collection` answers 409 AlreadyExists: an object of that name is there.
+    fn already_exists(&self, collection: &str) {
+        self.answer("POST", collection, 409, status(409, "AlreadyExists"));
+    }
+
+    /// `GET path` answers `object`.
+    fn holds<T: serde::Serialize>(&self, path: &str, object: &T) {
+        self.answer("GET", path, 200, to_json(object));
+    }
+
     fn calls(&self) -> Vec<String> {
         self.calls.lock().unwrap().clone()
+    }
+
+    /// `call` (`METHOD path`) was made.
+    fn assert_called(&self, call: &str) {
+        let calls = self.calls();
+        assert!(calls.iter().any(|c| c == call), "no {call} in {calls:?}");
     }
 
     fn client(&self) -> Client {
@@ -177,6 +193,14 @@ fn to_json<T: serde::Serialize>(value: &T) -> Value {
     serde_json::to_value(value).unwrap()
 }
 
+/// The message of a [`ApiError::Conflict`]; any other error fails the test.
+fn conflict_message(error: &ApiError) -> &str {
+    let ApiError::Conflict(message) = error else {
+        panic!("not a conflict: {error:?}");
+    };
+    message
+}
+
 #[tokio::test]
 async fn a_recreated_cluster_never_takes_the_pods_of_the_deleted_one_for_its_own() {
     let fake = FakeApi::default();
@@ -217,12 +241,7 @@ async fn another_clusters_service_under_our_client_service_name_is_a_name_confli
 async fn a_users_unlabeled_service_under_our_name_is_found_and_is_a_name_conflict() {
     let fake = FakeApi::default();
     let theirs = service("foo-client", None, None);
-    fake.answer(
-        "GET",
-        "/api/v1/namespaces/ns/services/foo-client",
-        200,
-        to_json(&theirs),
-    );
+    fake.holds("/api/v1/namespaces/ns/services/foo-client", &theirs);
     let view = api_with(&fake, vec![], vec![]).observe().await.unwrap();
     let conflict = view.name_conflict.expect("a conflict is reported");
     assert!(conflict.contains("Service foo-client"), "{conflict}");
@@ -252,12 +271,7 @@ async fn missing_services_are_looked_up_and_absent_ones_are_no_conflict() {
     let view = api_with(&fake, vec![], vec![]).observe().await.unwrap();
     assert_eq!(view.name_conflict, None);
     assert!(!view.services_present);
-    assert!(
-        fake.calls()
-            .contains(&"GET /api/v1/namespaces/ns/services/foo-client".to_string()),
-        "{:?}",
-        fake.calls()
-    );
+    fake.assert_called("GET /api/v1/namespaces/ns/services/foo-client");
 }
 
 #[tokio::test]
@@ -274,37 +288,20 @@ async fn cached_services_of_our_own_need_no_api_call() {
 #[tokio::test]
 async fn creating_a_service_another_owner_holds_fails_naming_that_owner() {
     let fake = FakeApi::default();
-    fake.answer(
-        "POST",
-        "/api/v1/namespaces/ns/services",
-        409,
-        status(409, "AlreadyExists"),
-    );
+    fake.already_exists("/api/v1/namespaces/ns/services");
     let theirs = service(
         "foo-client",
         Some(owned_by("foo-client", "uid-of-foo-client")),
         Some("foo-client"),
     );
     let ours = service("foo", Some(owned_by("foo", UID)), Some("foo"));
-    fake.answer(
-        "GET",
-        "/api/v1/namespaces/ns/services/foo",
-        200,
-        to_json(&ours),
-    );
-    fake.answer(
-        "GET",
-        "/api/v1/namespaces/ns/services/foo-client",
-        200,
-        to_json(&theirs),
-    );
+    fake.holds("/api/v1/namespaces/ns/services/foo", &ours);
+    fake.holds("/api/v1/namespaces/ns/services/foo-client", &theirs);
     let error = api_with(&fake, vec![], vec![])
         .ensure_services()
         .await
         .expect_err("someone else's Service is not ours");
-    let ApiError::Conflict(message) = &error else {
-        panic!("not a conflict: {error:?}");
-    };
+    let message = conflict_message(&error);
     assert!(message.contains("Service foo-client"), "{error}");
     assert!(message.contains("EtcdCluster foo-client"), "{error}");
 }
@@ -312,30 +309,20 @@ async fn creating_a_service_another_owner_holds_fails_naming_that_owner() {
 #[tokio::test]
 async fn a_service_of_our_own_that_already_exists_counts_as_created() {
     let fake = FakeApi::default();
-    fake.answer(
-        "POST",
-        "/api/v1/namespaces/ns/services",
-        409,
-        status(409, "AlreadyExists"),
-    );
+    fake.already_exists("/api/v1/namespaces/ns/services");
     for s in our_services() {
         let path = format!(
             "/api/v1/namespaces/ns/services/{}",
             s.metadata.name.clone().unwrap()
         );
-        fake.answer("GET", &path, 200, to_json(&s));
+        fake.holds(&path, &s);
         fake.answer("PATCH", &path, 200, to_json(&s));
     }
     let api = api_with(&fake, vec![], vec![]);
     assert_eq!(api.ensure_services().await, Ok(()));
     // The client Service's selector is set to voting members (an older operator's
     // Service selected learners too).
-    assert!(
-        fake.calls()
-            .contains(&"PATCH /api/v1/namespaces/ns/services/foo-client".to_string()),
-        "{:?}",
-        fake.calls()
-    );
+    fake.assert_called("PATCH /api/v1/namespaces/ns/services/foo-client");
 }
 
 #[tokio::test]
@@ -371,27 +358,22 @@ fn seed(name: &str) -> MemberPod {
 #[tokio::test]
 async fn a_pod_name_held_by_another_owner_blocks_the_cluster_until_that_pod_is_gone() {
     let fake = FakeApi::default();
-    fake.answer(
-        "POST",
-        "/api/v1/namespaces/ns/pods",
-        409,
-        status(409, "AlreadyExists"),
-    );
+    fake.already_exists("/api/v1/namespaces/ns/pods");
     let path = "/api/v1/namespaces/ns/pods/foo-bcdfg";
     let theirs = Pod {
         metadata: meta("foo-bcdfg", None, None),
         ..Pod::default()
     };
-    fake.answer("GET", path, 200, to_json(&theirs));
+    fake.holds(path, &theirs);
     let api = api_with(&fake, our_services(), vec![]);
     let error = api
         .create_member_pod(&seed("foo-bcdfg"))
         .await
         .expect_err("someone else's pod is not ours");
-    let ApiError::Conflict(message) = &error else {
-        panic!("not a conflict: {error:?}");
-    };
-    assert!(message.contains("Pod foo-bcdfg"), "{error}");
+    assert!(
+        conflict_message(&error).contains("Pod foo-bcdfg"),
+        "{error}"
+    );
     let conflict = api.observe().await.unwrap().name_conflict;
     let conflict = conflict.expect("the conflict is reported while the pod exists");
     assert!(conflict.contains("Pod foo-bcdfg"), "{conflict}");
@@ -402,19 +384,9 @@ async fn a_pod_name_held_by_another_owner_blocks_the_cluster_until_that_pod_is_g
 #[tokio::test]
 async fn a_pod_of_our_own_that_already_exists_counts_as_created() {
     let fake = FakeApi::default();
-    fake.answer(
-        "POST",
-        "/api/v1/namespaces/ns/pods",
-        409,
-        status(409, "AlreadyExists"),
-    );
+    fake.already_exists("/api/v1/namespaces/ns/pods");
     let ours = pod("foo-bcdfg", "foo", UID);
-    fake.answer(
-        "GET",
-        "/api/v1/namespaces/ns/pods/foo-bcdfg",
-        200,
-        to_json(&ours),
-    );
+    fake.holds("/api/v1/namespaces/ns/pods/foo-bcdfg", &ours);
     let api = api_with(&fake, our_services(), vec![]);
     assert_eq!(api.create_member_pod(&seed("foo-bcdfg")).await, Ok(()));
 }
