@@ -47,8 +47,9 @@ MADE_NAMESPACES=()
 MADE_CRDS=()
 cleanup() {
     local x
-    for x in "${MADE_NAMESPACES[@]}"; do kubectl delete namespace "$x" --wait=false >/dev/null 2>&1 || true; done
-    for x in "${MADE_CRDS[@]}"; do kubectl delete crd "$x" --wait=false >/dev/null 2>&1 || true; done
+    # Waits until they are gone, so that a next run never meets them terminating.
+    for x in "${MADE_NAMESPACES[@]}"; do kubectl delete namespace "$x" --timeout=120s >/dev/null 2>&1 || true; done
+    for x in "${MADE_CRDS[@]}"; do kubectl delete crd "$x" --timeout=120s >/dev/null 2>&1 || true; done
     for x in "${TMP_DIRS[@]}"; do rm -rf "$x"; done
 }
 trap cleanup EXIT
@@ -257,6 +258,10 @@ cmd_dry_run() {
     # Objects in a namespace that does not exist are refused even in a dry run: make the
     # namespaces that are missing (removed again on exit, like the ServiceMonitor CRD).
     for ns in "$NAMESPACE" "$SCOPED_NAMESPACE" "$SCOPED_WATCH"; do
+        if [[ $(kubectl get namespace "$ns" -o jsonpath='{.status.phase}' 2>/dev/null) == Terminating ]]; then
+            log "namespace $ns is being deleted; waiting until it is gone"
+            kubectl wait --for=delete "namespace/$ns" --timeout=120s >/dev/null
+        fi
         if ! kubectl get namespace "$ns" >/dev/null 2>&1; then
             kubectl create namespace "$ns" >/dev/null
             MADE_NAMESPACES+=("$ns")
