@@ -227,7 +227,7 @@ fn the_charts_default_operator_values_are_the_flag_defaults() {
         } else {
             assert_eq!(
                 default,
-                [value.clone()],
+                std::slice::from_ref(&value),
                 "values.operator.{key} ({value}) differs from the default of --{flag}: \
                  change charts/etcd-operator/values.yaml, then run `make manifests`"
             );
