@@ -1,5 +1,5 @@
 # One entry point for every task. See README.md.
-.PHONY: up down test unit e2e bench crd image image-figures fmt lint
+.PHONY: up down test unit e2e bench crd manifests image image-figures fmt lint
 
 up:      ## local control plane + node + operator + example cluster, waits until Ready
 	bash testkit/env/local-up.sh
@@ -14,8 +14,10 @@ e2e:     ## end-to-end tests against the local environment (brings it up)
 bench:   ## criterion benchmarks and the end-to-end timing script
 	cargo bench --bench decision --bench cluster_actors
 	bash benches/timings.sh
-crd:     ## regenerate manifests/10-crd.yaml from the Rust types
-	cargo run --quiet -- crd > manifests/10-crd.yaml
+crd:     ## regenerate the CRD (manifests/10-crd.yaml, charts/etcd-operator/crds/) from the Rust types
+	bash testkit/env/chart.sh crd
+manifests: ## regenerate manifests/: the CRD from the Rust types, the rest rendered from charts/etcd-operator
+	bash testkit/env/chart.sh manifests
 image:   ## the operator image with buildah, exported to ~/.cache/etcd-operator/images/
 	bash testkit/env/build-image.sh
 image-figures: ## image sizes, and the operator's idle RSS in it (brings the local environment up)

@@ -109,9 +109,130 @@ fn committed_crd_yaml_matches_the_code() {
     let committed = include_str!("../../manifests/10-crd.yaml");
     assert!(
         committed == crd_yaml(),
-        "manifests/10-crd.yaml drifted from the Rust types: run \
-         `cargo run -- crd > manifests/10-crd.yaml` and commit the result"
+        "manifests/10-crd.yaml drifted from the Rust types: run `make manifests` \
+         (or `make crd` for the CRD alone) and commit the result"
     );
+}
+
+#[test]
+fn the_charts_crd_matches_the_code() {
+    let chart =
+        include_str!("../../charts/etcd-operator/crds/etcdclusters.etcd.database.coreos.com.yaml");
+    assert!(
+        chart == crd_yaml(),
+        "charts/etcd-operator/crds/ drifted from the Rust types: run `make manifests` \
+         (or `make crd` for the CRD alone) and commit the result"
+    );
+}
+
+// The Helm chart against the code: its version, and the flags its Deployment passes.
+// (manifests/ against the chart is checked by `testkit/env/chart.sh check` in `make test`,
+// which needs helm.)
+
+const CHART_YAML: &str = include_str!("../../charts/etcd-operator/Chart.yaml");
+const CHART_VALUES: &str = include_str!("../../charts/etcd-operator/values.yaml");
+const CHART_DEPLOYMENT: &str = include_str!("../../charts/etcd-operator/templates/deployment.yaml");
+
+#[test]
+fn the_chart_version_and_app_version_are_the_crate_version() {
+    let chart: serde_json::Value = serde_yaml_ng::from_str(CHART_YAML).unwrap();
+    let crate_version = env!("CARGO_PKG_VERSION");
+    assert_eq!(
+        chart["version"], crate_version,
+        "charts/etcd-operator/Chart.yaml version"
+    );
+    assert_eq!(
+        chart["appVersion"], crate_version,
+        "charts/etcd-operator/Chart.yaml appVersion"
+    );
+}
+
+/// `(flag, values key)` of each `- --flag={{ ... $op.key }}` line of the chart's Deployment.
+fn chart_flags_from_values() -> Vec<(String, String)> {
+    CHART_DEPLOYMENT
+        .lines()
+        .filter_map(|line| {
+            let arg = line.trim().strip_prefix("- --")?;
+            let (flag, value) = arg.split_once('=')?;
+            let key = value.split_once("$op.")?.1.split_whitespace().next()?;
+            Some((flag.to_string(), key.to_string()))
+        })
+        .collect()
+}
+
+/// Every `--flag` the chart's Deployment passes to the operator.
+fn chart_flags() -> Vec<String> {
+    CHART_DEPLOYMENT
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("- --"))
+        .map(|arg| arg.split('=').next().unwrap_or(arg).to_string())
+        .collect()
+}
+
+fn run_command() -> clap::Command {
+    use clap::CommandFactory;
+    let cli = crate::cli::Cli::command();
+    cli.find_subcommand("run")
+        .expect("a run subcommand")
+        .clone()
+}
+
+#[test]
+fn every_flag_the_chart_passes_is_a_flag_of_run() {
+    let run = run_command();
+    let known: Vec<&str> = run.get_arguments().filter_map(|a| a.get_long()).collect();
+    let flags = chart_flags();
+    assert!(flags.len() >= 12, "the chart's operator flags: {flags:?}");
+    for flag in &flags {
+        assert!(
+            known.contains(&flag.as_str()),
+            "charts/etcd-operator/templates/deployment.yaml passes --{flag}, which \
+             `etcd-operator run` does not have (it has {known:?})"
+        );
+    }
+}
+
+#[test]
+fn the_charts_default_operator_values_are_the_flag_defaults() {
+    let values: serde_json::Value = serde_yaml_ng::from_str(CHART_VALUES).unwrap();
+    let run = run_command();
+    let pairs = chart_flags_from_values();
+    assert!(
+        pairs.len() >= 9,
+        "flags taken from values.operator: {pairs:?}"
+    );
+    for (flag, key) in pairs {
+        let value = &values["operator"][&key];
+        let value = value
+            .as_str()
+            .map_or_else(|| value.to_string(), str::to_string);
+        let arg = run
+            .get_arguments()
+            .find(|a| a.get_long() == Some(flag.as_str()))
+            .unwrap_or_else(|| panic!("run has no --{flag}"));
+        let default: Vec<String> = arg
+            .get_default_values()
+            .iter()
+            .map(|d| d.to_string_lossy().into_owned())
+            .collect();
+        if default.is_empty() {
+            // No default in the code (like --log-format): the chart's value must parse.
+            let parsed = run
+                .clone()
+                .try_get_matches_from(["run", &format!("--{flag}={value}")]);
+            assert!(
+                parsed.is_ok(),
+                "values.operator.{key}: {value:?} is not a valid --{flag}"
+            );
+        } else {
+            assert_eq!(
+                default,
+                std::slice::from_ref(&value),
+                "values.operator.{key} ({value}) differs from the default of --{flag}: \
+                 change charts/etcd-operator/values.yaml, then run `make manifests`"
+            );
+        }
+    }
 }
 
 fn named(namespace: &str, name: &str) -> EtcdCluster {

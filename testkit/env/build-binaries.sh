@@ -3,6 +3,7 @@
 #
 #   $CACHE/k8s/<K8S_VERSION>/bin/{kube-apiserver,kube-controller-manager}
 #   $CACHE/etcd/v3.X.Y/bin/{etcd,etcdctl}     and the link $CACHE/etcd/v3.X -> v3.X.Y
+#   $CACHE/helm/<HELM_VERSION>/bin/helm       (the chart's lint, render and drift checks)
 #
 # where CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}.
 #
@@ -10,7 +11,7 @@
 # (there are no prebuilt Kubernetes binaries and no containers on these machines).
 # A second run finds the binaries and returns in seconds.
 #
-# Usage: testkit/env/build-binaries.sh [all|k8s|etcd]...       (default: all)
+# Usage: testkit/env/build-binaries.sh [all|k8s|etcd|helm]...  (default: all = etcd, k8s, helm)
 #
 # Environment:
 #   ETCD_OPERATOR_CACHE  cache root (default $HOME/.cache/etcd-operator)
@@ -18,6 +19,7 @@
 #   ETCD_VERSIONS        etcd versions to build, space separated, each either a
 #                        minor ("3.5": the newest v3.5.N the proxy serves) or an
 #                        exact version ("v3.5.21")             (default "3.5 3.6")
+#   HELM_VERSION         helm.sh/helm/v3 version (default v3.22.0)
 #   ETCD_REFRESH=1       re-ask the proxy for the newest patch of each minor even if
 #                        one is cached already (by default a cached minor is reused,
 #                        so that warm runs need no network and stay reproducible)
@@ -30,6 +32,7 @@ set -euo pipefail
 CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}
 K8S_VERSION=${K8S_VERSION:-v1.35.4}
 ETCD_VERSIONS=${ETCD_VERSIONS:-3.5 3.6}
+HELM_VERSION=${HELM_VERSION:-v3.22.0}
 
 log() { printf '[build-binaries] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -247,6 +250,64 @@ build_etcd() {
     mv -T "$CACHE/etcd/.v$minor.tmp" "$CACHE/etcd/v$minor"
 }
 
+# ---------------------------------------------------------------------------
+# Helm: helm (cmd/helm only)
+# ---------------------------------------------------------------------------
+# helm.sh/helm/v3 has no replace directives, so a wrapper module that `go get`s
+# the command is enough. The ldflags are the ones Helm's Makefile sets: its
+# version, and the Kubernetes version it assumes without a cluster (lint and
+# `helm template`), taken from the k8s.io/client-go it is built with.
+build_helm() {
+    local version=$HELM_VERSION
+    [[ $version =~ ^v3\.[0-9]+\.[0-9]+$ ]] || die "HELM_VERSION must look like v3.22.0, got '$version'"
+    local dir="$CACHE/helm/$version"
+
+    if all_executable "$dir/bin/helm"; then
+        log "helm $version: cached in $dir/bin"
+        return 0
+    fi
+
+    local start
+    start=$(date +%s)
+    log "helm $version: building"
+    mkdir -p "$dir"
+
+    local wrapper="$dir/wrapper"
+    if [[ ! -f $wrapper/.ready ]]; then
+        local tmp="$dir/wrapper.partial"
+        rm -rf "$tmp"
+        mkdir -p "$tmp"
+        (
+            cd "$tmp"
+            go mod init local.invalid/helm-binaries >/dev/null 2>&1
+            go get "helm.sh/helm/v3/cmd/helm@$version"
+        )
+        touch "$tmp/.ready"
+        rm -rf "$wrapper"
+        mv "$tmp" "$wrapper"
+    fi
+
+    local client_go k8s_minor ldflags="-s -w"
+    client_go=$(cd "$wrapper" && go list -m -f '{{.Version}}' k8s.io/client-go)
+    [[ $client_go =~ ^v0\.([0-9]+)\. ]] || die "unexpected k8s.io/client-go version '$client_go' in helm's build"
+    k8s_minor=${BASH_REMATCH[1]}
+    ldflags+=" -X helm.sh/helm/v3/internal/version.version=$version"
+    ldflags+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+    local pkg
+    for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+        ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$k8s_minor"
+    done
+
+    rm -rf "$dir/bin.partial"
+    mkdir -p "$dir/bin.partial"
+    (
+        cd "$wrapper"
+        "${GO_BUILD[@]}" -ldflags "$ldflags" -o "$dir/bin.partial/helm" helm.sh/helm/v3/cmd/helm
+    )
+    publish_bin "$dir"
+    log "helm $version: built in $(elapsed "$start") -> $dir/bin"
+}
+
 main() {
     local targets=("$@")
     [[ ${#targets[@]} -gt 0 ]] || targets=(all)
@@ -260,14 +321,16 @@ main() {
             # while Kubernetes builds.
             for e in $ETCD_VERSIONS; do build_etcd "$e"; done
             build_k8s
+            build_helm
             ;;
         k8s) build_k8s ;;
+        helm) build_helm ;;
         etcd) for e in $ETCD_VERSIONS; do build_etcd "$e"; done ;;
         -h | --help)
             sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
             return 0
             ;;
-        *) die "unknown target '$t' (want all, k8s or etcd)" ;;
+        *) die "unknown target '$t' (want all, k8s, etcd or helm)" ;;
         esac
     done
     log "done in $(elapsed "$total_start") (cache: $CACHE)"

@@ -4,15 +4,21 @@
 #   2. unit, actor and real-etcd tests (`cargo test --workspace`);
 #   3. the operator image (testkit/env/check-image.sh): built (cached), exactly the
 #      expected files, no shell, the binary starts in it as 65532;
-#   4. the end-to-end suite against a real control plane, the process node and the
-#      operator (testkit/env/local-up.sh), torn down afterwards unless it was already up.
-# E2E_ONLY=1 skips 1 to 3.
+#   4. the Helm chart: helm lint --strict, its values schema, and manifests/ equal to what
+#      the chart renders (testkit/env/chart.sh check);
+#   5. the end-to-end suite against a real control plane, the process node and the
+#      operator (testkit/env/local-up.sh), torn down afterwards unless it was already up,
+#      after server-side dry runs of the chart's renders (testkit/env/chart.sh dry-run).
+# E2E_ONLY=1 skips 1 to 4.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 export LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
 
 bash testkit/env/install-deps.sh
+# helm for the chart checks; built here and not by `make up`, which does not need it (about
+# 4 to 7 minutes with Go's caches empty, 10 s with them warm, nothing once cached).
+bash testkit/env/build-binaries.sh helm
 if [ -z "${E2E_ONLY:-}" ]; then
   echo "== fmt and clippy"
   cargo fmt --all -- --check
@@ -21,6 +27,8 @@ if [ -z "${E2E_ONLY:-}" ]; then
   cargo test --workspace
   echo "== the operator image"
   bash testkit/env/check-image.sh
+  echo "== the Helm chart: lint, values schema, manifests/ rendered from it"
+  bash testkit/env/chart.sh check
 fi
 
 echo "== end-to-end tests"
@@ -36,5 +44,7 @@ else
 fi
 EXAMPLE='' bash testkit/env/local-up.sh
 export KUBECONFIG="$LOCAL_ENV_DIR/kubeconfig"
+echo "== the Helm chart: server-side dry runs of its renders"
+bash testkit/env/chart.sh dry-run
 cargo test -p etcd-operator-node --features e2e --test process_node
 cargo test --features e2e --test e2e -- --test-threads=1
