@@ -53,8 +53,6 @@ if ! flock -n 9; then
     flock 9
 fi
 
-# Seconds since $1, for the timing lines.
-elapsed() { echo "$(($(date +%s) - $1))s"; }
 
 # True when every named file exists and is executable.
 all_executable() {
@@ -62,9 +60,45 @@ all_executable() {
     for f in "$@"; do [[ -x $f ]] || return 1; done
 }
 
-# Finish a build: move <dir>/bin.partial to <dir>/bin in one rename.
-publish_bin() {
+# prepare LABEL DIR SETUP BIN...: false, saying so, when every BIN is built already;
+# otherwise starts the build's clock (BUILD_START) and makes the wrapper module DIR/wrapper
+# with the function SETUP.
+prepare() {
+    local label=$1 dir=$2 setup=$3
+    shift 3
+    if all_executable "$@"; then
+        log "$label: cached in $dir/bin"
+        return 1
+    fi
+    BUILD_START=$SECONDS
+    log "$label: building"
+    mkdir -p "$dir"
+    wrapper_module "$dir" "$setup"
+}
+
+# wrapper_module DIR SETUP: makes the wrapper module DIR/wrapper once, by running the
+# function SETUP in a fresh directory that is renamed into place only when SETUP succeeded
+# (the module is kept: its go.sum makes rebuilds offline).
+wrapper_module() {
+    local dir=$1 setup=$2
+    local wrapper="$dir/wrapper" tmp="$dir/wrapper.partial"
+    [[ -f $wrapper/.ready ]] && return 0
+    rm -rf "$tmp"
+    mkdir -p "$tmp"
+    (cd "$tmp" && "$setup")
+    touch "$tmp/.ready"
+    rm -rf "$wrapper"
+    mv "$tmp" "$wrapper"
+}
+
+# build_into DIR COMMAND...: runs COMMAND in DIR/wrapper to write DIR/bin.partial, then
+# moves that to DIR/bin in one rename.
+build_into() {
     local dir=${1:?}
+    shift
+    rm -rf "$dir/bin.partial"
+    mkdir -p "$dir/bin.partial"
+    (cd "$dir/wrapper" && "$@")
     rm -rf "${dir:?}/bin"
     mv "$dir/bin.partial" "$dir/bin"
 }
@@ -76,6 +110,47 @@ publish_bin() {
 # module's go.mod replaces its ~30 staging modules (k8s.io/api, k8s.io/client-go,
 # ...) with relative ./staging paths. A wrapper module replaces each of them with
 # the published v0.X.Y release of the same module instead.
+# The Kubernetes wrapper module, in the current directory: k8s.io/kubernetes' staging
+# replaces pointed at the published modules, its godebug settings, both commands resolved.
+# (Called by wrapper_module from build_k8s: $version and $staging_version are its.)
+k8s_wrapper() {
+    # Where the proxy put k8s.io/kubernetes' own go.mod.
+    local gomod
+    gomod=$(go mod download -json "k8s.io/kubernetes@$version" |
+        sed -n 's/^[[:space:]]*"GoMod":[[:space:]]*"\(.*\)",\{0,1\}$/\1/p')
+    [[ -f $gomod ]] || die "could not download the go.mod of k8s.io/kubernetes@$version"
+    go mod init local.invalid/k8s-binaries >/dev/null 2>&1
+
+    # Every `k8s.io/foo => ./staging/src/k8s.io/foo` (in a replace block or
+    # on a single `replace` line) becomes `k8s.io/foo => k8s.io/foo v0.X.Y`.
+    local mods
+    mods=$(sed -n 's/^[[:space:]]*\(replace[[:space:]]\{1,\}\)\{0,1\}\([^[:space:]]\{1,\}\)[[:space:]]\{1,\}=>[[:space:]]*\.\/staging\/.*/\2/p' "$gomod")
+    [[ -n $mods ]] || die "no ./staging replace lines found in $gomod"
+    local m edits=()
+    for m in $mods; do
+        edits+=("-replace=$m=$m@$staging_version")
+    done
+    go mod edit "${edits[@]}"
+    log "kubernetes $version: replaced $(wc -w <<<"$mods") staging modules with $staging_version"
+
+    # Copy the godebug settings (single line or block) so the binaries
+    # behave as upstream builds them.
+    local kv
+    awk '
+        /^godebug[[:space:]]*\(/ { inblock = 1; next }
+        inblock && /^\)/          { inblock = 0; next }
+        inblock                   { print $1; next }
+        /^godebug[[:space:]]/     { print $2 }' "$gomod" |
+        while read -r kv; do
+            if [[ -n $kv ]]; then go mod edit "-godebug=$kv"; fi
+        done
+
+    # Resolve the two commands (this also records the go.sum entries
+    # of every package they need).
+    go get "k8s.io/kubernetes/cmd/kube-apiserver@$version" \
+        "k8s.io/kubernetes/cmd/kube-controller-manager@$version"
+}
+
 build_k8s() {
     local version=$K8S_VERSION
     [[ $version =~ ^v1\.([0-9]+)\.([0-9]+)$ ]] || die "K8S_VERSION must look like v1.35.4, got '$version'"
@@ -84,67 +159,8 @@ build_k8s() {
     local dir="$CACHE/k8s/$version"
     local bins=("$dir/bin/kube-apiserver" "$dir/bin/kube-controller-manager")
 
-    if all_executable "${bins[@]}"; then
-        log "kubernetes $version: cached in $dir/bin"
-        return 0
-    fi
-
-    local start
-    start=$(date +%s)
-    log "kubernetes $version: building (cold: about 5 minutes on 2 cores, more on a slow network)"
-    mkdir -p "$dir"
-
-    # The wrapper module is kept (its go.sum makes rebuilds offline); it is
-    # prepared under a temporary name and renamed once `go get` succeeded.
-    local wrapper="$dir/wrapper"
-    if [[ ! -f $wrapper/.ready ]]; then
-        local tmp="$dir/wrapper.partial"
-        rm -rf "$tmp"
-        mkdir -p "$tmp"
-
-        # Where the proxy put k8s.io/kubernetes' own go.mod.
-        local gomod
-        gomod=$(cd "$tmp" && go mod download -json "k8s.io/kubernetes@$version" |
-            sed -n 's/^[[:space:]]*"GoMod":[[:space:]]*"\(.*\)",\{0,1\}$/\1/p')
-        [[ -f $gomod ]] || die "could not download the go.mod of k8s.io/kubernetes@$version"
-
-        (
-            cd "$tmp"
-            go mod init local.invalid/k8s-binaries >/dev/null 2>&1
-
-            # Every `k8s.io/foo => ./staging/src/k8s.io/foo` (in a replace block or
-            # on a single `replace` line) becomes `k8s.io/foo => k8s.io/foo v0.X.Y`.
-            local mods
-            mods=$(sed -n 's/^[[:space:]]*\(replace[[:space:]]\{1,\}\)\{0,1\}\([^[:space:]]\{1,\}\)[[:space:]]\{1,\}=>[[:space:]]*\.\/staging\/.*/\2/p' "$gomod")
-            [[ -n $mods ]] || die "no ./staging replace lines found in $gomod"
-            local m edits=()
-            for m in $mods; do
-                edits+=("-replace=$m=$m@$staging_version")
-            done
-            go mod edit "${edits[@]}"
-            log "kubernetes $version: replaced $(wc -w <<<"$mods") staging modules with $staging_version"
-
-            # Copy the godebug settings (single line or block) so the binaries
-            # behave as upstream builds them.
-            local kv
-            awk '
-                /^godebug[[:space:]]*\(/ { inblock = 1; next }
-                inblock && /^\)/          { inblock = 0; next }
-                inblock                   { print $1; next }
-                /^godebug[[:space:]]/     { print $2 }' "$gomod" |
-                while read -r kv; do
-                    if [[ -n $kv ]]; then go mod edit "-godebug=$kv"; fi
-                done
-
-            # Resolve the two commands (this also records the go.sum entries
-            # of every package they need).
-            go get "k8s.io/kubernetes/cmd/kube-apiserver@$version" \
-                "k8s.io/kubernetes/cmd/kube-controller-manager@$version"
-        )
-        touch "$tmp/.ready"
-        rm -rf "$wrapper"
-        mv "$tmp" "$wrapper"
-    fi
+    # Cold: about 5 minutes on 2 cores, more on a slow network.
+    prepare "kubernetes $version" "$dir" k8s_wrapper "${bins[@]}" || return 0
 
     # The version stamped by the Kubernetes build (hack/lib/version.sh) into both
     # places that read it; without it the binaries report v0.0.0-master.
@@ -154,16 +170,10 @@ build_k8s() {
         ldflags+=" -X $pkg.gitTreeState=clean"
     done
 
-    rm -rf "$dir/bin.partial"
-    mkdir -p "$dir/bin.partial"
-    (
-        cd "$wrapper"
-        "${GO_BUILD[@]}" -ldflags "${ldflags# }" -o "$dir/bin.partial/" \
-            k8s.io/kubernetes/cmd/kube-apiserver \
-            k8s.io/kubernetes/cmd/kube-controller-manager
-    )
-    publish_bin "$dir"
-    log "kubernetes $version: built in $(elapsed "$start") -> $dir/bin"
+    build_into "$dir" "${GO_BUILD[@]}" -ldflags "${ldflags# }" -o "$dir/bin.partial/" \
+        k8s.io/kubernetes/cmd/kube-apiserver \
+        k8s.io/kubernetes/cmd/kube-controller-manager
+    log "kubernetes $version: built in $((SECONDS - BUILD_START))s -> $dir/bin"
 }
 
 # ---------------------------------------------------------------------------
@@ -176,49 +186,28 @@ newest_etcd() {
         tr ' ' '\n' | grep -E "^v${minor//./\\.}\.[0-9]+$" | sort -V | tail -n 1
 }
 
+# The etcd wrapper module and build, in the current directory ($version and $dir are
+# build_etcd_version's).
+etcd_wrapper() {
+    go mod init local.invalid/etcd-binaries >/dev/null 2>&1
+    go get "go.etcd.io/etcd/server/v3@$version" "go.etcd.io/etcd/etcdctl/v3@$version"
+}
+etcd_build() {
+    # The main packages are the module roots; -o names them explicitly.
+    "${GO_BUILD[@]}" -o "$dir/bin.partial/etcd" go.etcd.io/etcd/server/v3
+    "${GO_BUILD[@]}" -o "$dir/bin.partial/etcdctl" go.etcd.io/etcd/etcdctl/v3
+}
+
 build_etcd_version() {
     local version=$1
     local dir="$CACHE/etcd/$version"
     local bins=("$dir/bin/etcd" "$dir/bin/etcdctl")
 
-    if all_executable "${bins[@]}"; then
-        log "etcd $version: cached in $dir/bin"
-        return 0
-    fi
-
-    local start
-    start=$(date +%s)
-    log "etcd $version: building"
-    mkdir -p "$dir"
-
-    # Wrapper module, prepared under a temporary name like the Kubernetes one.
-    # etcd's own relative replaces are ignored in a dependency; its modules of
-    # the same release are published, so `go get` is all it takes.
-    local wrapper="$dir/wrapper"
-    if [[ ! -f $wrapper/.ready ]]; then
-        local tmp="$dir/wrapper.partial"
-        rm -rf "$tmp"
-        mkdir -p "$tmp"
-        (
-            cd "$tmp"
-            go mod init local.invalid/etcd-binaries >/dev/null 2>&1
-            go get "go.etcd.io/etcd/server/v3@$version" "go.etcd.io/etcd/etcdctl/v3@$version"
-        )
-        touch "$tmp/.ready"
-        rm -rf "$wrapper"
-        mv "$tmp" "$wrapper"
-    fi
-
-    rm -rf "$dir/bin.partial"
-    mkdir -p "$dir/bin.partial"
-    (
-        cd "$wrapper"
-        # The main packages are the module roots; -o names them explicitly.
-        "${GO_BUILD[@]}" -o "$dir/bin.partial/etcd" go.etcd.io/etcd/server/v3
-        "${GO_BUILD[@]}" -o "$dir/bin.partial/etcdctl" go.etcd.io/etcd/etcdctl/v3
-    )
-    publish_bin "$dir"
-    log "etcd $version: built in $(elapsed "$start") -> $dir/bin"
+    # etcd's own relative replaces are ignored in a dependency; its modules of the same
+    # release are published, so `go get` is all the wrapper module takes.
+    prepare "etcd $version" "$dir" etcd_wrapper "${bins[@]}" || return 0
+    build_into "$dir" etcd_build
+    log "etcd $version: built in $((SECONDS - BUILD_START))s -> $dir/bin"
 }
 
 # Build one entry of ETCD_VERSIONS ("3.5" or "v3.5.21") and point the minor's
@@ -257,35 +246,19 @@ build_etcd() {
 # the command is enough. The ldflags are the ones Helm's Makefile sets: its
 # version, and the Kubernetes version it assumes without a cluster (lint and
 # `helm template`), taken from the k8s.io/client-go it is built with.
+# The helm wrapper module, in the current directory ($version is build_helm's).
+helm_wrapper() {
+    go mod init local.invalid/helm-binaries >/dev/null 2>&1
+    go get "helm.sh/helm/v3/cmd/helm@$version"
+}
+
 build_helm() {
     local version=$HELM_VERSION
     [[ $version =~ ^v3\.[0-9]+\.[0-9]+$ ]] || die "HELM_VERSION must look like v3.22.0, got '$version'"
     local dir="$CACHE/helm/$version"
 
-    if all_executable "$dir/bin/helm"; then
-        log "helm $version: cached in $dir/bin"
-        return 0
-    fi
-
-    local start
-    start=$(date +%s)
-    log "helm $version: building"
-    mkdir -p "$dir"
-
+    prepare "helm $version" "$dir" helm_wrapper "$dir/bin/helm" || return 0
     local wrapper="$dir/wrapper"
-    if [[ ! -f $wrapper/.ready ]]; then
-        local tmp="$dir/wrapper.partial"
-        rm -rf "$tmp"
-        mkdir -p "$tmp"
-        (
-            cd "$tmp"
-            go mod init local.invalid/helm-binaries >/dev/null 2>&1
-            go get "helm.sh/helm/v3/cmd/helm@$version"
-        )
-        touch "$tmp/.ready"
-        rm -rf "$wrapper"
-        mv "$tmp" "$wrapper"
-    fi
 
     local client_go k8s_minor ldflags="-s -w"
     client_go=$(cd "$wrapper" && go list -m -f '{{.Version}}' k8s.io/client-go)
@@ -298,22 +271,15 @@ build_helm() {
         ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$k8s_minor"
     done
 
-    rm -rf "$dir/bin.partial"
-    mkdir -p "$dir/bin.partial"
-    (
-        cd "$wrapper"
-        "${GO_BUILD[@]}" -ldflags "$ldflags" -o "$dir/bin.partial/helm" helm.sh/helm/v3/cmd/helm
-    )
-    publish_bin "$dir"
-    log "helm $version: built in $(elapsed "$start") -> $dir/bin"
+    build_into "$dir" "${GO_BUILD[@]}" -ldflags "$ldflags" -o "$dir/bin.partial/helm" helm.sh/helm/v3/cmd/helm
+    log "helm $version: built in $((SECONDS - BUILD_START))s -> $dir/bin"
 }
 
 main() {
     local targets=("$@")
     [[ ${#targets[@]} -gt 0 ]] || targets=(all)
     local t e
-    local total_start
-    total_start=$(date +%s)
+    local total_start=$SECONDS
     for t in "${targets[@]}"; do
         case $t in
         all)
@@ -333,7 +299,7 @@ main() {
         *) die "unknown target '$t' (want all, k8s, etcd or helm)" ;;
         esac
     done
-    log "done in $(elapsed "$total_start") (cache: $CACHE)"
+    log "done in $((SECONDS - total_start))s (cache: $CACHE)"
 }
 
 main "$@"
