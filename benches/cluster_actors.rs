@@ -126,14 +126,9 @@ fn per_tick(d: Duration) -> Duration {
     d / CLUSTERS as u32
 }
 
-fn main() {
-    let mut criterion = Criterion::default()
-        .sample_size(10)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(5))
-        .configure_from_args();
-    let system = actix_rt::System::new();
-
+/// Starts the fleet (every actor's first tick done) and prints what it cost; returns the
+/// fleet and the memory per actor in bytes.
+fn start_fleet(system: &actix_rt::SystemRunner) -> (Fleet, f64) {
     let wiring = Arc::new(FakeWiring::new());
     let clusters: Vec<Topology> = (0..CLUSTERS)
         .map(|i| Topology::new("bench", &format!("c{i:04}")))
@@ -141,10 +136,9 @@ fn main() {
     for c in &clusters {
         wiring.insert(FakeCluster::running(c.clone(), MEMBERS, VERSION));
     }
-
     let rss_before = rss_kib();
     let started = Instant::now();
-    let mut fleet = system.block_on(Fleet::start(wiring.clone(), clusters));
+    let fleet = system.block_on(Fleet::start(wiring.clone(), clusters));
     let start_took = started.elapsed();
     let rss_after = rss_kib();
     assert_eq!(fleet.telemetry.metrics.clusters.get(), CLUSTERS as i64);
@@ -161,45 +155,77 @@ fn main() {
          (Cluster actor + its MemberClient, first tick done)",
         per_actor / 1024.0
     );
+    (fleet, per_actor)
+}
+
+/// Which round of the fleet a measurement runs.
+#[derive(Clone, Copy)]
+enum Round {
+    /// Every actor ticks once.
+    Tick,
+    /// Every actor gets one message (the baseline).
+    Event,
+}
+
+impl Round {
+    async fn run(self, fleet: &mut Fleet) -> Duration {
+        match self {
+            Round::Tick => fleet.tick_round().await,
+            Round::Event => fleet.event_round().await,
+        }
+    }
+}
+
+/// Medians of `rounds` rounds of each kind, outside criterion's statistics.
+fn plain_medians(
+    system: &actix_rt::SystemRunner,
+    fleet: &mut Fleet,
+    rounds: usize,
+) -> [Vec<Duration>; 2] {
+    system.block_on(async {
+        let mut ticks = Vec::new();
+        let mut events = Vec::new();
+        for _ in 0..rounds {
+            ticks.push(Round::Tick.run(fleet).await);
+            events.push(Round::Event.run(fleet).await);
+        }
+        ticks.sort();
+        events.sort();
+        [ticks, events]
+    })
+}
+
+fn main() {
+    let mut criterion = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5))
+        .configure_from_args();
+    let system = actix_rt::System::new();
+    let (mut fleet, per_actor) = start_fleet(&system);
 
     let mut group = criterion.benchmark_group("cluster_actors");
     group.throughput(Throughput::Elements(CLUSTERS as u64));
-    group.bench_function("tick_round_1000_actors", |b| {
-        b.iter_custom(|iters| {
-            system.block_on(async {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    total += fleet.tick_round().await;
-                }
-                total
+    for (name, round) in [
+        ("tick_round_1000_actors", Round::Tick),
+        ("event_round_1000_actors_baseline", Round::Event),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                system.block_on(async {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        total += round.run(&mut fleet).await;
+                    }
+                    total
+                })
             })
-        })
-    });
-    group.bench_function("event_round_1000_actors_baseline", |b| {
-        b.iter_custom(|iters| {
-            system.block_on(async {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    total += fleet.event_round().await;
-                }
-                total
-            })
-        })
-    });
+        });
+    }
     group.finish();
 
     // A plain measurement too, independent of criterion's statistics.
-    let (mut ticks, mut events): (Vec<Duration>, Vec<Duration>) = system.block_on(async {
-        let mut ticks = Vec::new();
-        let mut events = Vec::new();
-        for _ in 0..20 {
-            ticks.push(fleet.tick_round().await);
-            events.push(fleet.event_round().await);
-        }
-        (ticks, events)
-    });
-    ticks.sort();
-    events.sort();
+    let [ticks, events] = plain_medians(&system, &mut fleet, 20);
     let (tick, event) = (ticks[ticks.len() / 2], events[events.len() / 2]);
     println!(
         "cluster_actors: one tick of all {CLUSTERS} actors: median {tick:?} \
