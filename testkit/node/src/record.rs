@@ -238,10 +238,9 @@ impl ContainerRecord {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ready_running(name: &str) -> ContainerRecord {
+impl ContainerRecord {
+    /// A ready, running record: a fixture for tests of this crate.
+    pub(crate) fn ready_running(name: &str) -> Self {
         let mut r = ContainerRecord::new(name, "img", "ContainerCreating");
         r.state = RunState::Running {
             started_at: Timestamp::UNIX_EPOCH,
@@ -250,6 +249,11 @@ mod tests {
         r.ready = true;
         r
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     #[test]
     fn killed_by_signal_reports_128_plus_signal_and_error() {
@@ -262,7 +266,7 @@ mod tests {
 
     #[test]
     fn container_status_round_trips_through_the_api_shape() {
-        let mut r = ready_running("etcd");
+        let mut r = ContainerRecord::ready_running("etcd");
         r.restart_count = 2;
         r.last_termination = Some(Terminated::from_exit(
             Some(1),

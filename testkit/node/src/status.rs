@@ -167,16 +167,6 @@ mod tests {
     use super::*;
     use crate::record::Terminated;
 
-    fn ready_running(name: &str) -> ContainerRecord {
-        let mut r = ContainerRecord::new(name, "img", "ContainerCreating");
-        r.state = RunState::Running {
-            started_at: Timestamp::UNIX_EPOCH,
-            container_id: "process://42".into(),
-        };
-        r.ready = true;
-        r
-    }
-
     fn input<'a>(
         phase: Phase,
         records: &'a [ContainerRecord],
@@ -199,7 +189,7 @@ mod tests {
 
     #[test]
     fn running_ready_containers_make_pod_ready() {
-        let records = [ready_running("etcd")];
+        let records = [ContainerRecord::ready_running("etcd")];
         let conds = pod_conditions(&input(Phase::Running, &records, &[]));
         for t in [
             "PodScheduled",
@@ -214,7 +204,7 @@ mod tests {
 
     #[test]
     fn unready_container_is_named_in_ready_condition() {
-        let mut r = ready_running("etcd");
+        let mut r = ContainerRecord::ready_running("etcd");
         r.ready = false;
         let records = [r];
         let conds = pod_conditions(&input(Phase::Running, &records, &[]));
@@ -249,13 +239,13 @@ mod tests {
 
     #[test]
     fn transition_time_is_kept_while_status_is_unchanged() {
-        let records = [ready_running("etcd")];
+        let records = [ContainerRecord::ready_running("etcd")];
         let first = pod_conditions(&input(Phase::Running, &records, &[]));
         let mut later = input(Phase::Running, &records, &first);
         later.now = Timestamp::from_second(2000).unwrap();
         let second = pod_conditions(&later);
         assert_eq!(first, second);
-        let mut r = ready_running("etcd");
+        let mut r = ContainerRecord::ready_running("etcd");
         r.ready = false;
         let unready = [r];
         let mut changed = input(Phase::Running, &unready, &second);
@@ -273,7 +263,7 @@ mod tests {
 
     #[test]
     fn unready_gate_blocks_ready_but_not_containers_ready() {
-        let records = [ready_running("etcd")];
+        let records = [ContainerRecord::ready_running("etcd")];
         let mut i = input(Phase::Running, &records, &[]);
         i.unready_gates = vec!["example.com/gate".into()];
         let conds = pod_conditions(&i);
@@ -303,7 +293,7 @@ mod tests {
 
     #[test]
     fn pod_status_carries_ips_and_phase() {
-        let records = [ready_running("etcd")];
+        let records = [ContainerRecord::ready_running("etcd")];
         let status = pod_status(StatusInput {
             phase: Phase::Running,
             pod_ip: "127.0.1.4".into(),
