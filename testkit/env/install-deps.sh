@@ -4,6 +4,9 @@
 #   protobuf-compiler         protoc, needed by the etcd-client crate's build
 #   openssl                   certificates of the local control plane
 #   util-linux                unshare, for the process node's per-pod mount namespaces
+#   buildah                   builds the operator image without a daemon (build-image.sh)
+#   jq                        reads the exported image's OCI layout (unpack-image.sh)
+#   ca-certificates           the CA bundle the image carries (build/rootfs.sh)
 set -euo pipefail
 
 need=()
@@ -13,6 +16,9 @@ command -v protoc >/dev/null || need+=(protobuf-compiler)
 command -v openssl >/dev/null || need+=(openssl)
 command -v unshare >/dev/null || need+=(util-linux)
 command -v curl >/dev/null || need+=(curl)
+command -v buildah >/dev/null || need+=(buildah)
+command -v jq >/dev/null || need+=(jq)
+[ -f /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
 if ((${#need[@]})); then
   echo "installing: ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Builds the operator image without a registry or a daemon (`make image`), and exports it
+# as an OCI archive into the project cache. Prints the archive's path on stdout (and
+# nothing else there), so `archive=$(testkit/env/build-image.sh)` works.
+#
+#   1. cargo build --release --locked -p etcd-operator --bin etcd-operator
+#   2. build/rootfs.sh assembles the root filesystem from that binary on this host
+#   3. buildah builds the Dockerfile with that directory as the build context `rootfs`,
+#      which replaces the Dockerfile's builder stage (never pulled), tags the image
+#      localhost/etcd-operator:<version> and :dev, and exports
+#      $CACHE/images/etcd-operator-<version>.oci.tar (gzip layers).
+#
+# Cached: the key is a digest of the assembled root filesystem (binary, libraries, CA
+# bundle, users: content, paths and modes) and of the Dockerfile. When it matches the
+# key recorded with the archive and the image is still in buildah's storage, nothing is
+# built. File times are set to SOURCE_DATE_EPOCH (default 0), so the same key gives the
+# same image digest.
+#
+# | variable             | default                              |
+# | ETCD_OPERATOR_CACHE  | ~/.cache/etcd-operator               |
+# | CARGO_TARGET_DIR     | <repo>/target                        |
+# | BUILDAH_ROOT         | $CACHE/images/storage (vfs driver)   |
+# | BUILDAH_RUNROOT      | /run/etcd-operator-buildah           |
+# | IMAGE_NAME           | localhost/etcd-operator              |
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}
+IMAGES="$CACHE/images"
+TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+BIN="$TARGET_DIR/release/etcd-operator"
+IMAGE_NAME=${IMAGE_NAME:-localhost/etcd-operator}
+EPOCH=${SOURCE_DATE_EPOCH:-0}
+BUILDAH=(buildah --storage-driver vfs --root "${BUILDAH_ROOT:-$IMAGES/storage}"
+  --runroot "${BUILDAH_RUNROOT:-/run/etcd-operator-buildah}")
+
+cd "$ROOT"
+bash testkit/env/install-deps.sh >&2
+mkdir -p "$IMAGES"
+# One build at a time per cache: the storage, the key files and the archives are shared.
+exec 9>"$IMAGES/.build.lock"
+flock 9
+
+echo "== building the release binary" >&2
+cargo build --release --locked -p etcd-operator --bin etcd-operator >&2
+VERSION=$("$BIN" --version | awk '{ print $2 }')
+ARCHIVE="$IMAGES/etcd-operator-$VERSION.oci.tar"
+KEYFILE="$ARCHIVE.key"
+
+WORK=$(mktemp -d "$IMAGES/.work.XXXXXX")
+cleanup() {
+  # Working containers of an interrupted build (buildah build removes its own on success).
+  "${BUILDAH[@]}" rm --all >/dev/null 2>&1 || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+bash build/rootfs.sh "$BIN" "$WORK/rootfs" >&2
+
+# key: the root filesystem as the image will hold it (type, mode, path, content), the
+# Dockerfile, and the file time every layer entry gets.
+key() {
+  (
+    cd "$WORK/rootfs"
+    find . -printf '%y %m %p %l\n' | LC_ALL=C sort
+    find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
+  ) | cat - Dockerfile <(echo "SOURCE_DATE_EPOCH=$EPOCH") | sha256sum | cut -d' ' -f1
+}
+KEY=$(key)
+
+if [ -f "$ARCHIVE" ] && [ "$(cat "$KEYFILE" 2>/dev/null)" = "$KEY" ] &&
+  "${BUILDAH[@]}" inspect --type image "$IMAGE_NAME:$VERSION" >/dev/null 2>&1; then
+  echo "== image $IMAGE_NAME:$VERSION is up to date ($ARCHIVE)" >&2
+  echo "$ARCHIVE"
+  exit 0
+fi
+
+echo "== building $IMAGE_NAME:$VERSION with buildah (vfs, chroot isolation)" >&2
+"${BUILDAH[@]}" build --isolation chroot --timestamp "$EPOCH" \
+  --build-context rootfs="$WORK/rootfs" \
+  -t "$IMAGE_NAME:$VERSION" -t "$IMAGE_NAME:dev" -f Dockerfile . >&2
+# The image these tags named before is dangling now; the storage is this script's alone.
+"${BUILDAH[@]}" rmi --prune >/dev/null 2>&1 || true
+
+echo "== exporting $ARCHIVE" >&2
+rm -f "$KEYFILE"
+"${BUILDAH[@]}" push --quiet --compression-format gzip "$IMAGE_NAME:$VERSION" \
+  "oci-archive:$WORK/image.oci.tar:$IMAGE_NAME:$VERSION" >&2
+mv -f "$WORK/image.oci.tar" "$ARCHIVE"
+echo "$KEY" >"$KEYFILE"
+echo "== $IMAGE_NAME:$VERSION: $(stat -c %s "$ARCHIVE") bytes in $ARCHIVE" >&2
+echo "$ARCHIVE"
