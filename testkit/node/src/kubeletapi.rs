@@ -242,10 +242,24 @@ async fn handle(ctx: &NodeCtx, who: Option<Identity>, req: Request<Incoming>) ->
             container,
         }) => {
             let query = req.uri().query().unwrap_or_default();
-            container_logs(ctx, &namespace, &pod, &container, query)
+            let restarts = restart_count(ctx, &namespace, &pod, &container).await;
+            container_logs(ctx, &namespace, &pod, &container, query, restarts)
         }
         None => text(StatusCode::NOT_FOUND, "404 page not found"),
     }
+}
+
+/// The container's restart count as its status reports it (which process is current).
+async fn restart_count(ctx: &NodeCtx, namespace: &str, pod: &str, container: &str) -> Option<i64> {
+    let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    let status = api.get_opt(pod).await.ok()??.status?;
+    status
+        .container_statuses
+        .into_iter()
+        .chain(status.init_container_statuses)
+        .flatten()
+        .find(|s| s.name == container)
+        .map(|s| i64::from(s.restart_count))
 }
 
 fn container_logs(
@@ -254,12 +268,20 @@ fn container_logs(
     pod: &str,
     container: &str,
     query: &str,
+    restarts: Option<i64>,
 ) -> Response<Body> {
     let query = match LogQuery::parse(query, jiff::Timestamp::now()) {
         Ok(q) => q,
         Err(e) => return text(StatusCode::BAD_REQUEST, e),
     };
-    let path = match logserve::locate(&ctx.state, namespace, pod, container, query.previous) {
+    let path = match logserve::locate(
+        &ctx.state,
+        namespace,
+        pod,
+        container,
+        query.previous,
+        restarts,
+    ) {
         Ok(path) => path,
         Err(e @ LogError::NotFound(_)) => return text(StatusCode::NOT_FOUND, e.to_string()),
         Err(e @ LogError::BadRequest(_)) => return text(StatusCode::BAD_REQUEST, e.to_string()),

@@ -42,16 +42,26 @@ pub fn attempts(dir: &Path) -> Vec<(i64, PathBuf)> {
     found
 }
 
-/// The file a query reads: the last process's, or the one before it with `previous`.
+/// The file a query reads, as the kubelet picks the container: with the container's
+/// restart count (from its status) the current process's file is the one of that number,
+/// else (its next start has not happened yet) the last one; `previous` is the last file
+/// before that number. Without a status, the last file and the one before it.
 pub fn choose(
     attempts: &[(i64, PathBuf)],
     previous: bool,
+    restart_count: Option<i64>,
     pod: &str,
     container: &str,
 ) -> Result<PathBuf, LogError> {
-    let wanted = if previous { 2 } else { 1 };
-    match attempts.len().checked_sub(wanted) {
-        Some(i) => Ok(attempts[i].1.clone()),
+    let last = attempts.last().map(|(n, _)| *n);
+    let current = restart_count.or(last).unwrap_or(0);
+    let found = if previous {
+        attempts.iter().rev().find(|(n, _)| *n < current)
+    } else {
+        attempts.iter().rev().find(|(n, _)| *n <= current)
+    };
+    match found {
+        Some((_, path)) => Ok(path.clone()),
         None if previous => Err(LogError::BadRequest(format!(
             "previous terminated container {container:?} in pod {pod:?} not found"
         ))),
@@ -68,6 +78,7 @@ pub fn locate(
     pod: &str,
     container: &str,
     previous: bool,
+    restart_count: Option<i64>,
 ) -> Result<PathBuf, LogError> {
     let dir = state
         .all_pods()
@@ -86,7 +97,7 @@ pub fn locate(
             "container {container:?} in pod {pod:?} is not available"
         )));
     }
-    choose(&attempts(&logs), previous, pod, container)
+    choose(&attempts(&logs), previous, restart_count, pod, container)
 }
 
 /// Reads `path` from `offset`: the complete records' bytes and where the next read starts.
