@@ -180,19 +180,44 @@ mod tests {
             [0, 1, 10]
         );
         assert_eq!(
-            choose(&found, false, "p", "c").unwrap(),
+            choose(&found, false, None, "p", "c").unwrap(),
             tmp.path().join("10.log")
         );
         assert_eq!(
-            choose(&found, true, "p", "c").unwrap(),
+            choose(&found, true, None, "p", "c").unwrap(),
             tmp.path().join("1.log")
         );
         let only = &found[..1];
         assert_eq!(
-            choose(only, true, "p", "c").unwrap_err(),
+            choose(only, true, None, "p", "c").unwrap_err(),
             LogError::BadRequest(
                 "previous terminated container \"c\" in pod \"p\" not found".into()
             )
+        );
+    }
+
+    #[test]
+    fn a_container_backing_off_shows_its_last_run_as_current_and_previous() {
+        let runs = vec![(0, PathBuf::from("0.log"))];
+        // Restarted once, the new process not started yet: both are the first run.
+        assert_eq!(
+            choose(&runs, false, Some(1), "p", "c").unwrap(),
+            PathBuf::from("0.log")
+        );
+        assert_eq!(
+            choose(&runs, true, Some(1), "p", "c").unwrap(),
+            PathBuf::from("0.log")
+        );
+        // Never restarted: no previous one.
+        assert!(choose(&runs, true, Some(0), "p", "c").is_err());
+        let two = vec![(0, PathBuf::from("0.log")), (1, PathBuf::from("1.log"))];
+        assert_eq!(
+            choose(&two, false, Some(1), "p", "c").unwrap(),
+            PathBuf::from("1.log")
+        );
+        assert_eq!(
+            choose(&two, true, Some(1), "p", "c").unwrap(),
+            PathBuf::from("0.log")
         );
     }
 
