@@ -38,6 +38,22 @@ fn operator_image() -> String {
     format!("localhost/etcd-operator:{}", env!("CARGO_PKG_VERSION"))
 }
 
+/// The EtcdCluster CRD from manifests/ (the operator is ready once it has listed
+/// EtcdClusters); applied, so an environment that has it keeps it unchanged.
+fn apply_crd(env: &Env) {
+    let crd = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../manifests/10-crd.yaml");
+    kubectl(env, &["apply", "-f", &crd.display().to_string()]);
+    kubectl(
+        env,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/etcdclusters.etcd.database.coreos.com",
+        ],
+    );
+}
+
 /// A ServiceAccount `op` with what the operator needs in the namespace: its caches (pods,
 /// services), EtcdClusters, Events and its leader Lease.
 async fn operator_account(env: &Env) {
@@ -228,6 +244,7 @@ async fn operator_image_runs_rooted_non_root_read_only_and_takes_its_lease_with_
     let env = Env::new("img-a", "127.0.233.1-127.0.233.254", 10261).await;
     env.run(|env| {
         Box::pin(async move {
+            apply_crd(env);
             operator_account(env).await;
             env.create_pod(operator_pod(env, "op-1", &image)).await;
             let ready = wait_pod(&env.pods(), "op-1", "Running and Ready", 90, is_ready).await;
