@@ -194,6 +194,27 @@ fn assert_service_account_files(pid: i32, ns: &str) {
     assert_eq!(std::fs::read_to_string(dir.join("namespace")).unwrap(), ns);
 }
 
+/// The container's /etc/hosts is a link to the node's live copy of the hosts file (the
+/// node replaces that file on every change, which a bind mount of the file would miss).
+async fn assert_hosts_file_is_the_nodes(pid: i32) {
+    let root = PathBuf::from(format!("/proc/{pid}/root"));
+    let link = std::fs::read_link(root.join("etc/hosts")).unwrap();
+    assert_eq!(link, Path::new("/dev/.etc-hosts/hosts"));
+    let theirs = root.join("dev/.etc-hosts/hosts");
+    wait_for(
+        "the pod's hosts file to be the node's",
+        Duration::from_secs(15),
+        || async {
+            let (a, b) = (
+                std::fs::read(&theirs).ok()?,
+                std::fs::read("/etc/hosts").ok()?,
+            );
+            (a == b).then_some(())
+        },
+    )
+    .await;
+}
+
 /// The operator, talking to the API server with its token, holds its Lease.
 async fn wait_lease_held_by(env: &Env, holder: &str) {
     let leases: Api<Lease> = Api::namespaced(env.client.clone(), &env.ns);
@@ -260,6 +281,7 @@ async fn operator_image_runs_rooted_non_root_read_only_and_takes_its_lease_with_
             assert_dropped_to_nonroot(pid);
             assert_rooted_read_only(pid);
             assert_service_account_files(pid, &env.ns);
+            assert_hosts_file_is_the_nodes(pid).await;
             wait_lease_held_by(env, "op-1").await;
             let logs = kubectl(env, &["logs", "op-1"]);
             assert!(logs.contains("serving HTTP"), "{logs}");
