@@ -9,6 +9,10 @@
 #      which replaces the Dockerfile's builder stage (never pulled), tags the image
 #      localhost/etcd-operator:<version> and :dev, and exports
 #      $CACHE/images/etcd-operator-<version>.oci.tar (gzip layers).
+#   4. records both tags in $CACHE/images/index.tsv (`REF<TAB>ARCHIVE`, the archive
+#      relative to that directory), where the process node looks up the images it can
+#      run (testkit/node: a pod whose image is localhost/etcd-operator:<version> runs
+#      rooted in this image).
 #
 # Cached: the key is a digest of the assembled root filesystem (binary, libraries, CA
 # bundle, users: content, paths and modes) and of the Dockerfile. When it matches the
@@ -68,9 +72,21 @@ key() {
 }
 KEY=$(key)
 
+# index_refs REF...: records that each REF names this archive in index.tsv (earlier lines
+# for those refs are dropped; the file is replaced by renaming).
+index_refs() {
+  local index="$IMAGES/index.tsv" tmp="$IMAGES/.index.tsv.tmp" ref
+  touch "$index"
+  awk -F '\t' -v refs="$*" 'BEGIN { n = split(refs, r, " "); for (i = 1; i <= n; i++) drop[r[i]] = 1 }
+    !($1 in drop)' "$index" >"$tmp"
+  for ref in "$@"; do printf '%s\t%s\n' "$ref" "${ARCHIVE##*/}" >>"$tmp"; done
+  mv -f "$tmp" "$index"
+}
+
 if [ -f "$ARCHIVE" ] && [ "$(cat "$KEYFILE" 2>/dev/null)" = "$KEY" ] &&
   "${BUILDAH[@]}" inspect --type image "$IMAGE_NAME:$VERSION" >/dev/null 2>&1; then
   echo "== image $IMAGE_NAME:$VERSION is up to date ($ARCHIVE)" >&2
+  index_refs "$IMAGE_NAME:$VERSION" "$IMAGE_NAME:dev"
   echo "$ARCHIVE"
   exit 0
 fi
@@ -88,5 +104,6 @@ rm -f "$KEYFILE"
   "oci-archive:$WORK/image.oci.tar:$IMAGE_NAME:$VERSION" >&2
 mv -f "$WORK/image.oci.tar" "$ARCHIVE"
 echo "$KEY" >"$KEYFILE"
+index_refs "$IMAGE_NAME:$VERSION" "$IMAGE_NAME:dev"
 echo "== $IMAGE_NAME:$VERSION: $(stat -c %s "$ARCHIVE") bytes in $ARCHIVE" >&2
 echo "$ARCHIVE"

@@ -5,6 +5,11 @@
 #   kube-apiserver           https://127.0.0.1:16443
 #   kube-controller-manager  https://127.0.0.1:16257 (health only)
 #
+# The apiserver reaches kubelets (the process node's kubelet API, for kubectl logs) at
+# their InternalIP with a client certificate of its own, user kube-apiserver-kubelet-client
+# (bound to system:kubelet-api-admin), and checks their serving certificates against the
+# cluster CA (the controller-manager signs kubelet-serving requests with it).
+#
 # Usage: testkit/env/control-plane.sh up|down|env|status
 #
 #   up      start whatever is not running yet (a no-op when all is up), wait until
@@ -256,6 +261,21 @@ ensure_pki() {
     mv "$tmp" "$PKI"
 }
 
+# The apiserver's client certificate for kubelets (kubectl logs, exec, port-forward): its
+# user is bound to the system:kubelet-api-admin role (see bind_kubelet_client), which the
+# process node's SubjectAccessReview checks. Made separately so that an environment whose
+# certificates predate it gets it too.
+ensure_kubelet_client_cert() {
+    [[ -f $PKI/kubelet-client.crt && -f $PKI/kubelet-client.key ]] && return 0
+    log "generating the apiserver's kubelet client certificate"
+    sign "$PKI" kubelet-client "/CN=kube-apiserver-kubelet-client" "$(
+        printf '%s\n' \
+            "basicConstraints=CA:FALSE" \
+            "keyUsage=critical,digitalSignature,keyEncipherment" \
+            "extendedKeyUsage=clientAuth"
+    )"
+}
+
 # The admin kubeconfig, certificates embedded so it can be copied anywhere.
 write_kubeconfig() {
     local tmp="$KUBECONFIG_PATH.tmp"
@@ -366,10 +386,34 @@ up_apiserver() {
         --requestheader-extra-headers-prefix=X-Remote-Extra- \
         --proxy-client-cert-file="$PKI/front-proxy-client.crt" \
         --proxy-client-key-file="$PKI/front-proxy-client.key" \
+        --kubelet-client-certificate="$PKI/kubelet-client.crt" \
+        --kubelet-client-key="$PKI/kubelet-client.key" \
+        --kubelet-certificate-authority="$PKI/ca.crt" \
+        --kubelet-preferred-address-types=InternalIP,Hostname \
         --endpoint-reconciler-type=none \
         --profiling=false
     wait_until kube-apiserver "/readyz ok" apiserver_ready
     log "kube-apiserver ready at $APISERVER_URL"
+}
+
+# POST a JSON object to a path of the apiserver as admin; an object that already exists
+# is fine.
+api_create() {
+    local code
+    code=$(curl -sS --max-time 5 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" \
+        -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' -X POST \
+        --data "$2" "$APISERVER_URL$1")
+    [[ $code == 201 || $code == 409 ]] || die "POST $1 answered $code"
+}
+
+# The apiserver's kubelet client may use the kubelet API (logs, exec, ...) of every node,
+# as kubeadm binds it.
+bind_kubelet_client() {
+    api_create /apis/rbac.authorization.k8s.io/v1/clusterrolebindings '{
+      "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+      "metadata": {"name": "kube-apiserver-kubelet-client"},
+      "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:kubelet-api-admin"},
+      "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "kube-apiserver-kubelet-client"}]}'
 }
 
 up_controller_manager() {
@@ -424,11 +468,13 @@ cmd_up() {
     touch "$MARKER"
     chmod 700 "$LOCAL_ENV_DIR"
     ensure_pki
+    ensure_kubelet_client_cert
     write_kubeconfig
 
     local start_time=$SECONDS
     up_etcd
     up_apiserver
+    bind_kubelet_client
     up_controller_manager
     log "control plane up in $((SECONDS - start_time))s"
     log "KUBECONFIG=$KUBECONFIG_PATH   (eval \"\$($0 env)\")"

@@ -26,6 +26,17 @@ pub enum Command {
     Run(RunArgs),
     /// Signal a pod's running container processes (for failure tests).
     Kill(KillArgs),
+    /// Become a container rooted in its image (run by the node itself, see `rooted`).
+    #[command(hide = true)]
+    ContainerInit(ContainerInitArgs),
+}
+
+/// Options of `container-init`.
+#[derive(Debug, Args)]
+pub struct ContainerInitArgs {
+    /// The container's spec, written by the node.
+    #[arg(long)]
+    pub spec: PathBuf,
 }
 
 /// Options of `run`.
@@ -53,6 +64,27 @@ pub struct RunArgs {
     /// On node shutdown, the longest wait for a pod's processes before SIGKILL.
     #[arg(long, default_value_t = 10)]
     pub shutdown_grace_seconds: u64,
+    /// Where images built on this machine are found (`index.tsv` and the archives it
+    /// names; default: $ETCD_OPERATOR_CACHE/images, else ~/.cache/etcd-operator/images).
+    #[arg(long)]
+    pub image_dir: Option<PathBuf>,
+    /// The port of the kubelet API (container logs), advertised in the Node's status.
+    #[arg(long, default_value_t = 10250)]
+    pub kubelet_port: u16,
+}
+
+/// The image directory: the flag, else the project cache's.
+pub fn image_dir(flag: Option<&std::path::Path>) -> PathBuf {
+    if let Some(dir) = flag {
+        return dir.to_path_buf();
+    }
+    let cache = std::env::var_os("ETCD_OPERATOR_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
+            PathBuf::from(home).join(".cache/etcd-operator")
+        });
+    cache.join("images")
 }
 
 /// Options of `kill`.

@@ -1,5 +1,6 @@
 //! Builds the argv a container runs: the image's entrypoint or the container's `command`,
-//! then `args`, both `$(VAR)`-expanded, with etcd image paths mapped to local binaries.
+//! then `args`, both `$(VAR)`-expanded, with etcd image paths mapped to local binaries; for
+//! an image built here, its `Entrypoint` and `Cmd` combined with them by Kubernetes' rules.
 
 use crate::expand::expand_with;
 use crate::images::Program;
@@ -39,8 +40,36 @@ pub fn container_argv(
                 command
             }
         }
+        Program::Image(image) => {
+            let args: Vec<String> = args.collect();
+            return nonempty(image_argv(
+                &image.config.entrypoint,
+                &image.config.cmd,
+                command,
+                args,
+            ));
+        }
     };
     argv.extend(args);
+    nonempty(argv)
+}
+
+/// Kubernetes' rules: `command` replaces the image's `Entrypoint` and drops its `Cmd`;
+/// without `command`, `args` replace `Cmd`; without either, the image's own run.
+pub fn image_argv(
+    entrypoint: &[String],
+    cmd: &[String],
+    command: Vec<String>,
+    args: Vec<String>,
+) -> Vec<String> {
+    match (command.is_empty(), args.is_empty()) {
+        (false, _) => command.into_iter().chain(args).collect(),
+        (true, false) => entrypoint.iter().cloned().chain(args).collect(),
+        (true, true) => entrypoint.iter().chain(cmd).cloned().collect(),
+    }
+}
+
+fn nonempty(argv: Vec<String>) -> Result<Vec<String>, String> {
     if argv.first().is_none_or(|a| a.is_empty()) {
         return Err("container has an empty command".to_string());
     }
@@ -113,6 +142,47 @@ mod tests {
     fn busybox_defaults_to_sh() {
         let argv = container_argv(&Program::HostTools, &[], &s(&["-c", "true"]), &env()).unwrap();
         assert_eq!(argv, s(&["sh", "-c", "true"]));
+    }
+
+    #[test]
+    fn image_entrypoint_and_cmd_combine_with_command_and_args_as_in_kubernetes() {
+        let ep = s(&["/usr/local/bin/etcd-operator"]);
+        let cmd = s(&["run"]);
+        assert_eq!(
+            image_argv(&ep, &cmd, vec![], vec![]),
+            s(&["/usr/local/bin/etcd-operator", "run"])
+        );
+        assert_eq!(
+            image_argv(&ep, &cmd, vec![], s(&["crd"])),
+            s(&["/usr/local/bin/etcd-operator", "crd"])
+        );
+        assert_eq!(
+            image_argv(&ep, &cmd, s(&["/bin/x"]), vec![]),
+            s(&["/bin/x"]),
+            "command drops the image's Cmd"
+        );
+        assert_eq!(
+            image_argv(&ep, &cmd, s(&["/bin/x"]), s(&["-v"])),
+            s(&["/bin/x", "-v"])
+        );
+    }
+
+    #[test]
+    fn image_program_expands_only_the_pods_command_and_args() {
+        let image = crate::imagestore::LocalImage {
+            reference: "localhost/op:1".into(),
+            digest: "sha256:00".into(),
+            rootfs: PathBuf::from("/r"),
+            config: crate::imagestore::ImageConfig {
+                entrypoint: s(&["/op", "$(POD_IP)"]),
+                cmd: s(&["run"]),
+                ..Default::default()
+            },
+        };
+        let program = Program::Image(Box::new(image));
+        let argv = container_argv(&program, &[], &s(&["--listen=$(POD_IP):8080"]), &env()).unwrap();
+        assert_eq!(argv, s(&["/op", "$(POD_IP)", "--listen=127.0.1.3:8080"]));
+        assert!(container_argv(&program, &s(&[""]), &[], &env()).is_err());
     }
 
     #[test]

@@ -180,6 +180,37 @@ pub fn build_env(
     Ok(vars)
 }
 
+/// The variables a kubelet gives every container for the `kubernetes` Service, pointing
+/// at `host:port`: the API server's real address here (see the README: nothing routes the
+/// Service's cluster IP on this node).
+pub fn kubernetes_service_env(host: &str, port: u16) -> Vec<(String, String)> {
+    let url = format!("tcp://{host}:{port}");
+    let prefix = format!("KUBERNETES_PORT_{port}_TCP");
+    [
+        ("KUBERNETES_SERVICE_HOST".to_string(), host.to_string()),
+        ("KUBERNETES_SERVICE_PORT".to_string(), port.to_string()),
+        (
+            "KUBERNETES_SERVICE_PORT_HTTPS".to_string(),
+            port.to_string(),
+        ),
+        ("KUBERNETES_PORT".to_string(), url.clone()),
+        (prefix.clone(), url),
+        (format!("{prefix}_PROTO"), "tcp".to_string()),
+        (format!("{prefix}_PORT"), port.to_string()),
+        (format!("{prefix}_ADDR"), host.to_string()),
+    ]
+    .into()
+}
+
+/// An image's `Env` (`NAME=value` entries) as pairs; entries without `=` are dropped.
+pub fn image_env(entries: &[String]) -> Vec<(String, String)> {
+    entries
+        .iter()
+        .filter_map(|e| e.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 fn lookup(
     kind: &str,
     objects: &BTreeMap<String, BTreeMap<String, String>>,
@@ -294,6 +325,30 @@ mod tests {
         )
         .unwrap();
         assert_eq!(vars, vec![("PATH".to_string(), "/x".to_string())]);
+    }
+
+    #[test]
+    fn kubernetes_service_variables_point_at_the_given_address() {
+        let vars = kubernetes_service_env("127.0.0.1", 16443);
+        assert_eq!(get(&vars, "KUBERNETES_SERVICE_HOST"), Some("127.0.0.1"));
+        assert_eq!(get(&vars, "KUBERNETES_SERVICE_PORT"), Some("16443"));
+        assert_eq!(get(&vars, "KUBERNETES_PORT"), Some("tcp://127.0.0.1:16443"));
+        assert_eq!(
+            get(&vars, "KUBERNETES_PORT_16443_TCP_ADDR"),
+            Some("127.0.0.1")
+        );
+    }
+
+    #[test]
+    fn image_env_entries_split_at_the_first_equals_sign() {
+        let vars = image_env(&["PATH=/usr/bin".into(), "A=b=c".into(), "BROKEN".into()]);
+        assert_eq!(
+            vars,
+            vec![
+                ("PATH".to_string(), "/usr/bin".to_string()),
+                ("A".to_string(), "b=c".to_string())
+            ]
+        );
     }
 
     #[test]

@@ -98,6 +98,27 @@ pub fn update_hosts_file(path: &Path, node: &str, entries: &[HostEntry]) -> std:
     result
 }
 
+/// Copies the hosts file at `source` to `dir/hosts` when they differ, by writing beside it
+/// and renaming (so readers never see a half-written file); returns whether it copied.
+/// Containers rooted in their image see the copy through a bind mount of `dir`.
+pub fn mirror(source: &Path, dir: &Path) -> std::io::Result<bool> {
+    let text = match std::fs::read(source) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    let copy = dir.join("hosts");
+    if std::fs::read(&copy).ok().as_deref() == Some(text.as_slice()) {
+        return Ok(false);
+    }
+    std::fs::create_dir_all(dir)?;
+    let temp = dir.join(".hosts.tmp");
+    std::fs::write(&temp, &text)?;
+    std::fs::set_permissions(&temp, std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
+    std::fs::rename(&temp, &copy)?;
+    Ok(true)
+}
+
 /// The lock file guarding updates of a hosts file, in the temporary directory.
 pub fn lock_path(hosts: &Path) -> std::path::PathBuf {
     let flat: String = hosts
@@ -156,6 +177,30 @@ mod tests {
     }
 
     const ORIGINAL: &str = "127.0.0.1 localhost\n# comment\n::1 ip6-localhost\n";
+
+    #[test]
+    fn mirror_copies_only_changes_and_replaces_the_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let source = tmp.path().join("hosts");
+        let dir = tmp.path().join("mirror");
+        std::fs::write(&source, ORIGINAL).unwrap();
+        assert!(mirror(&source, &dir).unwrap());
+        assert!(!mirror(&source, &dir).unwrap());
+        let before = std::fs::metadata(dir.join("hosts")).unwrap();
+        std::fs::write(&source, "127.0.1.1 new\n").unwrap();
+        assert!(mirror(&source, &dir).unwrap());
+        let after = std::fs::metadata(dir.join("hosts")).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_ne!(
+            before.ino(),
+            after.ino(),
+            "replaced, not rewritten in place"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("hosts")).unwrap(),
+            "127.0.1.1 new\n"
+        );
+    }
 
     #[test]
     fn block_is_appended_keeping_other_lines() {

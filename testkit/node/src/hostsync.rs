@@ -42,10 +42,12 @@ pub fn describe_change(before: &[HostEntry], after: &[HostEntry]) -> String {
     }
 }
 
-/// Rewrites the block whenever pods or services change, until shutdown; then removes it.
+/// Rewrites the block whenever pods or services change (and mirrors the whole file into
+/// `mirror_dir` for containers rooted in their image), until shutdown; then removes it.
 pub async fn run(
     node: String,
     path: PathBuf,
+    mirror_dir: PathBuf,
     pods: Store<Pod>,
     services: Store<Service>,
     changed: Arc<Notify>,
@@ -77,6 +79,13 @@ pub async fn run(
             }
             Ok(false) => current = entries,
             Err(e) => event!("hosts update of {} failed: {e}", path.display()),
+        }
+        if let Err(e) = hosts::mirror(&path, &mirror_dir) {
+            event!(
+                "copying {} to {} failed: {e}",
+                path.display(),
+                mirror_dir.display()
+            );
         }
         tokio::select! {
             _ = shutdown.cancelled() => break,

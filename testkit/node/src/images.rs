@@ -160,6 +160,8 @@ pub enum Program {
     Etcd(EtcdRelease),
     /// A busybox or alpine image: its command runs with the host's tools.
     HostTools,
+    /// An image built on this machine: runs rooted in its own file system.
+    Image(Box<crate::imagestore::LocalImage>),
 }
 
 impl Program {
@@ -168,6 +170,7 @@ impl Program {
         match self {
             Program::Etcd(release) => format!("process://{}", release.server().display()),
             Program::HostTools => "process://host-tools".to_string(),
+            Program::Image(image) => image.image_id(),
         }
     }
 }
@@ -191,7 +194,8 @@ pub fn resolve(image: &str, table: &EtcdBinaries) -> Result<Program, String> {
         "busybox" | "alpine" => Ok(Program::HostTools),
         _ => Err(format!(
             "no local binary for image {image}; this node runs etcd images \
-             (known etcd versions: {}) and busybox/alpine images with the host's tools",
+             (known etcd versions: {}), busybox/alpine images with the host's tools, \
+             and images built here (testkit/env/build-image.sh)",
             table.known_versions()
         )),
     }

@@ -1,13 +1,23 @@
 //! Starting a container process, the one place that knows how: [`spawn`] takes a
 //! [`LaunchSpec`] (command, environment, working directory, mounts, hostname, log file).
-//! `unshare` gives the process a private mount (and UTS) namespace, a small shell prologue
-//! bind-mounts its volumes and sets its hostname, then execs the command. stdout and
-//! stderr are appended to the container's log file.
+//!
+//! A container of an etcd or busybox image runs on the host's file system: `unshare`
+//! gives the process a private mount (and UTS) namespace, a small shell prologue
+//! bind-mounts its volumes and sets its hostname, then execs the command.
+//!
+//! A container of an image built here ([`LaunchSpec::root`]) runs rooted in that image:
+//! the node starts itself as `container-init` with the container's spec (see
+//! [`crate::rooted`]), which builds the root, drops privileges and execs the program.
+//!
+//! stdout and stderr are pipes the node reads (see [`crate::logcap`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use std::os::unix::fs::OpenOptionsExt;
+
 use crate::images::EtcdRelease;
+use crate::rooted::RootedSpec;
 use crate::volumes::Mount;
 
 /// The prologue run by `/bin/sh -c` inside the new namespaces. Arguments:
@@ -40,8 +50,89 @@ pub struct LaunchSpec {
     pub hostname: String,
     /// The working directory.
     pub working_dir: String,
-    /// Where stdout and stderr go.
+    /// Where stdout and stderr go, appended across restarts.
     pub log_path: PathBuf,
+    /// Where this process's output goes in the kubelet's log format.
+    pub attempt_log: PathBuf,
+    /// For a container of an image built here: its root and identity.
+    pub root: Option<RootSetup>,
+}
+
+/// What a container rooted in its image needs beyond the common launch.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RootSetup {
+    /// The image's unpacked root filesystem.
+    pub lower: PathBuf,
+    /// The container's directory (writable layer, work dir, root mount point, spec).
+    pub dir: PathBuf,
+    /// `readOnlyRootFilesystem`.
+    pub read_only: bool,
+    /// The node's directory with the live hosts file.
+    pub hosts_dir: PathBuf,
+    /// The resolver configuration to mount.
+    pub resolv_conf: Option<PathBuf>,
+    /// User id.
+    pub uid: u32,
+    /// Group id.
+    pub gid: u32,
+    /// Supplementary groups.
+    pub groups: Vec<u32>,
+    /// Capabilities kept.
+    pub capabilities: Vec<String>,
+    /// Set `no_new_privs`.
+    pub no_new_privs: bool,
+}
+
+impl RootSetup {
+    /// The spec `container-init` reads, for `spec`.
+    pub fn rooted_spec(&self, spec: &LaunchSpec) -> RootedSpec {
+        RootedSpec {
+            lower: self.lower.clone(),
+            upper: self.dir.join("upper"),
+            work: self.dir.join("work"),
+            root: self.dir.join("root"),
+            read_only: self.read_only,
+            mounts: spec.mounts.clone(),
+            hosts_dir: self.hosts_dir.clone(),
+            resolv_conf: self.resolv_conf.clone(),
+            hostname: spec.hostname.clone(),
+            working_dir: spec.working_dir.clone(),
+            uid: self.uid,
+            gid: self.gid,
+            groups: self.groups.clone(),
+            capabilities: self.capabilities.clone(),
+            no_new_privs: self.no_new_privs,
+            argv: spec.argv.clone(),
+            env: spec.env.clone(),
+        }
+    }
+
+    /// A fresh writable layer and the spec file; the argv that starts `container-init`.
+    fn prepare(&self, spec: &LaunchSpec) -> std::io::Result<Vec<String>> {
+        let rooted = self.rooted_spec(spec);
+        for dir in [&rooted.upper, &rooted.work] {
+            match std::fs::remove_dir_all(dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::create_dir_all(&rooted.root)?;
+        let path = self.dir.join("spec.json");
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)?;
+        serde_json::to_writer(&mut file, &rooted).map_err(std::io::Error::other)?;
+        Ok(vec![
+            "/proc/self/exe".to_string(),
+            "container-init".to_string(),
+            "--spec".to_string(),
+            path.display().to_string(),
+        ])
+    }
 }
 
 /// The full argv: `unshare ... /bin/sh -c PROLOGUE sh <prologue args> <command>`.
@@ -126,25 +217,24 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Starts the container process described by `spec`, in a process group of its own.
+/// Starts the container process described by `spec`, in a process group of its own, its
+/// stdout and stderr piped to the node.
 pub fn spawn(unshare: &Path, spec: &LaunchSpec) -> std::io::Result<tokio::process::Child> {
-    prepare_mount_points(&spec.mounts)?;
-    if let Some(dir) = spec.log_path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&spec.log_path)?;
-    let argv = wrapper_argv(unshare, spec);
+    let argv = match &spec.root {
+        Some(root) => root.prepare(spec)?,
+        None => {
+            prepare_mount_points(&spec.mounts)?;
+            wrapper_argv(unshare, spec)
+        }
+    };
     let mut cmd = tokio::process::Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .current_dir("/")
         .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(false);
     cmd.spawn()
@@ -168,6 +258,8 @@ mod tests {
             hostname: "m1".into(),
             working_dir: "/".into(),
             log_path: dir.join("logs/c.log"),
+            attempt_log: dir.join("logs/c/0.log"),
+            root: None,
         }
     }
 
@@ -257,11 +349,22 @@ mod tests {
         let mut s = s;
         s.argv.push(target.display().to_string());
         let mut child = spawn(&unshare, &s).unwrap();
+        let book = std::sync::Arc::new(crate::logcap::LogBook::default());
+        crate::logcap::capture(&mut child, &s.log_path, &s.attempt_log, book.clone()).unwrap();
         let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
             .await
             .unwrap()
             .unwrap();
+        while book.watch(&s.attempt_log).is_some() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         let log = std::fs::read_to_string(&s.log_path).unwrap();
+        let records = std::fs::read(&s.attempt_log).unwrap();
+        assert!(
+            records.ends_with(b" stdout F from-volume hi m1\n"),
+            "{}",
+            String::from_utf8_lossy(&records)
+        );
         assert!(status.success(), "{log}");
         assert_eq!(log, "from-volume hi m1\n");
         assert!(

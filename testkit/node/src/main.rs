@@ -4,6 +4,7 @@
 mod binder;
 mod cli;
 mod command;
+mod crilog;
 mod ctx;
 mod dispatcher;
 mod dns;
@@ -12,10 +13,14 @@ mod expand;
 mod hosts;
 mod hostsync;
 mod images;
+mod imagestore;
 mod ipam;
 mod killcmd;
+mod kubeletapi;
 mod launch;
 mod log;
+mod logcap;
+mod logserve;
 mod nodereg;
 mod phase;
 mod pod;
@@ -24,11 +29,15 @@ mod probe;
 mod procinfo;
 mod record;
 mod restart;
+mod rooted;
 mod run;
+mod secctx;
+mod servingcert;
 mod signals;
 mod statedir;
 mod status;
 mod tasks;
+mod tokens;
 mod volumes;
 
 use std::process::ExitCode;
@@ -37,17 +46,31 @@ use clap::Parser;
 
 use crate::cli::{Cli, Command};
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Run(args) => match run::run(args).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("etcd-operator-node: {e:#}");
-                ExitCode::FAILURE
+        // Before any thread exists: unsharing a mount namespace needs a single thread.
+        Command::ContainerInit(args) => {
+            let err = rooted::enter(&args.spec);
+            eprintln!("etcd-operator-node: container setup failed: {err}");
+            ExitCode::from(rooted::SETUP_FAILED as u8)
+        }
+        Command::Run(args) => {
+            let runtime = match tokio::runtime::Runtime::new() {
+                Ok(runtime) => runtime,
+                Err(e) => {
+                    eprintln!("etcd-operator-node: cannot start the runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match runtime.block_on(run::run(args)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("etcd-operator-node: {e:#}");
+                    ExitCode::FAILURE
+                }
             }
-        },
+        }
         Command::Kill(args) => {
             let result = signals::parse_signal(&args.signal).and_then(|sig| {
                 killcmd::kill_pod(&args.state_dir, &args.namespace, &args.pod, sig)

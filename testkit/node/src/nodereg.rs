@@ -140,7 +140,9 @@ pub fn node_status(
         allocatable: Some(resources),
         conditions: Some(healthy_conditions(now, ready_since)),
         daemon_endpoints: Some(NodeDaemonEndpoints {
-            kubelet_endpoint: Some(DaemonEndpoint { port: 10250 }),
+            kubelet_endpoint: Some(DaemonEndpoint {
+                port: i32::from(ctx.kubelet_port),
+            }),
         }),
         node_info: Some(NodeSystemInfo {
             architecture: arch().to_string(),

@@ -1,5 +1,9 @@
-//! From a container spec to a launch: the image mapped to a program, the pod's volumes made
-//! real, the environment resolved, the command expanded, the mounts listed.
+//! From a container spec to a launch: the image mapped to a program (an image built here,
+//! or etcd/busybox mapped to local programs), the pod's volumes made real, the environment
+//! resolved, the command expanded, the mounts listed; for an image built here, its root
+//! and the identity its security context asks for.
+
+use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret};
 use kube::{Api, Client};
@@ -7,9 +11,10 @@ use kube::{Api, Client};
 use crate::ctx::NodeCtx;
 use crate::envvars::{self, PodFacts, RefData};
 use crate::images::{self, Program};
-use crate::launch::{self, LaunchSpec};
+use crate::imagestore::LocalImage;
+use crate::launch::{self, LaunchSpec, RootSetup};
 use crate::statedir::PodDir;
-use crate::volumes;
+use crate::{secctx, tokens, volumes};
 
 /// The default PATH of container images.
 pub const IMAGE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -73,40 +78,69 @@ async fn fetch_refs(client: &Client, ns: &str, container: &Container) -> Result<
     Ok(data)
 }
 
-/// Prepares `container` of `pod` (address `ip`, state in `dir`) for launch.
+/// What runs an image: one built here, else an etcd or busybox image mapped to local
+/// programs.
+async fn program(ctx: &NodeCtx, image: &str) -> Result<Program, NotStartable> {
+    match ctx.images.resolve(image).await {
+        Ok(Some(local)) => Ok(Program::Image(Box::new(local))),
+        Ok(None) => images::resolve(image, &ctx.etcd).map_err(NotStartable::Image),
+        Err(e) => Err(NotStartable::Image(format!("image {image}: {e}"))),
+    }
+}
+
+/// The environment every container starts from, before its `envFrom` and `env`: the
+/// image's (or the default PATH and HOME of a process on the host), the hostname, and the
+/// `kubernetes` Service's variables.
+fn base_env(ctx: &NodeCtx, program: &Program, hostname: &str) -> Vec<(String, String)> {
+    let mut base = match program {
+        Program::Image(image) => envvars::image_env(&image.config.env),
+        _ => vec![
+            ("PATH".to_string(), IMAGE_PATH.to_string()),
+            ("HOME".to_string(), "/root".to_string()),
+        ],
+    };
+    if !base.iter().any(|(k, _)| k == "PATH") {
+        base.insert(0, ("PATH".to_string(), IMAGE_PATH.to_string()));
+    }
+    base.retain(|(k, _)| k != "HOSTNAME");
+    base.push(("HOSTNAME".to_string(), hostname.to_string()));
+    base.extend(envvars::kubernetes_service_env(&ctx.api_host, ctx.api_port));
+    base
+}
+
+/// Prepares `container` of `pod` (address `ip`, state in `dir`) for launch as its process
+/// number `attempt` (its restart count).
 pub async fn prepare(
     ctx: &NodeCtx,
     pod: &Pod,
     dir: &PodDir,
     ip: &str,
     container: &Container,
+    attempt: i32,
 ) -> Result<Prepared, NotStartable> {
     let config =
         |reason: &'static str| move |message: String| NotStartable::Config { reason, message };
     let image = container.image.clone().unwrap_or_default();
-    let program = images::resolve(&image, &ctx.etcd).map_err(NotStartable::Image)?;
+    let program = program(ctx, &image).await?;
+    let rooted = matches!(program, Program::Image(_));
     let ns = pod.metadata.namespace.clone().unwrap_or_default();
-    let volume_list = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.volumes.clone())
-        .unwrap_or_default();
-    let volumes = volumes::materialize(&ctx.client, &ns, dir, &volume_list)
+    let volumes = volumes::materialize(&ctx.client, pod, dir, rooted)
         .await
         .map_err(config("ContainerCreating"))?;
+    if !volumes.tokens.is_empty() {
+        let refresher =
+            tokens::keep_fresh(ctx.client.clone(), tokens::Binding::of(pod), volumes.tokens);
+        ctx.keep_tokens(pod.metadata.uid.as_deref().unwrap_or_default(), refresher);
+    }
     let refs = fetch_refs(&ctx.client, &ns, container)
         .await
         .map_err(config("CreateContainerConfigError"))?;
     let facts = PodFacts::of(pod, ip, &ctx.host_ip);
     let hostname = pod_hostname(pod);
-    let base = vec![
-        ("PATH".to_string(), IMAGE_PATH.to_string()),
-        ("HOSTNAME".to_string(), hostname.clone()),
-        ("HOME".to_string(), "/root".to_string()),
-    ];
-    let env = envvars::build_env(container, &facts, &refs, &base)
+    let base = base_env(ctx, &program, &hostname);
+    let mut env = envvars::build_env(container, &facts, &refs, &base)
         .map_err(config("CreateContainerConfigError"))?;
-    let mounts = volumes::mounts_for(container, &volumes, &env)
+    let mounts = volumes::mounts_for(container, &volumes.paths, &env)
         .map_err(config("CreateContainerConfigError"))?;
     let argv = crate::command::container_argv(
         &program,
@@ -115,9 +149,18 @@ pub async fn prepare(
         &env,
     )
     .map_err(config("CreateContainerError"))?;
-    let bin_overlay = match &program {
-        Program::Etcd(release) => launch::etcd_overlay(&ctx.state.images(), release),
-        Program::HostTools => None,
+    let (bin_overlay, root, image_dir) = match &program {
+        Program::Etcd(release) => (
+            launch::etcd_overlay(&ctx.state.images(), release),
+            None,
+            "/",
+        ),
+        Program::HostTools => (None, None, "/"),
+        Program::Image(image) => {
+            let root = root_setup(ctx, pod, container, image, dir, &mut env)
+                .map_err(config("CreateContainerConfigError"))?;
+            (None, Some(root), image.config.working_dir.as_str())
+        }
     };
     let spec = LaunchSpec {
         argv,
@@ -128,10 +171,49 @@ pub async fn prepare(
         working_dir: container
             .working_dir
             .clone()
-            .unwrap_or_else(|| "/".to_string()),
+            .filter(|w| !w.is_empty())
+            .unwrap_or_else(|| image_dir.to_string()),
         log_path: dir.log(&container.name),
+        attempt_log: dir
+            .attempt_logs(&container.name)
+            .join(format!("{attempt}.log")),
+        root,
     };
     Ok(Prepared { program, spec })
+}
+
+/// The root and identity of a container of an image built here: the security context
+/// merged and checked (`runAsNonRoot`) as the kubelet does, the user resolved in the
+/// image; `HOME` set from the image's passwd unless the environment has one.
+fn root_setup(
+    ctx: &NodeCtx,
+    pod: &Pod,
+    container: &Container,
+    image: &LocalImage,
+    dir: &PodDir,
+    env: &mut Vec<(String, String)>,
+) -> Result<RootSetup, String> {
+    let sc = secctx::effective(pod, container);
+    let image_user = secctx::ImageUser::parse(&image.config.user);
+    secctx::verify_run_as_non_root(&sc, &image_user, &secctx::pod_label(pod), &container.name)?;
+    let read = |p: &str| std::fs::read_to_string(image.rootfs.join(p)).unwrap_or_default();
+    let id = secctx::resolve_identity(&sc, &image_user, &read("etc/passwd"), &read("etc/group"))?;
+    if !env.iter().any(|(k, _)| k == "HOME") {
+        env.push(("HOME".to_string(), id.home.clone()));
+    }
+    let all: Vec<String> = caps::all().iter().map(|c| c.to_string()).collect();
+    Ok(RootSetup {
+        lower: image.rootfs.clone(),
+        dir: dir.container(&container.name),
+        read_only: sc.read_only_root,
+        hosts_dir: ctx.hosts_dir.clone(),
+        resolv_conf: Some(PathBuf::from("/etc/resolv.conf")),
+        uid: id.uid,
+        gid: id.gid,
+        groups: id.groups,
+        capabilities: secctx::capabilities(&sc, &all).into_iter().collect(),
+        no_new_privs: secctx::no_new_privs(&sc),
+    })
 }
 
 #[cfg(test)]

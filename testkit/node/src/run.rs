@@ -22,22 +22,23 @@ use crate::cli::{RunArgs, etcd_entries};
 use crate::ctx::NodeCtx;
 use crate::dispatcher::Dispatcher;
 use crate::images::{EtcdBinaries, sibling_tools};
+use crate::imagestore::ImageStore;
 use crate::ipam::IpPool;
 use crate::log::event;
+use crate::logcap::LogBook;
 use crate::statedir::StateDir;
-use crate::{hostsync, launch, nodereg};
+use crate::{hosts, hostsync, kubeletapi, launch, nodereg, servingcert};
 
-/// An API client from a kubeconfig file, or the usual inference.
-pub async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> {
-    let config = match kubeconfig {
+/// The API client's configuration from a kubeconfig file, or the usual inference.
+pub async fn config(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Config> {
+    Ok(match kubeconfig {
         Some(path) => {
             let kc = Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
             Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?
         }
         None => Config::infer().await?,
-    };
-    Ok(Client::try_from(config)?)
+    })
 }
 
 fn etcd_table(args: &RunArgs) -> anyhow::Result<EtcdBinaries> {
@@ -139,24 +140,74 @@ fn watch_signals(shutdown: CancellationToken) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The node's shared context: its tools, etcd binaries, state directory and API client.
-async fn node_ctx(args: &RunArgs) -> anyhow::Result<NodeCtx> {
+/// The node's shared context: its tools, etcd binaries, images, state directory and API
+/// client; the hosts file copied for containers rooted in their image.
+async fn node_ctx(args: &RunArgs, config: &Config) -> anyhow::Result<NodeCtx> {
     let unshare = launch::find_program("unshare")
         .context("util-linux `unshare` not found in PATH (apt-get install util-linux)")?;
     let etcd = etcd_table(args)?;
     std::fs::create_dir_all(&args.state_dir)
         .with_context(|| format!("creating {}", args.state_dir.display()))?;
-    let client = client(args.kubeconfig.as_deref()).await?;
+    let state = StateDir::new(&args.state_dir);
+    let hosts_dir = args.state_dir.join("etc");
+    hosts::mirror(&args.hosts_file, &hosts_dir).with_context(|| {
+        format!(
+            "copying {} to {}",
+            args.hosts_file.display(),
+            hosts_dir.display()
+        )
+    })?;
+    let image_dir = crate::cli::image_dir(args.image_dir.as_deref());
+    event!(
+        "images built here: {}",
+        image_dir.join(crate::imagestore::INDEX_FILE).display()
+    );
+    let api_host = config
+        .cluster_url
+        .host()
+        .unwrap_or("127.0.0.1")
+        .trim_matches(['[', ']'])
+        .to_string();
+    let api_port = config.cluster_url.port_u16().unwrap_or(443);
     Ok(NodeCtx {
-        client,
+        client: Client::try_from(config.clone())?,
         node_name: args.node_name.clone(),
         host_ip: "127.0.0.1".to_string(),
-        state: StateDir::new(&args.state_dir),
+        images: ImageStore::new(image_dir, state.images().join("oci")),
+        state,
         etcd,
         ips: Mutex::new(IpPool::new(args.pod_ip_range)),
         unshare,
         shutdown_grace: Duration::from_secs(args.shutdown_grace_seconds),
+        api_host,
+        api_port,
+        logs: Arc::new(LogBook::default()),
+        hosts_dir,
+        kubelet_port: args.kubelet_port,
+        tokens: Mutex::new(Default::default()),
     })
+}
+
+/// The kubelet API (container logs): a serving certificate from the cluster's signer, then
+/// HTTPS on the node's address, client certificates checked against the kubeconfig's CA.
+async fn kubelet_api(
+    ctx: &Arc<NodeCtx>,
+    config: &Config,
+    shutdown: CancellationToken,
+) -> anyhow::Result<JoinHandle<()>> {
+    let address: std::net::IpAddr = ctx.host_ip.parse().context("the node's address")?;
+    let cert = servingcert::obtain(&ctx.client, &ctx.node_name, address)
+        .await
+        .context("obtaining the kubelet API's serving certificate")?;
+    let cas = config
+        .root_cert
+        .clone()
+        .context("the kubeconfig names no certificate authority to verify clients with")?;
+    let tls = kubeletapi::tls_config(&cert, &cas)?;
+    let at = std::net::SocketAddr::new(address, ctx.kubelet_port);
+    kubeletapi::serve(ctx.clone(), at, tls, shutdown)
+        .await
+        .with_context(|| format!("serving the kubelet API on {at}"))
 }
 
 /// Watches Services cluster-wide into a store, notifying `changed` on every event.
@@ -189,14 +240,16 @@ fn watch_services(
 
 /// Runs the node until SIGINT/SIGTERM.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
-    let ctx = Arc::new(node_ctx(&args).await?);
+    let config = config(args.kubeconfig.as_deref()).await?;
+    let ctx = Arc::new(node_ctx(&args, &config).await?);
     let client = ctx.client.clone();
+    let shutdown = CancellationToken::new();
+    let kubelet = kubelet_api(&ctx, &config, shutdown.clone()).await?;
     let registration = nodereg::register(&ctx)
         .await
         .context("registering the Node")?;
     adopt_existing(&ctx).await?;
 
-    let shutdown = CancellationToken::new();
     watch_signals(shutdown.clone())?;
     let changed = Arc::new(Notify::new());
     let (service_store, service_task) =
@@ -216,6 +269,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let hosts = tokio::spawn(hostsync::run(
         args.node_name.clone(),
         args.hosts_file.clone(),
+        ctx.hosts_dir.clone(),
         pod_store,
         service_store,
         changed.clone(),
@@ -238,6 +292,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let _ = hosts.await;
     let _ = heartbeat.await;
     let _ = service_task.await;
+    let _ = kubelet.await;
     event!("node {} stopped", args.node_name);
     Ok(())
 }

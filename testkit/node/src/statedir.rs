@@ -99,6 +99,18 @@ impl PodDir {
         self.path.join("logs").join(format!("{container}.log"))
     }
 
+    /// The directory of a container's logs in the kubelet's (CRI) format, one file per
+    /// process: `<restartCount>.log`.
+    pub fn attempt_logs(&self, container: &str) -> PathBuf {
+        self.path.join("logs").join(container)
+    }
+
+    /// The directory of a container rooted in its image: its writable layer, the overlay's
+    /// work directory, the mount point of its root and its spec.
+    pub fn container(&self, container: &str) -> PathBuf {
+        self.path.join("containers").join(container)
+    }
+
     /// The pid file of a container's running process.
     pub fn pid_file(&self, container: &str) -> PathBuf {
         self.path.join("pids").join(format!("{container}.pid"))

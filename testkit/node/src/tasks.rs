@@ -36,6 +36,13 @@ pub enum Event {
 /// Aborts a task when dropped.
 pub struct TaskGuard(JoinHandle<()>);
 
+impl TaskGuard {
+    /// Runs `task` until it ends or the guard is dropped.
+    pub fn spawn(task: impl std::future::Future<Output = ()> + Send + 'static) -> TaskGuard {
+        TaskGuard(tokio::spawn(task))
+    }
+}
+
 impl Drop for TaskGuard {
     fn drop(&mut self) {
         self.0.abort();

@@ -1,19 +1,26 @@
-//! Pod volumes on the host: emptyDir as a directory in the pod's state, hostPath as is,
-//! configMap and secret as files; projected service-account tokens and other kinds are
-//! skipped (nothing is mounted for them).
+//! Pod volumes on the host: emptyDir as a directory in the pod's state (mode 0777, as the
+//! kubelet makes it), hostPath as is, configMap and secret as files; projected volumes
+//! (service-account tokens, configMap, secret and downward API sources) as files for
+//! containers rooted in their image (see [`crate::tokens`]); other kinds are skipped
+//! (nothing is mounted for them). Files are replaced in place (write, then rename), so a
+//! running container's bind mount of the volume sees updates.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Container, KeyToPath, Secret, Volume};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Container, KeyToPath, Pod, Secret, Volume, VolumeProjection,
+};
 use kube::{Api, Client};
 
+use crate::envvars::PodFacts;
 use crate::expand::expand_with;
 use crate::statedir::PodDir;
+use crate::tokens::{self, Binding, TokenFile};
 
 /// A bind mount to make in the container's mount namespace.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Mount {
     /// Host path.
     pub source: PathBuf,
@@ -57,6 +64,13 @@ pub enum Provision {
         /// File mode.
         mode: u32,
     },
+    /// Files from several sources (service-account token, configMap, secret, downward API).
+    Projected {
+        /// The sources.
+        sources: Vec<VolumeProjection>,
+        /// File mode.
+        mode: u32,
+    },
     /// Not provided on this node; mounts of it are left out.
     Skip,
 }
@@ -83,6 +97,11 @@ pub fn provision(volume: &Volume) -> Provision {
             items: s.items.clone().unwrap_or_default(),
             optional: s.optional == Some(true),
             mode: s.default_mode.unwrap_or(0o644) as u32,
+        }
+    } else if let Some(p) = &volume.projected {
+        Provision::Projected {
+            sources: p.sources.clone().unwrap_or_default(),
+            mode: p.default_mode.unwrap_or(0o644) as u32,
         }
     } else {
         Provision::Skip
@@ -146,51 +165,97 @@ impl KeySource<'_> {
     fn write(&self, dir: &Path, data: Option<BTreeMap<String, Vec<u8>>>) -> Result<(), String> {
         match data {
             Some(data) => write_key_files(dir, &data, self.items, self.mode),
-            None if self.optional => write_key_files(dir, &BTreeMap::new(), &[], self.mode),
+            None if self.optional => write_files(dir, &[]),
             None => Err(format!("{} {:?} not found", self.kind, self.name)),
         }
     }
 }
 
-/// Writes key files into `dir` (emptied first): every key, or only `items` (key → path).
+/// A file to write into a volume: its path inside the volume, its content and its mode.
+pub type VolumeFile = (String, Vec<u8>, u32);
+
+/// The files of a key/value source: every key, or only `items` (key → path, own mode).
+pub fn select_files(
+    data: &BTreeMap<String, Vec<u8>>,
+    items: &[KeyToPath],
+    mode: u32,
+) -> Result<Vec<VolumeFile>, String> {
+    if items.is_empty() {
+        return Ok(data
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone(), mode))
+            .collect());
+    }
+    items
+        .iter()
+        .map(|item| {
+            let value = data
+                .get(&item.key)
+                .ok_or_else(|| format!("key {:?} not found", item.key))?;
+            let mode = item.mode.map(|m| m as u32).unwrap_or(mode);
+            Ok((item.path.clone(), value.clone(), mode))
+        })
+        .collect()
+}
+
+/// Writes key files into `dir`: every key, or only `items` (key → path); files of earlier
+/// writes that are no longer wanted are removed.
 pub fn write_key_files(
     dir: &Path,
     data: &BTreeMap<String, Vec<u8>>,
     items: &[KeyToPath],
     mode: u32,
 ) -> Result<(), String> {
+    write_files(dir, &select_files(data, items, mode)?)
+}
+
+/// Makes `dir` hold exactly `files`, each replaced atomically.
+pub fn write_files(dir: &Path, files: &[VolumeFile]) -> Result<(), String> {
     let err = |e: std::io::Error| format!("{}: {e}", dir.display());
-    if dir.exists() {
-        std::fs::remove_dir_all(dir).map_err(err)?;
-    }
     std::fs::create_dir_all(dir).map_err(err)?;
-    let files: Vec<(String, &Vec<u8>, u32)> = if items.is_empty() {
-        data.iter().map(|(k, v)| (k.clone(), v, mode)).collect()
-    } else {
-        let mut files = Vec::new();
-        for item in items {
-            let value = data
-                .get(&item.key)
-                .ok_or_else(|| format!("key {:?} not found", item.key))?;
-            files.push((
-                item.path.clone(),
-                value,
-                item.mode.map(|m| m as u32).unwrap_or(mode),
-            ));
-        }
-        files
-    };
     for (path, value, mode) in files {
-        if !is_relative_and_inside(&path) {
-            return Err(format!("bad key path {path:?}"));
+        write_file_atomically(dir, path, value, *mode)?;
+    }
+    let wanted: Vec<PathBuf> = files.iter().map(|(p, _, _)| dir.join(p)).collect();
+    remove_unwanted(dir, &wanted).map_err(err)
+}
+
+/// Replaces `dir/path` with `value` (mode `mode`): written beside it, then renamed over it.
+pub fn write_file_atomically(
+    dir: &Path,
+    path: &str,
+    value: &[u8],
+    mode: u32,
+) -> Result<(), String> {
+    if !is_relative_and_inside(path) {
+        return Err(format!("bad key path {path:?}"));
+    }
+    let file = dir.join(path);
+    let err = |e: std::io::Error| format!("{}: {e}", file.display());
+    let parent = file.parent().unwrap_or(dir);
+    std::fs::create_dir_all(parent).map_err(err)?;
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temp = parent.join(format!("..{name}.tmp"));
+    std::fs::write(&temp, value).map_err(err)?;
+    std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(mode & 0o777)).map_err(err)?;
+    std::fs::rename(&temp, &file).map_err(err)
+}
+
+/// Removes the files under `dir` not in `wanted`, and directories left empty.
+fn remove_unwanted(dir: &Path, wanted: &[PathBuf]) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if std::fs::symlink_metadata(&path)?.is_dir() {
+            remove_unwanted(&path, wanted)?;
+            if std::fs::read_dir(&path)?.next().is_none() {
+                std::fs::remove_dir(&path)?;
+            }
+        } else if !wanted.contains(&path) {
+            std::fs::remove_file(&path)?;
         }
-        let file = dir.join(&path);
-        if let Some(parent) = file.parent() {
-            std::fs::create_dir_all(parent).map_err(err)?;
-        }
-        std::fs::write(&file, value).map_err(err)?;
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode & 0o777))
-            .map_err(err)?;
     }
     Ok(())
 }
@@ -236,27 +301,46 @@ async fn secret_data(
     }))
 }
 
-/// Makes every provided volume real on the host; returns volume name → host path.
+/// The volumes of a pod made real on the host.
+#[derive(Debug, Default)]
+pub struct Materialized {
+    /// Volume name → host path.
+    pub paths: BTreeMap<String, PathBuf>,
+    /// The service-account token files written, to keep fresh.
+    pub tokens: Vec<TokenFile>,
+}
+
+/// Makes every provided volume of `pod` real on the host; projected volumes only when
+/// `projected` (containers rooted in their image; processes on the host keep skipping
+/// them).
 pub async fn materialize(
     client: &Client,
-    namespace: &str,
+    pod: &Pod,
     pod_dir: &PodDir,
-    volumes: &[Volume],
-) -> Result<BTreeMap<String, PathBuf>, String> {
-    let mut paths = BTreeMap::new();
-    for volume in volumes {
+    projected: bool,
+) -> Result<Materialized, String> {
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let volumes = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.clone())
+        .unwrap_or_default();
+    let mut done = Materialized::default();
+    for volume in &volumes {
         let dir = pod_dir.volume(&volume.name);
         let io = |e: std::io::Error| format!("volume {}: {e}", volume.name);
-        match provision(volume) {
+        let path = match provision(volume) {
             Provision::EmptyDir => {
                 std::fs::create_dir_all(&dir).map_err(io)?;
-                paths.insert(volume.name.clone(), dir);
+                std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777))
+                    .map_err(io)?;
+                dir
             }
             Provision::HostPath { path, create } => {
                 if create {
                     std::fs::create_dir_all(&path).map_err(io)?;
                 }
-                paths.insert(volume.name.clone(), path);
+                path
             }
             Provision::ConfigMap {
                 name,
@@ -264,7 +348,7 @@ pub async fn materialize(
                 optional,
                 mode,
             } => {
-                let data = config_map_data(client, namespace, &name).await?;
+                let data = config_map_data(client, &namespace, &name).await?;
                 let source = KeySource {
                     kind: "configmap",
                     name: &name,
@@ -273,7 +357,7 @@ pub async fn materialize(
                     mode,
                 };
                 source.write(&dir, data)?;
-                paths.insert(volume.name.clone(), dir);
+                dir
             }
             Provision::Secret {
                 name,
@@ -281,7 +365,7 @@ pub async fn materialize(
                 optional,
                 mode,
             } => {
-                let data = secret_data(client, namespace, &name).await?;
+                let data = secret_data(client, &namespace, &name).await?;
                 let source = KeySource {
                     kind: "secret",
                     name: &name,
@@ -290,12 +374,116 @@ pub async fn materialize(
                     mode,
                 };
                 source.write(&dir, data)?;
-                paths.insert(volume.name.clone(), dir);
+                dir
             }
-            Provision::Skip => {}
+            Provision::Projected { sources, mode } if projected => {
+                let files =
+                    projected_files(client, pod, &dir, &sources, mode, &mut done.tokens).await?;
+                write_files(&dir, &files)?;
+                dir
+            }
+            Provision::Projected { .. } | Provision::Skip => continue,
+        };
+        done.paths.insert(volume.name.clone(), path);
+    }
+    Ok(done)
+}
+
+/// The files of a projected volume at `dir`; the token files among them are added to
+/// `tokens`.
+async fn projected_files(
+    client: &Client,
+    pod: &Pod,
+    dir: &Path,
+    sources: &[VolumeProjection],
+    mode: u32,
+    tokens: &mut Vec<TokenFile>,
+) -> Result<Vec<VolumeFile>, String> {
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let mut files = Vec::new();
+    for source in sources {
+        if let Some(t) = &source.service_account_token {
+            let seconds = t
+                .expiration_seconds
+                .unwrap_or(tokens::DEFAULT_EXPIRATION_SECONDS);
+            let issued =
+                tokens::request(client, &Binding::of(pod), t.audience.as_deref(), seconds).await?;
+            files.push((t.path.clone(), issued.token.into_bytes(), mode));
+            tokens.push(TokenFile {
+                dir: dir.to_path_buf(),
+                path: t.path.clone(),
+                audience: t.audience.clone(),
+                expiration_seconds: seconds,
+                mode,
+                refresh_at: tokens::refresh_at(seconds, issued.expires, jiff::Timestamp::now()),
+            });
+        } else if let Some(c) = &source.config_map {
+            let data = config_map_data(client, &namespace, &c.name).await?;
+            let items = c.items.clone().unwrap_or_default();
+            files.extend(optional_files(
+                "configmap",
+                &c.name,
+                c.optional,
+                data,
+                &items,
+                mode,
+            )?);
+        } else if let Some(c) = &source.secret {
+            let data = secret_data(client, &namespace, &c.name).await?;
+            let items = c.items.clone().unwrap_or_default();
+            files.extend(optional_files(
+                "secret", &c.name, c.optional, data, &items, mode,
+            )?);
+        } else if let Some(d) = &source.downward_api {
+            files.extend(downward_files(
+                pod,
+                d.items.as_deref().unwrap_or_default(),
+                mode,
+            )?);
+        } else {
+            return Err("projected volume: only serviceAccountToken, configMap, secret and downwardAPI sources are supported".into());
         }
     }
-    Ok(paths)
+    Ok(files)
+}
+
+fn optional_files(
+    kind: &str,
+    name: &str,
+    optional: Option<bool>,
+    data: Option<BTreeMap<String, Vec<u8>>>,
+    items: &[KeyToPath],
+    mode: u32,
+) -> Result<Vec<VolumeFile>, String> {
+    match data {
+        Some(data) => select_files(&data, items, mode),
+        None if optional == Some(true) => Ok(Vec::new()),
+        None => Err(format!("{kind} {name:?} not found")),
+    }
+}
+
+/// Downward API files: `fieldRef` values of the pod.
+pub fn downward_files(
+    pod: &Pod,
+    items: &[k8s_openapi::api::core::v1::DownwardAPIVolumeFile],
+    mode: u32,
+) -> Result<Vec<VolumeFile>, String> {
+    let facts = PodFacts::of(pod, "", "");
+    items
+        .iter()
+        .map(|item| {
+            let field = item
+                .field_ref
+                .as_ref()
+                .ok_or_else(|| format!("downwardAPI {}: only fieldRef is supported", item.path))?;
+            let mode = item.mode.map(|m| m as u32).unwrap_or(mode);
+            Ok((
+                item.path.clone(),
+                facts.field(&field.field_path)?.into_bytes(),
+                mode,
+            ))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -331,7 +519,13 @@ mod tests {
             projected: Some(ProjectedVolumeSource::default()),
             ..Default::default()
         };
-        assert_eq!(provision(&v), Provision::Skip);
+        assert_eq!(
+            provision(&v),
+            Provision::Projected {
+                sources: vec![],
+                mode: 0o644
+            }
+        );
     }
 
     #[test]

@@ -6,181 +6,20 @@
 //! root (mount namespaces, /etc/hosts) and Debian's etcd 3.4.23 (`apt-get install
 //! etcd-server etcd-client`). Without them it fails and says so; it never skips.
 
-use std::future::Future;
-use std::path::{Path, PathBuf};
-use std::pin::Pin;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+#[path = "image_pods/mod.rs"]
+mod image_pods;
+mod support;
 
-use futures::FutureExt;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kube::{Api, Client};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
-const ETCD: &str = "/usr/bin/etcd";
-const ETCDCTL: &str = "/usr/bin/etcdctl";
-const NODE_BIN: &str = env!("CARGO_BIN_EXE_etcd-operator-node");
-
-fn require_environment() -> PathBuf {
-    let how = "start one with `bash testkit/env/control-plane.sh up && \
-               export KUBECONFIG=/tmp/etcd-operator-local/kubeconfig`";
-    let Some(path) = std::env::var_os("KUBECONFIG") else {
-        panic!("KUBECONFIG is not set: this test needs a running control plane; {how}");
-    };
-    let path = PathBuf::from(path);
-    assert!(
-        path.is_file(),
-        "KUBECONFIG={} does not exist: {how}",
-        path.display()
-    );
-    for bin in [ETCD, ETCDCTL] {
-        assert!(
-            Path::new(bin).is_file(),
-            "{bin} is missing: apt-get install etcd-server etcd-client"
-        );
-    }
-    path
-}
-
-async fn client(kubeconfig: &Path) -> Client {
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("reading kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .expect("kubeconfig");
-    let client = Client::try_from(config).expect("client");
-    client.apiserver_version().await.unwrap_or_else(|e| {
-        panic!(
-            "the apiserver of {} does not answer ({e}); start it with \
-             `bash testkit/env/control-plane.sh up`",
-            kubeconfig.display()
-        )
-    });
-    client
-}
-
-/// A running node process; stopped (SIGTERM, then SIGKILL) when dropped.
-struct NodeProcess {
-    child: Option<Child>,
-    log: PathBuf,
-}
-
-impl NodeProcess {
-    fn start(kubeconfig: &Path, node: &str, state: &Path, ip_range: &str, log: PathBuf) -> Self {
-        let log_file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .unwrap();
-        let child = Command::new(NODE_BIN)
-            .args(["run", "--node-name", node, "--pod-ip-range", ip_range])
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .arg("--state-dir")
-            .arg(state)
-            .args(["--etcd-binary", &format!("3.4.23={ETCD}")])
-            .stdin(Stdio::null())
-            .stdout(log_file.try_clone().unwrap())
-            .stderr(log_file)
-            .spawn()
-            .expect("starting the node");
-        NodeProcess {
-            child: Some(child),
-            log,
-        }
-    }
-
-    fn stop(&mut self) -> Option<std::process::ExitStatus> {
-        let mut child = self.child.take()?;
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = child.try_wait() {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = child.kill();
-        child.wait().ok()
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for NodeProcess {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = probe().await {
-            return v;
-        }
-        if Instant::now() > deadline {
-            panic!("timed out after {timeout:?} waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-async fn wait_pod(
-    api: &Api<Pod>,
-    name: &str,
-    what: &str,
-    secs: u64,
-    ok: impl Fn(&Pod) -> bool,
-) -> Pod {
-    wait_for(
-        &format!("pod {name}: {what}"),
-        Duration::from_secs(secs),
-        || async { api.get_opt(name).await.ok().flatten().filter(|p| ok(p)) },
-    )
-    .await
-}
-
-async fn wait_gone(api: &Api<Pod>, name: &str, secs: u64) {
-    wait_for(
-        &format!("pod {name} to be deleted"),
-        Duration::from_secs(secs),
-        || async { matches!(api.get_opt(name).await, Ok(None)).then_some(()) },
-    )
-    .await
-}
-
-fn phase(p: &Pod) -> &str {
-    p.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("")
-}
-
-fn is_ready(p: &Pod) -> bool {
-    p.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-fn container_status(p: &Pod) -> k8s_openapi::api::core::v1::ContainerStatus {
-    p.status
-        .as_ref()
-        .unwrap()
-        .container_statuses
-        .as_ref()
-        .unwrap()[0]
-        .clone()
-}
+use support::*;
 
 fn hosts_block(node: &str) -> String {
     let text = std::fs::read_to_string("/etc/hosts").unwrap();
@@ -273,148 +112,6 @@ fn etcdctl(endpoint: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn kill_pod(state: &Path, ns: &str, pod: &str) {
-    let out = Command::new(NODE_BIN)
-        .args(["kill", "--namespace", ns, "--pod", pod])
-        .arg("--state-dir")
-        .arg(state)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "kill failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A namespace, a node and a state dir for one test; everything is removed afterwards,
-/// whatever the outcome.
-struct Env {
-    client: Client,
-    kubeconfig: PathBuf,
-    ns: String,
-    node_name: String,
-    ip_range: String,
-    state: tempfile::TempDir,
-    node: Option<NodeProcess>,
-}
-
-impl Env {
-    async fn new(tag: &str, ip_range: &str) -> Env {
-        let kubeconfig = require_environment();
-        let client = client(&kubeconfig).await;
-        let suffix = format!(
-            "{}-{}",
-            std::process::id(),
-            jiff::Timestamp::now().as_second() % 100_000
-        );
-        let ns = format!("node-it-{tag}-{suffix}");
-        let namespaces: Api<Namespace> = Api::all(client.clone());
-        namespaces
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(json!({ "metadata": { "name": ns } })).unwrap(),
-            )
-            .await
-            .unwrap();
-        let mut env = Env {
-            client,
-            kubeconfig,
-            ns,
-            node_name: format!("it-{tag}-{suffix}"),
-            ip_range: ip_range.to_string(),
-            state: tempfile::tempdir().unwrap(),
-            node: None,
-        };
-        env.start_node();
-        env.wait_node_ready().await;
-        env
-    }
-
-    fn start_node(&mut self) {
-        let log = self.state.path().join("node.log");
-        self.node = Some(NodeProcess::start(
-            &self.kubeconfig,
-            &self.node_name,
-            &self.state.path().join("state"),
-            &self.ip_range,
-            log,
-        ));
-    }
-
-    fn stop_node(&mut self) -> Option<std::process::ExitStatus> {
-        self.node.as_mut().and_then(|n| n.stop())
-    }
-
-    fn state_dir(&self) -> PathBuf {
-        self.state.path().join("state")
-    }
-
-    async fn wait_node_ready(&self) {
-        let nodes: Api<Node> = Api::all(self.client.clone());
-        wait_for("node Ready", Duration::from_secs(30), || async {
-            let node = nodes.get_opt(&self.node_name).await.ok().flatten()?;
-            let ready = node
-                .status?
-                .conditions?
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True");
-            ready.then_some(())
-        })
-        .await;
-    }
-
-    fn pods(&self) -> Api<Pod> {
-        Api::namespaced(self.client.clone(), &self.ns)
-    }
-
-    async fn cleanup(&mut self) {
-        let pods = self.pods();
-        if let Ok(list) = pods.list(&Default::default()).await {
-            for p in list.items {
-                let _ = pods
-                    .delete(
-                        p.metadata.name.as_deref().unwrap(),
-                        &DeleteParams {
-                            grace_period_seconds: Some(0),
-                            ..Default::default()
-                        },
-                    )
-                    .await;
-            }
-        }
-        self.stop_node();
-        let _ = Api::<Namespace>::all(self.client.clone())
-            .delete(&self.ns, &DeleteParams::default())
-            .await;
-        let _ = Api::<Node>::all(self.client.clone())
-            .delete(&self.node_name, &DeleteParams::default())
-            .await;
-        let _ = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
-            self.client.clone(),
-            "kube-node-lease",
-        )
-        .delete(&self.node_name, &DeleteParams::default())
-        .await;
-    }
-
-    /// Runs the scenario, cleans up, and on failure shows the node's log.
-    async fn run<F>(mut self, scenario: F)
-    where
-        F: for<'a> FnOnce(&'a mut Env) -> Pin<Box<dyn Future<Output = ()> + 'a>>,
-    {
-        let outcome = std::panic::AssertUnwindSafe(scenario(&mut self))
-            .catch_unwind()
-            .await;
-        let log = self.node.as_ref().map(|n| n.log()).unwrap_or_default();
-        self.cleanup().await;
-        if let Err(panic) = outcome {
-            eprintln!("---- node log ----\n{log}\n---- end of node log ----");
-            std::panic::resume_unwind(panic);
-        }
-    }
-}
-
 /// The etcd image of Debian's etcd, the version the node is given.
 const ETCD_IMAGE: &str = "quay.io/coreos/etcd:v3.4.23";
 
@@ -430,30 +127,6 @@ impl Env {
     async fn create_etcd_pod(&self, name: &str, app: &str, restart: &str, image: &str) {
         let pod = etcd_pod(name, &self.ns, &self.node_name, app, restart, image);
         self.create_pod(pod).await;
-    }
-
-    async fn create_pod(&self, pod: Pod) {
-        self.pods()
-            .create(&PostParams::default(), &pod)
-            .await
-            .unwrap();
-    }
-
-    /// Deletes the pods and waits until the node removed each of them.
-    async fn delete_pods(&self, names: &[&str]) {
-        let pods = self.pods();
-        for name in names {
-            pods.delete(name, &DeleteParams::default()).await.unwrap();
-        }
-        for name in names {
-            wait_gone(&pods, name, 30).await;
-        }
-    }
-
-    /// Stops the node and checks that it exited cleanly.
-    fn stop_node_cleanly(&mut self) {
-        let status = self.stop_node().expect("node was running");
-        assert!(status.success(), "node exit status {status}");
     }
 }
 
@@ -521,6 +194,30 @@ fn assert_data_and_log_in_pod_dir(env: &Env, pod: &Pod) -> PathBuf {
     pod_dir
 }
 
+/// `kubectl logs --tail=2` of a container returns its last two lines, as its log file has
+/// them (through the API server and the node's kubelet API).
+fn assert_kubectl_logs_tail(env: &Env, pod: &str, container: &str) {
+    let tail = kubectl(env, &["logs", pod, "-c", container, "--tail=2"]);
+    let lines: Vec<&str> = tail.lines().collect();
+    assert_eq!(lines.len(), 2, "{tail}");
+    let uid = env
+        .state_dir()
+        .join("pods")
+        .read_dir()
+        .unwrap()
+        .flatten()
+        .find(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("{}_{pod}_", env.ns))
+        })
+        .expect("the pod's state dir");
+    let raw = std::fs::read_to_string(uid.path().join(format!("logs/{container}.log"))).unwrap();
+    for line in lines {
+        assert!(raw.contains(line), "{line:?} is not in the container's log");
+    }
+}
+
 /// A killed etcd of a `Never` pod: the pod Failed, exit code 137 by signal 9, not ready.
 async fn kill_and_expect_failed(env: &Env, name: &str) {
     kill_pod(&env.state_dir(), &env.ns, name);
@@ -560,7 +257,7 @@ fn stop_node_and_expect_hosts_block_removed(env: &mut Env) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn etcd_pod_resolves_serves_crashes_and_is_deleted() {
-    let env = Env::new("a", "127.0.231.1-127.0.231.254").await;
+    let env = Env::new("a", "127.0.231.1-127.0.231.254", 10251).await;
     env.run(|env| {
         Box::pin(async move {
             env.create_peers_service("itest-a").await;
@@ -575,6 +272,7 @@ async fn etcd_pod_resolves_serves_crashes_and_is_deleted() {
             assert_hosts_block_names(env, &ip, &host);
             assert_etcd_serves(&host);
             let pod_dir = assert_data_and_log_in_pod_dir(env, &ready);
+            assert_kubectl_logs_tail(env, "m1", "etcd");
             kill_and_expect_failed(env, "m1").await;
             delete_and_expect_cleanup(env, "m1", &pod_dir, &host).await;
             stop_node_and_expect_hosts_block_removed(env);
@@ -725,7 +423,7 @@ async fn node_restart_reports_running_never_pod_exited(env: &mut Env, name: &str
 
 #[tokio::test(flavor = "multi_thread")]
 async fn image_changes_pull_failures_restarts_and_node_restart_are_reported() {
-    let env = Env::new("b", "127.0.232.1-127.0.232.254").await;
+    let env = Env::new("b", "127.0.232.1-127.0.232.254", 10252).await;
     env.run(|env| {
         Box::pin(async move {
             env.create_peers_service("itest-b").await;

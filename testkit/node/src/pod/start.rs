@@ -15,6 +15,7 @@ use super::slot::{Kind, Proc, Slot};
 use crate::ctx::NodeCtx;
 use crate::launch::{self, LaunchSpec};
 use crate::log::event;
+use crate::logcap;
 use crate::prepare::{self, NotStartable, Prepared};
 use crate::record::RunState;
 use crate::restart;
@@ -54,7 +55,17 @@ pub async fn start(site: &PodSite<'_>, kind: Kind, slot: &mut Slot, generations:
     let Some(Prepared { program, spec }) = prepared(site, &container, slot, now).await else {
         return;
     };
-    let child = match launch::spawn(&site.ctx.unshare, &spec) {
+    let spawned = launch::spawn(&site.ctx.unshare, &spec).and_then(|mut child| {
+        let logs = site.ctx.logs.clone();
+        match logcap::capture(&mut child, &spec.log_path, &spec.attempt_log, logs) {
+            Ok(()) => Ok(child),
+            Err(e) => {
+                let _ = child.start_kill();
+                Err(e)
+            }
+        }
+    });
+    let child = match spawned {
         Ok(child) => child,
         Err(e) => {
             let delay = restart::backoff(slot.record.restart_count);
@@ -98,7 +109,8 @@ async fn prepared(
     now: Instant,
 ) -> Option<Prepared> {
     let (id, name) = (site.id, &container.name);
-    match prepare::prepare(site.ctx, site.pod, site.dir, site.ip, container).await {
+    let attempt = slot.record.restart_count;
+    match prepare::prepare(site.ctx, site.pod, site.dir, site.ip, container, attempt).await {
         Ok(prepared) => Some(prepared),
         Err(NotStartable::Image(msg)) => {
             event!("pod {id} container {name}: ErrImagePull: {msg}");

@@ -125,4 +125,5 @@ pub fn remove_state(ctx: &NodeCtx, dir: &PodDir, uid: &str, id: &str) {
         event!("pod {id}: cannot remove {}: {e}", dir.path().display());
     }
     ctx.release_ip(uid);
+    ctx.forget_tokens(uid);
 }
