@@ -7,12 +7,14 @@
 #   2. build/rootfs.sh assembles the root filesystem from that binary on this host
 #   3. buildah builds the Dockerfile with that directory as the build context `rootfs`,
 #      which replaces the Dockerfile's builder stage (never pulled), tags the image
-#      localhost/etcd-operator:<version> and :dev, and exports
+#      localhost/etcd-operator:<version>, :<version>-<key> (the first 12 hex digits of the
+#      cache key below, so a changed build has a new name) and :dev, and exports
 #      $CACHE/images/etcd-operator-<version>.oci.tar (gzip layers).
-#   4. records both tags in $CACHE/images/index.tsv (`REF<TAB>ARCHIVE`, the archive
+#   4. records the tags in $CACHE/images/index.tsv (`REF<TAB>ARCHIVE`, the archive
 #      relative to that directory), where the process node looks up the images it can
 #      run (testkit/node: a pod whose image is localhost/etcd-operator:<version> runs
-#      rooted in this image).
+#      rooted in this image), and the content tag in <archive>.ref, which is what
+#      local-up.sh sets in the Deployment (a rebuilt image rolls the Deployment out).
 #
 # Cached: the key is a digest of the assembled root filesystem (binary, libraries, CA
 # bundle, users: content, paths and modes) and of the Dockerfile. When it matches the
@@ -71,22 +73,27 @@ key() {
   ) | cat - Dockerfile <(echo "SOURCE_DATE_EPOCH=$EPOCH") | sha256sum | cut -d' ' -f1
 }
 KEY=$(key)
+CONTENT_REF="$IMAGE_NAME:$VERSION-${KEY:0:12}"
+TAGS=("$IMAGE_NAME:$VERSION" "$CONTENT_REF" "$IMAGE_NAME:dev")
 
-# index_refs REF...: records that each REF names this archive in index.tsv (earlier lines
-# for those refs are dropped; the file is replaced by renaming).
+# index_refs REF...: records that the REFs, and nothing else, name this archive in
+# index.tsv (earlier lines for the archive or for those refs are dropped, so an older
+# content tag no longer names a rebuilt archive; the file is replaced by renaming).
 index_refs() {
   local index="$IMAGES/index.tsv" tmp="$IMAGES/.index.tsv.tmp" ref
   touch "$index"
-  awk -F '\t' -v refs="$*" 'BEGIN { n = split(refs, r, " "); for (i = 1; i <= n; i++) drop[r[i]] = 1 }
-    !($1 in drop)' "$index" >"$tmp"
+  awk -F '\t' -v refs="$*" -v archive="${ARCHIVE##*/}" \
+    'BEGIN { n = split(refs, r, " "); for (i = 1; i <= n; i++) drop[r[i]] = 1 }
+    !($1 in drop) && $2 != archive' "$index" >"$tmp"
   for ref in "$@"; do printf '%s\t%s\n' "$ref" "${ARCHIVE##*/}" >>"$tmp"; done
   mv -f "$tmp" "$index"
 }
 
 if [ -f "$ARCHIVE" ] && [ "$(cat "$KEYFILE" 2>/dev/null)" = "$KEY" ] &&
-  "${BUILDAH[@]}" inspect --type image "$IMAGE_NAME:$VERSION" >/dev/null 2>&1; then
-  echo "== image $IMAGE_NAME:$VERSION is up to date ($ARCHIVE)" >&2
-  index_refs "$IMAGE_NAME:$VERSION" "$IMAGE_NAME:dev"
+  "${BUILDAH[@]}" inspect --type image "$CONTENT_REF" >/dev/null 2>&1; then
+  echo "== image $CONTENT_REF is up to date ($ARCHIVE)" >&2
+  index_refs "${TAGS[@]}"
+  echo "$CONTENT_REF" >"$ARCHIVE.ref"
   echo "$ARCHIVE"
   exit 0
 fi
@@ -94,8 +101,12 @@ fi
 echo "== building $IMAGE_NAME:$VERSION with buildah (vfs, chroot isolation)" >&2
 "${BUILDAH[@]}" build --isolation chroot --timestamp "$EPOCH" \
   --build-context rootfs="$WORK/rootfs" \
-  -t "$IMAGE_NAME:$VERSION" -t "$IMAGE_NAME:dev" -f Dockerfile . >&2
-# The image these tags named before is dangling now; the storage is this script's alone.
+  "${TAGS[@]/#/--tag=}" -f Dockerfile . >&2
+# Content tags of earlier builds keep their images; drop them. The image the tags named
+# before is dangling then; the storage is this script's alone.
+"${BUILDAH[@]}" images --noheading --format '{{.Name}}:{{.Tag}}' |
+  grep -F "$IMAGE_NAME:$VERSION-" | grep -vxF "$CONTENT_REF" |
+  while read -r old; do "${BUILDAH[@]}" rmi "$old" >/dev/null 2>&1 || true; done || true
 "${BUILDAH[@]}" rmi --prune >/dev/null 2>&1 || true
 
 echo "== exporting $ARCHIVE" >&2
@@ -104,6 +115,7 @@ rm -f "$KEYFILE"
   "oci-archive:$WORK/image.oci.tar:$IMAGE_NAME:$VERSION" >&2
 mv -f "$WORK/image.oci.tar" "$ARCHIVE"
 echo "$KEY" >"$KEYFILE"
-index_refs "$IMAGE_NAME:$VERSION" "$IMAGE_NAME:dev"
-echo "== $IMAGE_NAME:$VERSION: $(stat -c %s "$ARCHIVE") bytes in $ARCHIVE" >&2
+index_refs "${TAGS[@]}"
+echo "$CONTENT_REF" >"$ARCHIVE.ref"
+echo "== $CONTENT_REF: $(stat -c %s "$ARCHIVE") bytes in $ARCHIVE" >&2
 echo "$ARCHIVE"

@@ -12,6 +12,8 @@
 #   testkit/env/chart.sh dry-run     # kubectl apply --dry-run=server of the default render and
 #                                     #   of a scoped render with metrics and a ServiceMonitor,
 #                                     #   against $KUBECONFIG (test.sh: the local environment)
+#   testkit/env/chart.sh helm ARGS   # helm itself (the end-to-end test installs, upgrades and
+#                                     #   uninstalls the chart with it)
 #
 # What is rendered into manifests/ (release etcd-operator in namespace etcd-operator):
 #   00-namespace.yaml   the namespace object (a chart installs into its release namespace)
@@ -286,6 +288,12 @@ manifests) cmd_manifests ;;
 crd) cmd_crd ;;
 check) cmd_check ;;
 dry-run) cmd_dry_run ;;
+helm)
+    shift
+    ensure_helm
+    trap - EXIT
+    exec "$HELM" "$@"
+    ;;
 *)
     sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
     exit 2

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Stops everything testkit/env/local-up.sh started (by the pids it recorded): the operator, the
-# node (which stops its pods' processes and removes its /etc/hosts entries), then the
-# control plane; and removes LOCAL_ENV_DIR.
+# Stops everything testkit/env/local-up.sh started (by the pids it recorded): the node
+# (which stops its pods' processes, the operator's among them, and removes its /etc/hosts
+# entries), then the control plane; and removes LOCAL_ENV_DIR.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 export LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
@@ -20,7 +20,6 @@ stop() {
   fi
   rm -f "$pidfile"
 }
-stop operator
 stop node
 bash "$ROOT/testkit/env/control-plane.sh" down
 # The node's lock on /etc/hosts, once no node is left to share it.

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Brings up the whole local environment: a real kube-apiserver and controller-manager,
-# the process node (which runs pods as local processes), and the operator built from
-# this tree, running with its ServiceAccount's RBAC. Then applies an example
-# EtcdCluster (unless EXAMPLE is empty) and waits until it is Running with every member
-# ready.
+# the process node (which runs pods as local processes, image pods rooted in their
+# image), and the operator installed as a user installs it: its image built from this
+# tree, then `kubectl apply -f manifests/` with that image set, two replicas electing a
+# leader through their Lease. Then applies an example EtcdCluster (unless EXAMPLE is
+# empty) and waits until it is Running with every member ready. Run again, it starts
+# what is not running and rolls the Deployment out when the image changed.
 #
 #   testkit/env/local-up.sh                 # examples/local-3.5.yaml
 #   EXAMPLE=examples/local-3.4.yaml testkit/env/local-up.sh
@@ -11,10 +13,9 @@
 #
 # Everything lives under LOCAL_ENV_DIR (default /tmp/etcd-operator-local):
 #   kubeconfig            admin kubeconfig (export KUBECONFIG=... to use kubectl)
-#   operator.kubeconfig   the operator's ServiceAccount token
-#   logs/                 operator.log, node.log, and the control plane's logs
-#   node/                 the node's pods: data dirs and container logs
-#   bin/                  the operator and node binaries the environment runs
+#   logs/                 node.log and the control plane's logs (the operator's: kubectl logs)
+#   node/                 the node's pods: data dirs, container logs, unpacked images
+#   bin/                  the node binary the environment runs
 # testkit/env/local-down.sh stops every process this started and removes LOCAL_ENV_DIR.
 set -euo pipefail
 
@@ -22,7 +23,6 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 export LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
 CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}
 EXAMPLE=${EXAMPLE-examples/local-3.5.yaml}
-OPERATOR_HTTP=${OPERATOR_HTTP:-127.0.0.1:18080}
 RUN="$LOCAL_ENV_DIR/run"
 LOGS="$LOCAL_ENV_DIR/logs"
 export KUBECONFIG="$LOCAL_ENV_DIR/kubeconfig"
@@ -34,15 +34,17 @@ bash testkit/env/control-plane.sh up
 # store etcd above may be Debian's, so this is not implied by the control plane).
 ETCD_VERSIONS=${ETCD_VERSIONS:-v3.5.35 v3.6.16} bash testkit/env/build-binaries.sh etcd
 
-echo "== building the operator and the node"
-cargo build --workspace --bins --quiet
+echo "== building the node"
+cargo build -p etcd-operator-node --bin etcd-operator-node --quiet
 mkdir -p "$RUN" "$LOGS" "$LOCAL_ENV_DIR/bin"
-# The environment runs its own copies: a later build (of this tree or another worktree
-# sharing CARGO_TARGET_DIR) never changes what a running or restarted process is.
-for bin in etcd-operator etcd-operator-node; do
-  cp "${CARGO_TARGET_DIR:-$ROOT/target}/debug/$bin" "$LOCAL_ENV_DIR/bin/.$bin.new"
-  mv -f "$LOCAL_ENV_DIR/bin/.$bin.new" "$LOCAL_ENV_DIR/bin/$bin"
-done
+# The environment runs its own copy: a later build (of this tree or another worktree
+# sharing CARGO_TARGET_DIR) never changes what a running or restarted node is.
+cp "${CARGO_TARGET_DIR:-$ROOT/target}/debug/etcd-operator-node" "$LOCAL_ENV_DIR/bin/.node.new"
+mv -f "$LOCAL_ENV_DIR/bin/.node.new" "$LOCAL_ENV_DIR/bin/etcd-operator-node"
+
+echo "== building the operator image"
+archive=$(bash testkit/env/build-image.sh)
+image=$(cat "$archive.ref")
 
 # shellcheck source=testkit/env/lib.sh
 source "$ROOT/testkit/env/lib.sh"
@@ -62,6 +64,7 @@ if ! alive node; then
   echo "== starting the process node (${etcd_flags[*]})"
   setsid "$LOCAL_ENV_DIR/bin/etcd-operator-node" run --kubeconfig "$KUBECONFIG" \
     --node-name local-node --state-dir "$LOCAL_ENV_DIR/node" "${etcd_flags[@]}" \
+    --image-dir "$CACHE/images" \
     >"$LOGS/node.log" 2>&1 < /dev/null &
   echo $! >"$RUN/node.pid"
 fi
@@ -71,19 +74,26 @@ for _ in $(seq 60); do
 done
 kubectl get node local-node >/dev/null || { tail -20 "$LOGS/node.log"; echo "node did not register" >&2; exit 1; }
 
-if ! alive operator; then
-  echo "== starting the operator as ServiceAccount etcd-operator/etcd-operator"
-  bash testkit/env/operator-kubeconfig.sh >"$LOCAL_ENV_DIR/operator.kubeconfig"
-  KUBECONFIG="$LOCAL_ENV_DIR/operator.kubeconfig" setsid "$LOCAL_ENV_DIR/bin/etcd-operator" run \
-    --listen "$OPERATOR_HTTP" --lease-namespace etcd-operator --log-format json \
-    --identity "local-$(hostname)" >"$LOGS/operator.log" 2>&1 < /dev/null &
-  echo $! >"$RUN/operator.pid"
+echo "== installing the operator: kubectl apply -f manifests/ with image $image"
+kubectl set image --local -f manifests/30-deployment.yaml "operator=$image" -o yaml |
+  kubectl apply -f - >/dev/null
+if ! kubectl -n etcd-operator rollout status deploy/etcd-operator --timeout=180s; then
+  kubectl -n etcd-operator get pods -o wide >&2
+  echo "the operator's Deployment did not become available; kubectl -n etcd-operator logs deploy/etcd-operator" >&2
+  exit 1
 fi
+# The leader: the holder of the Lease, one of the Deployment's current pods.
+leader=
 for _ in $(seq 60); do
-  curl -fsS "http://$OPERATOR_HTTP/readyz" >/dev/null 2>&1 && break
+  holder=$(kubectl -n etcd-operator get lease etcd-operator -o jsonpath='{.spec.holderIdentity}' 2>/dev/null || true)
+  if [ -n "$holder" ] && kubectl -n etcd-operator get pod "$holder" -o jsonpath='{.metadata.labels.app\.kubernetes\.io/name}' 2>/dev/null | grep -qx etcd-operator; then
+    leader=$holder
+    break
+  fi
   sleep 1
 done
-curl -fsS "http://$OPERATOR_HTTP/readyz" >/dev/null || { tail -20 "$LOGS/operator.log"; echo "operator not ready" >&2; exit 1; }
+[ -n "$leader" ] || { echo "no pod of the operator holds its Lease" >&2; exit 1; }
+leader_ip=$(kubectl -n etcd-operator get pod "$leader" -o jsonpath='{.status.podIP}')
 
 if [ -n "$EXAMPLE" ]; then
   name=$(kubectl apply -f "$EXAMPLE" -o name)
@@ -97,19 +107,22 @@ if [ -n "$EXAMPLE" ]; then
   done
   kubectl get "$name"
   if [ "$phase" != Running ] || [ "$ready" != "$size" ]; then
-    echo "the example did not become ready; see $LOGS/operator.log" >&2
+    echo "the example did not become ready; see kubectl -n etcd-operator logs $leader" >&2
     exit 1
   fi
 fi
 
 cat <<MSG
 
-The local environment is up.
+The local environment is up. The operator's leader is pod $leader ($leader_ip).
   export KUBECONFIG=$KUBECONFIG
   kubectl get etcd -A                                   # clusters, phase, ready members
   kubectl describe etcd ${EXAMPLE:+$(basename "${name:-x}")}                 # conditions and Events
-  curl -s http://$OPERATOR_HTTP/debug/actors | python3 -m json.tool     # every actor's state
-  curl -sN http://$OPERATOR_HTTP/debug/stream           # live state transitions
+  kubectl -n etcd-operator logs -f deploy/etcd-operator  # the operator's log (one replica's)
+  kubectl -n etcd-operator logs -f $leader       # the leader's log
+  curl -s http://$leader_ip:8080/debug/actors | python3 -m json.tool     # every actor's state
+  curl -sN http://$leader_ip:8080/debug/stream          # live state transitions
+  curl -s http://$leader_ip:8080/metrics                # Prometheus metrics
   ETCDCTL_API=3 etcdctl --endpoints=\$(kubectl get ${name:-etcd/NAME} -o jsonpath='http://{.status.members.ready[0]}.{.metadata.name}.{.metadata.namespace}.svc:2379') member list
-Logs: $LOGS/operator.log, $LOGS/node.log.  Tear down: testkit/env/local-down.sh
+Node log: $LOGS/node.log.  Tear down: testkit/env/local-down.sh
 MSG

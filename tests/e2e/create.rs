@@ -2,12 +2,13 @@
 
 use std::time::Duration;
 
+use crate::operator::{DebugStream, leader};
 use crate::support::*;
 
 #[tokio::test]
 async fn applying_a_three_member_cluster_gives_three_started_healthy_members() {
     let ns = Namespace::create("create");
-    let stream = DebugStream::follow();
+    let stream = DebugStream::follow().await;
     apply(&cluster_yaml(&ns.0, "trio", 3, "3.5.35", false));
     let ready = wait_running(&ns.0, "trio", 3, Duration::from_secs(120)).await;
 
@@ -23,14 +24,26 @@ async fn applying_a_three_member_cluster_gives_three_started_healthy_members() {
         "{transitions:?}"
     );
 
+    // So did the leader's log (`kubectl logs`): one line per transition.
+    let logged: Vec<_> = leader()
+        .await
+        .log()
+        .into_iter()
+        .filter(|l| l["msg"] == "state transition" && l["cluster"] == "e2e-create/trio")
+        .collect();
+    assert!(
+        logged.iter().any(|l| l["from"] == "Bootstrapping"),
+        "{logged:#?}"
+    );
+    assert_eq!(
+        logged.last().map(|l| &l["to"]),
+        Some(&"Running".into()),
+        "{logged:#?}"
+    );
+
     let mut etcd = etcd(&ns.0, "trio", &ready).await;
     let members = member_list(&mut etcd).await;
-    assert_eq!(members.len(), 3, "{members:?}");
-    assert!(
-        members
-            .iter()
-            .all(|(_, name, learner)| !name.is_empty() && !learner)
-    );
+    assert_voters(&members, 3);
     for member in &ready {
         let mut one = crate::support::etcd(&ns.0, "trio", std::slice::from_ref(member)).await;
         one.status().await.expect("every member answers its status");

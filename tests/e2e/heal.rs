@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::operator::OperatorStopped;
 use crate::support::*;
 
 async fn replaced_after(ns: &str, name: &str, victim: &str, kill: impl FnOnce()) {

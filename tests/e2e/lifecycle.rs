@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::operator::OperatorStopped;
 use crate::support::*;
 
 #[tokio::test]
@@ -86,13 +87,7 @@ async fn an_operator_stopped_between_member_add_and_pod_start_converges_without_
     let after = wait_running(&ns.0, "joined", 3, Duration::from_secs(180)).await;
     let mut client = etcd(&ns.0, "joined", &after).await;
     let members = member_list(&mut client).await;
-    assert_eq!(members.len(), 3, "{members:?}");
-    assert!(
-        members
-            .iter()
-            .all(|(_, n, learner)| !n.is_empty() && !learner),
-        "dangling member: {members:?}"
-    );
+    assert_voters(&members, 3);
     let same_cluster = cluster_id(&mut client).await;
     assert_eq!(same_cluster, id_before, "a second cluster was bootstrapped");
     assert_keys(&mut client, "interrupted", 10).await;

@@ -1,12 +1,14 @@
 //! End-to-end tests: real etcd clusters run by the operator on the local environment
-//! (real kube-apiserver and controller-manager, the process node, the operator with its
-//! ServiceAccount's RBAC). Start it with `EXAMPLE= testkit/env/local-up.sh` (`make e2e` does).
+//! (real kube-apiserver and controller-manager, the process node, the operator's
+//! Deployment from `manifests/` running its image with its ServiceAccount's RBAC). Start it with `EXAMPLE= testkit/env/local-up.sh` (`make e2e` does).
 //! Every scenario that runs a cluster writes keys before and reads them back after.
 
+mod operator;
 mod support;
 
 mod create;
 mod heal;
+mod helm;
 mod leader;
 mod lifecycle;
 mod names;

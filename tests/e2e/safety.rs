@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::operator::OperatorStopped;
 use crate::support::*;
 
 /// Pause a cluster, lose every member pod, restart the operator, unpause: the operator

@@ -18,12 +18,7 @@ async fn scaling_three_to_five_to_three_keeps_every_key() {
     let five = wait_running(&ns.0, "scaled", 5, Duration::from_secs(180)).await;
     let mut client = etcd(&ns.0, "scaled", &five).await;
     let members = member_list(&mut client).await;
-    assert_eq!(members.len(), 5, "{members:?}");
-    assert!(
-        members
-            .iter()
-            .all(|(_, n, learner)| !n.is_empty() && !learner)
-    );
+    assert_voters(&members, 5);
     assert_keys(&mut client, "scale", 50).await;
 
     patch_spec(&ns.0, "scaled", json!({"size": 3})).await;

@@ -27,7 +27,7 @@ pub fn env_dir() -> PathBuf {
 pub fn kubeconfig() -> PathBuf {
     let path = env_dir().join("kubeconfig");
     assert!(
-        path.exists() && env_dir().join("run/operator.pid").exists(),
+        path.exists() && env_dir().join("run/node.pid").exists(),
         "the local environment is not up ({} missing): run `EXAMPLE= testkit/env/local-up.sh` \
          first, or use `make e2e`, which does",
         path.display()
@@ -306,6 +306,17 @@ pub async fn member_list(etcd: &mut Etcd) -> Vec<(u64, String, bool)> {
         .collect()
 }
 
+/// Asserts that `members` (a member list) are `count` started voting members.
+pub fn assert_voters(members: &[(u64, String, bool)], count: usize) {
+    assert_eq!(members.len(), count, "{members:?}");
+    assert!(
+        members
+            .iter()
+            .all(|(_, name, learner)| !name.is_empty() && !learner),
+        "not all started voters: {members:?}"
+    );
+}
+
 /// The etcd cluster ID the members answer with.
 pub async fn cluster_id(etcd: &mut Etcd) -> u64 {
     etcd.member_list()
@@ -332,132 +343,17 @@ pub fn kill_member(ns: &str, pod: &str) {
     );
 }
 
-fn operator_pid() -> Option<i32> {
-    std::fs::read_to_string(env_dir().join("run/operator.pid"))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-}
-
-fn alive(pid: i32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .unwrap_or_default()
-            .contains(") Z ")
-}
-
-/// The operator stopped; it is started again when this is dropped (even by a failing
-/// test, so later scenarios still have an operator).
-pub struct OperatorStopped;
-
-impl OperatorStopped {
-    /// Stops the operator.
-    pub async fn new() -> Self {
-        stop_operator().await;
-        OperatorStopped
-    }
-}
-
-impl Drop for OperatorStopped {
-    fn drop(&mut self) {
-        start_operator();
-    }
-}
-
-/// Stops the operator started by testkit/env/local-up.sh (SIGTERM, by its recorded pid).
-async fn stop_operator() {
-    let pid = operator_pid().expect("operator pid file");
-    let _ = Command::new("kill").arg(pid.to_string()).status();
-    wait_for(
-        "the operator to exit",
-        Duration::from_secs(30),
-        || async move {
-            if alive(pid) {
-                Err(format!("pid {pid} alive"))
-            } else {
-                Ok(())
-            }
-        },
-    )
-    .await;
-}
-
-/// Starts the operator again (testkit/env/local-up.sh restarts what is not running) and waits
-/// until it is ready.
-fn start_operator() {
-    let status = Command::new("bash")
-        .arg(root().join("testkit/env/local-up.sh"))
-        .env("EXAMPLE", "")
-        .env("LOCAL_ENV_DIR", env_dir())
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("local-up runs");
-    assert!(
-        status.success(),
-        "testkit/env/local-up.sh failed to restart the operator"
-    );
-}
-
-/// A `curl -sN` on the operator's `/debug/stream`, collecting lines until dropped.
-pub struct DebugStream {
-    child: std::process::Child,
-    lines: std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
-}
-
-impl DebugStream {
-    /// Starts following the stream of the local operator.
-    pub fn follow() -> Self {
-        use std::io::BufRead;
-        let mut child = Command::new("curl")
-            .args(["-sN", "http://127.0.0.1:18080/debug/stream"])
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("curl runs");
-        let stdout = child.stdout.take().unwrap();
-        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let sink = lines.clone();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-            {
-                if let Ok(value) = serde_json::from_str(&line) {
-                    sink.lock().unwrap().push(value);
-                }
-            }
-        });
-        std::thread::sleep(Duration::from_millis(300));
-        DebugStream { child, lines }
-    }
-
-    /// The transitions seen so far for cluster `key` (`namespace/name`).
-    pub fn lines_for(&self, key: &str) -> Vec<serde_json::Value> {
-        let lines = self.lines.lock().unwrap();
-        lines.iter().filter(|l| l["key"] == key).cloned().collect()
-    }
-}
-
-impl Drop for DebugStream {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// The etcd images of the pods of a namespace, sorted.
 pub fn pod_images(ns: &str) -> Vec<String> {
     pod_words(ns, "{.spec.containers[0].image}")
 }
 
-/// Pid of the operator testkit/env/local-up.sh started.
-pub fn local_operator_pid() -> i32 {
-    operator_pid().expect("operator pid file")
-}
-
 /// Whether process `pid` runs (a zombie does not).
 pub fn process_alive(pid: i32) -> bool {
-    alive(pid)
+    Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
 }
 
 /// Sends signal `name` (`STOP`, `CONT`, `TERM`, ...) to process `pid`.
@@ -473,25 +369,8 @@ pub fn signal(pid: i32, name: &str) {
     );
 }
 
-/// The identity holding the operator's leader Lease (empty when none or unreadable).
-pub fn lease_holder() -> String {
-    let args = [
-        "get",
-        "lease",
-        "etcd-operator",
-        "-n",
-        "etcd-operator",
-        "-o",
-        "jsonpath={.spec.holderIdentity}",
-    ];
-    match kubectl(&args, None) {
-        (true, holder) => holder.trim().to_string(),
-        (false, _) => String::new(),
-    }
-}
-
 /// Blocks until `check` holds or `timeout` passes; whether it held (usable in `Drop`).
-fn block_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
+pub fn block_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     let deadline = std::time::Instant::now() + timeout;
     while std::time::Instant::now() < deadline {
         if check() {
@@ -500,33 +379,6 @@ fn block_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(200));
     }
     check()
-}
-
-/// After a test froze or replaced the local operator (process `pid`, Lease identity
-/// `identity`): waits for that process to exit, starts the operator again
-/// (testkit/env/local-up.sh starts what is not running) and waits until it holds the Lease,
-/// so later scenarios find the environment as local-up left it.
-pub fn restore_leader(pid: i32, identity: &str) {
-    let exited = block_until(Duration::from_secs(30), || !alive(pid));
-    let local_up = Command::new("bash")
-        .arg(root().join("testkit/env/local-up.sh"))
-        .env("EXAMPLE", "")
-        .env("LOCAL_ENV_DIR", env_dir())
-        .output();
-    let restarted = local_up.as_ref().is_ok_and(|o| o.status.success());
-    let leading = block_until(Duration::from_secs(60), || lease_holder() == identity);
-    if !std::thread::panicking() {
-        assert!(exited, "the old operator (pid {pid}) did not exit");
-        assert!(
-            restarted,
-            "testkit/env/local-up.sh failed to restart the operator: {:?}",
-            local_up.map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        );
-        assert!(
-            leading,
-            "the restarted operator did not take the Lease back"
-        );
-    }
 }
 
 /// Pid of a control-plane component (`kube-apiserver`, `etcd`, ...) testkit/env/control-plane.sh

@@ -150,15 +150,22 @@ async fn reverting_the_version_mid_upgrade_moves_the_upgraded_members_back() {
     write_keys(&mut client, "revert", 10).await;
 
     patch_spec(&ns.0, "revert", serde_json::json!({"version": "3.5.35"})).await;
-    wait_for("a member upgraded", Duration::from_secs(60), || async {
-        let events = event_names(&ns.0, "reason=MemberUpgraded");
-        if events.is_empty() {
-            Err("no MemberUpgraded event yet".to_string())
+    // The first pod given the new image is the earliest sign of the upgrade (its Event
+    // comes later); each member then needs a restart and a health check before the next
+    // one is touched, so the revert lands while some are still on 3.4.23.
+    let images = wait_for("a member upgraded", Duration::from_secs(60), || async {
+        let images = pod_images(&ns.0);
+        if images.iter().any(|image| image.ends_with(":v3.5.35")) {
+            Ok(images)
         } else {
-            Ok(())
+            Err(format!("images {images:?}"))
         }
     })
     .await;
+    assert!(
+        images.iter().any(|image| image.ends_with(":v3.4.23")),
+        "every member was upgraded before the test could revert: {images:?}"
+    );
     patch_spec(&ns.0, "revert", serde_json::json!({"version": "3.4.23"})).await;
     let what = "every member on 3.4.23";
     wait_status(&ns.0, "revert", what, Duration::from_secs(180), |s| {

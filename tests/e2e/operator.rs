@@ -1,0 +1,297 @@
+//! The operator as the end-to-end tests meet it: its Deployment from `manifests/`
+//! (testkit/env/local-up.sh installs it), two pods electing a leader through their Lease.
+//! Here: which pod leads, each pod's process, HTTP endpoints and log, and stopping or
+//! restarting the Deployment the way a user would (`kubectl scale`).
+
+use std::process::Command;
+use std::time::Duration;
+
+use crate::support::{block_until, kubectl, wait_for};
+
+/// The namespace of the operator's Deployment, Lease and pods.
+pub const NAMESPACE: &str = "etcd-operator";
+/// The Deployment and its Lease.
+pub const DEPLOYMENT: &str = "etcd-operator";
+/// Replicas in `manifests/30-deployment.yaml`.
+pub const REPLICAS: usize = 2;
+/// The port the operator serves HTTP on, at its pod's address.
+pub const HTTP_PORT: u16 = 8080;
+
+/// Runs kubectl in the operator's namespace; (success, stdout + stderr).
+pub fn kubectl_operator(args: &[&str]) -> (bool, String) {
+    let mut all = args.to_vec();
+    all.extend(["-n", NAMESPACE]);
+    kubectl(&all, None)
+}
+
+/// `kubectl rollout status` of the Deployment, waiting at most `timeout` (e.g. "1s").
+pub fn rollout_complete(timeout: &str) -> (bool, String) {
+    let timeout = format!("--timeout={timeout}");
+    kubectl_operator(&["rollout", "status", "deploy", DEPLOYMENT, &timeout])
+}
+
+/// `kubectl set env` on the Deployment (`NAME=value` sets, `NAME-` removes).
+pub fn set_operator_env(assignment: &str) -> (bool, String) {
+    kubectl_operator(&["set", "env", "deploy", DEPLOYMENT, assignment])
+}
+
+/// The selector of the operator's pods.
+const POD_SELECTOR: &str = "app.kubernetes.io/name=etcd-operator";
+
+/// One pod of the operator's Deployment, as it was when read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OperatorPod {
+    /// The pod's name, which is also its identity in the Lease.
+    pub name: String,
+    /// The pod's address.
+    pub ip: String,
+    /// Restarts of its container.
+    pub restarts: u32,
+    /// The pid of its running container process (the node's `process://<pid>`).
+    pub pid: Option<i32>,
+    /// Whether it is Ready.
+    pub ready: bool,
+}
+
+impl OperatorPod {
+    fn from_json(pod: &serde_json::Value) -> OperatorPod {
+        let status = &pod["status"]["containerStatuses"][0];
+        let pid = status["state"]["running"]
+            .is_object()
+            .then(|| status["containerID"].as_str())
+            .flatten()
+            .and_then(|id| id.strip_prefix("process://"))
+            .and_then(|pid| pid.parse().ok());
+        OperatorPod {
+            name: pod["metadata"]["name"].as_str().unwrap_or_default().into(),
+            ip: pod["status"]["podIP"].as_str().unwrap_or_default().into(),
+            restarts: status["restartCount"].as_u64().unwrap_or(0) as u32,
+            pid,
+            ready: status["ready"].as_bool().unwrap_or(false),
+        }
+    }
+
+    /// The pod named `name`, now.
+    pub fn get(name: &str) -> OperatorPod {
+        let (ok, out) = kubectl_operator(&["get", "pod", name, "-o", "json"]);
+        assert!(ok, "kubectl get pod {name}: {out}");
+        OperatorPod::from_json(&serde_json::from_str(&out).expect("pod JSON"))
+    }
+
+    /// `GET http://<pod>:8080<path>`: the status code ("000" when nothing answers) and
+    /// the body.
+    pub fn get_http(&self, path: &str) -> (String, String) {
+        let out = Command::new("curl")
+            .args(["-s", "--max-time", "5", "-w", "\n%{http_code}"])
+            .arg(format!("http://{}:{HTTP_PORT}{path}", self.ip))
+            .output()
+            .expect("curl runs");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+        (code.to_string(), body.to_string())
+    }
+
+    /// The JSON lines of this pod's log (`kubectl logs`), of the container run that
+    /// `restarts` counts (the current one, or the one before it: `--previous`).
+    pub fn log_of_run(&self, restarts: u32) -> Vec<serde_json::Value> {
+        let now = OperatorPod::get(&self.name);
+        let mut args = vec!["logs", self.name.as_str()];
+        if now.restarts == restarts + 1 {
+            args.push("--previous");
+        } else {
+            assert_eq!(
+                now.restarts, restarts,
+                "pod {} restarted again: the run asked for is gone",
+                self.name
+            );
+        }
+        let (ok, out) = kubectl_operator(&args);
+        assert!(ok, "kubectl {}: {out}", args.join(" "));
+        out.lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// The JSON lines of the current run's log.
+    pub fn log(&self) -> Vec<serde_json::Value> {
+        self.log_of_run(OperatorPod::get(&self.name).restarts)
+    }
+}
+
+/// The Deployment's pods that are not being deleted.
+pub fn operator_pods() -> Vec<OperatorPod> {
+    let (ok, out) = kubectl_operator(&["get", "pods", "-l", POD_SELECTOR, "-o", "json"]);
+    assert!(ok, "kubectl get pods: {out}");
+    let list: serde_json::Value = serde_json::from_str(&out).expect("pod list");
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .map(OperatorPod::from_json)
+        .collect()
+}
+
+/// The identity holding the operator's leader Lease (empty when none or unreadable).
+pub fn lease_holder() -> String {
+    let args = [
+        "get",
+        "lease",
+        DEPLOYMENT,
+        "-o",
+        "jsonpath={.spec.holderIdentity}",
+    ];
+    match kubectl_operator(&args) {
+        (true, holder) => holder.trim().to_string(),
+        (false, _) => String::new(),
+    }
+}
+
+/// The pod holding the Lease, waiting (up to a minute) until one of the Deployment's
+/// running pods does.
+pub async fn leader() -> OperatorPod {
+    wait_for(
+        "a pod of the operator to lead",
+        Duration::from_secs(60),
+        || async {
+            let holder = lease_holder();
+            operator_pods()
+                .into_iter()
+                .find(|p| p.name == holder && p.pid.is_some())
+                .ok_or_else(|| format!("the Lease is held by {holder:?}"))
+        },
+    )
+    .await
+}
+
+/// The running pods other than the leader.
+pub async fn standbys() -> (OperatorPod, Vec<OperatorPod>) {
+    let leader = leader().await;
+    let others = operator_pods()
+        .into_iter()
+        .filter(|p| p.name != leader.name)
+        .collect();
+    (leader, others)
+}
+
+/// Whether the Deployment is as local-up.sh leaves it: every replica updated, available
+/// and Ready, and one of its pods holding the Lease.
+fn operator_settled() -> bool {
+    let pods = operator_pods();
+    let holder = lease_holder();
+    pods.len() == REPLICAS
+        && pods.iter().all(|p| p.ready)
+        && pods.iter().any(|p| p.name == holder)
+        && rollout_complete("1s").0
+}
+
+/// Scales the Deployment to `replicas` (`kubectl scale`).
+pub fn scale_operator(replicas: usize) {
+    let count = format!("--replicas={replicas}");
+    let (ok, out) = kubectl_operator(&["scale", "deploy", DEPLOYMENT, &count]);
+    assert!(ok || std::thread::panicking(), "kubectl scale: {out}");
+}
+
+/// Brings the Deployment back to [`REPLICAS`] and waits (blocking, usable in `Drop`) until
+/// it is settled; asserts it unless the thread is already panicking.
+pub fn restore_operator() {
+    scale_operator(REPLICAS);
+    let settled = block_until(Duration::from_secs(180), operator_settled);
+    assert!(
+        settled || std::thread::panicking(),
+        "the operator's Deployment did not come back: pods {:?}, Lease held by {:?}",
+        operator_pods(),
+        lease_holder()
+    );
+}
+
+/// The operator scaled to zero; scaled back and settled when this is dropped (even by a
+/// failing test, so later scenarios still have an operator).
+pub struct OperatorStopped;
+
+impl OperatorStopped {
+    /// Scales the Deployment to zero and waits until none of its pods is left.
+    pub async fn new() -> Self {
+        scale_operator(0);
+        let stopped = OperatorStopped;
+        wait_for(
+            "the operator's pods to be gone",
+            Duration::from_secs(60),
+            || async {
+                let (ok, out) =
+                    kubectl_operator(&["get", "pods", "-l", POD_SELECTOR, "-o", "name"]);
+                if ok && out.trim().is_empty() {
+                    Ok(())
+                } else {
+                    Err(out)
+                }
+            },
+        )
+        .await;
+        stopped
+    }
+}
+
+impl Drop for OperatorStopped {
+    fn drop(&mut self) {
+        restore_operator();
+    }
+}
+
+/// Leaves the Deployment settled when dropped, after a test disturbed it (froze or
+/// deleted a pod, rolled it out).
+pub struct OperatorRestored;
+
+impl Drop for OperatorRestored {
+    fn drop(&mut self) {
+        restore_operator();
+    }
+}
+
+/// A `curl -sN` on the leader's `/debug/stream`, collecting lines until dropped.
+pub struct DebugStream {
+    child: std::process::Child,
+    lines: std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+}
+
+impl DebugStream {
+    /// Starts following the stream of the operator's leader.
+    pub async fn follow() -> Self {
+        use std::io::BufRead;
+        let leader = leader().await;
+        let mut child = Command::new("curl")
+            .arg("-sN")
+            .arg(format!("http://{}:{HTTP_PORT}/debug/stream", leader.ip))
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("curl runs");
+        let stdout = child.stdout.take().unwrap();
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if let Ok(value) = serde_json::from_str(&line) {
+                    sink.lock().unwrap().push(value);
+                }
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        DebugStream { child, lines }
+    }
+
+    /// The transitions seen so far for cluster `key` (`namespace/name`).
+    pub fn lines_for(&self, key: &str) -> Vec<serde_json::Value> {
+        let lines = self.lines.lock().unwrap();
+        lines.iter().filter(|l| l["key"] == key).cloned().collect()
+    }
+}
+
+impl Drop for DebugStream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
