@@ -42,28 +42,8 @@ pub enum Provision {
         /// Whether to create the directory.
         create: bool,
     },
-    /// Files from a ConfigMap.
-    ConfigMap {
-        /// ConfigMap name.
-        name: String,
-        /// Selected keys, or all when empty.
-        items: Vec<KeyToPath>,
-        /// Whether a missing ConfigMap is fine.
-        optional: bool,
-        /// File mode.
-        mode: u32,
-    },
-    /// Files from a Secret.
-    Secret {
-        /// Secret name.
-        name: String,
-        /// Selected keys, or all when empty.
-        items: Vec<KeyToPath>,
-        /// Whether a missing Secret is fine.
-        optional: bool,
-        /// File mode.
-        mode: u32,
-    },
+    /// Files from the keys of a ConfigMap or a Secret.
+    Keys(KeySource),
     /// Files from several sources (service-account token, configMap, secret, downward API).
     Projected {
         /// The sources.
@@ -85,19 +65,21 @@ pub fn provision(volume: &Volume) -> Provision {
             create: h.type_.as_deref() == Some("DirectoryOrCreate"),
         }
     } else if let Some(c) = &volume.config_map {
-        Provision::ConfigMap {
+        Provision::Keys(KeySource {
+            kind: KeyKind::ConfigMap,
             name: c.name.clone(),
             items: c.items.clone().unwrap_or_default(),
             optional: c.optional == Some(true),
             mode: c.default_mode.unwrap_or(0o644) as u32,
-        }
+        })
     } else if let Some(s) = &volume.secret {
-        Provision::Secret {
+        Provision::Keys(KeySource {
+            kind: KeyKind::Secret,
             name: s.secret_name.clone().unwrap_or_default(),
             items: s.items.clone().unwrap_or_default(),
             optional: s.optional == Some(true),
             mode: s.default_mode.unwrap_or(0o644) as u32,
-        }
+        })
     } else if let Some(p) = &volume.projected {
         Provision::Projected {
             sources: p.sources.clone().unwrap_or_default(),
@@ -150,23 +132,60 @@ pub fn mounts_for(
     Ok(mounts)
 }
 
-/// A configMap or secret volume's source, as the pod names it.
-struct KeySource<'a> {
-    kind: &'static str,
-    name: &'a str,
-    optional: bool,
-    items: &'a [KeyToPath],
-    mode: u32,
+/// Where a volume's keys come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyKind {
+    /// A ConfigMap (`data` and `binaryData`).
+    ConfigMap,
+    /// A Secret (`data`).
+    Secret,
 }
 
-impl KeySource<'_> {
-    /// Writes the source's keys into `dir`; a missing source is an error unless optional
-    /// (then the volume is empty).
-    fn write(&self, dir: &Path, data: Option<BTreeMap<String, Vec<u8>>>) -> Result<(), String> {
-        match data {
-            Some(data) => write_key_files(dir, &data, self.items, self.mode),
-            None if self.optional => write_files(dir, &[]),
-            None => Err(format!("{} {:?} not found", self.kind, self.name)),
+impl KeyKind {
+    fn label(self) -> &'static str {
+        match self {
+            KeyKind::ConfigMap => "configmap",
+            KeyKind::Secret => "secret",
+        }
+    }
+
+    /// The keys of the object `name` in `ns`; `None` when it does not exist.
+    async fn data(
+        self,
+        client: &Client,
+        ns: &str,
+        name: &str,
+    ) -> Result<Option<BTreeMap<String, Vec<u8>>>, String> {
+        match self {
+            KeyKind::ConfigMap => config_map_data(client, ns, name).await,
+            KeyKind::Secret => secret_data(client, ns, name).await,
+        }
+    }
+}
+
+/// A configMap or secret volume's source, as the pod names it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeySource {
+    /// ConfigMap or Secret.
+    pub kind: KeyKind,
+    /// The object's name.
+    pub name: String,
+    /// Selected keys, or all when empty.
+    pub items: Vec<KeyToPath>,
+    /// Whether a missing object is fine.
+    pub optional: bool,
+    /// File mode.
+    pub mode: u32,
+}
+
+impl KeySource {
+    /// The files of the source's keys, read from the API; none when the source is missing
+    /// and optional, an error when it is missing otherwise.
+    async fn files(&self, client: &Client, ns: &str) -> Result<Vec<VolumeFile>, String> {
+        match self.kind.data(client, ns, &self.name).await? {
+            Some(data) => select_files(&data, &self.items, self.mode),
+            None if self.optional => Ok(Vec::new()),
+            None => Err(format!("{} {:?} not found", self.kind.label(), self.name)),
         }
     }
 }
@@ -196,17 +215,6 @@ pub fn select_files(
             Ok((item.path.clone(), value.clone(), mode))
         })
         .collect()
-}
-
-/// Writes key files into `dir`: every key, or only `items` (key → path); files of earlier
-/// writes that are no longer wanted are removed.
-pub fn write_key_files(
-    dir: &Path,
-    data: &BTreeMap<String, Vec<u8>>,
-    items: &[KeyToPath],
-    mode: u32,
-) -> Result<(), String> {
-    write_files(dir, &select_files(data, items, mode)?)
 }
 
 /// Makes `dir` hold exactly `files`, each replaced atomically.
@@ -342,38 +350,8 @@ pub async fn materialize(
                 }
                 path
             }
-            Provision::ConfigMap {
-                name,
-                items,
-                optional,
-                mode,
-            } => {
-                let data = config_map_data(client, &namespace, &name).await?;
-                let source = KeySource {
-                    kind: "configmap",
-                    name: &name,
-                    optional,
-                    items: &items,
-                    mode,
-                };
-                source.write(&dir, data)?;
-                dir
-            }
-            Provision::Secret {
-                name,
-                items,
-                optional,
-                mode,
-            } => {
-                let data = secret_data(client, &namespace, &name).await?;
-                let source = KeySource {
-                    kind: "secret",
-                    name: &name,
-                    optional,
-                    items: &items,
-                    mode,
-                };
-                source.write(&dir, data)?;
+            Provision::Keys(source) => {
+                write_files(&dir, &source.files(client, &namespace).await?)?;
                 dir
             }
             Provision::Projected { sources, mode } if projected => {
@@ -418,22 +396,23 @@ async fn projected_files(
                 refresh_at: tokens::refresh_at(seconds, issued.expires, jiff::Timestamp::now()),
             });
         } else if let Some(c) = &source.config_map {
-            let data = config_map_data(client, &namespace, &c.name).await?;
-            let items = c.items.clone().unwrap_or_default();
-            files.extend(optional_files(
-                "configmap",
-                &c.name,
-                c.optional,
-                data,
-                &items,
+            let keys = KeySource {
+                kind: KeyKind::ConfigMap,
+                name: c.name.clone(),
+                items: c.items.clone().unwrap_or_default(),
+                optional: c.optional == Some(true),
                 mode,
-            )?);
+            };
+            files.extend(keys.files(client, &namespace).await?);
         } else if let Some(c) = &source.secret {
-            let data = secret_data(client, &namespace, &c.name).await?;
-            let items = c.items.clone().unwrap_or_default();
-            files.extend(optional_files(
-                "secret", &c.name, c.optional, data, &items, mode,
-            )?);
+            let keys = KeySource {
+                kind: KeyKind::Secret,
+                name: c.name.clone(),
+                items: c.items.clone().unwrap_or_default(),
+                optional: c.optional == Some(true),
+                mode,
+            };
+            files.extend(keys.files(client, &namespace).await?);
         } else if let Some(d) = &source.downward_api {
             files.extend(downward_files(
                 pod,
@@ -445,21 +424,6 @@ async fn projected_files(
         }
     }
     Ok(files)
-}
-
-fn optional_files(
-    kind: &str,
-    name: &str,
-    optional: Option<bool>,
-    data: Option<BTreeMap<String, Vec<u8>>>,
-    items: &[KeyToPath],
-    mode: u32,
-) -> Result<Vec<VolumeFile>, String> {
-    match data {
-        Some(data) => select_files(&data, items, mode),
-        None if optional == Some(true) => Ok(Vec::new()),
-        None => Err(format!("{kind} {name:?} not found")),
-    }
 }
 
 /// Downward API files: `fieldRef` values of the pod.
@@ -583,7 +547,7 @@ mod tests {
             ("b".to_string(), b"2".to_vec()),
         ]
         .into();
-        write_key_files(&dir, &data, &[], 0o644).unwrap();
+        write_files(&dir, &select_files(&data, &[], 0o644).unwrap()).unwrap();
         assert_eq!(std::fs::read(dir.join("a")).unwrap(), b"1");
         assert_eq!(std::fs::read(dir.join("b")).unwrap(), b"2");
         let items = vec![KeyToPath {
@@ -591,7 +555,7 @@ mod tests {
             path: "sub/bee".into(),
             mode: Some(0o600),
         }];
-        write_key_files(&dir, &data, &items, 0o644).unwrap();
+        write_files(&dir, &select_files(&data, &items, 0o644).unwrap()).unwrap();
         assert!(!dir.join("a").exists());
         let bee = dir.join("sub/bee");
         assert_eq!(std::fs::read(&bee).unwrap(), b"2");
