@@ -71,7 +71,9 @@ pub struct PodPolicy {
     /// Node selector of member pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_selector: Option<BTreeMap<String, String>>,
-    /// Spread members over nodes (required pod anti-affinity on the hostname).
+    /// Require members on distinct nodes (required pod anti-affinity on the hostname).
+    /// Unset or false: members prefer distinct nodes (preferred anti-affinity). Ignored
+    /// when `affinity` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub anti_affinity: Option<bool>,
     /// Affinity of member pods (takes precedence over `antiAffinity`).

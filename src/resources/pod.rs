@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{
     Affinity, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction,
     ObjectFieldSelector, PersistentVolumeClaimVolumeSource, Pod, PodAffinityTerm, PodAntiAffinity,
-    PodSpec, Probe, Volume, VolumeMount,
+    PodSpec, Probe, Volume, VolumeMount, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -103,19 +103,36 @@ fn env_from_field(name: &str, path: &str) -> EnvVar {
     }
 }
 
-fn anti_affinity(cluster: &str) -> Affinity {
-    Affinity {
-        pod_anti_affinity: Some(PodAntiAffinity {
-            required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
-                label_selector: Some(LabelSelector {
-                    match_labels: Some(selector(cluster)),
-                    ..LabelSelector::default()
-                }),
-                topology_key: "kubernetes.io/hostname".into(),
-                ..PodAffinityTerm::default()
-            }]),
-            ..PodAntiAffinity::default()
+/// Pod anti-affinity among the members of `cluster` on the node's hostname: required
+/// (no two members on one node; `antiAffinity: true`, as in CoreOS) or preferred (the
+/// default: spread where the nodes allow, never left pending for it).
+fn anti_affinity(cluster: &str, required: bool) -> Affinity {
+    let term = PodAffinityTerm {
+        label_selector: Some(LabelSelector {
+            match_labels: Some(selector(cluster)),
+            ..LabelSelector::default()
         }),
+        topology_key: "kubernetes.io/hostname".into(),
+        ..PodAffinityTerm::default()
+    };
+    let anti = if required {
+        PodAntiAffinity {
+            required_during_scheduling_ignored_during_execution: Some(vec![term]),
+            ..PodAntiAffinity::default()
+        }
+    } else {
+        PodAntiAffinity {
+            preferred_during_scheduling_ignored_during_execution: Some(vec![
+                WeightedPodAffinityTerm {
+                    weight: 100,
+                    pod_affinity_term: term,
+                },
+            ]),
+            ..PodAntiAffinity::default()
+        }
+    };
+    Affinity {
+        pod_anti_affinity: Some(anti),
         ..Affinity::default()
     }
 }
@@ -127,12 +144,10 @@ pub(crate) fn member_pod(cluster: &EtcdCluster, member: &MemberPod) -> Pod {
     let topology = Topology::new(&namespace, &name);
     let policy = cluster.spec.pod.clone().unwrap_or_default();
     let host = topology.member_host(&member.name);
-    let affinity = policy.affinity.clone().or_else(|| {
-        policy
-            .anti_affinity
-            .unwrap_or(false)
-            .then(|| anti_affinity(&name))
-    });
+    let affinity = policy
+        .affinity
+        .clone()
+        .unwrap_or_else(|| anti_affinity(&name, policy.anti_affinity == Some(true)));
     Pod {
         metadata: ObjectMeta {
             name: Some(member.name.clone()),
@@ -153,7 +168,7 @@ pub(crate) fn member_pod(cluster: &EtcdCluster, member: &MemberPod) -> Pod {
             volumes: Some(vec![data_volume(&policy, &member.name)]),
             node_selector: policy.node_selector.clone(),
             tolerations: policy.tolerations.clone(),
-            affinity,
+            affinity: Some(affinity),
             security_context: policy.security_context.clone(),
             automount_service_account_token: Some(false),
             ..PodSpec::default()

@@ -142,7 +142,13 @@ fn pod_policy_reaches_the_pod() {
     assert_eq!(pod.metadata.labels.as_ref().unwrap()["team"], "infra");
     let ps = pod.spec.unwrap();
     assert_eq!(ps.node_selector.unwrap()["disk"], "ssd");
-    assert!(ps.affinity.unwrap().pod_anti_affinity.is_some());
+    let anti = ps.affinity.unwrap().pod_anti_affinity.unwrap();
+    assert_eq!(
+        anti.required_during_scheduling_ignored_during_execution
+            .unwrap()
+            .len(),
+        1
+    );
     let etcd = &ps.containers[0];
     assert_eq!(etcd.image.as_deref(), Some("registry.example/etcd:v3.5.21"));
     let env = etcd.env.as_ref().unwrap();
@@ -215,4 +221,71 @@ fn member_pods_carry_the_digest_of_the_pod_policy_they_were_made_from() {
         c.spec.pod_template_digest(),
         "a version change is an upgrade, not a pod template change"
     );
+}
+
+/// The anti-affinity of a member pod made with `policy`.
+fn anti_affinity_of(policy: Option<PodPolicy>) -> Option<k8s_openapi::api::core::v1::Affinity> {
+    let mut s = spec(3, "3.5.21");
+    s.pod = policy;
+    member_pod(&cluster(s), &seed()).spec.unwrap().affinity
+}
+
+#[test]
+fn members_prefer_distinct_nodes_by_default_and_require_them_with_anti_affinity() {
+    for policy in [
+        None,
+        Some(PodPolicy::default()),
+        Some(PodPolicy {
+            anti_affinity: Some(false),
+            ..PodPolicy::default()
+        }),
+    ] {
+        let anti = anti_affinity_of(policy.clone())
+            .and_then(|a| a.pod_anti_affinity)
+            .unwrap_or_else(|| panic!("no anti-affinity for {policy:?}"));
+        assert_eq!(
+            anti.required_during_scheduling_ignored_during_execution,
+            None
+        );
+        let preferred = anti
+            .preferred_during_scheduling_ignored_during_execution
+            .unwrap();
+        assert_eq!(preferred.len(), 1);
+        assert_eq!(preferred[0].weight, 100);
+        let term = &preferred[0].pod_affinity_term;
+        assert_eq!(term.topology_key, "kubernetes.io/hostname");
+        let labels = term.label_selector.as_ref().unwrap().match_labels.as_ref();
+        assert_eq!(labels, Some(&crate::resources::labels::selector("demo")));
+    }
+    let required = anti_affinity_of(Some(PodPolicy {
+        anti_affinity: Some(true),
+        ..PodPolicy::default()
+    }))
+    .and_then(|a| a.pod_anti_affinity)
+    .unwrap();
+    assert_eq!(
+        required.preferred_during_scheduling_ignored_during_execution,
+        None
+    );
+    assert_eq!(
+        required
+            .required_during_scheduling_ignored_during_execution
+            .unwrap()[0]
+            .topology_key,
+        "kubernetes.io/hostname"
+    );
+}
+
+#[test]
+fn a_users_affinity_replaces_the_spreading_rule() {
+    let own = k8s_openapi::api::core::v1::Affinity {
+        node_affinity: Some(Default::default()),
+        ..Default::default()
+    };
+    let affinity = anti_affinity_of(Some(PodPolicy {
+        affinity: Some(own.clone()),
+        anti_affinity: Some(true),
+        ..PodPolicy::default()
+    }));
+    assert_eq!(affinity, Some(own));
 }
