@@ -55,6 +55,7 @@ fn healthy(n: u64) -> Observation {
         now: Instant::now(),
         pods,
         services_present: true,
+        disruption_budget: Some(2),
         recorded: Recorded {
             bootstrap: Some(BootstrapRecord {
                 seed: Some("demo-m1".into()),

@@ -176,6 +176,10 @@ impl ClusterApi for CountedClusterApi {
         self.counted(self.inner.ensure_services().await)
     }
 
+    async fn set_disruption_budget(&self, min_available: u32) -> Result<(), ApiError> {
+        self.counted(self.inner.set_disruption_budget(min_available).await)
+    }
+
     async fn create_member_pod(&self, pod: &MemberPod) -> Result<(), ApiError> {
         self.counted(self.inner.create_member_pod(pod).await)
     }

@@ -191,6 +191,8 @@ pub struct KubeView {
     pub pods: Vec<PodView>,
     /// Both Services exist.
     pub services_present: bool,
+    /// `minAvailable` of the cluster's PodDisruptionBudget, when it exists and is ours.
+    pub disruption_budget: Option<u32>,
     /// What the EtcdCluster's status remembers (its bootstrap record above all).
     pub recorded: Recorded,
     /// An object this cluster needs (a Service, a member pod, a PVC) exists under its name
@@ -267,6 +269,9 @@ pub trait ClusterApi: Send + Sync + 'static {
     async fn observe(&self) -> Result<KubeView, ApiError>;
     /// Creates the headless and client Services if missing.
     async fn ensure_services(&self) -> Result<(), ApiError>;
+    /// Creates the cluster's PodDisruptionBudget over its voting members' pods, or sets
+    /// its `minAvailable` (idempotent).
+    async fn set_disruption_budget(&self, min_available: u32) -> Result<(), ApiError>;
     /// Creates a member's pod.
     async fn create_member_pod(&self, pod: &MemberPod) -> Result<(), ApiError>;
     /// Deletes a pod; a pod already gone is not an error.

@@ -119,7 +119,12 @@ fn outcome_event(outcome: &ActionOutcome) -> Option<EventRecord> {
     let action = &outcome.action;
     let (kind, reason, note, member) = match &outcome.result {
         ActionResult::Done { .. }
-            if matches!(action, Action::EnsureServices | Action::LabelVoter { .. }) =>
+            if matches!(
+                action,
+                Action::EnsureServices
+                    | Action::LabelVoter { .. }
+                    | Action::SetDisruptionBudget { .. }
+            ) =>
         {
             return None;
         }
@@ -160,6 +165,7 @@ fn event_reason(action: &Action) -> &'static str {
         Action::RollBackMember { .. } => "MemberRolledBack",
         Action::ConfirmUpgrade { .. } => "UpgradeConfirmed",
         Action::LabelVoter { .. } => "VoterLabelled",
+        Action::SetDisruptionBudget { .. } => "DisruptionBudgetSet",
     }
 }
 

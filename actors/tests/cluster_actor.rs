@@ -99,6 +99,7 @@ async fn a_three_member_cluster_converges_from_nothing_through_seed_learner_adds
     assert_eq!(view["phase"], "Running");
     assert_eq!(view["reason"], "Converged");
     assert!(fake.services_present());
+    assert_eq!(fake.disruption_budget(), Some(2), "quorum of 3 voters");
     let status = fake.last_status().expect("a status was published");
     assert_eq!(status.phase, Phase::Running);
     assert_eq!(status.ready.len(), 3);

@@ -209,6 +209,11 @@ impl ClusterApi for FencedClusterApi {
         self.inner.ensure_services().await
     }
 
+    async fn set_disruption_budget(&self, min_available: u32) -> Result<(), ApiError> {
+        self.pass("set the cluster's PodDisruptionBudget")?;
+        self.inner.set_disruption_budget(min_available).await
+    }
+
     async fn create_member_pod(&self, pod: &MemberPod) -> Result<(), ApiError> {
         self.pass(&format!("create pod {}", pod.name))?;
         self.inner.create_member_pod(pod).await
@@ -401,9 +406,10 @@ mod tests {
     }
 
     /// Every write a cluster's ports counted: Kubernetes writes and membership changes.
-    fn writes(c: &CallCounts) -> [u64; 9] {
+    fn writes(c: &CallCounts) -> [u64; 10] {
         [
             c.ensure_services,
+            c.set_disruption_budget,
             c.create_member_pod,
             c.delete_pod,
             c.set_pod_version,

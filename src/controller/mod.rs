@@ -20,6 +20,7 @@ use std::time::Duration;
 use actix::{Actor, AsyncContext};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::Api;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
@@ -160,10 +161,11 @@ fn supervisor_events(
 struct WarmCaches {
     pods: Store<Pod>,
     services: Store<Service>,
+    budgets: Store<PodDisruptionBudget>,
     nudged: tokio::sync::mpsc::Receiver<PodChanged>,
 }
 
-/// Starts the pod and Service caches and waits until both have synced.
+/// Starts the pod, Service and PodDisruptionBudget caches and waits until all have synced.
 async fn warm_caches(client: &Client, namespace: &str, log: &Logger) -> Result<WarmCaches, Error> {
     let selector = format!("app=etcd,{MANAGED_BY_LABEL}={MANAGER}");
     // Pod changes wake their Cluster actor at once (a member that died is seen without
@@ -176,16 +178,22 @@ async fn warm_caches(client: &Client, namespace: &str, log: &Logger) -> Result<W
         }
     });
     let services: Store<Service> = cache(api(client, namespace), &selector, log, |_| {});
+    let budgets: Store<PodDisruptionBudget> = cache(api(client, namespace), &selector, log, |_| {});
     let synced = |cache| move |source| Error::CacheSync { cache, source };
     pods.wait_until_ready().await.map_err(synced("pod"))?;
     services
         .wait_until_ready()
         .await
         .map_err(synced("service"))?;
-    info!(log, "pod and service caches synced");
+    budgets
+        .wait_until_ready()
+        .await
+        .map_err(synced("PodDisruptionBudget"))?;
+    info!(log, "pod, Service and PodDisruptionBudget caches synced");
     Ok(WarmCaches {
         pods,
         services,
+        budgets,
         nudged,
     })
 }
@@ -203,6 +211,7 @@ fn start_supervisor(
     let WarmCaches {
         pods,
         services,
+        budgets,
         mut nudged,
     } = caches;
     // What a standby was nudged about is seen by the first tick of every cluster anyway.
@@ -223,6 +232,7 @@ fn start_supervisor(
             clusters,
             pods,
             services,
+            budgets,
         },
         recorder: Recorder::new(clients.calls.clone(), reporter),
         etcd_timeout: settings.etcd_timeout,

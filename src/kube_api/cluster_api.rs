@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType as KubeEventType, Recorder};
@@ -32,7 +33,8 @@ use crate::resources::labels::{
     object_labels, owner_reference,
 };
 use crate::resources::{
-    ETCD_CONTAINER, client_service, headless_service, image, member_pod, pvc_name,
+    ETCD_CONTAINER, client_service, disruption_budget, headless_service, image, member_pod,
+    min_available, pvc_name,
 };
 
 /// The informer caches every cluster reads from.
@@ -44,6 +46,8 @@ pub struct Caches {
     pub pods: Store<Pod>,
     /// Services made by the operator.
     pub services: Store<Service>,
+    /// PodDisruptionBudgets made by the operator.
+    pub budgets: Store<PodDisruptionBudget>,
 }
 
 /// The Kubernetes side of one cluster.
@@ -66,6 +70,7 @@ enum Kind {
     Service,
     Pod,
     PersistentVolumeClaim,
+    PodDisruptionBudget,
 }
 
 impl std::fmt::Display for Kind {
@@ -74,6 +79,7 @@ impl std::fmt::Display for Kind {
             Kind::Service => "Service",
             Kind::Pod => "Pod",
             Kind::PersistentVolumeClaim => "PersistentVolumeClaim",
+            Kind::PodDisruptionBudget => "PodDisruptionBudget",
         })
     }
 }
@@ -226,6 +232,7 @@ impl KubeClusterApi {
             Kind::PersistentVolumeClaim => {
                 self.lookup::<PersistentVolumeClaim>(cluster, name).await
             }
+            Kind::PodDisruptionBudget => self.lookup::<PodDisruptionBudget>(cluster, name).await,
         }
     }
 
@@ -332,6 +339,16 @@ impl KubeClusterApi {
         Ok(first)
     }
 
+    /// `minAvailable` of the cluster's own PodDisruptionBudget, from the cache. One under
+    /// its name that is not its own is found when creating it (a conflict).
+    fn disruption_budget(&self, cluster: &EtcdCluster) -> Option<u32> {
+        let key = ObjectRef::new(&self.topology.name).within(&self.topology.namespace);
+        let budget = self.caches.budgets.get(&key)?;
+        (owner(&budget.metadata, cluster) == Owner::Us)
+            .then(|| min_available(&budget))
+            .flatten()
+    }
+
     fn pod_views(&self, cluster: &EtcdCluster) -> Vec<PodView> {
         let cached = self.cached_pods(cluster);
         let names: Vec<String> = cached.iter().map(|p| p.name_any()).collect();
@@ -382,6 +399,7 @@ impl ClusterApi for KubeClusterApi {
         Ok(KubeView {
             pods,
             services_present,
+            disruption_budget: self.disruption_budget(&cluster),
             recorded: self.recorded(&cluster),
             name_conflict,
         })
@@ -407,6 +425,24 @@ impl ClusterApi for KubeClusterApi {
             )
             .await
             .map_err(|e| api_error("correcting the client Service's selector", &e))?;
+        }
+        Ok(())
+    }
+
+    async fn set_disruption_budget(&self, min_available: u32) -> Result<(), ApiError> {
+        let cluster = self.cluster()?;
+        let budget = disruption_budget(&cluster, min_available);
+        let created = self
+            .create_if_missing(&cluster, Kind::PodDisruptionBudget, &budget)
+            .await?;
+        if created == Created::Existing {
+            let name = &self.topology.name;
+            let api: Api<PodDisruptionBudget> =
+                Api::namespaced(self.client.clone(), &self.topology.namespace);
+            let patch = json!({"spec": {"minAvailable": min_available}});
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(|e| api_error(&format!("setting PodDisruptionBudget {name}"), &e))?;
         }
         Ok(())
     }

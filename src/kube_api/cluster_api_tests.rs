@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::http::{Request, Response};
 use k8s_openapi::api::core::v1::{Pod, Service, ServiceSpec};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::client::Body;
 use kube::runtime::events::{Recorder, Reporter};
@@ -144,7 +145,7 @@ fn pod(name: &str, cluster_name: &str, owner_uid: &str) -> Pod {
 
 /// `foo` (uid `UID`) and the given cached Services and pods, over the fake API.
 fn api_with(fake: &FakeApi, services: Vec<Service>, pods: Vec<Pod>) -> KubeClusterApi {
-    api_of(fake, cluster("foo", UID), services, pods)
+    api_of(fake, cluster("foo", UID), services, pods, vec![])
 }
 
 /// `cluster` and the given cached Services and pods, over the fake API.
@@ -153,6 +154,7 @@ fn api_of(
     cluster: EtcdCluster,
     services: Vec<Service>,
     pods: Vec<Pod>,
+    budgets: Vec<PodDisruptionBudget>,
 ) -> KubeClusterApi {
     let topology = Topology::new(NS, &cluster.metadata.name.clone().unwrap());
     let (clusters, mut cw) = reflector::store();
@@ -164,6 +166,10 @@ fn api_of(
     let (pod_store, mut pw) = reflector::store();
     for p in pods {
         pw.apply_watcher_event(&watcher::Event::Apply(p));
+    }
+    let (budget_store, mut bw) = reflector::store();
+    for b in budgets {
+        bw.apply_watcher_event(&watcher::Event::Apply(b));
     }
     let client = fake.client();
     let reporter = Reporter {
@@ -177,6 +183,7 @@ fn api_of(
             clusters,
             pods: pod_store,
             services: service_store,
+            budgets: budget_store,
         },
         Recorder::new(client, reporter),
     )
@@ -394,7 +401,7 @@ async fn a_pod_of_our_own_that_already_exists_counts_as_created() {
 #[tokio::test]
 async fn a_cluster_whose_name_cannot_name_services_looks_none_up() {
     let fake = FakeApi::default();
-    let api = api_of(&fake, cluster("my.etcd", UID), vec![], vec![]);
+    let api = api_of(&fake, cluster("my.etcd", UID), vec![], vec![], vec![]);
     let view = api.observe().await.unwrap();
     assert_eq!(view.name_conflict, None);
     assert_eq!(fake.calls(), Vec::<String>::new());
@@ -443,4 +450,80 @@ async fn deleting_a_pod_that_is_gone_is_done_and_other_refusals_are_errors() {
     );
     let error = api.delete_pod("foo-bcdfg").await.expect_err("forbidden");
     assert!(matches!(error, ApiError::Forbidden(_)), "{error:?}");
+}
+
+/// A PodDisruptionBudget named `name` with `minAvailable`, owned as given.
+fn budget(name: &str, min_available: i32, owner: Option<OwnerReference>) -> PodDisruptionBudget {
+    let mut budget = crate::resources::disruption_budget(&cluster("foo", UID), 1);
+    budget.metadata = meta(name, owner, Some("foo"));
+    budget.spec.as_mut().unwrap().min_available =
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(min_available));
+    budget
+}
+
+const BUDGETS: &str = "/apis/policy/v1/namespaces/ns/poddisruptionbudgets";
+
+#[tokio::test]
+async fn the_clusters_own_budget_is_observed_with_its_min_available_and_a_strangers_is_not() {
+    let fake = FakeApi::default();
+    let ours = budget("foo", 2, Some(owned_by("foo", UID)));
+    let api = api_of(
+        &fake,
+        cluster("foo", UID),
+        our_services(),
+        vec![],
+        vec![ours],
+    );
+    assert_eq!(api.observe().await.unwrap().disruption_budget, Some(2));
+    let stranger = budget("foo", 2, Some(owned_by("foo", "uid-of-an-older-foo")));
+    let api = api_of(
+        &fake,
+        cluster("foo", UID),
+        our_services(),
+        vec![],
+        vec![stranger],
+    );
+    assert_eq!(api.observe().await.unwrap().disruption_budget, None);
+}
+
+#[tokio::test]
+async fn setting_the_budget_creates_it_over_the_voting_members_or_patches_our_own() {
+    let fake = FakeApi::default();
+    fake.answer("POST", BUDGETS, 201, json!({}));
+    let api = api_with(&fake, our_services(), vec![]);
+    api.set_disruption_budget(2).await.unwrap();
+    fake.assert_called(&format!("POST {BUDGETS}"));
+    assert!(!fake.calls().iter().any(|c| c.starts_with("PATCH")));
+
+    let fake = FakeApi::default();
+    fake.already_exists(BUDGETS);
+    let path = format!("{BUDGETS}/foo");
+    fake.holds(&path, &budget("foo", 2, Some(owned_by("foo", UID))));
+    fake.answer("PATCH", &path, 200, json!({}));
+    let api = api_with(&fake, our_services(), vec![]);
+    api.set_disruption_budget(3).await.unwrap();
+    fake.assert_called(&format!("PATCH {path}"));
+}
+
+#[tokio::test]
+async fn a_users_budget_under_the_clusters_name_is_a_conflict_never_changed() {
+    let fake = FakeApi::default();
+    fake.already_exists(BUDGETS);
+    let path = format!("{BUDGETS}/foo");
+    fake.holds(&path, &budget("foo", 1, None));
+    let api = api_with(&fake, our_services(), vec![]);
+    let error = api.set_disruption_budget(2).await.unwrap_err();
+    assert!(
+        conflict_message(&error).contains("PodDisruptionBudget foo"),
+        "{error:?}"
+    );
+    assert!(!fake.calls().iter().any(|c| c.starts_with("PATCH")));
+    // Remembered: the cluster waits, NameConflict, until the name is free.
+    let view = api.observe().await.unwrap();
+    assert!(
+        view.name_conflict
+            .as_deref()
+            .is_some_and(|c| c.contains("PodDisruptionBudget foo")),
+        "{view:?}"
+    );
 }

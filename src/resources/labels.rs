@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::Resource;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::{Resource, ResourceExt};
 
 use crate::api::EtcdCluster;
 
@@ -48,6 +48,18 @@ pub(crate) fn object_labels(cluster: &str) -> BTreeMap<String, String> {
     let mut labels = selector(cluster);
     labels.insert(MANAGED_BY_LABEL.to_string(), MANAGER.to_string());
     labels
+}
+
+/// The metadata of an object the operator makes for `cluster`: named `name` in the
+/// cluster's namespace, with the cluster's labels, owned by the cluster.
+pub(crate) fn object_meta(cluster: &EtcdCluster, name: String) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name),
+        namespace: cluster.namespace(),
+        labels: Some(object_labels(&cluster.name_any())),
+        owner_references: Some(vec![owner_reference(cluster)]),
+        ..ObjectMeta::default()
+    }
 }
 
 /// An owner reference to the EtcdCluster, so the garbage collector removes its objects.

@@ -1,9 +1,11 @@
 //! The Kubernetes objects an etcd cluster is made of, built from its EtcdCluster.
 
+mod budget;
 pub(crate) mod labels;
 mod pod;
 mod service;
 
+pub(crate) use budget::{disruption_budget, min_available};
 pub(crate) use pod::{ETCD_CONTAINER, image, member_pod, pvc_name, version_of_image};
 pub(crate) use service::{client_service, headless_service};
 

@@ -1,12 +1,11 @@
 //! The two Services of a cluster: headless for member DNS names, and one for clients.
 
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
 use etcd_operator_actors::topology::{CLIENT_PORT, PEER_PORT, Topology};
 
-use super::labels::{client_selector, object_labels, owner_reference, selector};
+use super::labels::{client_selector, object_meta, selector};
 use crate::api::EtcdCluster;
 
 fn port(name: &str, number: u16) -> ServicePort {
@@ -20,22 +19,12 @@ fn port(name: &str, number: u16) -> ServicePort {
     }
 }
 
-fn meta(cluster: &EtcdCluster, name: String) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name),
-        namespace: cluster.namespace(),
-        labels: Some(object_labels(&cluster.name_any())),
-        owner_references: Some(vec![owner_reference(cluster)]),
-        ..ObjectMeta::default()
-    }
-}
-
 /// The headless Service named like the cluster. It publishes not-ready addresses so every
 /// member has its DNS name `<member>.<cluster>.<namespace>.svc` before it is ready, which
 /// a joining member needs to reach its peers.
 pub(crate) fn headless_service(cluster: &EtcdCluster) -> Service {
     Service {
-        metadata: meta(cluster, cluster.name_any()),
+        metadata: object_meta(cluster, cluster.name_any()),
         spec: Some(ServiceSpec {
             cluster_ip: Some("None".into()),
             publish_not_ready_addresses: Some(true),
@@ -54,7 +43,7 @@ pub fn client_service(cluster: &EtcdCluster) -> Service {
         &cluster.name_any(),
     );
     Service {
-        metadata: meta(cluster, topology.client_service()),
+        metadata: object_meta(cluster, topology.client_service()),
         spec: Some(ServiceSpec {
             selector: Some(client_selector(&cluster.name_any())),
             ports: Some(vec![port("client", CLIENT_PORT)]),

@@ -7,6 +7,7 @@ mod operator;
 mod support;
 
 mod create;
+mod disruption;
 mod heal;
 mod helm;
 mod leader;

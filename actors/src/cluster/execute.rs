@@ -169,6 +169,16 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
             fx.kube.delete_pod(name).await.map_err(|e| e.to_string())?;
             Ok(Done::member(format!("deleted pod {name}"), name))
         }
+        Action::SetDisruptionBudget { min_available } => {
+            let budget = fx.kube.set_disruption_budget(*min_available).await;
+            budget.map_err(|e| e.to_string())?;
+            let note = format!(
+                "PodDisruptionBudget {}: evictions leave at least {min_available} voting \
+                 members ready",
+                fx.topology.name
+            );
+            Ok(Done::cluster(note))
+        }
         Action::LabelVoter { name } => {
             fx.kube.label_voter(name).await.map_err(|e| e.to_string())?;
             let note = format!("pod {name} now serves clients (a voting member)");

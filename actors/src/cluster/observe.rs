@@ -48,6 +48,7 @@ pub(crate) async fn observe(
         now: Instant::now(),
         pods: view.pods,
         services_present: view.services_present,
+        disruption_budget: view.disruption_budget,
         recorded: view.recorded,
         name_conflict: view.name_conflict,
         endpoints,

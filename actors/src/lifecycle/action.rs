@@ -90,6 +90,13 @@ pub enum Action {
         /// Pod name.
         name: String,
     },
+    /// Keep voluntary disruptions (evictions, `kubectl drain`) from taking the cluster
+    /// below quorum: its PodDisruptionBudget over the voting members' pods gets
+    /// `minAvailable` = the quorum of the voting members.
+    SetDisruptionBudget {
+        /// The quorum of the voting members.
+        min_available: u32,
+    },
     /// The member is healthy on its new version: drop its pod's upgrade mark.
     ConfirmUpgrade {
         /// Member (and pod) name.
@@ -115,6 +122,7 @@ impl Action {
             Action::RollBackMember { .. } => "roll_back_member",
             Action::ConfirmUpgrade { .. } => "confirm_upgrade",
             Action::LabelVoter { .. } => "label_voter",
+            Action::SetDisruptionBudget { .. } => "set_disruption_budget",
         }
     }
 }

@@ -100,6 +100,7 @@ fn step(
             let mut d = with_member_list(state, &view, spec, &target, deadlines);
             if !matches!(d.state.phase, Phase::Blocked { .. }) {
                 d.actions.extend(unlabelled_voters(&view));
+                d.actions.extend(disruption_budget(&view));
             }
             d
         }
@@ -163,6 +164,15 @@ fn unlabelled_voters(view: &ClusterView<'_>) -> Vec<Action> {
             name: m.name.clone(),
         })
         .collect()
+}
+
+/// The PodDisruptionBudget's `minAvailable` when it is not the quorum of the voting
+/// members etcd lists (missing, or the number of voters changed).
+fn disruption_budget(view: &ClusterView<'_>) -> Option<Action> {
+    let quorum = u32::try_from(view.quorum()).ok()?;
+    (view.obs.disruption_budget != Some(quorum)).then_some(Action::SetDisruptionBudget {
+        min_available: quorum,
+    })
 }
 
 /// Whether the member of `pod` answers, healthy, with the version the pod runs.

@@ -933,6 +933,63 @@ fn a_learner_is_never_put_behind_the_client_service() {
     assert_no_action!(d, Action::LabelVoter { .. });
 }
 
+fn budget(min_available: u32) -> Action {
+    Action::SetDisruptionBudget { min_available }
+}
+
+#[test]
+fn a_running_cluster_without_a_disruption_budget_gets_one_at_the_quorum_of_its_voters() {
+    let now = Instant::now();
+    for (voters, quorum) in [(1, 1), (3, 2), (5, 3)] {
+        let d = on_running(
+            World::healthy(now, voters, VERSION).born().budget(None),
+            voters as u32,
+            VERSION,
+        );
+        assert_eq!(d.actions, vec![budget(quorum)], "{voters} voters");
+        assert_eq!(d.state.phase, Phase::Running);
+    }
+}
+
+#[test]
+fn the_disruption_budget_follows_the_voting_members_not_the_learners() {
+    let now = Instant::now();
+    // Scaling 3 → 5: a fourth voter has joined, the budget still says 2.
+    let d = on_running(
+        World::healthy(now, 4, VERSION).born().budget(Some(2)),
+        5,
+        VERSION,
+    );
+    assert!(d.actions.contains(&budget(3)), "{:?}", d.actions);
+    // A learner does not count: 3 voters and a learner keep the quorum of 3.
+    let d = on_running(
+        World::healthy(now, 4, VERSION)
+            .learner(4)
+            .born()
+            .budget(Some(2)),
+        4,
+        VERSION,
+    );
+    assert_no_action!(d, Action::SetDisruptionBudget { .. });
+}
+
+#[test]
+fn a_disruption_budget_at_quorum_is_left_alone_and_a_paused_or_blocked_cluster_sets_none() {
+    let now = Instant::now();
+    let d = on_running(World::healthy(now, 3, VERSION).born(), 3, VERSION);
+    assert_no_action!(d, Action::SetDisruptionBudget { .. });
+    let mut paused = spec(3, VERSION);
+    paused.paused = true;
+    let obs = World::healthy(now, 3, VERSION).born().budget(None).build();
+    assert_idle(&run(running_state(), &obs, &paused), Reason::Paused);
+    let mut other = obs.clone();
+    other.name_conflict = Some("PodDisruptionBudget demo belongs to someone else".into());
+    assert_idle(
+        &run(running_state(), &other, &spec(3, VERSION)),
+        Reason::NameConflict,
+    );
+}
+
 #[test]
 fn a_first_decision_that_only_repairs_services_leaves_starting_for_recovering() {
     let now = Instant::now();

@@ -11,6 +11,8 @@ pub(crate) struct World {
     pub(crate) obs: Observation,
     members: Vec<MemberView>,
     listed: bool,
+    /// The PodDisruptionBudget a test set (`Some(None)`: none), else the quorum.
+    budget: Option<Option<u32>>,
 }
 
 /// The etcd cluster ID of the fixtures' cluster.
@@ -28,6 +30,7 @@ impl World {
                 now,
                 pods: Vec::new(),
                 services_present: true,
+                disruption_budget: None,
                 endpoints: Vec::new(),
                 recorded: Recorded::default(),
                 name_conflict: None,
@@ -38,6 +41,7 @@ impl World {
             },
             members: Vec::new(),
             listed: false,
+            budget: None,
         }
     }
 
@@ -162,8 +166,20 @@ impl World {
         self
     }
 
+    /// The PodDisruptionBudget's `minAvailable` (`None`: there is none). Unless set, it is
+    /// the quorum of the listed voting members, as the operator keeps it.
+    pub(crate) fn budget(mut self, min_available: Option<u32>) -> Self {
+        self.budget = Some(min_available);
+        self
+    }
+
     /// The observation.
     pub(crate) fn build(mut self) -> Observation {
+        let voters = self.members.iter().filter(|m| !m.is_learner).count() as u32;
+        self.obs.disruption_budget = match self.budget {
+            Some(set) => set,
+            None => (voters > 0).then_some(voters / 2 + 1),
+        };
         if self.listed {
             self.obs.membership = Membership::Listed {
                 cluster_id: CLUSTER_ID,

@@ -179,6 +179,8 @@ pub struct Observation {
     pub pods: Vec<PodView>,
     /// The headless and client Services both exist.
     pub services_present: bool,
+    /// `minAvailable` of the cluster's PodDisruptionBudget, when it exists.
+    pub disruption_budget: Option<u32>,
     /// What the object's status remembers (survives operator restarts).
     pub recorded: Recorded,
     /// An object this cluster needs belongs to someone else (see `KubeView`).

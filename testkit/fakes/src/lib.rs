@@ -48,6 +48,8 @@ pub struct CallCounts {
     pub observe: u64,
     /// `ClusterApi::ensure_services`.
     pub ensure_services: u64,
+    /// `ClusterApi::set_disruption_budget`.
+    pub set_disruption_budget: u64,
     /// `ClusterApi::create_member_pod`.
     pub create_member_pod: u64,
     /// `ClusterApi::delete_pod`.
@@ -87,6 +89,8 @@ struct World {
     pods: Vec<PodView>,
     members: Vec<MemberView>,
     services_present: bool,
+    /// The PodDisruptionBudget's `minAvailable`, once set.
+    disruption_budget: Option<u32>,
     /// The status as the real adapter keeps it: written by `publish_status` and
     /// `record_bootstrap`, read back by `observe`.
     recorded: Recorded,
@@ -360,6 +364,11 @@ impl FakeCluster {
         self.lock().services_present
     }
 
+    /// The PodDisruptionBudget's `minAvailable`, once set.
+    pub fn disruption_budget(&self) -> Option<u32> {
+        self.lock().disruption_budget
+    }
+
     /// Every pod creation request, in order.
     pub fn created_pods(&self) -> Vec<MemberPod> {
         self.lock().created_pods.clone()
@@ -573,6 +582,7 @@ impl ClusterApi for FakeCluster {
         Ok(KubeView {
             pods: w.pods.clone(),
             services_present: w.services_present,
+            disruption_budget: w.disruption_budget,
             recorded: w.recorded.clone(),
             name_conflict: None,
         })
@@ -582,6 +592,13 @@ impl ClusterApi for FakeCluster {
         let mut w = self.lock();
         w.calls.ensure_services += 1;
         w.services_present = true;
+        Ok(())
+    }
+
+    async fn set_disruption_budget(&self, min_available: u32) -> Result<(), ApiError> {
+        let mut w = self.lock();
+        w.calls.set_disruption_budget += 1;
+        w.disruption_budget = Some(min_available);
         Ok(())
     }
 

@@ -1,0 +1,91 @@
+//! Voluntary disruptions: each cluster's PodDisruptionBudget keeps evictions (what
+//! `kubectl drain` does) from taking it below quorum, and follows its size.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::Api;
+use kube::api::EvictParams;
+use serde_json::json;
+
+use crate::support::*;
+
+/// Waits until the cluster's budget has `min_available` and the disruption controller
+/// counts `healthy` of its pods; returns the budget.
+async fn wait_budget(
+    ns: &str,
+    name: &str,
+    min_available: i32,
+    healthy: i32,
+) -> PodDisruptionBudget {
+    let api: Api<PodDisruptionBudget> = Api::namespaced(client().await, ns);
+    let what =
+        format!("PodDisruptionBudget {name}: minAvailable {min_available}, {healthy} healthy");
+    wait_for(&what, Duration::from_secs(60), || {
+        let api = api.clone();
+        async move {
+            let budget = api.get(name).await.map_err(|e| e.to_string())?;
+            let spec = budget.spec.clone().unwrap_or_default();
+            let status = budget.status.clone().unwrap_or_default();
+            let min = match spec.min_available {
+                Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(n)) => n,
+                other => return Err(format!("minAvailable {other:?}")),
+            };
+            if min == min_available && status.current_healthy == healthy {
+                Ok(budget)
+            } else {
+                Err(format!("minAvailable {min}, status {status:?}"))
+            }
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn evictions_that_would_break_quorum_are_refused_and_the_budget_follows_the_size() {
+    let ns = Namespace::create("disruption");
+    apply(&cluster_yaml(&ns.0, "budgeted", 3, "3.5.35", false));
+    let ready = wait_running(&ns.0, "budgeted", 3, Duration::from_secs(120)).await;
+    let mut client_etcd = etcd(&ns.0, "budgeted", &ready).await;
+    write_keys(&mut client_etcd, "budget", 100).await;
+    let budget = wait_budget(&ns.0, "budgeted", 2, 3).await;
+    let owner = &budget.metadata.owner_references.clone().unwrap_or_default();
+    assert!(
+        owner
+            .iter()
+            .any(|o| o.kind == "EtcdCluster" && o.name == "budgeted"),
+        "{owner:?}"
+    );
+
+    // One member may go (3 healthy, 2 needed); a second may not, even right after.
+    let pods: Api<Pod> = Api::namespaced(client().await, &ns.0);
+    pods.evict(&ready[0], &EvictParams::default())
+        .await
+        .expect("the first eviction is allowed");
+    let refused = pods
+        .evict(&ready[1], &EvictParams::default())
+        .await
+        .expect_err("a second eviction would leave one voting member of three");
+    let text = refused.to_string();
+    assert!(text.contains("disruption budget"), "{text}");
+    assert!(
+        pods.get(&ready[1])
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_none(),
+        "the refused eviction deleted the pod"
+    );
+
+    // The evicted member is replaced; the data is all there.
+    let healed = wait_running(&ns.0, "budgeted", 3, Duration::from_secs(180)).await;
+    let mut client_etcd = etcd(&ns.0, "budgeted", &healed).await;
+    assert_keys(&mut client_etcd, "budget", 100).await;
+
+    // Five voters need three.
+    patch_spec(&ns.0, "budgeted", json!({"size": 5})).await;
+    wait_running(&ns.0, "budgeted", 5, Duration::from_secs(180)).await;
+    wait_budget(&ns.0, "budgeted", 3, 5).await;
+}
