@@ -4,6 +4,8 @@
 #   $CACHE/k8s/<K8S_VERSION>/bin/{kube-apiserver,kube-controller-manager}
 #   $CACHE/etcd/v3.X.Y/bin/{etcd,etcdctl}     and the link $CACHE/etcd/v3.X -> v3.X.Y
 #   $CACHE/helm/<HELM_VERSION>/bin/helm       (the chart's lint, render and drift checks)
+#   $CACHE/k8s/<K8S_VERSION>/bin/kube-proxy   (the pod network: Service routing)
+#   $CACHE/coredns/<COREDNS_VERSION>/bin/coredns  (the pod network: cluster DNS)
 #
 # where CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}.
 #
@@ -11,7 +13,14 @@
 # (there are no prebuilt Kubernetes binaries and no containers on these machines).
 # A second run finds the binaries and returns in seconds.
 #
-# Usage: testkit/env/build-binaries.sh [all|k8s|etcd|helm]...  (default: all = etcd, k8s, helm)
+# Usage: testkit/env/build-binaries.sh [all|k8s|etcd|helm|kube-proxy|coredns|network]...
+#        (default: all = etcd, k8s, helm; network = kube-proxy, coredns)
+#
+# kube-proxy and coredns are deliberately NOT in all (what CI runs): nothing uses them
+# yet, and CI must not pay for their builds until the local environment does. Each
+# target checks only its own binaries, so asking for kube-proxy in a cache that holds
+# kube-apiserver and kube-controller-manager builds kube-proxy alone (and the other way
+# round), in the same wrapper module.
 #
 # Environment:
 #   ETCD_OPERATOR_CACHE  cache root (default $HOME/.cache/etcd-operator)
@@ -20,19 +29,22 @@
 #                        minor ("3.5": the newest v3.5.N the proxy serves) or an
 #                        exact version ("v3.5.21")             (default "3.5 3.6")
 #   HELM_VERSION         helm.sh/helm/v3 version (default v3.22.0)
+#   COREDNS_VERSION      github.com/coredns/coredns version (default v1.15.0)
 #   ETCD_REFRESH=1       re-ask the proxy for the newest patch of each minor even if
 #                        one is cached already (by default a cached minor is reused,
 #                        so that warm runs need no network and stay reproducible)
 #   GOMODCACHE, GOCACHE  Go's own caches; Go's defaults unless set
 #
 # Partial outputs are written under temporary names and renamed into place only
-# when complete, so an interrupted build is never mistaken for a cached one.
+# when complete and when each binary has answered its version flag, so neither an
+# interrupted nor a broken build is ever mistaken for a cached one.
 set -euo pipefail
 
 CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}
 K8S_VERSION=${K8S_VERSION:-v1.35.4}
 ETCD_VERSIONS=${ETCD_VERSIONS:-3.5 3.6}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
+COREDNS_VERSION=${COREDNS_VERSION:-v1.15.0}
 
 log() { printf '[build-binaries] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -60,12 +72,11 @@ all_executable() {
     for f in "$@"; do [[ -x $f ]] || return 1; done
 }
 
-# prepare LABEL DIR SETUP BIN...: false, saying so, when every BIN is built already;
-# otherwise starts the build's clock (BUILD_START) and makes the wrapper module DIR/wrapper
-# with the function SETUP.
+# prepare LABEL DIR BIN...: false, saying so, when every BIN is built already;
+# otherwise starts the build's clock (BUILD_START).
 prepare() {
-    local label=$1 dir=$2 setup=$3
-    shift 3
+    local label=$1 dir=$2
+    shift 2
     if all_executable "$@"; then
         log "$label: cached in $dir/bin"
         return 1
@@ -73,12 +84,14 @@ prepare() {
     BUILD_START=$SECONDS
     log "$label: building"
     mkdir -p "$dir"
-    wrapper_module "$dir" "$setup"
 }
 
 # wrapper_module DIR SETUP: makes the wrapper module DIR/wrapper once, by running the
 # function SETUP in a fresh directory that is renamed into place only when SETUP succeeded
 # (the module is kept: its go.sum makes rebuilds offline).
+# Call it on its own line, never in a condition (`prepare ... || return 0` is one): bash
+# ignores set -e for everything run from a condition, so a failing SETUP would then be
+# marked ready and every later build would fail in an empty module.
 wrapper_module() {
     local dir=$1 setup=$2
     local wrapper="$dir/wrapper" tmp="$dir/wrapper.partial"
@@ -92,19 +105,37 @@ wrapper_module() {
 }
 
 # build_into DIR COMMAND...: runs COMMAND in DIR/wrapper to write DIR/bin.partial, then
-# moves that to DIR/bin in one rename.
+# moves that to DIR/bin in one rename, or, when DIR/bin exists, renames each new file into
+# it (one rename per binary, replacing it): the binaries COMMAND did not build stay, as
+# kube-apiserver and kube-controller-manager do while kube-proxy is built beside them.
 build_into() {
     local dir=${1:?}
     shift
     rm -rf "$dir/bin.partial"
     mkdir -p "$dir/bin.partial"
     (cd "$dir/wrapper" && "$@")
-    rm -rf "${dir:?}/bin"
-    mv "$dir/bin.partial" "$dir/bin"
+    if [[ -d $dir/bin ]]; then
+        find "$dir/bin.partial" -mindepth 1 -maxdepth 1 -exec mv -f -t "$dir/bin" {} +
+        rmdir "$dir/bin.partial"
+    else
+        mv "$dir/bin.partial" "$dir/bin"
+    fi
+}
+
+# smoke WANT BIN ARG...: runs a freshly built BIN with its version flag ARG... before it is
+# renamed into place; dies unless it succeeds and prints WANT (its version), so a binary
+# that does not start is never cached.
+smoke() {
+    local want=$1 bin=$2 out
+    shift
+    out=$("$@" 2>&1 </dev/null) || die "$bin ${*:2} failed after the build: $out"
+    [[ $out == *"$want"* ]] || die "$bin ${*:2} does not say $want: $out"
+    log "$(basename "$bin"): ${out%%$'\n'*}"
 }
 
 # ---------------------------------------------------------------------------
-# Kubernetes: kube-apiserver and kube-controller-manager
+# Kubernetes: kube-apiserver and kube-controller-manager (target k8s), kube-proxy
+# (target kube-proxy), in one wrapper module and one bin directory
 # ---------------------------------------------------------------------------
 # `go install k8s.io/kubernetes/cmd/kube-apiserver@v1.X.Y` does not work: that
 # module's go.mod replaces its ~30 staging modules (k8s.io/api, k8s.io/client-go,
@@ -112,12 +143,13 @@ build_into() {
 # the published v0.X.Y release of the same module instead.
 # The Kubernetes wrapper module, in the current directory: k8s.io/kubernetes' staging
 # replaces pointed at the published modules, its godebug settings, both commands resolved.
-# (Called by wrapper_module from build_k8s: $version and $staging_version are its.)
+# (Called by wrapper_module from build_k8s or build_kube_proxy: $version and
+# $staging_version are theirs, set by k8s_settings.)
 k8s_wrapper() {
     # Where the proxy put k8s.io/kubernetes' own go.mod.
     local gomod
     gomod=$(go mod download -json "k8s.io/kubernetes@$version" |
-        sed -n 's/^[[:space:]]*"GoMod":[[:space:]]*"\(.*\)",\{0,1\}$/\1/p')
+        sed -n 's/^[[:space:]]*"GoMod":[[:space:]]*"\(.*\)",\{0,1\}$/\1/p') || gomod=""
     [[ -f $gomod ]] || die "could not download the go.mod of k8s.io/kubernetes@$version"
     go mod init local.invalid/k8s-binaries >/dev/null 2>&1
 
@@ -151,29 +183,65 @@ k8s_wrapper() {
         "k8s.io/kubernetes/cmd/kube-controller-manager@$version"
 }
 
-build_k8s() {
-    local version=$K8S_VERSION
+# k8s_settings: sets version, staging_version, dir and ldflags for K8S_VERSION in the
+# caller's locals (build_k8s and build_kube_proxy declare them).
+k8s_settings() {
+    version=$K8S_VERSION
     [[ $version =~ ^v1\.([0-9]+)\.([0-9]+)$ ]] || die "K8S_VERSION must look like v1.35.4, got '$version'"
     local minor=${BASH_REMATCH[1]} patch=${BASH_REMATCH[2]}
-    local staging_version="v0.${minor}.${patch}"
-    local dir="$CACHE/k8s/$version"
-    local bins=("$dir/bin/kube-apiserver" "$dir/bin/kube-controller-manager")
-
-    # Cold: about 5 minutes on 2 cores, more on a slow network.
-    prepare "kubernetes $version" "$dir" k8s_wrapper "${bins[@]}" || return 0
+    staging_version="v0.${minor}.${patch}"
+    dir="$CACHE/k8s/$version"
 
     # The version stamped by the Kubernetes build (hack/lib/version.sh) into both
     # places that read it; without it the binaries report v0.0.0-master.
-    local ldflags="" pkg
+    ldflags=""
+    local pkg
     for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
         ldflags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
         ldflags+=" -X $pkg.gitTreeState=clean"
     done
+    ldflags=${ldflags# }
+}
 
-    build_into "$dir" "${GO_BUILD[@]}" -ldflags "${ldflags# }" -o "$dir/bin.partial/" \
-        k8s.io/kubernetes/cmd/kube-apiserver \
-        k8s.io/kubernetes/cmd/kube-controller-manager
+# k8s_build CMD...: in the wrapper module, builds k8s.io/kubernetes/cmd/CMD for each CMD
+# into $dir/bin.partial and smoke-checks each (the callers' $version, $dir, $ldflags).
+k8s_build() {
+    local cmd pkgs=()
+    for cmd in "$@"; do pkgs+=("k8s.io/kubernetes/cmd/$cmd"); done
+    "${GO_BUILD[@]}" -ldflags "$ldflags" -o "$dir/bin.partial/" "${pkgs[@]}"
+    for cmd in "$@"; do smoke "Kubernetes $version" "$dir/bin.partial/$cmd" --version; done
+}
+
+build_k8s() {
+    local version staging_version dir ldflags
+    k8s_settings
+    local bins=("$dir/bin/kube-apiserver" "$dir/bin/kube-controller-manager")
+
+    # Cold: about 5 minutes on 2 cores, more on a slow network.
+    prepare "kubernetes $version" "$dir" "${bins[@]}" || return 0
+    wrapper_module "$dir" k8s_wrapper
+    build_into "$dir" k8s_build kube-apiserver kube-controller-manager
     log "kubernetes $version: built in $((SECONDS - BUILD_START))s -> $dir/bin"
+}
+
+# kube-proxy, from the same module and version, in the same wrapper module (made here if
+# no k8s build made it yet) and bin directory, which it shares with the control plane.
+# k8s_wrapper resolves only the two control-plane commands, so kube-proxy is resolved
+# here, in the wrapper, before each of its builds (that only adds its own packages'
+# requirements and go.sum lines; the versions of the modules already there stay).
+kube_proxy_build() {
+    go get "k8s.io/kubernetes/cmd/kube-proxy@$version"
+    k8s_build kube-proxy
+}
+
+build_kube_proxy() {
+    local version staging_version dir ldflags
+    k8s_settings
+
+    prepare "kube-proxy $version" "$dir" "$dir/bin/kube-proxy" || return 0
+    wrapper_module "$dir" k8s_wrapper
+    build_into "$dir" kube_proxy_build
+    log "kube-proxy $version: built in $((SECONDS - BUILD_START))s -> $dir/bin"
 }
 
 # ---------------------------------------------------------------------------
@@ -196,6 +264,8 @@ etcd_build() {
     # The main packages are the module roots; -o names them explicitly.
     "${GO_BUILD[@]}" -o "$dir/bin.partial/etcd" go.etcd.io/etcd/server/v3
     "${GO_BUILD[@]}" -o "$dir/bin.partial/etcdctl" go.etcd.io/etcd/etcdctl/v3
+    smoke "${version#v}" "$dir/bin.partial/etcd" --version
+    smoke "${version#v}" "$dir/bin.partial/etcdctl" version
 }
 
 build_etcd_version() {
@@ -205,7 +275,8 @@ build_etcd_version() {
 
     # etcd's own relative replaces are ignored in a dependency; its modules of the same
     # release are published, so `go get` is all the wrapper module takes.
-    prepare "etcd $version" "$dir" etcd_wrapper "${bins[@]}" || return 0
+    prepare "etcd $version" "$dir" "${bins[@]}" || return 0
+    wrapper_module "$dir" etcd_wrapper
     build_into "$dir" etcd_build
     log "etcd $version: built in $((SECONDS - BUILD_START))s -> $dir/bin"
 }
@@ -257,7 +328,8 @@ build_helm() {
     [[ $version =~ ^v3\.[0-9]+\.[0-9]+$ ]] || die "HELM_VERSION must look like v3.22.0, got '$version'"
     local dir="$CACHE/helm/$version"
 
-    prepare "helm $version" "$dir" helm_wrapper "$dir/bin/helm" || return 0
+    prepare "helm $version" "$dir" "$dir/bin/helm" || return 0
+    wrapper_module "$dir" helm_wrapper
     local wrapper="$dir/wrapper"
 
     local client_go k8s_minor ldflags="-s -w"
@@ -271,8 +343,48 @@ build_helm() {
         ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$k8s_minor"
     done
 
-    build_into "$dir" "${GO_BUILD[@]}" -ldflags "$ldflags" -o "$dir/bin.partial/helm" helm.sh/helm/v3/cmd/helm
+    build_into "$dir" helm_build
     log "helm $version: built in $((SECONDS - BUILD_START))s -> $dir/bin"
+}
+
+# In the wrapper module ($version, $dir and $ldflags are build_helm's).
+helm_build() {
+    "${GO_BUILD[@]}" -ldflags "$ldflags" -o "$dir/bin.partial/helm" helm.sh/helm/v3/cmd/helm
+    smoke "$version" "$dir/bin.partial/helm" version
+}
+
+# ---------------------------------------------------------------------------
+# CoreDNS: coredns (the module's main package, its default plugin set)
+# ---------------------------------------------------------------------------
+# github.com/coredns/coredns is itself the main package (coredns.go at the module root),
+# and its go.mod has no replace directives, so, as for helm, a wrapper module that
+# `go get`s it is enough. The default plugins (plugin.cfg, compiled in through
+# core/plugin) include kubernetes, the cluster DNS. Flags as in CoreDNS's Makefile: the
+# grpcnotrace tag and -s -w; the version itself is a constant of the source
+# (coremain.CoreVersion), and the commit it prints is the module version, the only
+# revision a module from the proxy has.
+# The coredns wrapper module, in the current directory ($version is build_coredns').
+coredns_wrapper() {
+    go mod init local.invalid/coredns-binaries >/dev/null 2>&1
+    go get "github.com/coredns/coredns@$version"
+}
+# In the wrapper module ($version and $dir are build_coredns').
+coredns_build() {
+    "${GO_BUILD[@]}" -tags grpcnotrace \
+        -ldflags "-s -w -X github.com/coredns/coredns/coremain.GitCommit=$version" \
+        -o "$dir/bin.partial/coredns" github.com/coredns/coredns
+    smoke "CoreDNS-${version#v}" "$dir/bin.partial/coredns" -version
+}
+
+build_coredns() {
+    local version=$COREDNS_VERSION
+    [[ $version =~ ^v1\.[0-9]+\.[0-9]+$ ]] || die "COREDNS_VERSION must look like v1.15.0, got '$version'"
+    local dir="$CACHE/coredns/$version"
+
+    prepare "coredns $version" "$dir" "$dir/bin/coredns" || return 0
+    wrapper_module "$dir" coredns_wrapper
+    build_into "$dir" coredns_build
+    log "coredns $version: built in $((SECONDS - BUILD_START))s -> $dir/bin"
 }
 
 main() {
@@ -292,11 +404,17 @@ main() {
         k8s) build_k8s ;;
         helm) build_helm ;;
         etcd) for e in $ETCD_VERSIONS; do build_etcd "$e"; done ;;
+        kube-proxy) build_kube_proxy ;;
+        coredns) build_coredns ;;
+        network)
+            build_kube_proxy
+            build_coredns
+            ;;
         -h | --help)
             sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
             return 0
             ;;
-        *) die "unknown target '$t' (want all, k8s, etcd or helm)" ;;
+        *) die "unknown target '$t' (want all, k8s, etcd, helm, kube-proxy, coredns or network)" ;;
         esac
     done
     log "done in $((SECONDS - total_start))s (cache: $CACHE)"
