@@ -14,9 +14,10 @@
 #     will with setns(2)) sees lo and eth0 only, with the pod's address and route;
 #   - a service address DNATed in eo-net to a pod on the same bridge (what kube-proxy will
 #     program) answers with the service address and the client's own source address;
-#   - add-pod gives the same answer for the same key, refuses the key on another node,
-#     does not hand a freed address out again at once, and gives distinct addresses to
-#     concurrent calls; del-pod removes the veth even while a process is still inside,
+#   - up refuses a host that routes part of the pod range elsewhere (played in throwaway
+#     namespaces); add-pod gives the same answer for the same key, refuses the key on
+#     another node, does not hand a freed address out again at once, and gives distinct
+#     addresses to concurrent calls; del-pod removes the veth even while a process is still inside,
 #     frees the namespace for processes in other mount namespaces, and can be repeated;
 #   - after down (also after the allocation records were lost), the host's links,
 #     addresses, routes, rules, namespaces, mounts of /run/netns, iptables and nftables
@@ -180,6 +181,23 @@ check_up() {
     [[ $(ip netns exec eo-net sysctl -n net.ipv4.ip_forward) == 1 ]] || fail "ip_forward is not 1 in eo-net"
     [[ $(sysctl -n net.ipv4.ip_forward) == "$ROOT_FORWARD" ]] || fail "the root namespace's ip_forward changed"
     pass "forwarding on in eo-net only (root namespace: $ROOT_FORWARD)"
+}
+
+# up on a host that routes part of the pod range elsewhere: refused, nothing made. Played
+# in a throwaway network and mount namespace (its own /run), not on this host.
+check_refuses_clash() {
+    local out
+    # shellcheck disable=SC2016 # expanded by the inner bash, from its arguments
+    out=$(unshare --net --mount bash -c '
+        mount -t tmpfs podnet-test /run
+        ip link add clash0 type veth peer name clash1
+        ip addr add 10.244.5.1/24 dev clash0
+        if PODNET_DIR="$1" bash "$2" up 2>&1; then echo "UP SUCCEEDED"; fi
+        ls -A /run' _ "$WORK/clash" "$PODNET") || true
+    [[ $out == *"already routes inside 10.244.0.0/16"* && $out != *"UP SUCCEEDED"* ]] ||
+        fail "up on a host routing 10.244.5.0/24 elsewhere was not refused: $out"
+    [[ $out != *netns* && $out != *eo-podnet* ]] || fail "the refused up made something: $out"
+    pass "up refuses a host that already routes inside the pod range"
 }
 
 # add POD NODE KEY: the pod on that node; sets NS_<POD> and IP_<POD>.
@@ -369,6 +387,7 @@ check_down() {
 }
 
 check_up
+check_refuses_clash
 check_add
 check_joined_view
 start_servers
