@@ -14,11 +14,10 @@
 # A second run finds the binaries and returns in seconds.
 #
 # Usage: testkit/env/build-binaries.sh [all|k8s|etcd|helm|kube-proxy|coredns|network]...
-#        (default: all = etcd, k8s, helm; network = kube-proxy, coredns)
+#        (default: all = etcd, k8s, helm, network; network = kube-proxy, coredns)
 #
-# kube-proxy and coredns are deliberately NOT in all (what CI runs): nothing uses them
-# yet, and CI must not pay for their builds until the local environment does. Each
-# target checks only its own binaries, so asking for kube-proxy in a cache that holds
+# The local environment runs kube-proxy and CoreDNS (testkit/env/cluster-net.sh), so all
+# (what CI runs) builds them too. Each target checks only its own binaries, so asking for kube-proxy in a cache that holds
 # kube-apiserver and kube-controller-manager builds kube-proxy alone (and the other way
 # round), in the same wrapper module.
 #
@@ -400,6 +399,8 @@ main() {
             for e in $ETCD_VERSIONS; do build_etcd "$e"; done
             build_k8s
             build_helm
+            build_kube_proxy
+            build_coredns
             ;;
         k8s) build_k8s ;;
         helm) build_helm ;;

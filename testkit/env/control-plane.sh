@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
-# A real, local Kubernetes control plane on loopback, without containers:
+# A real, local Kubernetes control plane without containers, on the pod network of
+# testkit/env/podnet.sh (brought up first, taken down last):
 #
 #   store etcd               http://127.0.0.1:12379 (peer 12380)
-#   kube-apiserver           https://127.0.0.1:16443
-#   kube-controller-manager  https://127.0.0.1:16257 (health only)
+#   kube-apiserver           https://10.255.0.1:16443: the host's address on the pod
+#                            network (eo-host), where pods reach it (the "kubernetes"
+#                            Service's endpoint, 10.96.0.1:443 through kube-proxy)
+#   apiserver-loopback       https://127.0.0.1:16443 for the host's clients (kubeconfig):
+#                            socat forwarding to 10.255.0.1:16443, so that the API server
+#                            listens on no address of the host's external interfaces
+#   kube-controller-manager  https://127.0.0.1:16257 (health only); allocates each Node a
+#                            /24 of the pod range 10.244.0.0/16 (spec.podCIDR)
+#
+# Services get ClusterIPs from 10.96.0.0/12, the range podnet.sh routes into eo-net, where
+# kube-proxy programs them (testkit/env/cluster-net.sh, started once a node exists).
 #
 # The apiserver reaches kubelets (the process node's kubelet API, for kubectl logs) at
 # their InternalIP with a client certificate of its own, user kube-apiserver-kubelet-client
@@ -12,17 +22,21 @@
 #
 # Usage: testkit/env/control-plane.sh up|down|env|status
 #
-#   up      start whatever is not running yet (a no-op when all is up), wait until
-#           the apiserver is ready and the controller-manager works, write the
-#           admin kubeconfig and print where it is
-#   down    stop the processes this script started (by the pids it recorded) and
-#           remove $LOCAL_ENV_DIR
+#   up      bring the pod network up (podnet.sh up), start whatever is not running yet (a
+#           no-op when all is up), wait until the apiserver is ready and the
+#           controller-manager works, write the admin kubeconfig and print where it is
+#   down    stop the processes this script started (by the pids it recorded), take the
+#           pod network down and remove $LOCAL_ENV_DIR
 #   env     print `export KUBECONFIG=...` (use: eval "$(testkit/env/control-plane.sh env)")
 #   status  say what is running
 #
-# All state (certificates, etcd data, logs, pid files, kubeconfig) lives under
-# LOCAL_ENV_DIR (default /tmp/etcd-operator-local); the kubeconfig is always
-# $LOCAL_ENV_DIR/kubeconfig.
+# All state (certificates, etcd data, logs, pid files, kubeconfigs, the pod network's
+# records) lives under LOCAL_ENV_DIR (default /tmp/etcd-operator-local); the kubeconfig is
+# always $LOCAL_ENV_DIR/kubeconfig. Besides it, kubeconfigs for components that run inside
+# the pod network and reach the apiserver at 10.255.0.1: controller-manager.kubeconfig
+# (admin), kube-proxy.kubeconfig (user system:kube-proxy, the built-in
+# system:node-proxier role) and coredns.kubeconfig (user system:coredns, a ClusterRole
+# system:coredns made here as kubeadm makes it).
 #
 # Environment:
 #   LOCAL_ENV_DIR        state directory (default /tmp/etcd-operator-local)
@@ -31,8 +45,8 @@
 #   STORE_ETCD_BIN       etcd binary for the apiserver's store (default: the cached
 #                        etcd 3.5 if built, else Debian's /usr/bin/etcd 3.4)
 #   STORE_ETCD_PORT      store etcd client port (default 12379; the peer port is +1).
-#                        Not 2379/2380: the etcd pods under test use those on 127.x.
-#   APISERVER_PORT       kube-apiserver secure port (default 16443)
+#                        Not 2379/2380: the etcd pods under test use those.
+#   APISERVER_PORT       kube-apiserver secure port (default 16443), on both addresses
 #   KCM_PORT             kube-controller-manager secure port (default 16257)
 #   UP_TIMEOUT           seconds to wait for each component (default 120)
 #
@@ -51,17 +65,23 @@ KCM_PORT=${KCM_PORT:-16257}
 UP_TIMEOUT=${UP_TIMEOUT:-120}
 
 HOST=127.0.0.1
+# The host's address on the pod network (podnet.sh's eo-host): the apiserver listens and
+# advertises here; pods and the components inside eo-net reach it here.
+POD_NET_HOST=10.255.0.1
+SERVICE_RANGE=10.96.0.0/12 # what podnet.sh routes to eo-net; 10.96.0.1 is "kubernetes"
+CLUSTER_CIDR=10.244.0.0/16 # podnet.sh's pod range; one /24 per Node
 KUBE_BIN_DIR="$CACHE/k8s/$K8S_VERSION/bin"
 PKI="$LOCAL_ENV_DIR/pki"
 RUN="$LOCAL_ENV_DIR/run"   # <name>.pid and <name>.exe of each started process
 LOGS="$LOCAL_ENV_DIR/logs"
 KUBECONFIG_PATH="$LOCAL_ENV_DIR/kubeconfig"
 APISERVER_URL="https://$HOST:$APISERVER_PORT"
+APISERVER_POD_NET_URL="https://$POD_NET_HOST:$APISERVER_PORT"
 # Marks a directory as ours, so `down` never removes a directory it did not make.
 MARKER="$LOCAL_ENV_DIR/.etcd-operator-local"
 
 # Stop order is the reverse of this.
-COMPONENTS=(etcd kube-apiserver kube-controller-manager)
+COMPONENTS=(etcd kube-apiserver apiserver-loopback kube-controller-manager)
 
 log() { printf '[control-plane] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -123,14 +143,15 @@ wait_until() {
     done
 }
 
-# True when something listens on $HOST:$1.
-port_in_use() { (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
+# port_in_use PORT [ADDRESS]: something listens on ADDRESS (default $HOST):PORT.
+port_in_use() { (exec 3<>"/dev/tcp/${2:-$HOST}/$1") 2>/dev/null; }
 
-# Refuse to start a component whose port someone else holds.
+# require_free_port NAME PORT [ADDRESS]: refuse to start a component whose port someone
+# else holds.
 require_free_port() {
-    local name=$1 port=$2
-    if port_in_use "$port"; then
-        die "port $HOST:$port is in use by another process; cannot start $name (set the *_PORT variables to move it)"
+    local name=$1 port=$2 address=${3:-$HOST}
+    if port_in_use "$port" "$address"; then
+        die "port $address:$port is in use by another process; cannot start $name (set the *_PORT variables to move it)"
     fi
 }
 
@@ -221,15 +242,6 @@ ensure_pki() {
         -addext "basicConstraints=critical,CA:TRUE" \
         -addext "keyUsage=critical,digitalSignature,keyCertSign,cRLSign" 2>/dev/null
 
-    # kube-apiserver serving certificate: loopback plus the in-cluster names.
-    sign "$tmp" apiserver "/CN=kube-apiserver" "$(
-        printf '%s\n' \
-            "basicConstraints=CA:FALSE" \
-            "keyUsage=critical,digitalSignature,keyEncipherment" \
-            "extendedKeyUsage=serverAuth" \
-            "subjectAltName=IP:127.0.0.1,DNS:localhost,IP:10.96.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
-    )"
-
     # Admin client certificate: group system:masters is cluster-admin under RBAC.
     sign "$tmp" admin "/O=system:masters/CN=kubernetes-admin" "$(
         printf '%s\n' \
@@ -261,14 +273,33 @@ ensure_pki() {
     mv "$tmp" "$PKI"
 }
 
-# The apiserver's client certificate for kubelets (kubectl logs, exec, port-forward): its
-# user is bound to the system:kubelet-api-admin role (see bind_kubelet_client), which the
-# process node's SubjectAccessReview checks. Made separately so that an environment whose
-# certificates predate it gets it too.
-ensure_kubelet_client_cert() {
-    [[ -f $PKI/kubelet-client.crt && -f $PKI/kubelet-client.key ]] && return 0
-    log "generating the apiserver's kubelet client certificate"
-    sign "$PKI" kubelet-client "/CN=kube-apiserver-kubelet-client" "$(
+# The kube-apiserver's serving certificate: both of its addresses (loopback for the host,
+# 10.255.0.1 on the pod network), the "kubernetes" Service's ClusterIP and in-cluster
+# names. Made again when an older one lacks the pod network's address.
+ensure_apiserver_cert() {
+    if [[ -f $PKI/apiserver.crt ]] &&
+        openssl x509 -in "$PKI/apiserver.crt" -noout -ext subjectAltName 2>/dev/null | grep -q "IP Address:$POD_NET_HOST"; then
+        return 0
+    fi
+    log "generating the apiserver's serving certificate"
+    sign "$PKI" apiserver "/CN=kube-apiserver" "$(
+        printf '%s\n' \
+            "basicConstraints=CA:FALSE" \
+            "keyUsage=critical,digitalSignature,keyEncipherment" \
+            "extendedKeyUsage=serverAuth" \
+            "subjectAltName=IP:127.0.0.1,DNS:localhost,IP:$POD_NET_HOST,IP:10.96.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+    )"
+}
+
+# ensure_client_cert NAME SUBJECT: a client certificate of the cluster CA, made once:
+# the apiserver's kubelet client (kubectl logs, exec, port-forward; its user is bound to
+# system:kubelet-api-admin by bind_kubelet_client, which the process node's
+# SubjectAccessReview checks), kube-proxy's and CoreDNS's.
+ensure_client_cert() {
+    local name=$1 subject=$2
+    [[ -f $PKI/$name.crt && -f $PKI/$name.key ]] && return 0
+    log "generating the client certificate $name ($subject)"
+    sign "$PKI" "$name" "$subject" "$(
         printf '%s\n' \
             "basicConstraints=CA:FALSE" \
             "keyUsage=critical,digitalSignature,keyEncipherment" \
@@ -276,31 +307,41 @@ ensure_kubelet_client_cert() {
     )"
 }
 
-# The admin kubeconfig, certificates embedded so it can be copied anywhere.
+# write_kubeconfig PATH SERVER CERT: a kubeconfig for the user of certificate $PKI/CERT at
+# SERVER, certificates embedded so it can be copied anywhere.
 write_kubeconfig() {
-    local tmp="$KUBECONFIG_PATH.tmp"
+    local path=$1 server=$2 cert=$3 tmp="$1.tmp"
     cat >"$tmp" <<EOF
 apiVersion: v1
 kind: Config
 clusters:
 - name: local
   cluster:
-    server: $APISERVER_URL
+    server: $server
     certificate-authority-data: $(base64 -w0 "$PKI/ca.crt")
 users:
-- name: admin
+- name: $cert
   user:
-    client-certificate-data: $(base64 -w0 "$PKI/admin.crt")
-    client-key-data: $(base64 -w0 "$PKI/admin.key")
+    client-certificate-data: $(base64 -w0 "$PKI/$cert.crt")
+    client-key-data: $(base64 -w0 "$PKI/$cert.key")
 contexts:
 - name: local
   context:
     cluster: local
-    user: admin
+    user: $cert
 current-context: local
 EOF
     chmod 600 "$tmp"
-    mv "$tmp" "$KUBECONFIG_PATH"
+    mv "$tmp" "$path"
+}
+
+# The admin kubeconfig for the host's clients (through 127.0.0.1), the controller-manager's
+# and those of the components that run inside the pod network (at 10.255.0.1).
+write_kubeconfigs() {
+    write_kubeconfig "$KUBECONFIG_PATH" "$APISERVER_URL" admin
+    write_kubeconfig "$LOCAL_ENV_DIR/controller-manager.kubeconfig" "$APISERVER_POD_NET_URL" admin
+    write_kubeconfig "$LOCAL_ENV_DIR/kube-proxy.kubeconfig" "$APISERVER_POD_NET_URL" kube-proxy
+    write_kubeconfig "$LOCAL_ENV_DIR/coredns.kubeconfig" "$APISERVER_POD_NET_URL" coredns
 }
 
 # ---------------------------------------------------------------------------
@@ -311,13 +352,20 @@ etcd_healthy() {
     curl -fsS --max-time 2 "http://$HOST:$STORE_ETCD_PORT/health" | grep -q '"health":"true"'
 }
 
-# GET a path of the apiserver as admin.
+# api_get PATH [URL]: GET a path of the apiserver as admin, at URL (default: its own
+# address, 10.255.0.1).
 api_get() {
     curl -fsS --max-time 5 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" \
-        "$APISERVER_URL$1"
+        "${2:-$APISERVER_POD_NET_URL}$1"
 }
 
 apiserver_ready() { [[ $(api_get /readyz) == ok ]]; }
+
+# The apiserver answers through the loopback forwarder too (the host's kubeconfig).
+loopback_ready() { [[ $(api_get /readyz "$APISERVER_URL") == ok ]]; }
+
+# The pod network is up: the host has 10.255.0.1 on eo-host.
+pod_network_up() { ip -o addr show dev eo-host 2>/dev/null | grep -q " $POD_NET_HOST/"; }
 
 kcm_healthy() { [[ $(curl -fsSk --max-time 2 "https://$HOST:$KCM_PORT/healthz") == ok ]]; }
 
@@ -358,23 +406,24 @@ up_apiserver() {
         wait_until kube-apiserver "/readyz ok" apiserver_ready
         return 0
     fi
-    require_free_port kube-apiserver "$APISERVER_PORT"
+    pod_network_up || die "the pod network is not up (no $POD_NET_HOST on eo-host): testkit/env/podnet.sh up"
+    require_free_port kube-apiserver "$APISERVER_PORT" "$POD_NET_HOST"
     mkdir -p "$LOCAL_ENV_DIR/apiserver"
-    # --endpoint-reconciler-type=none: the apiserver would otherwise publish its
-    # advertise address in the "kubernetes" Endpoints every 10s, and a loopback
-    # address is invalid there (an error in the log each time). Nothing here
-    # reaches the apiserver through that Service; clients use the kubeconfig.
+    # It listens on the pod network's host address only (not 0.0.0.0, which would also
+    # be every external interface of the host) and publishes that address as the
+    # "kubernetes" Service's endpoint (the default lease reconciler). The host's clients
+    # reach it on 127.0.0.1 through apiserver-loopback.
     start kube-apiserver "$KUBE_BIN_DIR/kube-apiserver" \
         --etcd-servers="http://$HOST:$STORE_ETCD_PORT" \
-        --bind-address=$HOST \
-        --advertise-address=$HOST \
+        --bind-address=$POD_NET_HOST \
+        --advertise-address=$POD_NET_HOST \
         --secure-port="$APISERVER_PORT" \
         --cert-dir="$LOCAL_ENV_DIR/apiserver" \
         --tls-cert-file="$PKI/apiserver.crt" \
         --tls-private-key-file="$PKI/apiserver.key" \
         --client-ca-file="$PKI/ca.crt" \
         --authorization-mode=RBAC \
-        --service-cluster-ip-range=10.96.0.0/16 \
+        --service-cluster-ip-range=$SERVICE_RANGE \
         --allow-privileged=true \
         --service-account-issuer=https://kubernetes.default.svc \
         --service-account-key-file="$PKI/sa.pub" \
@@ -390,10 +439,24 @@ up_apiserver() {
         --kubelet-client-key="$PKI/kubelet-client.key" \
         --kubelet-certificate-authority="$PKI/ca.crt" \
         --kubelet-preferred-address-types=InternalIP,Hostname \
-        --endpoint-reconciler-type=none \
         --profiling=false
     wait_until kube-apiserver "/readyz ok" apiserver_ready
-    log "kube-apiserver ready at $APISERVER_URL"
+    log "kube-apiserver ready at $APISERVER_POD_NET_URL"
+}
+
+# 127.0.0.1:APISERVER_PORT for the host's clients: a socat forwarding each connection to
+# the apiserver at 10.255.0.1 (one child process per connection, ending with it). A TCP
+# forwarder rather than a DNAT rule, so that the host's rulesets and its connection
+# tracking stay untouched.
+up_apiserver_loopback() {
+    if ! is_running apiserver-loopback; then
+        require_free_port apiserver-loopback "$APISERVER_PORT"
+        start apiserver-loopback "$(command -v socat)" \
+            "TCP4-LISTEN:$APISERVER_PORT,bind=$HOST,reuseaddr,fork" \
+            "TCP4:$POD_NET_HOST:$APISERVER_PORT"
+    fi
+    wait_until apiserver-loopback "/readyz ok through $APISERVER_URL" loopback_ready
+    log "kube-apiserver reachable at $APISERVER_URL"
 }
 
 # POST a JSON object to a path of the apiserver as admin; an object that already exists
@@ -402,18 +465,31 @@ api_create() {
     local code
     code=$(curl -sS --max-time 5 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" \
         -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' -X POST \
-        --data "$2" "$APISERVER_URL$1")
+        --data "$2" "$APISERVER_POD_NET_URL$1")
     [[ $code == 201 || $code == 409 ]] || die "POST $1 answered $code"
 }
 
 # The apiserver's kubelet client may use the kubelet API (logs, exec, ...) of every node,
-# as kubeadm binds it.
-bind_kubelet_client() {
+# as kubeadm binds it. kube-proxy's user system:kube-proxy has the built-in binding to
+# system:node-proxier; CoreDNS's user gets what kubeadm gives CoreDNS's ServiceAccount.
+bind_component_users() {
     api_create /apis/rbac.authorization.k8s.io/v1/clusterrolebindings '{
       "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
       "metadata": {"name": "kube-apiserver-kubelet-client"},
       "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:kubelet-api-admin"},
       "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "kube-apiserver-kubelet-client"}]}'
+    api_create /apis/rbac.authorization.k8s.io/v1/clusterroles '{
+      "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+      "metadata": {"name": "system:coredns"},
+      "rules": [
+        {"apiGroups": [""], "resources": ["endpoints", "services", "pods", "namespaces"], "verbs": ["list", "watch"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+        {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]}]}'
+    api_create /apis/rbac.authorization.k8s.io/v1/clusterrolebindings '{
+      "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+      "metadata": {"name": "system:coredns"},
+      "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:coredns"},
+      "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "system:coredns"}]}'
 }
 
 up_controller_manager() {
@@ -421,11 +497,14 @@ up_controller_manager() {
         require_free_port kube-controller-manager "$KCM_PORT"
         mkdir -p "$LOCAL_ENV_DIR/controller-manager"
         # It connects as admin and runs each controller under its own service
-        # account (--use-service-account-credentials), as kubeadm clusters do.
+        # account (--use-service-account-credentials), as kubeadm clusters do. The node
+        # IPAM controller gives every Node a /24 of the pod range (podnet.sh's node index
+        # is its third byte).
+        local kubeconfig="$LOCAL_ENV_DIR/controller-manager.kubeconfig"
         start kube-controller-manager "$KUBE_BIN_DIR/kube-controller-manager" \
-            --kubeconfig="$KUBECONFIG_PATH" \
-            --authentication-kubeconfig="$KUBECONFIG_PATH" \
-            --authorization-kubeconfig="$KUBECONFIG_PATH" \
+            --kubeconfig="$kubeconfig" \
+            --authentication-kubeconfig="$kubeconfig" \
+            --authorization-kubeconfig="$kubeconfig" \
             --bind-address=$HOST \
             --secure-port="$KCM_PORT" \
             --cert-dir="$LOCAL_ENV_DIR/controller-manager" \
@@ -436,7 +515,10 @@ up_controller_manager() {
             --root-ca-file="$PKI/ca.crt" \
             --cluster-signing-cert-file="$PKI/ca.crt" \
             --cluster-signing-key-file="$PKI/ca.key" \
-            --service-cluster-ip-range=10.96.0.0/16 \
+            --service-cluster-ip-range=$SERVICE_RANGE \
+            --allocate-node-cidrs=true \
+            --cluster-cidr=$CLUSTER_CIDR \
+            --node-cidr-mask-size=24 \
             --profiling=false
     fi
     wait_until kube-controller-manager "/healthz ok" kcm_healthy
@@ -451,6 +533,7 @@ up_controller_manager() {
 cmd_up() {
     command -v openssl >/dev/null || die "openssl is needed (apt-get install openssl)"
     command -v curl >/dev/null || die "curl is needed (apt-get install curl)"
+    command -v socat >/dev/null || die "socat is needed (apt-get install socat)"
 
     if [[ -e $LOCAL_ENV_DIR && ! -f $MARKER ]]; then
         die "$LOCAL_ENV_DIR exists but was not made by this script; set LOCAL_ENV_DIR elsewhere"
@@ -467,14 +550,20 @@ cmd_up() {
     mkdir -p "$LOCAL_ENV_DIR" "$RUN" "$LOGS"
     touch "$MARKER"
     chmod 700 "$LOCAL_ENV_DIR"
+    # After the marker: podnet.sh keeps its records in $LOCAL_ENV_DIR/podnet.
+    LOCAL_ENV_DIR=$LOCAL_ENV_DIR bash "$TOOLS_DIR/podnet.sh" up
     ensure_pki
-    ensure_kubelet_client_cert
-    write_kubeconfig
+    ensure_apiserver_cert
+    ensure_client_cert kubelet-client "/CN=kube-apiserver-kubelet-client"
+    ensure_client_cert kube-proxy "/CN=system:kube-proxy"
+    ensure_client_cert coredns "/CN=system:coredns"
+    write_kubeconfigs
 
     local start_time=$SECONDS
     up_etcd
     up_apiserver
-    bind_kubelet_client
+    up_apiserver_loopback
+    bind_component_users
     up_controller_manager
     log "control plane up in $((SECONDS - start_time))s"
     log "KUBECONFIG=$KUBECONFIG_PATH   (eval \"\$($0 env)\")"
@@ -490,8 +579,9 @@ cmd_down() {
     for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do
         stop "${COMPONENTS[i]}"
     done
+    LOCAL_ENV_DIR=$LOCAL_ENV_DIR bash "$TOOLS_DIR/podnet.sh" down
     rm -rf "$LOCAL_ENV_DIR"
-    log "stopped; removed $LOCAL_ENV_DIR"
+    log "stopped; pod network down; removed $LOCAL_ENV_DIR"
 }
 
 cmd_env() {
@@ -511,6 +601,12 @@ cmd_status() {
     done
     if [[ -f $LOCAL_ENV_DIR/store-etcd ]]; then
         printf '%-24s %s\n' "store etcd binary" "$(<"$LOCAL_ENV_DIR/store-etcd")"
+    fi
+    if pod_network_up; then
+        printf '%-24s up (testkit/env/podnet.sh status)\n' "pod network"
+    else
+        printf '%-24s down\n' "pod network"
+        rc=1
     fi
     printf '%-24s %s\n' kubeconfig "$KUBECONFIG_PATH"
     return $rc

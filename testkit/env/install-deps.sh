@@ -3,7 +3,10 @@
 #   etcd-server, etcd-client  etcd 3.4.23 for the real-etcd tests and the local node
 #   protobuf-compiler         protoc, needed by the etcd-client crate's build
 #   openssl                   certificates of the local control plane
-#   util-linux                unshare, for the process node's per-pod mount namespaces
+#   util-linux                unshare and nsenter, for the process node's per-pod mount and
+#                             network namespaces
+#   iproute2, nftables        the pod network (podnet.sh) and kube-proxy's nftables mode
+#   socat                     the apiserver's loopback address for the host's clients
 #   buildah                   builds the operator image without a daemon (build-image.sh)
 #   jq                        reads the exported image's OCI layout (unpack-image.sh)
 #   ca-certificates           the CA bundle the image carries (build/rootfs.sh)
@@ -15,6 +18,9 @@ command -v etcdctl >/dev/null || need+=(etcd-client)
 command -v protoc >/dev/null || need+=(protobuf-compiler)
 command -v openssl >/dev/null || need+=(openssl)
 command -v unshare >/dev/null || need+=(util-linux)
+command -v ip >/dev/null || need+=(iproute2)
+command -v nft >/dev/null || need+=(nftables)
+command -v socat >/dev/null || need+=(socat)
 command -v curl >/dev/null || need+=(curl)
 command -v buildah >/dev/null || need+=(buildah)
 command -v jq >/dev/null || need+=(jq)

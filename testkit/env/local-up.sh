@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Brings up the whole local environment: a real kube-apiserver and controller-manager,
-# the process node (which runs pods as local processes, image pods rooted in their
-# image), and the operator installed as a user installs it: its image built from this
-# tree, then `kubectl apply -f manifests/` with that image set, two replicas electing a
-# leader through their Lease. Then applies an example EtcdCluster (unless EXAMPLE is
-# empty) and waits until it is Running with every member ready. Run again, it starts
-# what is not running and rolls the Deployment out when the image changed.
+# Brings up the whole local environment: the pod network (podnet.sh: a bridge in a
+# network namespace of its own, one namespace per pod), a real kube-apiserver and
+# controller-manager on it (control-plane.sh), the process node (which runs each pod's
+# processes in the pod's network namespace, image pods rooted in their image), kube-proxy
+# and CoreDNS (cluster-net.sh), and the operator installed as a user installs it: its
+# image built from this tree, then `kubectl apply -f manifests/` with that image set, two
+# replicas electing a leader through their Lease. Then applies an example EtcdCluster
+# (unless EXAMPLE is empty) and waits until it is Running with every member ready. Run
+# again, it starts what is not running and rolls the Deployment out when the image changed.
 #
 #   testkit/env/local-up.sh                 # examples/local-3.5.yaml
 #   EXAMPLE=examples/local-3.4.yaml testkit/env/local-up.sh
@@ -13,10 +15,13 @@
 #
 # Everything lives under LOCAL_ENV_DIR (default /tmp/etcd-operator-local):
 #   kubeconfig            admin kubeconfig (export KUBECONFIG=... to use kubectl)
-#   logs/                 node.log and the control plane's logs (the operator's: kubectl logs)
+#   logs/                 node.log, the control plane's, kube-proxy's and CoreDNS's logs (the
+#                         operator's: kubectl logs)
 #   node/                 the node's pods: data dirs, container logs, unpacked images
-#   bin/                  the node binary the environment runs
-# testkit/env/local-down.sh stops every process this started and removes LOCAL_ENV_DIR.
+#   podnet/               the pod network's address records
+#   bin/                  the node binary and the podnet.sh the environment runs
+# testkit/env/local-down.sh stops every process this started, takes the pod network down
+# and removes LOCAL_ENV_DIR.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -29,6 +34,8 @@ export KUBECONFIG="$LOCAL_ENV_DIR/kubeconfig"
 
 cd "$ROOT"
 bash testkit/env/install-deps.sh
+# The pod network first (control-plane.sh up brings it up before anything else: the API
+# server listens on the host's address on it), then the control plane.
 bash testkit/env/control-plane.sh up
 # Every etcd version the examples and the tests run, pinned (a no-op when cached; the
 # store etcd above may be Debian's, so this is not implied by the control plane).
@@ -41,6 +48,8 @@ mkdir -p "$RUN" "$LOGS" "$LOCAL_ENV_DIR/bin"
 # sharing CARGO_TARGET_DIR) never changes what a running or restarted node is.
 cp "${CARGO_TARGET_DIR:-$ROOT/target}/debug/etcd-operator-node" "$LOCAL_ENV_DIR/bin/.node.new"
 mv -f "$LOCAL_ENV_DIR/bin/.node.new" "$LOCAL_ENV_DIR/bin/etcd-operator-node"
+cp testkit/env/podnet.sh "$LOCAL_ENV_DIR/bin/.podnet.new"
+mv -f "$LOCAL_ENV_DIR/bin/.podnet.new" "$LOCAL_ENV_DIR/bin/podnet.sh"
 
 echo "== building the operator image"
 archive=$(bash testkit/env/build-image.sh)
@@ -64,15 +73,21 @@ if ! alive node; then
   echo "== starting the process node (${etcd_flags[*]})"
   setsid "$LOCAL_ENV_DIR/bin/etcd-operator-node" run --kubeconfig "$KUBECONFIG" \
     --node-name local-node --state-dir "$LOCAL_ENV_DIR/node" "${etcd_flags[@]}" \
-    --image-dir "$CACHE/images" \
+    --image-dir "$CACHE/images" --podnet "$LOCAL_ENV_DIR/bin/podnet.sh" \
+    --cluster-dns 10.96.0.10 --cluster-domain cluster.local \
     >"$LOGS/node.log" 2>&1 < /dev/null &
   echo $! >"$RUN/node.pid"
 fi
+# Registered, and given its pod range by the controller-manager.
 for _ in $(seq 60); do
-  kubectl get node local-node >/dev/null 2>&1 && break
-  sleep 1
+  [ -n "$(kubectl get node local-node -o jsonpath='{.spec.podCIDR}' 2>/dev/null)" ] && break
+  sleep 0.5
 done
-kubectl get node local-node >/dev/null || { tail -20 "$LOGS/node.log"; echo "node did not register" >&2; exit 1; }
+[ -n "$(kubectl get node local-node -o jsonpath='{.spec.podCIDR}' 2>/dev/null)" ] ||
+  { tail -20 "$LOGS/node.log"; echo "node did not register or got no podCIDR" >&2; exit 1; }
+
+echo "== kube-proxy and CoreDNS"
+bash testkit/env/cluster-net.sh up
 
 echo "== installing the operator: kubectl apply -f manifests/ with image $image"
 kubectl set image --local -f manifests/30-deployment.yaml "operator=$image" -o yaml |
@@ -123,6 +138,7 @@ The local environment is up. The operator's leader is pod $leader ($leader_ip).
   curl -s http://$leader_ip:8080/debug/actors | python3 -m json.tool     # every actor's state
   curl -sN http://$leader_ip:8080/debug/stream          # live state transitions
   curl -s http://$leader_ip:8080/metrics                # Prometheus metrics
-  ETCDCTL_API=3 etcdctl --endpoints=\$(kubectl get ${name:-etcd/NAME} -o jsonpath='http://{.status.members.ready[0]}.{.metadata.name}.{.metadata.namespace}.svc:2379') member list
+  ETCDCTL_API=3 etcdctl --endpoints=\$(kubectl get pod \$(kubectl get ${name:-etcd/NAME} -o jsonpath='{.status.members.ready[0]}') -o jsonpath='http://{.status.podIP}:2379') member list
+Pods resolve cluster names through CoreDNS (10.96.0.10); the host does not: use pod IPs here.
 Node log: $LOGS/node.log.  Tear down: testkit/env/local-down.sh
 MSG

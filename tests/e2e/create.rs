@@ -41,11 +41,11 @@ async fn applying_a_three_member_cluster_gives_three_started_healthy_members() {
         "{logged:#?}"
     );
 
-    let mut etcd = etcd(&ns.0, "trio", &ready).await;
+    let mut etcd = etcd(&ns.0, &ready).await;
     let members = member_list(&mut etcd).await;
     assert_voters(&members, 3);
     for member in &ready {
-        let mut one = crate::support::etcd(&ns.0, "trio", std::slice::from_ref(member)).await;
+        let mut one = crate::support::etcd(&ns.0, std::slice::from_ref(member)).await;
         one.status().await.expect("every member answers its status");
     }
     write_keys(&mut etcd, "create", 20).await;

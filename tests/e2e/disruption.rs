@@ -47,7 +47,7 @@ async fn evictions_that_would_break_quorum_are_refused_and_the_budget_follows_th
     let ns = Namespace::create("disruption");
     apply(&cluster_yaml(&ns.0, "budgeted", 3, "3.5.35", false));
     let ready = wait_running(&ns.0, "budgeted", 3, Duration::from_secs(120)).await;
-    let mut client_etcd = etcd(&ns.0, "budgeted", &ready).await;
+    let mut client_etcd = etcd(&ns.0, &ready).await;
     write_keys(&mut client_etcd, "budget", 100).await;
     let budget = wait_budget(&ns.0, "budgeted", 2, 3).await;
     let owner = &budget.metadata.owner_references.clone().unwrap_or_default();
@@ -81,7 +81,7 @@ async fn evictions_that_would_break_quorum_are_refused_and_the_budget_follows_th
 
     // The evicted member is replaced; the data is all there.
     let healed = wait_running(&ns.0, "budgeted", 3, Duration::from_secs(180)).await;
-    let mut client_etcd = etcd(&ns.0, "budgeted", &healed).await;
+    let mut client_etcd = etcd(&ns.0, &healed).await;
     assert_keys(&mut client_etcd, "budget", 100).await;
 
     // Five voters need three.

@@ -7,7 +7,7 @@ use crate::support::*;
 
 async fn replaced_after(ns: &str, name: &str, victim: &str, kill: impl FnOnce()) {
     let before = wait_running(ns, name, 3, Duration::from_secs(120)).await;
-    let mut client = etcd(ns, name, &before).await;
+    let mut client = etcd(ns, &before).await;
     write_keys(&mut client, "heal", 30).await;
     kill();
     let after = wait_status(
@@ -24,7 +24,7 @@ async fn replaced_after(ns: &str, name: &str, victim: &str, kill: impl FnOnce())
     .await
     .members
     .ready;
-    let mut client = etcd(ns, name, &after).await;
+    let mut client = etcd(ns, &after).await;
     let members = member_list(&mut client).await;
     assert_eq!(members.len(), 3, "{members:?}");
     assert!(members.iter().all(|(_, n, _)| n != victim), "{members:?}");
@@ -63,7 +63,7 @@ async fn a_paused_cluster_leaves_a_killed_member_dead_until_unpaused() {
     let ns = Namespace::create("pause");
     apply(&cluster_yaml(&ns.0, "paused", 3, "3.5.35", false));
     let ready = wait_running(&ns.0, "paused", 3, Duration::from_secs(120)).await;
-    let mut client = etcd(&ns.0, "paused", &ready).await;
+    let mut client = etcd(&ns.0, &ready).await;
     write_keys(&mut client, "pause", 10).await;
 
     patch_spec(&ns.0, "paused", serde_json::json!({"paused": true})).await;
@@ -98,7 +98,7 @@ async fn a_paused_cluster_leaves_a_killed_member_dead_until_unpaused() {
     patch_spec(&ns.0, "paused", serde_json::json!({"paused": false})).await;
     let after = wait_running(&ns.0, "paused", 3, Duration::from_secs(120)).await;
     assert!(!after.contains(&victim));
-    let mut client = etcd(&ns.0, "paused", &after).await;
+    let mut client = etcd(&ns.0, &after).await;
     assert_keys(&mut client, "pause", 10).await;
 }
 

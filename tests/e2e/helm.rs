@@ -141,7 +141,7 @@ async fn the_chart_installs_upgrades_and_uninstalls_leaving_the_crd_and_the_clus
     ]);
     apply(&cluster_yaml(&ns.0, "charted", 1, "3.5.35", false));
     let ready = wait_running(&ns.0, "charted", 1, Duration::from_secs(120)).await;
-    let mut client = etcd(&ns.0, "charted", &ready).await;
+    let mut client = etcd(&ns.0, &ready).await;
     write_keys(&mut client, "chart", 20).await;
     let first_pods = release_pods();
 
@@ -204,7 +204,7 @@ async fn the_chart_installs_upgrades_and_uninstalls_leaving_the_crd_and_the_clus
     assert!(cluster, "helm uninstall removed the cluster: {out}");
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(pod_uids(&ns.0), pods, "a member pod was deleted");
-    let mut client = etcd(&ns.0, "charted", &two).await;
+    let mut client = etcd(&ns.0, &two).await;
     assert_voters(&member_list(&mut client).await, 2);
     assert_keys(&mut client, "chart", 20).await;
 }

@@ -193,7 +193,7 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_after_it_resumes() {
     // The successor acts: the frozen leader's caches still say size 1.
     patch_spec(&ns.0, "frozen", json!({"size": 2})).await;
     let ready = wait_running(&ns.0, "frozen", 2, Duration::from_secs(120)).await;
-    let mut client = etcd(&ns.0, "frozen", &ready).await;
+    let mut client = etcd(&ns.0, &ready).await;
     let members = member_list(&mut client).await;
     let pods = pod_uids(&ns.0);
     let log_offset = leader.log_of_run(leader.restarts).len();
@@ -266,7 +266,7 @@ async fn a_leader_cut_off_from_the_api_server_stops_before_its_lease_could_expir
 async fn running_single(ns: &str, name: &str) -> (Vec<(u64, String, bool)>, u64) {
     apply(&cluster_yaml(ns, name, 1, "3.5.35", false));
     let ready = wait_running(ns, name, 1, Duration::from_secs(120)).await;
-    let mut client = etcd(ns, name, &ready).await;
+    let mut client = etcd(ns, &ready).await;
     write_keys(&mut client, name, 30).await;
     (
         member_list(&mut client).await,
@@ -279,7 +279,7 @@ async fn running_single(ns: &str, name: &str) -> (Vec<(u64, String, bool)>, u64)
 /// removed or replaced on the way.
 async fn assert_scaled_up_intact(ns: &str, name: &str, before: &[(u64, String, bool)], id: u64) {
     let ready = wait_running(ns, name, 3, Duration::from_secs(180)).await;
-    let mut client = etcd(ns, name, &ready).await;
+    let mut client = etcd(ns, &ready).await;
     let members = member_list(&mut client).await;
     assert_voters(&members, 3);
     assert!(

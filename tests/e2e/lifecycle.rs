@@ -32,7 +32,7 @@ async fn a_restarted_operator_adopts_running_clusters_without_touching_a_member(
     let ns = Namespace::create("adopt");
     apply(&cluster_yaml(&ns.0, "adopted", 3, "3.5.35", false));
     let ready = wait_running(&ns.0, "adopted", 3, Duration::from_secs(120)).await;
-    let mut client = etcd(&ns.0, "adopted", &ready).await;
+    let mut client = etcd(&ns.0, &ready).await;
     write_keys(&mut client, "adopt", 10).await;
     let members_before = member_list(&mut client).await;
     let pods_before = pod_uids(&ns.0);
@@ -56,7 +56,7 @@ async fn an_operator_stopped_between_member_add_and_pod_start_converges_without_
     let ns = Namespace::create("interrupted");
     apply(&cluster_yaml(&ns.0, "joined", 2, "3.5.35", false));
     let ready = wait_running(&ns.0, "joined", 2, Duration::from_secs(120)).await;
-    let mut client = etcd(&ns.0, "joined", &ready).await;
+    let mut client = etcd(&ns.0, &ready).await;
     write_keys(&mut client, "interrupted", 10).await;
     let id_before = cluster_id(&mut client).await;
 
@@ -85,7 +85,7 @@ async fn an_operator_stopped_between_member_add_and_pod_start_converges_without_
     drop(stopped);
 
     let after = wait_running(&ns.0, "joined", 3, Duration::from_secs(180)).await;
-    let mut client = etcd(&ns.0, "joined", &after).await;
+    let mut client = etcd(&ns.0, &after).await;
     let members = member_list(&mut client).await;
     assert_voters(&members, 3);
     let same_cluster = cluster_id(&mut client).await;

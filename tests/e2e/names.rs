@@ -83,7 +83,7 @@ async fn wait_blocked(ns: &str, name: &str, reason: &str) -> String {
 async fn second_of_two_colliding_clusters_is_blocked(ns: &str, first: &str, second: &str) {
     apply(&cluster_yaml(ns, first, 1, "3.5.35", false));
     let ready = wait_running(ns, first, 1, Duration::from_secs(120)).await;
-    let mut client = etcd(ns, first, &ready).await;
+    let mut client = etcd(ns, &ready).await;
     write_keys(&mut client, "names", 10).await;
     let first_uid = uid_of(ns, first);
     let pods_before = pod_uids(ns);
@@ -166,7 +166,7 @@ async fn a_users_service_named_like_the_client_service_blocks_the_cluster_until_
         "{.metadata.ownerReferences[*].uid}",
     );
     assert_eq!(owner, uid_of(&ns.0, "bar"));
-    let mut client = etcd(&ns.0, "bar", &ready).await;
+    let mut client = etcd(&ns.0, &ready).await;
     write_keys(&mut client, "bar", 10).await;
     assert_keys(&mut client, "bar", 10).await;
 }
@@ -236,7 +236,7 @@ async fn a_cluster_deleted_and_applied_again_at_once_starts_afresh_without_the_o
     let yaml = cluster_yaml(&ns.0, "again", 3, "3.5.35", false);
     apply(&yaml);
     let old = wait_running(&ns.0, "again", 3, Duration::from_secs(120)).await;
-    let mut client = etcd(&ns.0, "again", &old).await;
+    let mut client = etcd(&ns.0, &old).await;
     write_keys(&mut client, "old", 10).await;
     let old_uid = uid_of(&ns.0, "again");
     hold_pods(&ns.0, &old);
@@ -278,7 +278,7 @@ async fn a_cluster_deleted_and_applied_again_at_once_starts_afresh_without_the_o
         wait_running(&ns.0, "again", 3, Duration::from_secs(30)).await,
         ready
     );
-    let mut client = etcd(&ns.0, "again", &ready).await;
+    let mut client = etcd(&ns.0, &ready).await;
     let old_keys = client
         .get("old/", Some(etcd_client::GetOptions::new().with_prefix()))
         .await
@@ -302,7 +302,7 @@ async fn a_cluster_with_the_longest_allowed_name_runs() {
     let client_service = format!("service/{name}-client");
     assert_eq!(client_service.len() - "service/".len(), 63);
     assert!(names_of(&ns.0, "services").contains(&client_service));
-    let mut client = etcd(&ns.0, &name, &ready).await;
+    let mut client = etcd(&ns.0, &ready).await;
     write_keys(&mut client, "long", 10).await;
     assert_keys(&mut client, "long", 10).await;
 }

@@ -74,7 +74,7 @@ async fn a_seed_that_never_started_follows_a_version_change() {
     .await;
     patch_spec(&ns.0, "late", serde_json::json!({"version": "3.5.35"})).await;
     let ready = wait_running(&ns.0, "late", 1, Duration::from_secs(90)).await;
-    let mut client = etcd(&ns.0, "late", &ready).await;
+    let mut client = etcd(&ns.0, &ready).await;
     write_keys(&mut client, "late", 3).await;
     assert_keys(&mut client, "late", 3).await;
     let seeds = event_names(&ns.0, "reason=SeedCreated");
@@ -87,11 +87,11 @@ async fn scaling_three_to_one_reaches_one_member() {
     let ns = Namespace::create("scale-one");
     apply(&cluster_yaml(&ns.0, "shrink", 3, "3.5.35", false));
     let ready = wait_running(&ns.0, "shrink", 3, Duration::from_secs(120)).await;
-    let mut client = etcd(&ns.0, "shrink", &ready).await;
+    let mut client = etcd(&ns.0, &ready).await;
     write_keys(&mut client, "shrink", 10).await;
     patch_spec(&ns.0, "shrink", serde_json::json!({"size": 1})).await;
     let left = wait_running(&ns.0, "shrink", 1, Duration::from_secs(120)).await;
-    let mut client = etcd(&ns.0, "shrink", &left).await;
+    let mut client = etcd(&ns.0, &left).await;
     assert_eq!(member_list(&mut client).await.len(), 1);
     assert_keys(&mut client, "shrink", 10).await;
 }

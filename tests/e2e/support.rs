@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use etcd_client::{Client as Etcd, ConnectOptions, GetOptions};
 use etcd_operator::api::{EtcdCluster, EtcdClusterStatus};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
@@ -245,14 +246,31 @@ pub async fn patch_spec(ns: &str, name: &str, spec: serde_json::Value) {
         .expect("patch the spec");
 }
 
-/// Client URL of a member.
-pub fn member_url(ns: &str, cluster: &str, member: &str) -> String {
-    format!("http://{member}.{cluster}.{ns}.svc:2379")
+/// Client URLs of members, by their pods' addresses: the cluster's DNS names resolve in
+/// pods (through CoreDNS), not on the host where the tests run. Members without a pod
+/// address are left out.
+pub async fn member_urls(ns: &str, members: &[String]) -> Vec<String> {
+    let pods: Api<Pod> = Api::namespaced(client().await, ns);
+    let mut urls = Vec::new();
+    for member in members {
+        let pod = pods.get_opt(member).await.expect("reading a member's pod");
+        if let Some(ip) = pod
+            .and_then(|p| p.status?.pod_ip)
+            .filter(|ip| !ip.is_empty())
+        {
+            urls.push(format!("http://{ip}:2379"));
+        }
+    }
+    assert!(
+        !urls.is_empty(),
+        "no pod address for any of {members:?} in {ns}"
+    );
+    urls
 }
 
-/// An etcd client over the given members.
-pub async fn etcd(ns: &str, cluster: &str, members: &[String]) -> Etcd {
-    let endpoints: Vec<String> = members.iter().map(|m| member_url(ns, cluster, m)).collect();
+/// An etcd client over the given members (reached at their pods' addresses).
+pub async fn etcd(ns: &str, members: &[String]) -> Etcd {
+    let endpoints = member_urls(ns, members).await;
     let options = ConnectOptions::new()
         .with_connect_timeout(Duration::from_secs(3))
         .with_timeout(Duration::from_secs(5));

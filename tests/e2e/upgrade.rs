@@ -16,7 +16,7 @@ async fn upgrading_3_4_to_3_5_while_a_client_writes_loses_no_acknowledged_write(
     let stop = Arc::new(AtomicBool::new(false));
     let writer = {
         let stop = stop.clone();
-        let mut client = etcd(&ns.0, "rolling", &ready).await;
+        let mut client = etcd(&ns.0, &ready).await;
         tokio::spawn(async move {
             let mut acknowledged = Vec::new();
             let mut i = 0u64;
@@ -49,7 +49,7 @@ async fn upgrading_3_4_to_3_5_while_a_client_writes_loses_no_acknowledged_write(
         acknowledged.len()
     );
 
-    let mut client = etcd(&ns.0, "rolling", &ready).await;
+    let mut client = etcd(&ns.0, &ready).await;
     for i in &acknowledged {
         let resp = client.get(format!("upgrade/{i}"), None).await.expect("get");
         assert_eq!(
@@ -102,7 +102,7 @@ async fn an_upgrade_to_an_image_that_never_runs_halts_after_one_member() {
     let ns = Namespace::create("upgrade-bad");
     apply(&cluster_yaml(&ns.0, "halt", 3, "3.5.35", false));
     let ready = wait_running(&ns.0, "halt", 3, Duration::from_secs(120)).await;
-    let mut client = etcd(&ns.0, "halt", &ready).await;
+    let mut client = etcd(&ns.0, &ready).await;
     write_keys(&mut client, "halt", 10).await;
 
     // The node has no binary for 3.6.99: the upgraded pod fails with ErrImagePull.
@@ -132,7 +132,7 @@ async fn an_upgrade_to_an_image_that_never_runs_halts_after_one_member() {
     .await
     .members
     .ready;
-    let mut client = etcd(&ns.0, "halt", &members).await;
+    let mut client = etcd(&ns.0, &members).await;
     assert_keys(&mut client, "halt", 10).await;
 
     patch_spec(&ns.0, "halt", serde_json::json!({"version": "3.5.35"})).await;
@@ -146,7 +146,7 @@ async fn reverting_the_version_mid_upgrade_moves_the_upgraded_members_back() {
     let ns = Namespace::create("upgrade-revert");
     apply(&cluster_yaml(&ns.0, "revert", 3, "3.4.23", false));
     let ready = wait_running(&ns.0, "revert", 3, Duration::from_secs(120)).await;
-    let mut client = etcd(&ns.0, "revert", &ready).await;
+    let mut client = etcd(&ns.0, &ready).await;
     write_keys(&mut client, "revert", 10).await;
 
     patch_spec(&ns.0, "revert", serde_json::json!({"version": "3.5.35"})).await;
@@ -180,6 +180,6 @@ async fn reverting_the_version_mid_upgrade_moves_the_upgraded_members_back() {
         versions.iter().all(|image| image.ends_with(":v3.4.23")),
         "{versions:?}"
     );
-    let mut client = etcd(&ns.0, "revert", &ready).await;
+    let mut client = etcd(&ns.0, &ready).await;
     assert_keys(&mut client, "revert", 10).await;
 }

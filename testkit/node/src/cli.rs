@@ -1,10 +1,9 @@
 //! Command-line interface: `run` plays the kubelet, `kill` crashes a pod's processes.
 
+use std::net::Ipv4Addr;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
-
-use crate::ipam::IpRange;
 
 /// Where the node keeps pod state unless told otherwise.
 pub const DEFAULT_STATE_DIR: &str = "/tmp/etcd-operator-local/node";
@@ -55,12 +54,17 @@ pub struct RunArgs {
     /// from NODE_ETCD_BINARIES="V=PATH,V=PATH", which the flags override).
     #[arg(long = "etcd-binary", value_name = "VERSION=PATH")]
     pub etcd_binary: Vec<String>,
-    /// The hosts file whose block maps pod and service names to pod addresses.
-    #[arg(long, default_value = "/etc/hosts")]
-    pub hosts_file: PathBuf,
-    /// Loopback addresses handed to pods, FIRST-LAST.
-    #[arg(long, default_value = "127.0.1.1-127.0.255.254")]
-    pub pod_ip_range: IpRange,
+    /// The pod network's script (testkit/env/podnet.sh): every pod not on the host's
+    /// network gets a namespace and an address of the node's `spec.podCIDR` from it. Its
+    /// records are where its environment says (PODNET_DIR, else $LOCAL_ENV_DIR/podnet).
+    #[arg(long, value_name = "PODNET_SH")]
+    pub podnet: PathBuf,
+    /// The cluster DNS Service's address, the nameserver of pods (`ClusterFirst`).
+    #[arg(long, default_value = "10.96.0.10")]
+    pub cluster_dns: Ipv4Addr,
+    /// The cluster domain: pods' search path and FQDNs.
+    #[arg(long, default_value = "cluster.local")]
+    pub cluster_domain: String,
     /// On node shutdown, the longest wait for a pod's processes before SIGKILL.
     #[arg(long, default_value_t = 10)]
     pub shutdown_grace_seconds: u64,
@@ -129,13 +133,17 @@ mod tests {
             "3.4.23=/usr/bin/etcd",
             "--etcd-binary",
             "3.5.21=/x/etcd",
+            "--podnet",
+            "/env/podnet.sh",
         ]);
         let Command::Run(args) = cli.command else {
             panic!("not run");
         };
         assert_eq!(args.node_name, "local-node");
         assert_eq!(args.etcd_binary.len(), 2);
-        assert_eq!(args.pod_ip_range, IpRange::default());
+        assert_eq!(args.podnet, PathBuf::from("/env/podnet.sh"));
+        assert_eq!(args.cluster_dns, Ipv4Addr::new(10, 96, 0, 10));
+        assert_eq!(args.cluster_domain, "cluster.local");
     }
 
     #[test]

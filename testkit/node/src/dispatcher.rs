@@ -7,7 +7,7 @@ use std::sync::Arc;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher;
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -88,18 +88,7 @@ impl Dispatcher {
             worker.updates.send_replace(Some(pod));
             return;
         }
-        let id = format!(
-            "{}/{}",
-            pod.metadata.namespace.as_deref().unwrap_or_default(),
-            pod.metadata.name.as_deref().unwrap_or_default()
-        );
-        let worker = match PodWorker::new(self.ctx.clone(), pod.clone()) {
-            Ok(w) => w,
-            Err(e) => {
-                event!("pod {id}: cannot run: {e}");
-                return;
-            }
-        };
+        let worker = PodWorker::new(self.ctx.clone(), pod.clone());
         let (updates, rx) = watch::channel(Some(pod));
         let done = self.done_tx.clone();
         let shutdown = self.shutdown.clone();
@@ -142,24 +131,19 @@ impl Dispatcher {
     pub async fn run(
         mut self,
         events: impl Stream<Item = Result<watcher::Event<Pod>, watcher::Error>>,
-        changed: Arc<Notify>,
     ) {
         let mut events = std::pin::pin!(events);
         loop {
             tokio::select! {
                 _ = self.shutdown.cancelled() => break,
                 ev = events.next() => match ev {
-                    Some(Ok(ev)) => {
-                        self.on_event(ev);
-                        changed.notify_one();
-                    }
+                    Some(Ok(ev)) => self.on_event(ev),
                     Some(Err(e)) => event!("pod watch error (retrying): {e}"),
                     None => break,
                 },
                 Some(uid) = self.done_rx.recv() => {
                     self.workers.remove(&uid);
                     self.finished.insert(uid);
-                    changed.notify_one();
                 }
             }
         }

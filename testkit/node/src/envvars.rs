@@ -181,8 +181,8 @@ pub fn build_env(
 }
 
 /// The variables a kubelet gives every container for the `kubernetes` Service, pointing
-/// at `host:port`: the API server's real address here (see the README: nothing routes the
-/// Service's cluster IP on this node).
+/// at `host:port`: its ClusterIP and port (10.96.0.1:443 here, which kube-proxy routes to
+/// the API server).
 pub fn kubernetes_service_env(host: &str, port: u16) -> Vec<(String, String)> {
     let url = format!("tcp://{host}:{port}");
     let prefix = format!("KUBERNETES_PORT_{port}_TCP");
@@ -329,13 +329,13 @@ mod tests {
 
     #[test]
     fn kubernetes_service_variables_point_at_the_given_address() {
-        let vars = kubernetes_service_env("127.0.0.1", 16443);
-        assert_eq!(get(&vars, "KUBERNETES_SERVICE_HOST"), Some("127.0.0.1"));
-        assert_eq!(get(&vars, "KUBERNETES_SERVICE_PORT"), Some("16443"));
-        assert_eq!(get(&vars, "KUBERNETES_PORT"), Some("tcp://127.0.0.1:16443"));
+        let vars = kubernetes_service_env("10.96.0.1", 443);
+        assert_eq!(get(&vars, "KUBERNETES_SERVICE_HOST"), Some("10.96.0.1"));
+        assert_eq!(get(&vars, "KUBERNETES_SERVICE_PORT"), Some("443"));
+        assert_eq!(get(&vars, "KUBERNETES_PORT"), Some("tcp://10.96.0.1:443"));
         assert_eq!(
-            get(&vars, "KUBERNETES_PORT_16443_TCP_ADDR"),
-            Some("127.0.0.1")
+            get(&vars, "KUBERNETES_PORT_443_TCP_ADDR"),
+            Some("10.96.0.1")
         );
     }
 

@@ -1,13 +1,17 @@
 //! Starting a container process, the one place that knows how: [`spawn`] takes a
 //! [`LaunchSpec`] (command, environment, working directory, mounts, hostname, log file).
 //!
-//! A container of an etcd or busybox image runs on the host's file system: `unshare`
-//! gives the process a private mount (and UTS) namespace, a small shell prologue
-//! bind-mounts its volumes and sets its hostname, then execs the command.
+//! A container of an etcd or busybox image runs on the host's file system: `nsenter`
+//! joins the pod's network namespace ([`LaunchSpec::netns`], `setns(2)` on its path),
+//! `unshare` gives the process a private mount (and UTS) namespace, a small shell
+//! prologue bind-mounts its volumes and the pod's `/etc/hosts` and `/etc/resolv.conf`
+//! and sets its hostname, then execs the command. (util-linux does the `setns(2)`: the
+//! workspace forbids the unsafe `pre_exec` that doing it in the node would need.)
 //!
 //! A container of an image built here ([`LaunchSpec::root`]) runs rooted in that image:
 //! the node starts itself as `container-init` with the container's spec (see
-//! [`crate::rooted`]), which builds the root, drops privileges and execs the program.
+//! [`crate::rooted`]), which joins the pod's network namespace, builds the root, drops
+//! privileges and execs the program.
 //!
 //! stdout and stderr are pipes the node reads (see [`crate::logcap`]).
 
@@ -35,6 +39,30 @@ done
 mkdir -p "$wd" && cd "$wd" || fail "cannot enter working directory $wd"
 exec "$@""#;
 
+/// The util-linux programs that put a process into namespaces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostTools {
+    /// `unshare`: new mount and UTS namespaces.
+    pub unshare: PathBuf,
+    /// `nsenter`: joins an existing (network) namespace.
+    pub nsenter: PathBuf,
+}
+
+impl HostTools {
+    /// Both, found in the node's PATH.
+    pub fn find() -> Result<HostTools, String> {
+        let find = |name: &str| {
+            find_program(name).ok_or_else(|| {
+                format!("util-linux `{name}` not found in PATH (apt-get install util-linux)")
+            })
+        };
+        Ok(HostTools {
+            unshare: find("unshare")?,
+            nsenter: find("nsenter")?,
+        })
+    }
+}
+
 /// Everything needed to start one container process.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LaunchSpec {
@@ -56,6 +84,8 @@ pub struct LaunchSpec {
     pub attempt_log: PathBuf,
     /// For a container of an image built here: its root and identity.
     pub root: Option<RootSetup>,
+    /// The pod's network namespace (a path under /run/netns); `None` on the host's network.
+    pub netns: Option<PathBuf>,
 }
 
 /// What a container rooted in its image needs beyond the common launch.
@@ -67,9 +97,9 @@ pub struct RootSetup {
     pub dir: PathBuf,
     /// `readOnlyRootFilesystem`.
     pub read_only: bool,
-    /// The node's directory with the live hosts file.
-    pub hosts_dir: PathBuf,
-    /// The resolver configuration to mount.
+    /// The pod's `/etc/hosts`, to mount.
+    pub hosts: Option<PathBuf>,
+    /// The pod's `/etc/resolv.conf`, to mount.
     pub resolv_conf: Option<PathBuf>,
     /// User id.
     pub uid: u32,
@@ -93,8 +123,9 @@ impl RootSetup {
             root: self.dir.join("root"),
             read_only: self.read_only,
             mounts: spec.mounts.clone(),
-            hosts_dir: self.hosts_dir.clone(),
+            hosts: self.hosts.clone(),
             resolv_conf: self.resolv_conf.clone(),
+            netns: spec.netns.clone(),
             hostname: spec.hostname.clone(),
             working_dir: spec.working_dir.clone(),
             uid: self.uid,
@@ -135,12 +166,19 @@ impl RootSetup {
     }
 }
 
-/// The full argv: `unshare ... /bin/sh -c PROLOGUE sh <prologue args> <command>`.
-pub fn wrapper_argv(unshare: &Path, spec: &LaunchSpec) -> Vec<String> {
+/// The full argv: `[nsenter --net=NETNS --] unshare ... /bin/sh -c PROLOGUE sh <prologue
+/// args> <command>`.
+pub fn wrapper_argv(tools: &HostTools, spec: &LaunchSpec) -> Vec<String> {
     let mut mounts = spec.mounts.clone();
     mounts.sort_by(|a, b| a.target.cmp(&b.target));
-    let mut argv = vec![
-        unshare.display().to_string(),
+    let mut argv = Vec::new();
+    if let Some(netns) = &spec.netns {
+        argv.push(tools.nsenter.display().to_string());
+        argv.push(format!("--net={}", netns.display()));
+        argv.push("--".into());
+    }
+    argv.extend([
+        tools.unshare.display().to_string(),
         "--mount".into(),
         "--uts".into(),
         "--propagation".into(),
@@ -156,7 +194,7 @@ pub fn wrapper_argv(unshare: &Path, spec: &LaunchSpec) -> Vec<String> {
             .unwrap_or_default(),
         spec.working_dir.clone(),
         mounts.len().to_string(),
-    ];
+    ]);
     for m in &mounts {
         argv.push(m.source.display().to_string());
         argv.push(m.target.clone());
@@ -219,12 +257,12 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
 
 /// Starts the container process described by `spec`, in a process group of its own, its
 /// stdout and stderr piped to the node.
-pub fn spawn(unshare: &Path, spec: &LaunchSpec) -> std::io::Result<tokio::process::Child> {
+pub fn spawn(tools: &HostTools, spec: &LaunchSpec) -> std::io::Result<tokio::process::Child> {
     let argv = match &spec.root {
         Some(root) => root.prepare(spec)?,
         None => {
             prepare_mount_points(&spec.mounts)?;
-            wrapper_argv(unshare, spec)
+            wrapper_argv(tools, spec)
         }
     };
     let mut cmd = tokio::process::Command::new(&argv[0]);
@@ -260,7 +298,29 @@ mod tests {
             log_path: dir.join("logs/c.log"),
             attempt_log: dir.join("logs/c/0.log"),
             root: None,
+            netns: None,
         }
+    }
+
+    fn tools() -> HostTools {
+        HostTools::find().expect("util-linux unshare and nsenter (apt-get install util-linux)")
+    }
+
+    /// Runs `s` to its end; its log.
+    async fn run_to_end(s: &LaunchSpec) -> String {
+        let mut child = spawn(&tools(), s).unwrap();
+        let book = std::sync::Arc::new(crate::logcap::LogBook::default());
+        crate::logcap::capture(&mut child, &s.log_path, &s.attempt_log, book.clone()).unwrap();
+        let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        while book.watch(&s.attempt_log).is_some() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let log = std::fs::read_to_string(&s.log_path).unwrap();
+        assert!(status.success(), "{log}");
+        log
     }
 
     #[test]
@@ -280,7 +340,11 @@ mod tests {
             ],
             ..spec(Path::new("/s"), &["etcd", "--name=m1"], vec![])
         };
-        let argv = wrapper_argv(Path::new("/usr/bin/unshare"), &s);
+        let tools = HostTools {
+            unshare: "/usr/bin/unshare".into(),
+            nsenter: "/usr/bin/nsenter".into(),
+        };
+        let argv = wrapper_argv(&tools, &s);
         let tail: Vec<&str> = argv[9..].iter().map(String::as_str).collect();
         assert_eq!(
             tail,
@@ -300,6 +364,53 @@ mod tests {
             ]
         );
         assert_eq!(argv[0], "/usr/bin/unshare");
+        let joined = LaunchSpec {
+            netns: Some("/run/netns/eo-1-abc".into()),
+            ..s
+        };
+        let argv = wrapper_argv(&tools, &joined);
+        assert_eq!(
+            argv[..4],
+            [
+                "/usr/bin/nsenter",
+                "--net=/run/netns/eo-1-abc",
+                "--",
+                "/usr/bin/unshare"
+            ]
+        );
+        assert_eq!(argv[12..], tail);
+    }
+
+    /// Needs root, as the node does. The "pod" namespace is an anonymous one held by a
+    /// sleeping process, joined by its /proc path as the node joins /run/netns paths.
+    #[tokio::test]
+    async fn a_process_joins_the_pods_network_namespace() {
+        let mut holder = std::process::Command::new(&tools().unshare)
+            .args(["--net", "sleep", "30"])
+            .spawn()
+            .unwrap();
+        let netns = PathBuf::from(format!("/proc/{}/ns/net", holder.id()));
+        let theirs = wait_for_other_netns(&netns);
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = spec(tmp.path(), &["readlink", "/proc/self/ns/net"], vec![]);
+        s.netns = Some(netns);
+        let log = run_to_end(&s).await;
+        let _ = holder.kill();
+        let _ = holder.wait();
+        assert_eq!(log.trim(), theirs);
+    }
+
+    /// The namespace at `path` once `unshare` has made it (not the node's own any more).
+    fn wait_for_other_netns(path: &Path) -> String {
+        let ours = std::fs::read_link("/proc/self/ns/net").unwrap();
+        for _ in 0..100 {
+            match std::fs::read_link(path) {
+                Ok(theirs) if theirs != ours => return theirs.display().to_string(),
+                _ => {}
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("{} never left the node's network namespace", path.display());
     }
 
     #[test]
@@ -325,9 +436,6 @@ mod tests {
     /// Needs root (CAP_SYS_ADMIN) for the mount namespace, as the node itself does.
     #[tokio::test]
     async fn process_sees_its_volume_at_mount_path_and_logs_output() {
-        let Some(unshare) = find_program("unshare") else {
-            panic!("util-linux unshare is required (apt-get install util-linux)");
-        };
         let tmp = tempfile::tempdir().unwrap();
         let volume = tmp.path().join("vol");
         std::fs::create_dir_all(&volume).unwrap();
@@ -348,24 +456,13 @@ mod tests {
         );
         let mut s = s;
         s.argv.push(target.display().to_string());
-        let mut child = spawn(&unshare, &s).unwrap();
-        let book = std::sync::Arc::new(crate::logcap::LogBook::default());
-        crate::logcap::capture(&mut child, &s.log_path, &s.attempt_log, book.clone()).unwrap();
-        let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
-            .await
-            .unwrap()
-            .unwrap();
-        while book.watch(&s.attempt_log).is_some() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let log = std::fs::read_to_string(&s.log_path).unwrap();
+        let log = run_to_end(&s).await;
         let records = std::fs::read(&s.attempt_log).unwrap();
         assert!(
             records.ends_with(b" stdout F from-volume hi m1\n"),
             "{}",
             String::from_utf8_lossy(&records)
         );
-        assert!(status.success(), "{log}");
         assert_eq!(log, "from-volume hi m1\n");
         assert!(
             !target.join("marker").exists(),

@@ -224,6 +224,28 @@ pub async fn register(ctx: &NodeCtx) -> anyhow::Result<Registration> {
     })
 }
 
+/// The Node's `spec.podCIDR`, once the controller-manager's node IPAM has given it one;
+/// an error after `timeout`.
+pub async fn wait_pod_cidr(ctx: &NodeCtx, timeout: Duration) -> anyhow::Result<String> {
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let node = api.get(&ctx.node_name).await?;
+        if let Some(cidr) = node.spec.and_then(|s| s.pod_cidr).filter(|c| !c.is_empty()) {
+            return Ok(cidr);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            anyhow::bail!(
+                "node {} got no spec.podCIDR within {}s: is the controller-manager allocating \
+                 node CIDRs (--allocate-node-cidrs)?",
+                ctx.node_name,
+                timeout.as_secs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// What registration learnt.
 #[derive(Clone, Debug)]
 pub struct Registration {

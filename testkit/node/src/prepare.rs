@@ -1,19 +1,22 @@
 //! From a container spec to a launch: the image mapped to a program (an image built here,
-//! or etcd/busybox mapped to local programs), the pod's volumes made real, the environment
-//! resolved, the command expanded, the mounts listed; for an image built here, its root
-//! and the identity its security context asks for.
+//! or etcd/busybox mapped to local programs), the pod's volumes made real, its
+//! `/etc/hosts` and `/etc/resolv.conf` written, the environment resolved, the command
+//! expanded, the mounts listed; for an image built here, its root and the identity its
+//! security context asks for.
 
-use std::path::PathBuf;
+use std::path::Path;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret};
 use kube::{Api, Client};
 
 use crate::ctx::NodeCtx;
 use crate::envvars::{self, PodFacts, RefData};
+use crate::etcfiles::{self, PodEtc};
 use crate::images::{self, Program};
 use crate::imagestore::LocalImage;
 use crate::launch::{self, LaunchSpec, RootSetup};
 use crate::statedir::PodDir;
+use crate::volumes::Mount;
 use crate::{secctx, tokens, volumes};
 
 /// The default PATH of container images.
@@ -90,7 +93,7 @@ async fn program(ctx: &NodeCtx, image: &str) -> Result<Program, NotStartable> {
 
 /// The environment every container starts from, before its `envFrom` and `env`: the
 /// image's (or the default PATH and HOME of a process on the host), the hostname, and the
-/// `kubernetes` Service's variables.
+/// `kubernetes` Service's variables (its ClusterIP, as a kubelet sets them).
 fn base_env(ctx: &NodeCtx, program: &Program, hostname: &str) -> Vec<(String, String)> {
     let mut base = match program {
         Program::Image(image) => envvars::image_env(&image.config.env),
@@ -108,13 +111,50 @@ fn base_env(ctx: &NodeCtx, program: &Program, hostname: &str) -> Vec<(String, St
     base
 }
 
-/// Prepares `container` of `pod` (address `ip`, state in `dir`) for launch as its process
-/// number `attempt` (its restart count).
+/// The pod's volumes made real (projected ones only for a container rooted in its image),
+/// its service-account tokens kept fresh.
+async fn pod_volumes(
+    ctx: &NodeCtx,
+    pod: &Pod,
+    dir: &PodDir,
+    rooted: bool,
+) -> Result<volumes::Materialized, NotStartable> {
+    let mut volumes = volumes::materialize(&ctx.client, pod, dir, rooted)
+        .await
+        .map_err(|message| NotStartable::Config {
+            reason: "ContainerCreating",
+            message,
+        })?;
+    let tokens = std::mem::take(&mut volumes.tokens);
+    if !tokens.is_empty() {
+        let refresher = tokens::keep_fresh(ctx.client.clone(), tokens::Binding::of(pod), tokens);
+        ctx.keep_tokens(pod.metadata.uid.as_deref().unwrap_or_default(), refresher);
+    }
+    Ok(volumes)
+}
+
+/// The pod's own `/etc/hosts` and `/etc/resolv.conf`, mounted read-only over the host's
+/// in the private mount namespace of a process on the host.
+fn etc_mounts(etc: &PodEtc) -> [Mount; 2] {
+    let mount = |source: &Path, target: &str| Mount {
+        source: source.to_path_buf(),
+        target: target.to_string(),
+        read_only: true,
+    };
+    [
+        mount(&etc.hosts, "/etc/hosts"),
+        mount(&etc.resolv_conf, "/etc/resolv.conf"),
+    ]
+}
+
+/// Prepares `container` of `pod` (address `ip`, in the network namespace `netns` unless on
+/// the host's network, state in `dir`) for launch as its process number `attempt` (its
+/// restart count).
 pub async fn prepare(
     ctx: &NodeCtx,
     pod: &Pod,
     dir: &PodDir,
-    ip: &str,
+    (ip, netns): (&str, Option<&Path>),
     container: &Container,
     attempt: i32,
 ) -> Result<Prepared, NotStartable> {
@@ -122,16 +162,8 @@ pub async fn prepare(
         |reason: &'static str| move |message: String| NotStartable::Config { reason, message };
     let image = container.image.clone().unwrap_or_default();
     let program = program(ctx, &image).await?;
-    let rooted = matches!(program, Program::Image(_));
     let ns = pod.metadata.namespace.clone().unwrap_or_default();
-    let volumes = volumes::materialize(&ctx.client, pod, dir, rooted)
-        .await
-        .map_err(config("ContainerCreating"))?;
-    if !volumes.tokens.is_empty() {
-        let refresher =
-            tokens::keep_fresh(ctx.client.clone(), tokens::Binding::of(pod), volumes.tokens);
-        ctx.keep_tokens(pod.metadata.uid.as_deref().unwrap_or_default(), refresher);
-    }
+    let volumes = pod_volumes(ctx, pod, dir, matches!(program, Program::Image(_))).await?;
     let refs = fetch_refs(&ctx.client, &ns, container)
         .await
         .map_err(config("CreateContainerConfigError"))?;
@@ -140,8 +172,11 @@ pub async fn prepare(
     let base = base_env(ctx, &program, &hostname);
     let mut env = envvars::build_env(container, &facts, &refs, &base)
         .map_err(config("CreateContainerConfigError"))?;
-    let mounts = volumes::mounts_for(container, &volumes.paths, &env)
+    let mut mounts = volumes::mounts_for(container, &volumes.paths, &env)
         .map_err(config("CreateContainerConfigError"))?;
+    let etc = etcfiles::write(&dir.path().join("etc"), pod, ip, &ctx.dns)
+        .map_err(|e| format!("writing the pod's /etc/hosts and /etc/resolv.conf: {e}"))
+        .map_err(config("ContainerCreating"))?;
     let argv = crate::command::container_argv(
         &program,
         container.command.as_deref().unwrap_or_default(),
@@ -150,14 +185,17 @@ pub async fn prepare(
     )
     .map_err(config("CreateContainerError"))?;
     let (bin_overlay, root, image_dir) = match &program {
-        Program::Etcd(release) => (
-            launch::etcd_overlay(&ctx.state.images(), release),
-            None,
-            "/",
-        ),
-        Program::HostTools => (None, None, "/"),
+        Program::Etcd(release) => {
+            mounts.extend(etc_mounts(&etc));
+            let overlay = launch::etcd_overlay(&ctx.state.images(), release);
+            (overlay, None, "/")
+        }
+        Program::HostTools => {
+            mounts.extend(etc_mounts(&etc));
+            (None, None, "/")
+        }
         Program::Image(image) => {
-            let root = root_setup(ctx, pod, container, image, dir, &mut env)
+            let root = root_setup(pod, container, image, dir, &etc, &mut env)
                 .map_err(config("CreateContainerConfigError"))?;
             (None, Some(root), image.config.working_dir.as_str())
         }
@@ -178,6 +216,7 @@ pub async fn prepare(
             .attempt_logs(&container.name)
             .join(format!("{attempt}.log")),
         root,
+        netns: netns.map(Path::to_path_buf),
     };
     Ok(Prepared { program, spec })
 }
@@ -186,11 +225,11 @@ pub async fn prepare(
 /// merged and checked (`runAsNonRoot`) as the kubelet does, the user resolved in the
 /// image; `HOME` set from the image's passwd unless the environment has one.
 fn root_setup(
-    ctx: &NodeCtx,
     pod: &Pod,
     container: &Container,
     image: &LocalImage,
     dir: &PodDir,
+    etc: &PodEtc,
     env: &mut Vec<(String, String)>,
 ) -> Result<RootSetup, String> {
     let sc = secctx::effective(pod, container);
@@ -206,8 +245,8 @@ fn root_setup(
         lower: image.rootfs.clone(),
         dir: dir.container(&container.name),
         read_only: sc.read_only_root,
-        hosts_dir: ctx.hosts_dir.clone(),
-        resolv_conf: Some(PathBuf::from("/etc/resolv.conf")),
+        hosts: Some(etc.hosts.clone()),
+        resolv_conf: Some(etc.resolv_conf.clone()),
         uid: id.uid,
         gid: id.gid,
         groups: id.groups,

@@ -199,8 +199,8 @@ async fn http_get(host: &str, port: u16, path: &str, headers: &[(String, String)
     matches!(parse_status_code(&buf), Some(code) if (200..400).contains(&code))
 }
 
-/// Runs one check within `timeout`. Exec checks enter the mount namespace of `pid` with
-/// the container's `env`.
+/// Runs one check within `timeout`. Exec checks enter the mount, UTS and network
+/// namespaces of `pid` with the container's `env`.
 pub async fn run_check(
     check: &Check,
     timeout: Duration,
@@ -221,6 +221,7 @@ pub async fn run_check(
                 cmd.arg(format!("--target={pid}"))
                     .arg("--mount")
                     .arg("--uts")
+                    .arg("--net")
                     .arg("--")
                     .args(command)
                     .env_clear()

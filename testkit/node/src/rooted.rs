@@ -2,13 +2,14 @@
 //! binary does between the node's spawn and the container's program. It runs as root in
 //! a fresh process and, with safe wrappers of the system calls (`nix`, `caps`):
 //!
-//! 1. unshares a mount and a UTS namespace (mounts stay private), sets the hostname;
+//! 1. joins the pod's network namespace (`setns(2)` on its /run/netns path), unshares a
+//!    mount and a UTS namespace (mounts stay private), sets the hostname;
 //! 2. mounts an overlay: the image's shared root filesystem read-only below, the
 //!    container's own writable layer above;
 //! 3. bind-mounts the pod's volumes at their paths inside it (resolved inside the root,
 //!    symlinks included), a fresh `/proc`, a small `/dev` (null, zero, full, random,
-//!    urandom, tty, shm), `/etc/resolv.conf`, and `/etc/hosts` (a link into a directory the
-//!    node keeps current, see [`HOSTS_DIR`]);
+//!    urandom, tty, shm), and the pod's `/etc/hosts` and `/etc/resolv.conf` (read-only,
+//!    written by the node as a kubelet writes them, see [`crate::etcfiles`]);
 //! 4. makes the root read-only when asked (`readOnlyRootFilesystem`), then `pivot_root`s
 //!    into it and detaches the host's tree;
 //! 5. empties the ambient and inheritable capability sets and cuts the bounding set down
@@ -30,11 +31,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::volumes::Mount;
 
-/// Where, inside a container, the node's directory with the live hosts file is mounted;
-/// the container's `/etc/hosts` links to the file in it. The node replaces that file by
-/// renaming, which a bind mount of the file itself would not see.
-pub const HOSTS_DIR: &str = "/dev/.etc-hosts";
-
 /// The exit code of a container whose setup failed before its program ran.
 pub const SETUP_FAILED: i32 = 128;
 
@@ -53,10 +49,12 @@ pub struct RootedSpec {
     pub read_only: bool,
     /// The volumes, targets being paths inside the container.
     pub mounts: Vec<Mount>,
-    /// The node's directory holding the live `hosts` file.
-    pub hosts_dir: PathBuf,
-    /// The host's resolver configuration, if any.
+    /// The pod's `/etc/hosts`.
+    pub hosts: Option<PathBuf>,
+    /// The pod's `/etc/resolv.conf`.
     pub resolv_conf: Option<PathBuf>,
+    /// The pod's network namespace; `None` on the host's network.
+    pub netns: Option<PathBuf>,
     /// The container's hostname.
     pub hostname: String,
     /// The working directory inside the container.
@@ -173,6 +171,16 @@ pub fn enter(path: &Path) -> SetupError {
 }
 
 fn setup(spec: &RootedSpec) -> Result<(), SetupError> {
+    if let Some(netns) = &spec.netns {
+        let file = std::fs::File::open(netns).map_err(step(format!(
+            "opening network namespace {}",
+            netns.display()
+        )))?;
+        nix::sched::setns(&file, CloneFlags::CLONE_NEWNET).map_err(step(format!(
+            "joining network namespace {}",
+            netns.display()
+        )))?;
+    }
     nix::sched::unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWUTS)
         .map_err(step("unshare"))?;
     mount(
@@ -305,20 +313,18 @@ fn mount_system(spec: &RootedSpec) -> Result<(), SetupError> {
     resolver_files(spec)
 }
 
-/// `/etc/resolv.conf` bound read-only; `/etc/hosts` a link into the node's hosts directory,
-/// itself bound read-only at [`HOSTS_DIR`].
+/// The pod's `/etc/hosts` and `/etc/resolv.conf`, bound read-only (a link in the image at
+/// either path is replaced by a file to mount on, in the container's own layer).
 fn resolver_files(spec: &RootedSpec) -> Result<(), SetupError> {
-    let at = |p: &str| resolve_in_root(&spec.root, p).map_err(step("resolver files"));
-    bind(&spec.hosts_dir, &at(HOSTS_DIR)?, true)?;
-    let hosts = at("/etc/hosts")?;
-    if let Some(parent) = hosts.parent() {
-        std::fs::create_dir_all(parent).map_err(step("creating /etc"))?;
-    }
-    let _ = std::fs::remove_file(&hosts);
-    std::os::unix::fs::symlink(format!("{HOSTS_DIR}/hosts"), &hosts)
-        .map_err(step("linking /etc/hosts"))?;
-    if let Some(resolv) = spec.resolv_conf.as_ref().filter(|p| p.exists()) {
-        bind(resolv, &at("/etc/resolv.conf")?, true)?;
+    let etc = resolve_in_root(&spec.root, "/etc").map_err(step("resolver files"))?;
+    let files = [(&spec.hosts, "hosts"), (&spec.resolv_conf, "resolv.conf")];
+    for (source, name) in files {
+        let Some(source) = source else { continue };
+        let (target, path) = (etc.join(name), format!("/etc/{name}"));
+        if target.is_symlink() {
+            std::fs::remove_file(&target).map_err(step(format!("replacing the link {path}")))?;
+        }
+        bind(source, &target, true)?;
     }
     Ok(())
 }

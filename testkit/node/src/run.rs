@@ -1,33 +1,35 @@
-//! The `run` subcommand: connects, registers the Node, then runs the heartbeat, the pod
-//! dispatcher, the Service watch and the hosts block until SIGINT/SIGTERM.
+//! The `run` subcommand: connects, registers the Node, waits for its pod range, then runs
+//! the heartbeat and the pod dispatcher until SIGINT/SIGTERM.
 
 use std::collections::HashSet;
 use std::os::unix::fs::PermissionsExt;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context;
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::ListParams;
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::runtime::reflector::Store;
-use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Config};
-use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{RunArgs, etcd_entries};
 use crate::ctx::NodeCtx;
 use crate::dispatcher::Dispatcher;
+use crate::etcfiles::ClusterDns;
 use crate::images::{EtcdBinaries, sibling_tools};
 use crate::imagestore::ImageStore;
-use crate::ipam::IpPool;
+use crate::launch::HostTools;
 use crate::log::event;
 use crate::logcap::LogBook;
+use crate::podnet::{self, PodNetwork};
 use crate::statedir::StateDir;
-use crate::{hosts, hostsync, kubeletapi, launch, nodereg, servingcert};
+use crate::{kubeletapi, nodereg, servingcert};
+
+/// How long the node waits for the controller-manager to give it a pod range.
+const POD_CIDR_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The API client's configuration from a kubeconfig file, or the usual inference.
 pub async fn config(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Config> {
@@ -73,31 +75,20 @@ fn etcd_table(args: &RunArgs) -> anyhow::Result<EtcdBinaries> {
     Ok(table)
 }
 
-/// Reserves the addresses of pods already bound here and removes the state of pods that
-/// no longer exist.
-async fn adopt_existing(ctx: &NodeCtx) -> anyhow::Result<()> {
+/// Removes the state and the network namespace of pods that no longer exist (deleted
+/// while the node was down); pods still bound here keep both.
+async fn adopt_existing(ctx: &NodeCtx, network: &PodNetwork) -> anyhow::Result<()> {
     let api: Api<Pod> = Api::all(ctx.client.clone());
     let params = ListParams::default().fields(&format!("spec.nodeName={}", ctx.node_name));
     let pods = api
         .list(&params)
         .await
         .context("listing pods bound to the node")?;
-    let mut uids = HashSet::new();
-    {
-        let mut pool = ctx.ips.lock().unwrap_or_else(|e| e.into_inner());
-        for pod in &pods.items {
-            let uid = pod.metadata.uid.clone().unwrap_or_default();
-            if let Some(ip) = pod
-                .status
-                .as_ref()
-                .and_then(|s| s.pod_ip.as_deref())
-                .and_then(|ip| ip.parse().ok())
-            {
-                pool.reserve(&uid, ip);
-            }
-            uids.insert(uid);
-        }
-    }
+    let uids: HashSet<String> = pods
+        .items
+        .iter()
+        .map(|pod| pod.metadata.uid.clone().unwrap_or_default())
+        .collect();
     event!(
         "{} pod(s) already bound to node {}",
         pods.items.len(),
@@ -108,6 +99,9 @@ async fn adopt_existing(ctx: &NodeCtx) -> anyhow::Result<()> {
             continue;
         }
         dir.kill_live_processes();
+        if let Err(e) = network.del(&uid).await {
+            event!("cannot remove the network namespace of vanished pod {ns}/{name}: {e}");
+        }
         match dir.remove() {
             Ok(()) => event!("removed state of vanished pod {ns}/{name} ({uid})"),
             Err(e) => event!("cannot remove {}: {e}", dir.path().display()),
@@ -140,52 +134,74 @@ fn watch_signals(shutdown: CancellationToken) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The node's shared context: its tools, etcd binaries, images, state directory and API
-/// client; the hosts file copied for containers rooted in their image.
+/// The `kubernetes` Service's ClusterIP and HTTPS port, which a kubelet gives containers
+/// as `KUBERNETES_SERVICE_HOST`/`_PORT`.
+async fn kubernetes_service(client: &Client) -> anyhow::Result<(String, u16)> {
+    let service = Api::<Service>::namespaced(client.clone(), "default")
+        .get("kubernetes")
+        .await
+        .context("reading the kubernetes Service")?;
+    let spec = service.spec.unwrap_or_default();
+    let host = spec
+        .cluster_ip
+        .filter(|ip| !ip.is_empty() && ip != "None")
+        .context("the kubernetes Service has no ClusterIP")?;
+    let ports = spec.ports.unwrap_or_default();
+    let port = ports
+        .iter()
+        .find(|p| p.name.as_deref() == Some("https"))
+        .or(ports.first())
+        .context("the kubernetes Service has no port")?
+        .port;
+    Ok((host, u16::try_from(port)?))
+}
+
+/// The node's shared context: its tools, etcd binaries, images, state directory, API
+/// client, the cluster's DNS and the `kubernetes` Service's address.
 async fn node_ctx(args: &RunArgs, config: &Config) -> anyhow::Result<NodeCtx> {
-    let unshare = launch::find_program("unshare")
-        .context("util-linux `unshare` not found in PATH (apt-get install util-linux)")?;
+    let tools = HostTools::find().map_err(anyhow::Error::msg)?;
     let etcd = etcd_table(args)?;
     std::fs::create_dir_all(&args.state_dir)
         .with_context(|| format!("creating {}", args.state_dir.display()))?;
     let state = StateDir::new(&args.state_dir);
-    let hosts_dir = args.state_dir.join("etc");
-    hosts::mirror(&args.hosts_file, &hosts_dir).with_context(|| {
-        format!(
-            "copying {} to {}",
-            args.hosts_file.display(),
-            hosts_dir.display()
-        )
-    })?;
     let image_dir = crate::cli::image_dir(args.image_dir.as_deref());
     event!(
         "images built here: {}",
         image_dir.join(crate::imagestore::INDEX_FILE).display()
     );
-    let api_host = config
-        .cluster_url
-        .host()
-        .unwrap_or("127.0.0.1")
-        .trim_matches(['[', ']'])
-        .to_string();
-    let api_port = config.cluster_url.port_u16().unwrap_or(443);
+    let client = Client::try_from(config.clone())?;
+    let (api_host, api_port) = kubernetes_service(&client).await?;
     Ok(NodeCtx {
-        client: Client::try_from(config.clone())?,
+        client,
         node_name: args.node_name.clone(),
         host_ip: "127.0.0.1".to_string(),
         images: ImageStore::new(image_dir, state.images().join("oci")),
         state,
         etcd,
-        ips: Mutex::new(IpPool::new(args.pod_ip_range)),
-        unshare,
+        network: OnceLock::new(),
+        dns: ClusterDns {
+            server: args.cluster_dns,
+            domain: args.cluster_domain.clone(),
+        },
+        tools,
         shutdown_grace: Duration::from_secs(args.shutdown_grace_seconds),
         api_host,
         api_port,
         logs: Arc::new(LogBook::default()),
-        hosts_dir,
         kubelet_port: args.kubelet_port,
         tokens: Mutex::new(Default::default()),
     })
+}
+
+/// The node's pod network, once the controller-manager has given the Node its pod range.
+async fn pod_network(ctx: &NodeCtx, args: &RunArgs) -> anyhow::Result<PodNetwork> {
+    let cidr = nodereg::wait_pod_cidr(ctx, POD_CIDR_TIMEOUT).await?;
+    let index = podnet::node_index(&cidr).map_err(anyhow::Error::msg)?;
+    event!(
+        "pod range {cidr}: pod network node index {index} ({})",
+        args.podnet.display()
+    );
+    Ok(PodNetwork::new(args.podnet.clone(), index))
 }
 
 /// The kubelet API (container logs): a serving certificate from the cluster's signer, then
@@ -210,34 +226,6 @@ async fn kubelet_api(
         .with_context(|| format!("serving the kubelet API on {at}"))
 }
 
-/// Watches Services cluster-wide into a store, notifying `changed` on every event.
-fn watch_services(
-    client: Client,
-    shutdown: CancellationToken,
-    changed: Arc<Notify>,
-) -> (Store<Service>, JoinHandle<()>) {
-    let (store, writer) = reflector::store::<Service>();
-    let services = reflector(
-        writer,
-        watcher(Api::<Service>::all(client), watcher::Config::default()),
-    )
-    .default_backoff();
-    let task = tokio::spawn(async move {
-        let mut services = std::pin::pin!(services);
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                ev = services.next() => match ev {
-                    Some(Ok(_)) => changed.notify_one(),
-                    Some(Err(e)) => event!("service watch error (retrying): {e}"),
-                    None => return,
-                }
-            }
-        }
-    });
-    (store, task)
-}
-
 /// Runs the node until SIGINT/SIGTERM.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let config = config(args.kubeconfig.as_deref()).await?;
@@ -248,50 +236,33 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let registration = nodereg::register(&ctx)
         .await
         .context("registering the Node")?;
-    adopt_existing(&ctx).await?;
+    let network = pod_network(&ctx, &args).await?;
+    adopt_existing(&ctx, &network).await?;
+    let _ = ctx.network.set(network);
 
     watch_signals(shutdown.clone())?;
-    let changed = Arc::new(Notify::new());
-    let (service_store, service_task) =
-        watch_services(client.clone(), shutdown.clone(), changed.clone());
-    let (pod_store, pod_writer) = reflector::store::<Pod>();
-    let pods = reflector(
-        pod_writer,
-        watcher(Api::<Pod>::all(client), watcher::Config::default()),
-    )
-    .default_backoff();
-
+    let pods = watcher(Api::<Pod>::all(client), watcher::Config::default()).default_backoff();
     let heartbeat = tokio::spawn(nodereg::heartbeat(
         ctx.clone(),
         registration,
         shutdown.clone(),
     ));
-    let hosts = tokio::spawn(hostsync::run(
-        args.node_name.clone(),
-        args.hosts_file.clone(),
-        ctx.hosts_dir.clone(),
-        pod_store,
-        service_store,
-        changed.clone(),
-        shutdown.clone(),
-    ));
     event!(
-        "node {} running (state {}, hosts {}, pod IPs {})",
+        "node {} running (state {}, cluster DNS {}, kubernetes Service {}:{})",
         args.node_name,
         args.state_dir.display(),
-        args.hosts_file.display(),
-        args.pod_ip_range
+        ctx.dns.server,
+        ctx.api_host,
+        ctx.api_port
     );
     Dispatcher::new(
         ctx.clone(),
         nodereg::node_labels(&args.node_name),
         shutdown.clone(),
     )
-    .run(pods, changed)
+    .run(pods)
     .await;
-    let _ = hosts.await;
     let _ = heartbeat.await;
-    let _ = service_task.await;
     let _ = kubelet.await;
     event!("node {} stopped", args.node_name);
     Ok(())

@@ -1,13 +1,17 @@
 //! The process node against a real control plane: a node process binds and runs real etcd
-//! pods, makes their DNS names resolve, reports crashes, restarts, image changes, image
-//! pull failures and node restarts like a kubelet, and removes deleted pods.
+//! pods in network namespaces of their own, where their DNS names resolve through the
+//! cluster DNS, reports crashes, restarts, image changes, image pull failures and node
+//! restarts like a kubelet, and removes deleted pods with their namespaces.
 //!
-//! Needs `KUBECONFIG` pointing at a running control plane (`bash testkit/env/control-plane.sh up`),
-//! root (mount namespaces, /etc/hosts) and Debian's etcd 3.4.23 (`apt-get install
+//! Needs `KUBECONFIG` pointing at the local environment (`EXAMPLE= bash
+//! testkit/env/local-up.sh`: the pod network, the control plane, kube-proxy and CoreDNS),
+//! root (mount and network namespaces) and Debian's etcd 3.4.23 (`apt-get install
 //! etcd-server etcd-client`). Without them it fails and says so; it never skips.
 
 #[path = "image_pods/mod.rs"]
 mod image_pods;
+#[path = "pod_network/mod.rs"]
+mod pod_network;
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -21,14 +25,11 @@ use serde_json::json;
 
 use support::*;
 
-fn hosts_block(node: &str) -> String {
-    let text = std::fs::read_to_string("/etc/hosts").unwrap();
-    let begin = format!("# BEGIN etcd-operator-node {node}");
-    let end = format!("# END etcd-operator-node {node}");
-    match (text.find(&begin), text.find(&end)) {
-        (Some(a), Some(b)) => text[a..b].to_string(),
-        _ => String::new(),
-    }
+/// The host's /etc/hosts: its bytes and inode.
+fn host_hosts_file() -> (Vec<u8>, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let bytes = std::fs::read("/etc/hosts").unwrap();
+    (bytes, std::fs::metadata("/etc/hosts").unwrap().ino())
 }
 
 fn etcd_args(name: &str, host: &str) -> serde_json::Value {
@@ -130,8 +131,9 @@ impl Env {
     }
 }
 
-/// The pod runs on the test's node with an address of its range: the init container
-/// completed, etcd is ready with a `process://` container ID. Its address.
+/// The pod runs on the test's node with an address of its pod range: the init container
+/// (which waits until the pod's name resolves) completed, etcd is ready with a
+/// `process://` container ID. Its address.
 fn assert_running_after_init(env: &Env, ready: &Pod, ip_prefix: &str) -> String {
     let status = ready.status.clone().unwrap();
     let ip = status.pod_ip.clone().unwrap();
@@ -159,20 +161,35 @@ fn assert_running_after_init(env: &Env, ready: &Pod, ip_prefix: &str) -> String 
     ip
 }
 
-/// The node's hosts block maps the pod's DNS name and the Service's name.
-fn assert_hosts_block_names(env: &Env, ip: &str, host: &str) {
-    let block = hosts_block(&env.node_name);
-    assert!(
-        block.contains(&format!("{ip} {host} {host}.cluster.local")),
-        "{block}"
+/// Inside the pod (its namespaces), the pod's name and the headless Service's resolve to
+/// its address through the cluster DNS, and its own /etc/hosts and /etc/resolv.conf are
+/// the kubelet's.
+fn assert_names_resolve_in_the_pod(env: &Env, pid: i32, ip: &str, host: &str) {
+    let fqdn = format!("{host}.cluster.local");
+    let got = exec_in(pid, &["getent", "hosts", host]);
+    assert_eq!(
+        got.split_whitespace().collect::<Vec<_>>(),
+        [ip, fqdn.as_str()]
     );
-    assert!(block.contains(&format!("peers.{}.svc", env.ns)), "{block}");
+    let service = exec_in(pid, &["getent", "hosts", &format!("peers.{}.svc", env.ns)]);
+    assert!(service.starts_with(&format!("{ip} ")), "{service}");
+    let hosts = exec_in(pid, &["cat", "/etc/hosts"]);
+    assert!(hosts.contains(&format!("\n{ip}\t{fqdn}\tm1\n")), "{hosts}");
+    let resolv = exec_in(pid, &["cat", "/etc/resolv.conf"]);
+    let search = format!(
+        "search {}.svc.cluster.local svc.cluster.local cluster.local\n",
+        env.ns
+    );
+    assert_eq!(
+        resolv,
+        format!("{search}nameserver 10.96.0.10\noptions ndots:5\n")
+    );
 }
 
-/// etcd answers at the pod's DNS name: a key written is read back.
-fn assert_etcd_serves(host: &str) {
-    etcdctl(host, &["put", "greeting", "hello from a process node"]);
-    let got = etcdctl(host, &["get", "greeting", "--print-value-only"]);
+/// etcd answers at the pod's address: a key written is read back.
+fn assert_etcd_serves(ip: &str) {
+    etcdctl(ip, &["put", "greeting", "hello from a process node"]);
+    let got = etcdctl(ip, &["get", "greeting", "--print-value-only"]);
     assert_eq!(got.trim(), "hello from a process node");
 }
 
@@ -231,33 +248,25 @@ async fn kill_and_expect_failed(env: &Env, name: &str) {
     assert!(!is_ready(&failed));
 }
 
-/// A deleted pod: the object goes, then its state directory and its hosts entry.
-async fn delete_and_expect_cleanup(env: &Env, name: &str, pod_dir: &Path, host: &str) {
+/// A deleted pod: the object goes, then its state directory and its network namespace.
+async fn delete_and_expect_cleanup(env: &Env, name: &str, pod_dir: &Path, netns: &Path) {
     env.delete_pods(&[name]).await;
     wait_for("state dir removal", Duration::from_secs(10), || async {
         (!pod_dir.exists()).then_some(())
     })
     .await;
-    wait_for("hosts entry removal", Duration::from_secs(10), || async {
-        (!hosts_block(&env.node_name).contains(host)).then_some(())
-    })
+    wait_for(
+        "network namespace removal",
+        Duration::from_secs(10),
+        || async { (!netns.exists()).then_some(()) },
+    )
     .await;
-}
-
-/// The node stops cleanly and takes its hosts block with it.
-fn stop_node_and_expect_hosts_block_removed(env: &mut Env) {
-    env.stop_node_cleanly();
-    assert!(
-        !std::fs::read_to_string("/etc/hosts")
-            .unwrap()
-            .contains(&format!("# BEGIN etcd-operator-node {}", env.node_name)),
-        "hosts block left behind after node shutdown"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn etcd_pod_resolves_serves_crashes_and_is_deleted() {
-    let env = Env::new("a", "127.0.231.1-127.0.231.254", 10251).await;
+    let env = Env::new("a", 10251).await;
+    let hosts_before = host_hosts_file();
     env.run(|env| {
         Box::pin(async move {
             env.create_peers_service("itest-a").await;
@@ -267,18 +276,24 @@ async fn etcd_pod_resolves_serves_crashes_and_is_deleted() {
                 phase(p) == "Running" && is_ready(p)
             })
             .await;
-            let ip = assert_running_after_init(env, &ready, "127.0.231.");
+            let ip = assert_running_after_init(env, &ready, &pod_range_prefix(env).await);
+            let pid = container_pid(&container_status(&ready));
+            let netns = netns_path_of(pid);
             let host = format!("m1.peers.{}.svc", env.ns);
-            assert_hosts_block_names(env, &ip, &host);
-            assert_etcd_serves(&host);
+            assert_names_resolve_in_the_pod(env, pid, &ip, &host);
+            assert_etcd_serves(&ip);
             let pod_dir = assert_data_and_log_in_pod_dir(env, &ready);
             assert_kubectl_logs_tail(env, "m1", "etcd");
             kill_and_expect_failed(env, "m1").await;
-            delete_and_expect_cleanup(env, "m1", &pod_dir, &host).await;
-            stop_node_and_expect_hosts_block_removed(env);
+            delete_and_expect_cleanup(env, "m1", &pod_dir, &netns).await;
+            env.stop_node_cleanly();
         })
     })
     .await;
+    assert!(
+        host_hosts_file() == hosts_before,
+        "the host's /etc/hosts was written"
+    );
 }
 
 fn waiting_reason(p: &Pod) -> Option<String> {
@@ -405,11 +420,13 @@ fn sleeper_pod(env: &Env, name: &str) -> Pod {
 }
 
 /// A node restart: a running `Never` pod is reported as exited (`Unknown`), hence Failed;
-/// the `Always` pod comes back by itself.
+/// the `Always` pod comes back by itself, with the address and network namespace it had.
 async fn node_restart_reports_running_never_pod_exited(env: &mut Env, name: &str, always: &str) {
     env.create_pod(sleeper_pod(env, name)).await;
     let pods = env.pods();
     wait_pod(&pods, name, "Running", 30, |p| phase(p) == "Running").await;
+    let before = pods.get(always).await.unwrap();
+    let netns_before = netns_path_of(container_pid(&container_status(&before)));
     env.stop_node_cleanly();
     env.start_node();
     let after = wait_pod(&pods, name, "Failed after node restart", 30, |p| {
@@ -418,12 +435,23 @@ async fn node_restart_reports_running_never_pod_exited(env: &mut Env, name: &str
     .await;
     let term = container_status(&after).state.unwrap().terminated.unwrap();
     assert_eq!(term.reason.as_deref(), Some("Unknown"));
-    wait_pod(&pods, always, "Ready after node restart", 60, is_ready).await;
+    let back = wait_pod(&pods, always, "Ready after node restart", 60, |p| {
+        is_ready(p) && container_status(p).restart_count > container_status(&before).restart_count
+    })
+    .await;
+    let ip = |p: &Pod| p.status.as_ref().and_then(|s| s.pod_ip.clone());
+    assert_eq!(
+        ip(&back),
+        ip(&before),
+        "the pod's address changed across a node restart"
+    );
+    let netns_after = netns_path_of(container_pid(&container_status(&back)));
+    assert_eq!(netns_after, netns_before);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn image_changes_pull_failures_restarts_and_node_restart_are_reported() {
-    let env = Env::new("b", "127.0.232.1-127.0.232.254", 10252).await;
+    let env = Env::new("b", 10252).await;
     env.run(|env| {
         Box::pin(async move {
             env.create_peers_service("itest-b").await;

@@ -18,7 +18,7 @@ pub struct Target<'a> {
     pub container: &'a Container,
     /// The pod's address (the default probe host).
     pub pod_ip: &'a str,
-    /// The process (exec probes run in its mount namespace).
+    /// The process (exec probes run in its mount, UTS and network namespaces).
     pub pid: i32,
     /// The container's environment (for exec probes).
     pub env: &'a [(String, String)],

@@ -35,6 +35,8 @@ pub struct PodSite<'a> {
     pub dir: &'a PodDir,
     /// Its address.
     pub ip: &'a str,
+    /// Its network namespace; `None` on the host's network.
+    pub netns: Option<&'a std::path::Path>,
     /// `namespace/name`, for the log.
     pub id: &'a str,
     /// Where its processes' events go.
@@ -55,7 +57,7 @@ pub async fn start(site: &PodSite<'_>, kind: Kind, slot: &mut Slot, generations:
     let Some(Prepared { program, spec }) = prepared(site, &container, slot, now).await else {
         return;
     };
-    let spawned = launch::spawn(&site.ctx.unshare, &spec).and_then(|mut child| {
+    let spawned = launch::spawn(&site.ctx.tools, &spec).and_then(|mut child| {
         let logs = site.ctx.logs.clone();
         match logcap::capture(&mut child, &spec.log_path, &spec.attempt_log, logs) {
             Ok(()) => Ok(child),
@@ -110,7 +112,8 @@ async fn prepared(
 ) -> Option<Prepared> {
     let (id, name) = (site.id, &container.name);
     let attempt = slot.record.restart_count;
-    match prepare::prepare(site.ctx, site.pod, site.dir, site.ip, container, attempt).await {
+    let address = (site.ip, site.netns);
+    match prepare::prepare(site.ctx, site.pod, site.dir, address, container, attempt).await {
         Ok(prepared) => Some(prepared),
         Err(NotStartable::Image(msg)) => {
             event!("pod {id} container {name}: ErrImagePull: {msg}");

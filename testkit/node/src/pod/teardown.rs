@@ -1,6 +1,7 @@
 //! Stopping a pod's processes and removing a deleted pod: SIGTERM, SIGKILL to the process
-//! groups once the grace period ran out; then the pod object deleted (grace 0, uid
-//! precondition), its state directory removed and its address freed.
+//! groups once the grace period ran out; then (its network namespace removed by the
+//! worker) the pod object deleted (grace 0, uid precondition) and its state directory
+//! removed.
 
 use std::time::Duration;
 
@@ -119,11 +120,10 @@ pub async fn delete_pod(client: &Client, pod: &Pod, id: &str) {
     }
 }
 
-/// Removes the pod's state directory and frees its address.
+/// Removes the pod's state directory and stops refreshing its tokens.
 pub fn remove_state(ctx: &NodeCtx, dir: &PodDir, uid: &str, id: &str) {
     if let Err(e) = dir.remove() {
         event!("pod {id}: cannot remove {}: {e}", dir.path().display());
     }
-    ctx.release_ip(uid);
     ctx.forget_tokens(uid);
 }

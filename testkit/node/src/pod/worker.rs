@@ -1,8 +1,11 @@
-//! The pod worker: one task per pod bound to the node. The pod's updates, its processes'
-//! events and the containers' timers move the pod's [`lifecycle`](super::lifecycle) on; the
-//! worker performs the effects (starts, signals), reports the status and, when the pod is
-//! deleted, tears it down.
+//! The pod worker: one task per pod bound to the node. First the pod gets its network
+//! namespace and address from the pod network (as a runtime makes a pod sandbox); then the
+//! pod's updates, its processes' events and the containers' timers move the pod's
+//! [`lifecycle`](super::lifecycle) on; the worker performs the effects (starts, signals),
+//! reports the status and, when the pod is deleted, tears it down: processes first, then
+//! the network namespace, then the object.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,6 +31,8 @@ use crate::tasks::Event;
 
 /// How long the worker sleeps when no timer is due.
 const IDLE: Duration = Duration::from_secs(3600);
+/// How long before the pod network is asked again after it failed.
+const NETWORK_RETRY: Duration = Duration::from_secs(5);
 
 /// The state of one pod on the node.
 pub struct PodWorker {
@@ -38,6 +43,11 @@ pub struct PodWorker {
     uid: String,
     dir: PodDir,
     ip: String,
+    netns: Option<PathBuf>,
+    /// Whether the pod has its place on the network (always, on the host's network or when
+    /// it had finished before the node started).
+    attached: bool,
+    network_retry: Option<Instant>,
     policy: RestartPolicy,
     containers: Containers,
     start_time: Timestamp,
@@ -50,9 +60,9 @@ pub struct PodWorker {
 }
 
 impl PodWorker {
-    /// Takes a pod bound to this node: gives it an address (keeping the one it had before a
-    /// node restart) and recovers the container states it reported before.
-    pub fn new(ctx: Arc<NodeCtx>, pod: Pod) -> Result<PodWorker, String> {
+    /// Takes a pod bound to this node and recovers the container states it reported
+    /// before. Its network comes when it runs ([`PodWorker::run`]).
+    pub fn new(ctx: Arc<NodeCtx>, pod: Pod) -> PodWorker {
         let ns = pod.metadata.namespace.clone().unwrap_or_default();
         let name = pod.metadata.name.clone().unwrap_or_default();
         let uid = pod.metadata.uid.clone().unwrap_or_default();
@@ -60,14 +70,15 @@ impl PodWorker {
         let status = pod.status.clone().unwrap_or_default();
         let dir = ctx.state.pod(&ns, &name, &uid);
         let host_network = spec.host_network == Some(true);
-        let ip = ctx
-            .pod_address(&uid, host_network, status.pod_ip.as_deref())
-            .ok_or_else(|| "no free pod address left".to_string())?;
         let terminal = status
             .phase
             .as_deref()
             .and_then(Phase::parse)
             .filter(|p| p.is_terminal());
+        let ip = match host_network {
+            true => ctx.host_ip.clone(),
+            false => status.pod_ip.clone().unwrap_or_default(),
+        };
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let mut worker = PodWorker {
             policy: RestartPolicy::parse(spec.restart_policy.as_deref()),
@@ -84,6 +95,9 @@ impl PodWorker {
             uid,
             dir,
             ip,
+            netns: None,
+            attached: host_network || terminal.is_some(),
+            network_retry: None,
             terminal,
             events_tx,
             events_rx,
@@ -91,7 +105,7 @@ impl PodWorker {
             gone: false,
         };
         worker.recover();
-        Ok(worker)
+        worker
     }
 
     /// After a node restart: leftover processes are killed, and containers reported running
@@ -136,8 +150,13 @@ impl PodWorker {
                 self.finish(&shutdown).await;
                 return;
             }
-            self.step().await;
-            self.publish().await;
+            if !self.attached {
+                self.attach().await;
+            }
+            if self.attached {
+                self.step().await;
+                self.publish().await;
+            }
             let deadline = self.next_deadline();
             tokio::select! {
                 biased;
@@ -164,10 +183,54 @@ impl PodWorker {
         }
     }
 
+    /// Gives the pod its network namespace and address (the same ones again after a node
+    /// restart: the pod network keys them by the pod's UID); on failure, tries again later.
+    async fn attach(&mut self) {
+        let Some(network) = self.ctx.network.get() else {
+            self.network_retry = Some(Instant::now() + NETWORK_RETRY);
+            return;
+        };
+        match network.add(&self.uid).await {
+            Ok(place) => {
+                event!(
+                    "pod {}: address {} in {}",
+                    self.id,
+                    place.ip,
+                    place.netns.display()
+                );
+                self.ip = place.ip.to_string();
+                self.netns = Some(place.netns);
+                self.attached = true;
+                self.network_retry = None;
+            }
+            Err(e) => {
+                event!(
+                    "pod {}: FailedCreatePodSandBox: {e}; trying again in {}s",
+                    self.id,
+                    NETWORK_RETRY.as_secs()
+                );
+                self.network_retry = Some(Instant::now() + NETWORK_RETRY);
+            }
+        }
+    }
+
+    /// Removes the pod's network namespace (its processes are gone by now).
+    async fn detach(&mut self) {
+        let host_network = self.pod.spec.as_ref().and_then(|s| s.host_network) == Some(true);
+        let Some(network) = self.ctx.network.get().filter(|_| !host_network) else {
+            return;
+        };
+        if let Err(e) = network.del(&self.uid).await {
+            event!("pod {}: cannot remove its network namespace: {e}", self.id);
+        }
+        self.netns = None;
+    }
+
     fn next_deadline(&self) -> Instant {
         self.containers
             .deadlines()
             .chain(self.reporter.retry_at())
+            .chain(self.network_retry)
             .min()
             .unwrap_or_else(|| Instant::now() + IDLE)
     }
@@ -217,6 +280,7 @@ impl PodWorker {
                     pod: &self.pod,
                     dir: &self.dir,
                     ip: &self.ip,
+                    netns: self.netns.as_deref(),
                     id: &self.id,
                     events: &self.events_tx,
                 };
@@ -344,14 +408,15 @@ impl PodWorker {
         }
     }
 
-    /// The pod is being deleted (or is gone): stop everything, report, delete the object
-    /// with grace 0, remove the pod's state and free its address.
+    /// The pod is being deleted (or is gone): stop everything, remove its network
+    /// namespace, report, delete the object with grace 0 and remove the pod's state.
     async fn finish(&mut self, shutdown: &CancellationToken) {
         let grace = lifecycle::grace_period(&self.pod, !self.gone);
         self.stop_all(grace, shutdown).await;
         if shutdown.is_cancelled() && !self.gone {
             return;
         }
+        self.detach().await;
         if self.gone {
             event!("pod {} removed from the API; cleaned up", self.id);
         } else {

@@ -1,9 +1,10 @@
 //! Part of the `process_node` test binary (so `make test` runs it): the process node runs
 //! pods from images built here, as a kubelet would: the operator
 //! image (built by `testkit/env/build-image.sh`, cached) runs rooted in its own file
-//! system as the user its security context names, with a read-only root, no capabilities
-//! and a service-account token it uses to take its leader Lease; `runAsNonRoot` refuses
-//! uid 0; and `kubectl logs` (plain, `--tail`, `--timestamps`, `--limit-bytes`,
+//! system as the user its security context names, with a read-only root, no capabilities,
+//! its pod's network namespace, /etc/hosts and /etc/resolv.conf, and a service-account
+//! token it uses to take its leader Lease through the `kubernetes` Service's ClusterIP;
+//! `runAsNonRoot` refuses uid 0; and `kubectl logs` (plain, `--tail`, `--timestamps`, `--limit-bytes`,
 //! `--previous`, `-f`) returns containers' lines through the node's kubelet API.
 //!
 //! Needs what `process_node.rs` needs (a running control plane in `KUBECONFIG`, root,
@@ -194,25 +195,48 @@ fn assert_service_account_files(pid: i32, ns: &str) {
     assert_eq!(std::fs::read_to_string(dir.join("namespace")).unwrap(), ns);
 }
 
-/// The container's /etc/hosts is a link to the node's live copy of the hosts file (the
-/// node replaces that file on every change, which a bind mount of the file would miss).
-async fn assert_hosts_file_is_the_nodes(pid: i32) {
+/// The container is in its pod's network namespace (eth0 with the pod's address), with
+/// the kubelet's /etc/hosts and /etc/resolv.conf, and the `kubernetes` Service's
+/// ClusterIP in its environment (kube-rs's in-cluster configuration goes there).
+fn assert_pod_network_and_files(pid: i32, ip: &str, ns: &str) {
     let root = PathBuf::from(format!("/proc/{pid}/root"));
-    let link = std::fs::read_link(root.join("etc/hosts")).unwrap();
-    assert_eq!(link, Path::new("/dev/.etc-hosts/hosts"));
-    let theirs = root.join("dev/.etc-hosts/hosts");
-    wait_for(
-        "the pod's hosts file to be the node's",
-        Duration::from_secs(15),
-        || async {
-            let (a, b) = (
-                std::fs::read(&theirs).ok()?,
-                std::fs::read("/etc/hosts").ok()?,
-            );
-            (a == b).then_some(())
-        },
-    )
-    .await;
+    let hosts = std::fs::read_to_string(root.join("etc/hosts")).unwrap();
+    assert!(
+        hosts.starts_with("# Kubernetes-managed hosts file.\n"),
+        "{hosts}"
+    );
+    assert!(hosts.ends_with(&format!("\n{ip}\top-1\n")), "{hosts}");
+    let resolv = std::fs::read_to_string(root.join("etc/resolv.conf")).unwrap();
+    assert!(
+        resolv.contains(&format!("search {ns}.svc.cluster.local ")),
+        "{resolv}"
+    );
+    assert!(resolv.contains("nameserver 10.96.0.10\n"), "{resolv}");
+    let theirs = std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap();
+    assert_ne!(theirs, std::fs::read_link("/proc/self/ns/net").unwrap());
+    assert!(
+        netns_path_of(pid).starts_with("/run/netns/eo-"),
+        "not the pod network's"
+    );
+    let addresses = std::fs::read_to_string(format!("/proc/{pid}/net/fib_trie")).unwrap();
+    assert!(
+        addresses.contains(&format!("|-- {ip}\n")),
+        "{ip} is not the pod's: {addresses}"
+    );
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let environ = String::from_utf8_lossy(&environ);
+    assert!(
+        environ
+            .split('\0')
+            .any(|v| v == "KUBERNETES_SERVICE_HOST=10.96.0.1"),
+        "{environ}"
+    );
+    assert!(
+        environ
+            .split('\0')
+            .any(|v| v == "KUBERNETES_SERVICE_PORT=443"),
+        "{environ}"
+    );
 }
 
 /// The operator, talking to the API server with its token, holds its Lease.
@@ -262,7 +286,7 @@ fn lines_of(reader: impl std::io::Read + Send + 'static) -> mpsc::Receiver<Strin
 #[tokio::test(flavor = "multi_thread")]
 async fn operator_image_runs_rooted_non_root_read_only_and_takes_its_lease_with_its_token() {
     let image = operator_image();
-    let env = Env::new("img-a", "127.0.233.1-127.0.233.254", 10261).await;
+    let env = Env::new("img-a", 10261).await;
     env.run(|env| {
         Box::pin(async move {
             apply_crd(env);
@@ -281,7 +305,13 @@ async fn operator_image_runs_rooted_non_root_read_only_and_takes_its_lease_with_
             assert_dropped_to_nonroot(pid);
             assert_rooted_read_only(pid);
             assert_service_account_files(pid, &env.ns);
-            assert_hosts_file_is_the_nodes(pid).await;
+            let ip = ready
+                .status
+                .as_ref()
+                .and_then(|s| s.pod_ip.clone())
+                .unwrap();
+            assert!(ip.starts_with(&pod_range_prefix(env).await), "{ip}");
+            assert_pod_network_and_files(pid, &ip, &env.ns);
             wait_lease_held_by(env, "op-1").await;
             let logs = kubectl(env, &["logs", "op-1"]);
             assert!(logs.contains("serving HTTP"), "{logs}");
@@ -302,7 +332,7 @@ async fn operator_image_runs_rooted_non_root_read_only_and_takes_its_lease_with_
 #[tokio::test(flavor = "multi_thread")]
 async fn run_as_non_root_with_uid_zero_is_refused_with_create_container_config_error() {
     let image = operator_image();
-    let env = Env::new("img-b", "127.0.234.1-127.0.234.254", 10262).await;
+    let env = Env::new("img-b", 10262).await;
     env.run(|env| {
         Box::pin(async move {
             let mut pod = operator_pod(env, "as-root", &image);
@@ -451,7 +481,7 @@ async fn kubectl_logs_previous_shows_the_last_run(env: &Env, mount: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn kubectl_logs_tail_follow_and_previous_return_the_containers_lines() {
-    let env = Env::new("logs", "127.0.235.1-127.0.235.254", 10263).await;
+    let env = Env::new("logs", 10263).await;
     env.run(|env| {
         Box::pin(async move {
             let mount = format!("/tmp/node-it-{}", env.ns);

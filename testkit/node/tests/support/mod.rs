@@ -1,6 +1,7 @@
 //! What the process-node tests share: the environment check, a node process of the test's
-//! own (its namespace, node name, pod addresses and kubelet API port), waiting for pods,
-//! and clean-up whatever the outcome. Each test binary uses a part of it.
+//! own (its namespace, node name, pod range and kubelet API port), waiting for pods, going
+//! into a pod's namespaces, and clean-up whatever the outcome. Each test binary uses a part
+//! of it.
 #![allow(dead_code)]
 
 use std::future::Future;
@@ -18,9 +19,11 @@ use serde_json::json;
 pub const ETCD: &str = "/usr/bin/etcd";
 pub const ETCDCTL: &str = "/usr/bin/etcdctl";
 pub const NODE_BIN: &str = env!("CARGO_BIN_EXE_etcd-operator-node");
+/// The pod network's script; its records are the local environment's ($LOCAL_ENV_DIR).
+pub const PODNET: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../env/podnet.sh");
 
 pub fn require_environment() -> PathBuf {
-    let how = "start one with `bash testkit/env/control-plane.sh up && \
+    let how = "start one with `EXAMPLE= bash testkit/env/local-up.sh && \
                export KUBECONFIG=/tmp/etcd-operator-local/kubeconfig`";
     let Some(path) = std::env::var_os("KUBECONFIG") else {
         panic!("KUBECONFIG is not set: this test needs a running control plane; {how}");
@@ -83,6 +86,7 @@ impl NodeProcess {
             .arg("--state-dir")
             .arg(state)
             .args(["--etcd-binary", &format!("3.4.23={ETCD}")])
+            .args(["--podnet", PODNET])
             .stdin(Stdio::null())
             .stdout(log_file.try_clone().unwrap())
             .stderr(log_file)
@@ -211,8 +215,6 @@ pub struct Env {
     pub ns: String,
     /// The test's node.
     pub node_name: String,
-    /// Its pod addresses.
-    pub ip_range: String,
     /// The port of its kubelet API.
     pub kubelet_port: u16,
     /// Its state directory and log.
@@ -222,7 +224,7 @@ pub struct Env {
 }
 
 impl Env {
-    pub async fn new(tag: &str, ip_range: &str, kubelet_port: u16) -> Env {
+    pub async fn new(tag: &str, kubelet_port: u16) -> Env {
         let kubeconfig = require_environment();
         let client = client(&kubeconfig).await;
         let suffix = format!(
@@ -244,7 +246,6 @@ impl Env {
             kubeconfig,
             ns,
             node_name: format!("it-{tag}-{suffix}"),
-            ip_range: ip_range.to_string(),
             kubelet_port,
             state: tempfile::tempdir().unwrap(),
             node: None,
@@ -260,12 +261,7 @@ impl Env {
             &self.kubeconfig,
             &self.node_name,
             &self.state.path().join("state"),
-            &[
-                "--pod-ip-range",
-                &self.ip_range,
-                "--kubelet-port",
-                &self.kubelet_port.to_string(),
-            ],
+            &["--kubelet-port", &self.kubelet_port.to_string()],
             log,
         ));
     }
@@ -296,10 +292,14 @@ impl Env {
         Api::namespaced(self.client.clone(), &self.ns)
     }
 
+    /// Deletes the test's pods (grace 0), stops its node and removes whatever network
+    /// namespace of its pods the node did not remove before it stopped.
     pub async fn cleanup(&mut self) {
         let pods = self.pods();
+        let mut uids = Vec::new();
         if let Ok(list) = pods.list(&Default::default()).await {
             for p in list.items {
+                uids.extend(p.metadata.uid.clone());
                 let _ = pods
                     .delete(
                         p.metadata.name.as_deref().unwrap(),
@@ -312,6 +312,11 @@ impl Env {
             }
         }
         self.stop_node();
+        for uid in uids {
+            let _ = Command::new("bash")
+                .args([PODNET, "del-pod", &uid])
+                .status();
+        }
         let _ = Api::<Namespace>::all(self.client.clone())
             .delete(&self.ns, &DeleteParams::default())
             .await;
@@ -389,4 +394,56 @@ pub fn container_pid(status: &k8s_openapi::api::core::v1::ContainerStatus) -> i3
     id.strip_prefix("process://")
         .and_then(|pid| pid.parse().ok())
         .unwrap_or_else(|| panic!("container ID {id} is not process://<pid>"))
+}
+
+/// The test node's pod range (`spec.podCIDR`), as `10.244.N.`: the prefix of its pods'
+/// addresses.
+pub async fn pod_range_prefix(env: &Env) -> String {
+    let node = Api::<Node>::all(env.client.clone())
+        .get(&env.node_name)
+        .await
+        .unwrap();
+    let cidr = node.spec.and_then(|s| s.pod_cidr).expect("a podCIDR");
+    let prefix = cidr.strip_suffix(".0/24").expect("a /24 podCIDR");
+    format!("{prefix}.")
+}
+
+/// Runs `argv` in the namespaces (mount, UTS, network) of process `pid`, as `kubectl exec`
+/// runs a command in a container; its stdout, or its exit status and output.
+pub fn try_exec_in(pid: i32, argv: &[&str]) -> Result<String, String> {
+    let out = Command::new("nsenter")
+        .arg(format!("--target={pid}"))
+        .args(["--mount", "--uts", "--net", "--"])
+        .args(argv)
+        .output()
+        .expect("running nsenter");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.success() {
+        Ok(stdout)
+    } else {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        Err(format!(
+            "{argv:?} in the namespaces of {pid}: {}: {stdout}{stderr}",
+            out.status
+        ))
+    }
+}
+
+/// [`try_exec_in`], panicking when the command fails.
+pub fn exec_in(pid: i32, argv: &[&str]) -> String {
+    try_exec_in(pid, argv).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The path under /run/netns of the network namespace process `pid` is in.
+pub fn netns_path_of(pid: i32) -> PathBuf {
+    use std::os::unix::fs::MetadataExt;
+    let theirs = std::fs::metadata(format!("/proc/{pid}/ns/net")).unwrap();
+    std::fs::read_dir("/run/netns")
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.ino() == theirs.ino() && m.dev() == theirs.dev())
+        })
+        .unwrap_or_else(|| panic!("process {pid} is in no namespace under /run/netns"))
 }
