@@ -13,7 +13,11 @@
 #               user system:coredns), at 10.255.0.2:53, which is the endpoint of the
 #               kube-dns Service (kube-system, ClusterIP 10.96.0.10, no selector, an
 #               EndpointSlice written here). Every other name answers NXDOMAIN: eo-net has
-#               no upstream resolver. Ready at http://10.255.0.2:8181/ready.
+#               no upstream resolver. Ready at http://10.255.0.2:8181/ready. Records live
+#               COREDNS_TTL seconds (default 5, the kubernetes plugin's own default, as k3s
+#               and EKS run it; kubeadm sets 30), and so does a negative answer in its
+#               cache: a name asked for before its pod's address is published stays
+#               unknown that long.
 #
 # Both reach the API server at 10.255.0.1:16443 (kubeconfigs written by
 # control-plane.sh). kube-proxy is started once the process node has registered: it is
@@ -29,8 +33,8 @@
 #   status  say what is running
 #
 # Environment: LOCAL_ENV_DIR (default /tmp/etcd-operator-local), ETCD_OPERATOR_CACHE,
-# K8S_VERSION (default v1.35.4), COREDNS_VERSION (default v1.15.0), NODE_NAME (default
-# local-node), UP_TIMEOUT (seconds per wait, default 120).
+# K8S_VERSION (default v1.35.4), COREDNS_VERSION (default v1.15.0), COREDNS_TTL (default
+# 5), NODE_NAME (default local-node), UP_TIMEOUT (seconds per wait, default 120).
 set -euo pipefail
 
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -38,6 +42,7 @@ LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
 CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}
 K8S_VERSION=${K8S_VERSION:-v1.35.4}
 COREDNS_VERSION=${COREDNS_VERSION:-v1.15.0}
+COREDNS_TTL=${COREDNS_TTL:-5}
 NODE_NAME=${NODE_NAME:-local-node}
 UP_TIMEOUT=${UP_TIMEOUT:-120}
 
@@ -110,8 +115,9 @@ conntrack:
 EOF
 }
 
-# The kubeadm Corefile without what needs an upstream (forward, loop): the cluster's zones
-# from the API server; NXDOMAIN for everything else.
+# The kubeadm Corefile without what needs an upstream (forward, loop), with the kubernetes
+# plugin's TTL COREDNS_TTL: the cluster's zones from the API server; NXDOMAIN for
+# everything else.
 write_corefile() {
     cat >"$DIR/Corefile" <<EOF
 $DOMAIN:53 in-addr.arpa:53 ip6.arpa:53 {
@@ -122,7 +128,7 @@ $DOMAIN:53 in-addr.arpa:53 ip6.arpa:53 {
     kubernetes {
         kubeconfig $LOCAL_ENV_DIR/coredns.kubeconfig local
         pods insecure
-        ttl 30
+        ttl $COREDNS_TTL
     }
     prometheus $ADDR:9153
     cache 30
