@@ -46,6 +46,8 @@ fn healthy(n: u64) -> Observation {
             upgrade_from: None,
             voter: true,
             pod_template: None,
+            restarts: 0,
+            crash: None,
         });
         let mut h = MemberHealth::healthy(V);
         h.leader = Some(1);

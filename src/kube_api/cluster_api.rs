@@ -371,6 +371,8 @@ impl KubeClusterApi {
                 upgrade_from: None,
                 voter: false,
                 pod_template: None,
+                restarts: 0,
+                crash: None,
             });
         }
         self.expectations.correct_versions(&mut pods);

@@ -414,6 +414,91 @@ fn member_whose_pod_is_gone_is_removed() {
     );
 }
 
+/// Member 3's etcd has crashed `restarts` times with `crash` and is down now.
+fn crashing(now: Instant, restarts: u32, crash: &str) -> World {
+    let crash = crash.to_string();
+    World::healthy(now, 3, VERSION)
+        .unreachable(3)
+        .pod("m3", move |p| {
+            p.ready = false;
+            p.restarts = restarts;
+            p.crash = Some(crash);
+        })
+}
+
+/// The decisions on `world` at first sight and 121 s later (past the unhealthy deadline).
+fn first_and_past_deadline(now: Instant, world: impl Fn() -> World) -> (Decision, Decision) {
+    let first = run(running_state(), &world().build(), &spec(3, VERSION));
+    let mut obs = world().build();
+    obs.now = later(now, 121);
+    let past = run(first.state.clone(), &obs, &spec(3, VERSION));
+    (first, past)
+}
+
+#[test]
+fn a_crash_looping_member_is_reported_with_its_last_words_and_never_replaced() {
+    let now = Instant::now();
+    let crash =
+        "exited with code 1 (Error): {\"msg\":\"x\"}\netcd: unknown flag: --quota-backend-bytez";
+    let (first, past) = first_and_past_deadline(now, || crashing(now, 4, crash));
+    for d in [&first, &past] {
+        assert_idle(d, Reason::CrashLooping);
+        assert!(
+            d.why.message.contains("4 restarts")
+                && d.why
+                    .message
+                    .ends_with("etcd: unknown flag: --quota-backend-bytez"),
+            "{}",
+            d.why.message
+        );
+        assert_eq!(d.state.phase, Phase::Recovering);
+    }
+}
+
+#[test]
+fn a_member_restarted_once_is_waited_for_not_reported_as_crash_looping() {
+    let now = Instant::now();
+    let d = on_running(crashing(now, 1, "exited with code 137 (Error)"), 3, VERSION);
+    assert_idle(&d, Reason::WaitingForHealthyMembers);
+}
+
+#[test]
+fn a_member_failing_on_its_own_data_is_replaced_past_the_deadline_but_not_before() {
+    let now = Instant::now();
+    let crash = "exited with code 2 (Error): panic: walpb: crc mismatch";
+    let (first, past) = first_and_past_deadline(now, || crashing(now, 5, crash));
+    assert_idle(&first, Reason::CrashLooping);
+    assert_eq!(
+        past.why.reason,
+        Reason::ReplacingBrokenMember,
+        "{}",
+        past.why.message
+    );
+    assert!(
+        past.why.message.contains("crc mismatch"),
+        "{}",
+        past.why.message
+    );
+    assert!(
+        matches!(&past.actions[0], Action::RemoveMember { id: 3, .. }),
+        "{:?}",
+        past.actions
+    );
+}
+
+#[test]
+fn a_member_failing_on_its_data_is_not_replaced_without_a_quorum_of_the_others() {
+    let now = Instant::now();
+    let crash = "exited with code 2 (Error): panic: walpb: crc mismatch";
+    let world = || {
+        crashing(now, 5, crash)
+            .unreachable(2)
+            .pod("m2", |p| p.ready = false)
+    };
+    let (_, past) = first_and_past_deadline(now, world);
+    assert_idle(&past, Reason::QuorumLost);
+}
+
 #[test]
 fn after_a_dead_member_is_removed_a_replacement_is_added() {
     let now = Instant::now();

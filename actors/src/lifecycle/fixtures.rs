@@ -128,6 +128,8 @@ impl World {
             upgrade_from: None,
             voter: true,
             pod_template: None,
+            restarts: 0,
+            crash: None,
         });
         self
     }

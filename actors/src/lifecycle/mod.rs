@@ -3,6 +3,7 @@
 
 mod action;
 mod bootstrap;
+mod crash;
 mod decide;
 mod observation;
 mod reason;

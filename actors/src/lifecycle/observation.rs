@@ -49,6 +49,12 @@ pub struct PodView {
     /// Digest of the repository and pod policy the pod was built from (absent on pods
     /// made by older operators).
     pub pod_template: Option<String>,
+    /// How many times the etcd container was restarted in place.
+    pub restarts: u32,
+    /// How the etcd container last failed (exit code, reason, and the end of its log),
+    /// once it has: it is restarted in place with its data, so this stays as the
+    /// evidence of a crash loop.
+    pub crash: Option<String>,
 }
 
 impl PodView {
@@ -65,6 +71,8 @@ impl PodView {
             upgrade_from: None,
             voter: true,
             pod_template: None,
+            restarts: 0,
+            crash: None,
         }
     }
 

@@ -53,6 +53,8 @@ reasons! {
     RemovingUnstartedMember,
     /// A member unhealthy past its deadline is being removed.
     ReplacingUnhealthyMember,
+    /// A member whose etcd keeps failing on its own data is being removed.
+    ReplacingBrokenMember,
     /// A pod without an etcd member is being deleted.
     DeletingOrphanPod,
     /// The cluster's Services are being created.
@@ -80,6 +82,8 @@ reasons! {
     NameConflict,
     /// Too few healthy voting members.
     QuorumLost,
+    /// A member's etcd keeps exiting; it is restarted in place with its data.
+    CrashLooping,
     /// No member answers.
     EtcdUnreachable,
     /// Every member pod is gone.
@@ -114,6 +118,7 @@ impl Reason {
                 | Reason::InvalidName
                 | Reason::NameConflict
                 | Reason::QuorumLost
+                | Reason::CrashLooping
                 | Reason::EtcdUnreachable
                 | Reason::AllMembersLost
                 | Reason::ClusterIdMismatch
