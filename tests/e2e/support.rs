@@ -327,6 +327,15 @@ pub async fn cluster_id(etcd: &mut Etcd) -> u64 {
         .cluster_id()
 }
 
+/// Deletes the pods `names` at once and waits until they are gone (with an emptyDir,
+/// their members' data goes with them).
+pub fn delete_pods(ns: &str, names: &[String]) {
+    let mut args = vec!["delete", "pod", "-n", ns, "--wait=true", "--timeout=60s"];
+    args.extend(names.iter().map(String::as_str));
+    let (ok, out) = kubectl(&args, None);
+    assert!(ok, "kubectl delete pod: {out}");
+}
+
 /// Kills a member's etcd process through the process node, as a crash would.
 pub fn kill_member(ns: &str, pod: &str) {
     let node = env_dir().join("bin/etcd-operator-node");
