@@ -58,6 +58,7 @@ fn healthy(n: u64) -> Observation {
         pods,
         services_present: true,
         disruption_budget: Some(2),
+        claims: Default::default(),
         recorded: Recorded {
             bootstrap: Some(BootstrapRecord {
                 seed: Some("demo-m1".into()),

@@ -193,6 +193,8 @@ pub struct KubeView {
     pub services_present: bool,
     /// `minAvailable` of the cluster's PodDisruptionBudget, when it exists and is ours.
     pub disruption_budget: Option<u32>,
+    /// The members' PersistentVolumeClaims that are ours, by member name.
+    pub claims: std::collections::BTreeMap<String, crate::lifecycle::ClaimPhase>,
     /// What the EtcdCluster's status remembers (its bootstrap record above all).
     pub recorded: Recorded,
     /// An object this cluster needs (a Service, a member pod, a PVC) exists under its name

@@ -158,6 +158,7 @@ fn event_reason(action: &Action) -> &'static str {
         Action::StartSeed { .. } => "SeedStarted",
         Action::AddMember { .. } => "MemberAdded",
         Action::ResumeJoin { .. } => "JoinResumed",
+        Action::RestartMember { .. } => "MemberRestarted",
         Action::PromoteLearner { .. } => "LearnerPromoted",
         Action::RemoveMember { .. } => "MemberRemoved",
         Action::DeletePod { .. } => "PodDeleted",

@@ -1,7 +1,7 @@
 //! `ClusterApi` over the Kubernetes API: reads from the informer caches, writes through
 //! the API server.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -15,7 +15,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
-use etcd_operator_actors::lifecycle::{BootstrapRecord, PodView, Recorded};
+use etcd_operator_actors::lifecycle::{BootstrapRecord, ClaimPhase, PodView, Recorded};
 use etcd_operator_actors::ports::{
     ApiError, ClusterApi, EventRecord, EventType, KubeView, MemberPod, VersionChange,
 };
@@ -33,8 +33,8 @@ use crate::resources::labels::{
     object_labels, owner_reference,
 };
 use crate::resources::{
-    ETCD_CONTAINER, client_service, disruption_budget, headless_service, image, member_pod,
-    min_available, pvc_name,
+    ETCD_CONTAINER, client_service, disruption_budget, headless_service, image, member_of_claim,
+    member_pod, min_available, pvc_name,
 };
 
 /// The informer caches every cluster reads from.
@@ -48,6 +48,8 @@ pub struct Caches {
     pub services: Store<Service>,
     /// PodDisruptionBudgets made by the operator.
     pub budgets: Store<PodDisruptionBudget>,
+    /// Members' PersistentVolumeClaims made by the operator.
+    pub claims: Store<PersistentVolumeClaim>,
 }
 
 /// The Kubernetes side of one cluster.
@@ -81,6 +83,16 @@ impl std::fmt::Display for Kind {
             Kind::PersistentVolumeClaim => "PersistentVolumeClaim",
             Kind::PodDisruptionBudget => "PodDisruptionBudget",
         })
+    }
+}
+
+/// A claim's phase as the lifecycle sees it: `Lost` when its volume is gone, `Bound`,
+/// else (not bound yet) `Pending`.
+fn claim_phase(phase: Option<&str>) -> ClaimPhase {
+    match phase {
+        Some("Bound") => ClaimPhase::Bound,
+        Some("Lost") => ClaimPhase::Lost,
+        _ => ClaimPhase::Pending,
     }
 }
 
@@ -199,6 +211,23 @@ impl KubeClusterApi {
             .filter(|p| {
                 p.namespace().as_deref() == Some(self.topology.namespace.as_str())
                     && owner(&p.metadata, cluster) == Owner::Us
+            })
+            .collect()
+    }
+
+    /// The members' claims that are ours, by member name, from the cache.
+    fn claims(&self, cluster: &EtcdCluster) -> BTreeMap<String, ClaimPhase> {
+        let ns = self.topology.namespace.as_str();
+        self.caches
+            .claims
+            .state()
+            .into_iter()
+            .filter(|c| c.namespace().as_deref() == Some(ns))
+            .filter(|c| owner(&c.metadata, cluster) == Owner::Us)
+            .filter_map(|c| {
+                let member = member_of_claim(&c.name_any())?.to_string();
+                let phase = c.status.as_ref().and_then(|s| s.phase.as_deref());
+                Some((member, claim_phase(phase)))
             })
             .collect()
     }
@@ -402,6 +431,7 @@ impl ClusterApi for KubeClusterApi {
             pods,
             services_present,
             disruption_budget: self.disruption_budget(&cluster),
+            claims: self.claims(&cluster),
             recorded: self.recorded(&cluster),
             name_conflict,
         })

@@ -44,9 +44,17 @@ pub(crate) fn version_of_image(image: &str) -> Option<String> {
     Some(tag.strip_prefix('v').unwrap_or(tag).to_string())
 }
 
+/// Suffix of a member's PersistentVolumeClaim name.
+const PVC_SUFFIX: &str = "-data";
+
 /// Name of the PersistentVolumeClaim of a member when the pod policy asks for one.
 pub(crate) fn pvc_name(member: &str) -> String {
-    format!("{member}-data")
+    format!("{member}{PVC_SUFFIX}")
+}
+
+/// The member a PersistentVolumeClaim named by [`pvc_name`] belongs to.
+pub(crate) fn member_of_claim(claim: &str) -> Option<&str> {
+    claim.strip_suffix(PVC_SUFFIX).filter(|m| !m.is_empty())
 }
 
 /// The etcd command line of a member. Listen addresses use the pod's IP (from the

@@ -17,11 +17,11 @@
 
 use std::collections::BTreeSet;
 
-use super::crash;
 use super::{
     Action, Birth, Deadlines, DesiredCluster, MemberView, Membership, Observation, Phase, PodView,
     Reason, State, UpgradePath, Version, Why,
 };
+use super::{crash, volumes};
 use super::{transition, upgrade};
 
 /// Grace time before a pod that has no etcd member is deleted, so that a member list read
@@ -230,6 +230,12 @@ fn without_member_list(
     let block = |state, why: Why, actions| {
         settle(state, Phase::Blocked { reason: why.reason }, actions, why)
     };
+    if let (Birth::Born { .. }, Some(on)) = (birth, volumes::without_member_list(obs, target)) {
+        let mut d = on_volumes(state, on);
+        actions.append(&mut d.actions);
+        d.actions = actions;
+        return d;
+    }
     match birth {
         Birth::Born { .. } if live.is_empty() => block(
             state,
@@ -469,10 +475,13 @@ fn with_member_list(
         let phase = transition::continuing(&state.phase);
         return settle(state, phase, vec![Action::EnsureServices], why);
     }
+    let join_version = version_for_new_members(&state, view, target);
+    if let Some(on) = volumes::with_member_list(view.obs, view.members, &join_version) {
+        return on_volumes(state, on);
+    }
     if let Some(d) = orphan_pods(&state, view) {
         return d(state);
     }
-    let join_version = version_for_new_members(&state, view, target);
     if let Some(d) = unstarted_member(&state, view, deadlines, &scaling, &join_version) {
         return d(state);
     }
@@ -492,6 +501,14 @@ fn with_member_list(
         return scale(state, view, size, &join_version, scaling);
     }
     upgrade::upgrade(state, view, target)
+}
+
+/// Members restarted on their volumes (or waited for), as a recovery.
+fn on_volumes(state: State, on: volumes::OnVolumes) -> Decision {
+    match on {
+        volumes::OnVolumes::Wait(why) => settle(state, Phase::Recovering, vec![], why),
+        volumes::OnVolumes::Restart(actions, why) => settle(state, Phase::Recovering, actions, why),
+    }
 }
 
 fn quorum_lost(mut state: State, view: &ClusterView<'_>) -> Decision {

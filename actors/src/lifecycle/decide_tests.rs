@@ -499,6 +499,100 @@ fn a_member_failing_on_its_data_is_not_replaced_without_a_quorum_of_the_others()
     assert_idle(&past, Reason::QuorumLost);
 }
 
+fn restart(name: &str, peers: &[&str], voter: bool) -> Action {
+    Action::RestartMember {
+        name: name.into(),
+        version: VERSION.parse().unwrap(),
+        peers: peers.iter().map(|p| p.to_string()).collect(),
+        voter,
+    }
+}
+
+#[test]
+fn a_member_whose_pod_is_gone_gets_a_new_pod_on_its_volume_and_stays_the_same_member() {
+    let now = Instant::now();
+    let world = World::healthy(now, 3, VERSION)
+        .on_volumes()
+        .without_pod("m2");
+    let d = on_running(world.unreachable(2), 3, VERSION);
+    assert_eq!(d.actions, vec![restart("m2", &["m1", "m2", "m3"], true)]);
+    assert_eq!(d.why.reason, Reason::RestartingMembers);
+    assert_eq!(d.state.phase, Phase::Recovering);
+}
+
+#[test]
+fn a_members_old_pod_is_waited_for_before_its_volume_is_used_again() {
+    let now = Instant::now();
+    let world = World::healthy(now, 3, VERSION)
+        .on_volumes()
+        .pod("m2", |p| p.terminating = true);
+    let d = on_running(world.unreachable(2), 3, VERSION);
+    assert_idle(&d, Reason::RestartingMembers);
+    assert!(d.why.message.contains("m2"), "{}", d.why.message);
+}
+
+#[test]
+fn a_member_whose_volume_is_lost_is_removed_and_replaced() {
+    let now = Instant::now();
+    let world = World::healthy(now, 3, VERSION)
+        .on_volumes()
+        .claim("m2", ClaimPhase::Lost)
+        .without_pod("m2");
+    let d = on_running(world.unreachable(2), 3, VERSION);
+    assert_eq!(
+        d.why.reason,
+        Reason::ReplacingDeadMember,
+        "{}",
+        d.why.message
+    );
+    assert!(
+        matches!(&d.actions[0], Action::RemoveMember { id: 2, .. }),
+        "{:?}",
+        d.actions
+    );
+}
+
+#[test]
+fn every_pod_gone_with_volumes_brings_every_member_back_and_never_a_new_cluster() {
+    let now = Instant::now();
+    let obs = World::healthy(now, 3, VERSION)
+        .on_volumes()
+        .without_pod("m1")
+        .without_pod("m2")
+        .without_pod("m3")
+        .born()
+        .etcd_down()
+        .build();
+    for state in [running_state(), State::default()] {
+        let d = run(state, &obs, &spec(3, VERSION));
+        let peers = ["m1", "m2", "m3"];
+        assert_eq!(
+            d.actions,
+            vec![
+                restart("m1", &peers, false),
+                restart("m2", &peers, false),
+                restart("m3", &peers, false)
+            ]
+        );
+        assert_eq!(d.why.reason, Reason::RestartingMembers);
+        assert_eq!(d.state.phase, Phase::Recovering);
+    }
+}
+
+#[test]
+fn every_pod_gone_without_volumes_is_reported_lost_and_nothing_is_created() {
+    let now = Instant::now();
+    let obs = World::healthy(now, 3, VERSION)
+        .without_pod("m1")
+        .without_pod("m2")
+        .without_pod("m3")
+        .born()
+        .etcd_down()
+        .build();
+    let d = run(running_state(), &obs, &spec(3, VERSION));
+    assert_idle(&d, Reason::AllMembersLost);
+}
+
 #[test]
 fn after_a_dead_member_is_removed_a_replacement_is_added() {
     let now = Instant::now();

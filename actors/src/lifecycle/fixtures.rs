@@ -31,6 +31,7 @@ impl World {
                 pods: Vec::new(),
                 services_present: true,
                 disruption_budget: None,
+                claims: BTreeMap::new(),
                 endpoints: Vec::new(),
                 recorded: Recorded::default(),
                 name_conflict: None,
@@ -153,6 +154,21 @@ impl World {
     /// The object's status records seed `name`, and no member has answered yet.
     pub(crate) fn seeding(mut self, name: &str) -> Self {
         self.obs.recorded.bootstrap = Some(BootstrapRecord::seed(name, "demo-token"));
+        self
+    }
+
+    /// Member `name` has a PersistentVolumeClaim in `phase`.
+    pub(crate) fn claim(mut self, name: &str, phase: ClaimPhase) -> Self {
+        self.obs.claims.insert(name.to_string(), phase);
+        self
+    }
+
+    /// Every member listed so far has a bound claim.
+    pub(crate) fn on_volumes(mut self) -> Self {
+        let names: Vec<String> = self.members.iter().map(|m| m.name.clone()).collect();
+        for name in names {
+            self = self.claim(&name, ClaimPhase::Bound);
+        }
         self
     }
 

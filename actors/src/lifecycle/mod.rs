@@ -12,6 +12,7 @@ mod state;
 mod transition;
 mod upgrade;
 mod version;
+mod volumes;
 
 #[cfg(test)]
 mod decide_tests;
@@ -22,7 +23,9 @@ pub use action::Action;
 pub(crate) use bootstrap::Birth;
 pub use bootstrap::{BootstrapRecord, Recorded};
 pub use decide::{Decision, decide};
-pub use observation::{MemberHealth, MemberView, Membership, Observation, PodPhase, PodView};
+pub use observation::{
+    ClaimPhase, MemberHealth, MemberView, Membership, Observation, PodPhase, PodView,
+};
 pub use reason::{Reason, Why};
 pub use spec::DesiredCluster;
 pub use state::{Deadlines, Phase, State};

@@ -82,6 +82,24 @@ impl PodView {
     }
 }
 
+/// Where a member's PersistentVolumeClaim stands (`spec.pod.persistentVolumeClaimSpec`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ClaimPhase {
+    /// Waiting for a volume.
+    Pending,
+    /// On its volume: the member's data is there.
+    Bound,
+    /// Its volume is gone: so is the member's data.
+    Lost,
+}
+
+impl ClaimPhase {
+    /// Whether the claim may hold the member's data (its volume is not lost).
+    pub fn holds_data(self) -> bool {
+        self != ClaimPhase::Lost
+    }
+}
+
 /// One entry of etcd's member list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MemberView {
@@ -189,6 +207,8 @@ pub struct Observation {
     pub services_present: bool,
     /// `minAvailable` of the cluster's PodDisruptionBudget, when it exists.
     pub disruption_budget: Option<u32>,
+    /// The members' PersistentVolumeClaims, by member name (none with emptyDir members).
+    pub claims: BTreeMap<String, ClaimPhase>,
     /// What the object's status remembers (survives operator restarts).
     pub recorded: Recorded,
     /// An object this cluster needs belongs to someone else (see `KubeView`).

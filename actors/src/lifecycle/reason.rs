@@ -49,6 +49,8 @@ reasons! {
     RemovingMember,
     /// A member whose pod is gone or dead is being removed.
     ReplacingDeadMember,
+    /// Members whose pods are gone get new pods on their volumes, which hold their data.
+    RestartingMembers,
     /// A member that never started is being removed.
     RemovingUnstartedMember,
     /// A member unhealthy past its deadline is being removed.

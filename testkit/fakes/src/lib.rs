@@ -583,6 +583,7 @@ impl ClusterApi for FakeCluster {
             pods: w.pods.clone(),
             services_present: w.services_present,
             disruption_budget: w.disruption_budget,
+            claims: Default::default(),
             recorded: w.recorded.clone(),
             name_conflict: None,
         })
