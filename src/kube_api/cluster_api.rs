@@ -226,8 +226,11 @@ impl KubeClusterApi {
             .filter(|c| owner(&c.metadata, cluster) == Owner::Us)
             .filter_map(|c| {
                 let member = member_of_claim(&c.name_any())?.to_string();
-                let phase = c.status.as_ref().and_then(|s| s.phase.as_deref());
-                Some((member, claim_phase(phase)))
+                let phase = match c.metadata.deletion_timestamp {
+                    Some(_) => ClaimPhase::Deleting,
+                    None => claim_phase(c.status.as_ref().and_then(|s| s.phase.as_deref())),
+                };
+                Some((member, phase))
             })
             .collect()
     }

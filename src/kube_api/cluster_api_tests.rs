@@ -564,6 +564,13 @@ async fn the_members_own_claims_are_observed_by_member_name_with_their_phase() {
         claim("foo-a-data", UID, Some("Bound")),
         claim("foo-b-data", UID, Some("Lost")),
         claim("foo-c-data", UID, None),
+        {
+            let mut deleting = claim("foo-e-data", UID, Some("Bound"));
+            deleting.metadata.deletion_timestamp = Some(
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
+            );
+            deleting
+        },
         claim("foo-d-data", "uid-of-an-older-foo", Some("Bound")),
         claim("unrelated", UID, Some("Bound")),
     ];
@@ -580,6 +587,7 @@ async fn the_members_own_claims_are_observed_by_member_name_with_their_phase() {
         ("foo-a".to_string(), ClaimPhase::Bound),
         ("foo-b".to_string(), ClaimPhase::Lost),
         ("foo-c".to_string(), ClaimPhase::Pending),
+        ("foo-e".to_string(), ClaimPhase::Deleting),
     ]);
     assert_eq!(view.claims, expected);
 }

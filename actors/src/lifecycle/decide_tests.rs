@@ -532,24 +532,26 @@ fn a_members_old_pod_is_waited_for_before_its_volume_is_used_again() {
 }
 
 #[test]
-fn a_member_whose_volume_is_lost_is_removed_and_replaced() {
+fn a_member_whose_volume_is_lost_or_being_deleted_is_removed_and_replaced() {
     let now = Instant::now();
-    let world = World::healthy(now, 3, VERSION)
-        .on_volumes()
-        .claim("m2", ClaimPhase::Lost)
-        .without_pod("m2");
-    let d = on_running(world.unreachable(2), 3, VERSION);
-    assert_eq!(
-        d.why.reason,
-        Reason::ReplacingDeadMember,
-        "{}",
-        d.why.message
-    );
-    assert!(
-        matches!(&d.actions[0], Action::RemoveMember { id: 2, .. }),
-        "{:?}",
-        d.actions
-    );
+    for phase in [ClaimPhase::Lost, ClaimPhase::Deleting] {
+        let world = World::healthy(now, 3, VERSION)
+            .on_volumes()
+            .claim("m2", phase)
+            .without_pod("m2");
+        let d = on_running(world.unreachable(2), 3, VERSION);
+        assert_eq!(
+            d.why.reason,
+            Reason::ReplacingDeadMember,
+            "{}",
+            d.why.message
+        );
+        assert!(
+            matches!(&d.actions[0], Action::RemoveMember { id: 2, .. }),
+            "{:?}",
+            d.actions
+        );
+    }
 }
 
 #[test]

@@ -91,12 +91,16 @@ pub enum ClaimPhase {
     Bound,
     /// Its volume is gone: so is the member's data.
     Lost,
+    /// Being deleted (by someone else: the operator deletes a claim only with its
+    /// member): the data goes with it.
+    Deleting,
 }
 
 impl ClaimPhase {
-    /// Whether the claim may hold the member's data (its volume is not lost).
+    /// Whether the claim may hold the member's data (its volume is neither lost nor
+    /// being deleted).
     pub fn holds_data(self) -> bool {
-        self != ClaimPhase::Lost
+        matches!(self, ClaimPhase::Pending | ClaimPhase::Bound)
     }
 }
 
