@@ -50,6 +50,8 @@ pub struct StatusReport {
     pub ready: Vec<String>,
     /// Names of members that are not ready (not started, unhealthy, or without a pod).
     pub unready: Vec<String>,
+    /// Every member etcd lists, one by one (empty when the list could not be read).
+    pub details: Vec<MemberReport>,
     /// Oldest etcd version any member runs.
     pub current_version: Option<String>,
     /// Version the spec asks for.
@@ -65,6 +67,46 @@ pub struct StatusReport {
     pub bootstrap: Option<BootstrapRecord>,
     /// A version an upgraded member could not run, while the spec asks for it.
     pub failed_version: Option<String>,
+}
+
+/// One member as the status shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MemberReport {
+    /// Member (and pod) name; for a member added but not started, the name it was given.
+    pub name: String,
+    /// etcd member ID.
+    pub id: u64,
+    /// A voting member (not a learner).
+    pub voter: bool,
+    /// Started and healthy.
+    pub ready: bool,
+    /// Restarts of its etcd container in place.
+    pub restarts: u32,
+    /// Its data is on a PersistentVolumeClaim.
+    pub on_claim: bool,
+}
+
+/// Every listed member, sorted by name.
+fn member_details(obs: &Observation) -> Vec<MemberReport> {
+    let Membership::Listed { members, .. } = &obs.membership else {
+        return Vec::new();
+    };
+    let mut details: Vec<MemberReport> = members
+        .iter()
+        .map(|m| {
+            let name = m.pod_name().unwrap_or_else(|| format!("{:x}", m.id));
+            MemberReport {
+                ready: m.started() && obs.health.get(&m.id).is_some_and(|h| h.is_healthy()),
+                restarts: obs.pod(&name).map_or(0, |p| p.restarts),
+                on_claim: obs.claims.contains_key(&name),
+                id: m.id,
+                voter: !m.is_learner,
+                name,
+            }
+        })
+        .collect();
+    details.sort_by(|a, b| a.name.cmp(&b.name));
+    details
 }
 
 fn phase_name<S: Serializer>(phase: &Phase, s: S) -> Result<S::Ok, S::Error> {
@@ -322,6 +364,7 @@ pub(crate) fn summarize(
         size,
         ready,
         unready,
+        details: member_details(obs),
         current_version,
         target_version: spec.version.clone(),
         conditions: vec![available, progressing, degraded, policy],
@@ -352,6 +395,29 @@ mod tests {
 
     fn condition<'a>(r: &'a StatusReport, kind: &str) -> &'a ConditionReport {
         r.conditions.iter().find(|c| c.kind == kind).unwrap()
+    }
+
+    #[test]
+    fn every_listed_member_is_detailed_with_role_readiness_restarts_and_claim() {
+        let now = Instant::now();
+        let obs = World::healthy(now, 3, "3.5.21")
+            .learner(3)
+            .unreachable(3)
+            .pod("m2", |p| p.restarts = 4)
+            .claim("m1", crate::lifecycle::ClaimPhase::Bound)
+            .build();
+        let r = report(&obs, &DesiredCluster::new(3, "3.5.21"));
+        let line = |name: &str| r.details.iter().find(|d| d.name == name).cloned().unwrap();
+        assert_eq!(r.details.len(), 3);
+        assert!(line("m1").voter && line("m1").ready && line("m1").on_claim);
+        assert_eq!((line("m2").restarts, line("m2").on_claim), (4, false));
+        assert!(!line("m3").voter && !line("m3").ready);
+        let unlisted = World::healthy(now, 3, "3.5.21").etcd_down().build();
+        assert!(
+            report(&unlisted, &DesiredCluster::new(3, "3.5.21"))
+                .details
+                .is_empty()
+        );
     }
 
     #[test]

@@ -12,4 +12,6 @@ pub use crd::crd;
 pub(crate) use crd::crd_yaml;
 pub(crate) use desired::desired_cluster;
 pub use spec::{EtcdCluster, EtcdClusterSpec, MemberSecret, PodPolicy, StaticTls, TlsPolicy};
-pub use status::{BootstrapStatus, ClusterCondition, EtcdClusterStatus, MembersStatus};
+pub use status::{
+    BootstrapStatus, ClusterCondition, EtcdClusterStatus, MemberStatus, MembersStatus,
+};
