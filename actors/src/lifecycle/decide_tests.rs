@@ -40,6 +40,16 @@ macro_rules! assert_no_action {
     };
 }
 
+/// The decision removes member `id` from etcd first, for `reason`.
+fn assert_removes(d: &Decision, reason: Reason, id: u64) {
+    assert_eq!(d.why.reason, reason, "{}", d.why.message);
+    assert!(
+        matches!(d.actions.first(), Some(Action::RemoveMember { id: removed, .. }) if *removed == id),
+        "{:?}",
+        d.actions
+    );
+}
+
 /// The decision does nothing, for `reason`.
 fn assert_idle(d: &Decision, reason: Reason) {
     assert!(d.actions.is_empty(), "{:?}", d.actions);
@@ -468,21 +478,11 @@ fn a_member_failing_on_its_own_data_is_replaced_past_the_deadline_but_not_before
     let crash = "exited with code 2 (Error): panic: walpb: crc mismatch";
     let (first, past) = first_and_past_deadline(now, || crashing(now, 5, crash));
     assert_idle(&first, Reason::CrashLooping);
-    assert_eq!(
-        past.why.reason,
-        Reason::ReplacingBrokenMember,
-        "{}",
-        past.why.message
-    );
+    assert_removes(&past, Reason::ReplacingBrokenMember, 3);
     assert!(
         past.why.message.contains("crc mismatch"),
         "{}",
         past.why.message
-    );
-    assert!(
-        matches!(&past.actions[0], Action::RemoveMember { id: 3, .. }),
-        "{:?}",
-        past.actions
     );
 }
 
@@ -540,17 +540,7 @@ fn a_member_whose_volume_is_lost_or_being_deleted_is_removed_and_replaced() {
             .claim("m2", phase)
             .without_pod("m2");
         let d = on_running(world.unreachable(2), 3, VERSION);
-        assert_eq!(
-            d.why.reason,
-            Reason::ReplacingDeadMember,
-            "{}",
-            d.why.message
-        );
-        assert!(
-            matches!(&d.actions[0], Action::RemoveMember { id: 2, .. }),
-            "{:?}",
-            d.actions
-        );
+        assert_removes(&d, Reason::ReplacingDeadMember, 2);
     }
 }
 
