@@ -59,6 +59,7 @@ fn healthy(n: u64) -> Observation {
         services_present: true,
         disruption_budget: Some(2),
         claims: Default::default(),
+        claim_class: None,
         recorded: Recorded {
             bootstrap: Some(BootstrapRecord {
                 seed: Some("demo-m1".into()),

@@ -20,6 +20,9 @@ pub(crate) const PROGRESSING: &str = "Progressing";
 pub(crate) const DEGRADED: &str = "Degraded";
 /// Condition type: every member pod is built from the current repository and pod policy.
 pub(crate) const POD_POLICY_APPLIED: &str = "PodPolicyApplied";
+/// Condition: every member's claim asks for, and has, the spec's storage (only for
+/// members on claims).
+pub(crate) const VOLUMES_SIZED: &str = "VolumesSized";
 
 /// One status condition, before it becomes a Kubernetes `Condition`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -201,6 +204,7 @@ fn event_reason(action: &Action) -> &'static str {
         Action::AddMember { .. } => "MemberAdded",
         Action::ResumeJoin { .. } => "JoinResumed",
         Action::RestartMember { .. } => "MemberRestarted",
+        Action::ExpandClaim { .. } => "ClaimExpanded",
         Action::PromoteLearner { .. } => "LearnerPromoted",
         Action::RemoveMember { .. } => "MemberRemoved",
         Action::DeletePod { .. } => "PodDeleted",
@@ -258,6 +262,61 @@ fn bootstrap(decision: &Decision, obs: &Observation) -> Option<BootstrapRecord> 
         }),
         (None, None) => None,
     }
+}
+
+/// Whether the members' claims have the storage the spec asks for: growing (requested,
+/// not there yet), refused (the StorageClass does not allow expansion, or the spec asks
+/// for less: a claim never shrinks), or current. `None` when members are not on claims.
+fn volumes_condition(obs: &Observation, spec: &DesiredCluster) -> Option<ConditionReport> {
+    let storage = spec.storage.as_ref()?;
+    if obs.claims.is_empty() {
+        return None;
+    }
+    let names = |keep: &dyn Fn(&crate::lifecycle::Claim) -> bool| -> Vec<&str> {
+        let held = obs.claims.iter().filter(|(_, c)| c.phase.holds_data());
+        held.filter(|(_, c)| keep(c))
+            .map(|(n, _)| n.as_str())
+            .collect()
+    };
+    let want = storage.bytes;
+    let larger = names(&|c| c.requested_bytes.is_some_and(|r| r > want));
+    let smaller = names(&|c| c.requested_bytes.is_some_and(|r| r < want));
+    let growing = names(&|c| c.capacity_bytes.is_some_and(|c| c < want));
+    let q = &storage.quantity;
+    let (status, reason, message) = if !larger.is_empty() {
+        let m = format!(
+            "claims never shrink: {} keep more than the {q} asked for",
+            larger.join(", ")
+        );
+        (false, "ShrinkNotAllowed", m)
+    } else if !smaller.is_empty() && !obs.claim_class.as_ref().is_some_and(|c| c.allows_expansion) {
+        let class = obs
+            .claim_class
+            .as_ref()
+            .map_or("(unknown)", |c| c.name.as_str());
+        let m = format!(
+            "StorageClass {class} does not allow volume expansion: {} stay below {q}",
+            smaller.join(", ")
+        );
+        (false, "ExpansionNotAllowed", m)
+    } else if !smaller.is_empty() || !growing.is_empty() {
+        let mut all = [smaller, growing].concat();
+        all.sort_unstable();
+        all.dedup();
+        (
+            false,
+            "Expanding",
+            format!("growing {} to {q}", all.join(", ")),
+        )
+    } else {
+        (true, "Current", format!("every member's claim has {q}"))
+    };
+    Some(ConditionReport {
+        kind: VOLUMES_SIZED,
+        status,
+        reason: reason.into(),
+        message,
+    })
 }
 
 /// Whether the member pods run the current repository and pod policy. The operator
@@ -367,7 +426,10 @@ pub(crate) fn summarize(
         details: member_details(obs),
         current_version,
         target_version: spec.version.clone(),
-        conditions: vec![available, progressing, degraded, policy],
+        conditions: [available, progressing, degraded, policy]
+            .into_iter()
+            .chain(volumes_condition(obs, spec))
+            .collect(),
         paused: spec.paused,
         observed_generation: spec.generation,
         bootstrap: bootstrap(decision, obs),
@@ -395,6 +457,57 @@ mod tests {
 
     fn condition<'a>(r: &'a StatusReport, kind: &str) -> &'a ConditionReport {
         r.conditions.iter().find(|c| c.kind == kind).unwrap()
+    }
+
+    #[test]
+    fn the_volumes_condition_says_whether_claims_have_grown_can_grow_or_never_shrink() {
+        use crate::lifecycle::Storage;
+        const GI: u128 = 1 << 30;
+        let now = Instant::now();
+        let mut spec = DesiredCluster::new(3, "3.5.21");
+        spec.storage = Some(Storage {
+            quantity: "2Gi".into(),
+            bytes: 2 * GI,
+        });
+        let cond = |bytes: u128, expandable: bool, capacity: Option<u128>| {
+            let mut world = World::healthy(now, 3, "3.5.21")
+                .on_volumes()
+                .claims_sized(bytes, expandable);
+            if let Some(c) = capacity {
+                world
+                    .obs
+                    .claims
+                    .values_mut()
+                    .for_each(|claim| claim.capacity_bytes = Some(c));
+            }
+            let r = report(&world.build(), &spec);
+            let c = r
+                .conditions
+                .iter()
+                .find(|c| c.kind == VOLUMES_SIZED)
+                .cloned()
+                .unwrap();
+            (c.status, c.reason, c.message)
+        };
+        assert_eq!(cond(2 * GI, false, None).1, "Current");
+        let (status, reason, message) = cond(GI, false, None);
+        assert!(
+            !status && reason == "ExpansionNotAllowed",
+            "{reason}: {message}"
+        );
+        assert!(
+            message.contains("local-path") && message.contains("m1, m2, m3"),
+            "{message}"
+        );
+        assert_eq!(cond(GI, true, None).1, "Expanding");
+        assert_eq!(
+            cond(2 * GI, true, Some(GI)).1,
+            "Expanding",
+            "asked, not there yet"
+        );
+        assert_eq!(cond(3 * GI, true, None).1, "ShrinkNotAllowed");
+        let emptydir = report(&World::healthy(now, 3, "3.5.21").build(), &spec);
+        assert!(emptydir.conditions.iter().all(|c| c.kind != VOLUMES_SIZED));
     }
 
     #[test]

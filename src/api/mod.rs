@@ -3,6 +3,7 @@
 mod crd;
 mod desired;
 pub mod names;
+pub(crate) mod quantity;
 mod spec;
 mod status;
 #[cfg(test)]

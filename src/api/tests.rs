@@ -105,6 +105,27 @@ spec:
 }
 
 #[test]
+fn the_claims_storage_request_is_read_in_bytes_for_the_lifecycle() {
+    let yaml = r#"
+apiVersion: etcd.database.coreos.com/v1beta2
+kind: EtcdCluster
+metadata: {name: durable}
+spec:
+  size: 3
+  pod:
+    persistentVolumeClaimSpec:
+      accessModes: [ReadWriteOnce]
+      resources: {requests: {storage: 2Gi}}
+"#;
+    let cluster: EtcdCluster = serde_yaml_ng::from_str(yaml).unwrap();
+    let storage = desired_cluster(&cluster).storage.unwrap();
+    assert_eq!((storage.quantity.as_str(), storage.bytes), ("2Gi", 2 << 30));
+    let plain: EtcdCluster =
+        serde_yaml_ng::from_str("metadata: {name: plain}\nspec: {size: 1}\n").unwrap();
+    assert_eq!(desired_cluster(&plain).storage, None);
+}
+
+#[test]
 fn committed_crd_yaml_matches_the_code() {
     let committed = include_str!("../../manifests/10-crd.yaml");
     assert!(

@@ -15,13 +15,14 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
-use etcd_operator_actors::lifecycle::{BootstrapRecord, ClaimPhase, PodView, Recorded};
+use etcd_operator_actors::lifecycle::{BootstrapRecord, Claim, ClaimClass, PodView, Recorded};
 use etcd_operator_actors::ports::{
     ApiError, ClusterApi, EventRecord, EventType, KubeView, MemberPod, VersionChange,
 };
 use etcd_operator_actors::report::StatusReport;
 use etcd_operator_actors::topology::Topology;
 
+use super::claims::{ClassCache, claim_view, class_of};
 use super::error::api_error;
 use super::expectations::Expectations;
 use super::pod_view::pod_view;
@@ -33,8 +34,8 @@ use crate::resources::labels::{
     object_labels, owner_reference,
 };
 use crate::resources::{
-    ETCD_CONTAINER, client_service, disruption_budget, headless_service, image, member_of_claim,
-    member_pod, min_available, pvc_name,
+    ETCD_CONTAINER, client_service, disruption_budget, headless_service, image, member_pod,
+    min_available, pvc_name,
 };
 
 /// The informer caches every cluster reads from.
@@ -64,6 +65,8 @@ pub struct KubeClusterApi {
     /// Pods and PVCs whose create found them owned by someone else: checked again on
     /// every observation until they are gone (or ours).
     conflicts: Mutex<BTreeSet<(Kind, String)>>,
+    /// The members' StorageClass, as last read.
+    classes: ClassCache,
 }
 
 /// The kinds of object a cluster creates.
@@ -83,16 +86,6 @@ impl std::fmt::Display for Kind {
             Kind::PersistentVolumeClaim => "PersistentVolumeClaim",
             Kind::PodDisruptionBudget => "PodDisruptionBudget",
         })
-    }
-}
-
-/// A claim's phase as the lifecycle sees it: `Lost` when its volume is gone, `Bound`,
-/// else (not bound yet) `Pending`.
-fn claim_phase(phase: Option<&str>) -> ClaimPhase {
-    match phase {
-        Some("Bound") => ClaimPhase::Bound,
-        Some("Lost") => ClaimPhase::Lost,
-        _ => ClaimPhase::Pending,
     }
 }
 
@@ -167,6 +160,7 @@ impl KubeClusterApi {
             expectations: Expectations::default(),
             written_bootstrap: Mutex::default(),
             conflicts: Mutex::default(),
+            classes: ClassCache::default(),
         }
     }
 
@@ -215,24 +209,24 @@ impl KubeClusterApi {
             .collect()
     }
 
-    /// The members' claims that are ours, by member name, from the cache.
-    fn claims(&self, cluster: &EtcdCluster) -> BTreeMap<String, ClaimPhase> {
+    /// The members' claims that are ours, by member name, from the cache, and their
+    /// StorageClass (a claim class that cannot be read is left unknown: it only decides
+    /// whether claims may grow).
+    async fn claims(&self, cluster: &EtcdCluster) -> (BTreeMap<String, Claim>, Option<ClaimClass>) {
         let ns = self.topology.namespace.as_str();
-        self.caches
+        let ours: Vec<Arc<PersistentVolumeClaim>> = self
+            .caches
             .claims
             .state()
             .into_iter()
             .filter(|c| c.namespace().as_deref() == Some(ns))
             .filter(|c| owner(&c.metadata, cluster) == Owner::Us)
-            .filter_map(|c| {
-                let member = member_of_claim(&c.name_any())?.to_string();
-                let phase = match c.metadata.deletion_timestamp {
-                    Some(_) => ClaimPhase::Deleting,
-                    None => claim_phase(c.status.as_ref().and_then(|s| s.phase.as_deref())),
-                };
-                Some((member, phase))
-            })
-            .collect()
+            .collect();
+        let class = match ours.iter().find_map(|c| class_of(c)) {
+            Some(name) => self.classes.get(&self.client, &name).await.ok(),
+            None => None,
+        };
+        (ours.iter().filter_map(|c| claim_view(c)).collect(), class)
     }
 
     /// Whose the object `name` of type `K` is, read from the API server; `None` when
@@ -424,6 +418,7 @@ enum Created {
 impl ClusterApi for KubeClusterApi {
     async fn observe(&self) -> Result<KubeView, ApiError> {
         let cluster = self.cluster()?;
+        let (claims, claim_class) = self.claims(&cluster).await;
         let pods = self.pod_views(&cluster);
         let (services_present, service_conflict) = self.services(&cluster).await?;
         let name_conflict = match service_conflict {
@@ -434,7 +429,8 @@ impl ClusterApi for KubeClusterApi {
             pods,
             services_present,
             disruption_budget: self.disruption_budget(&cluster),
-            claims: self.claims(&cluster),
+            claims,
+            claim_class,
             recorded: self.recorded(&cluster),
             name_conflict,
         })
@@ -479,6 +475,17 @@ impl ClusterApi for KubeClusterApi {
                 .await
                 .map_err(|e| api_error(&format!("setting PodDisruptionBudget {name}"), &e))?;
         }
+        Ok(())
+    }
+
+    async fn expand_claim(&self, name: &str, quantity: &str) -> Result<(), ApiError> {
+        let claim = pvc_name(name);
+        let api: Api<PersistentVolumeClaim> =
+            Api::namespaced(self.client.clone(), &self.topology.namespace);
+        let patch = json!({"spec": {"resources": {"requests": {"storage": quantity}}}});
+        api.patch(&claim, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| api_error(&format!("expanding PVC {claim} to {quantity}"), &e))?;
         Ok(())
     }
 

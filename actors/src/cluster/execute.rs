@@ -187,6 +187,12 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
             fx.kube.delete_pod(name).await.map_err(|e| e.to_string())?;
             Ok(Done::member(format!("deleted pod {name}"), name))
         }
+        Action::ExpandClaim { name, quantity } => {
+            let expanded = fx.kube.expand_claim(name, quantity).await;
+            expanded.map_err(|e| e.to_string())?;
+            let note = format!("asked for {quantity} on member {name}'s volume; its data stays");
+            Ok(Done::member(note, name))
+        }
         Action::SetDisruptionBudget { min_available } => {
             let budget = fx.kube.set_disruption_budget(*min_available).await;
             budget.map_err(|e| e.to_string())?;

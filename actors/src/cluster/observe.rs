@@ -50,6 +50,7 @@ pub(crate) async fn observe(
         services_present: view.services_present,
         disruption_budget: view.disruption_budget,
         claims: view.claims,
+        claim_class: view.claim_class,
         recorded: view.recorded,
         name_conflict: view.name_conflict,
         endpoints,

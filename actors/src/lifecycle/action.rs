@@ -62,6 +62,14 @@ pub enum Action {
         /// A voting member (its pod serves clients at once).
         voter: bool,
     },
+    /// Ask for more storage on a member's PersistentVolumeClaim (its StorageClass allows
+    /// expansion); the volume grows in place, the data stays.
+    ExpandClaim {
+        /// Member name (its claim is the member's).
+        name: String,
+        /// The storage to request, as the spec writes it.
+        quantity: String,
+    },
     /// `member promote` a learner.
     PromoteLearner {
         /// etcd member ID.
@@ -131,6 +139,7 @@ impl Action {
             Action::AddMember { .. } => "add_member",
             Action::ResumeJoin { .. } => "resume_join",
             Action::RestartMember { .. } => "restart_member",
+            Action::ExpandClaim { .. } => "expand_claim",
             Action::PromoteLearner { .. } => "promote_learner",
             Action::RemoveMember { .. } => "remove_member",
             Action::DeletePod { .. } => "delete_pod",

@@ -102,6 +102,7 @@ fn step(
             if !matches!(d.state.phase, Phase::Blocked { .. }) {
                 d.actions.extend(unlabelled_voters(&view));
                 d.actions.extend(disruption_budget(&view));
+                d.actions.extend(volumes::growth(obs, spec));
             }
             d
         }

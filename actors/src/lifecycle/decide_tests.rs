@@ -544,6 +544,46 @@ fn a_member_whose_volume_is_lost_or_being_deleted_is_removed_and_replaced() {
     }
 }
 
+const GI: u128 = 1 << 30;
+
+fn with_storage(size: u32, quantity: &str, bytes: u128) -> DesiredCluster {
+    let mut s = spec(size, VERSION);
+    s.storage = Some(Storage {
+        quantity: quantity.into(),
+        bytes,
+    });
+    s
+}
+
+#[test]
+fn claims_smaller_than_the_spec_asks_grow_where_the_class_allows_it() {
+    let now = Instant::now();
+    let world = || World::healthy(now, 3, VERSION).on_volumes();
+    let grow = |expandable: bool| {
+        let obs = world().claims_sized(GI, expandable).build();
+        run(running_state(), &obs, &with_storage(3, "2Gi", 2 * GI)).actions
+    };
+    let expand = |name: &str| Action::ExpandClaim {
+        name: name.into(),
+        quantity: "2Gi".into(),
+    };
+    assert_eq!(grow(true), vec![expand("m1"), expand("m2"), expand("m3")]);
+    assert_eq!(grow(false), vec![]);
+    // At the size asked for, or above it (claims never shrink): nothing to do.
+    for bytes in [2 * GI, 3 * GI] {
+        let obs = world().claims_sized(bytes, true).build();
+        let d = run(running_state(), &obs, &with_storage(3, "2Gi", 2 * GI));
+        assert_no_action!(d, Action::ExpandClaim { .. });
+    }
+    // A claim whose volume is lost is not grown (its member is being replaced).
+    let obs = world()
+        .claims_sized(GI, true)
+        .claim("m3", ClaimPhase::Lost)
+        .build();
+    let d = run(running_state(), &obs, &with_storage(3, "2Gi", 2 * GI));
+    assert!(!d.actions.contains(&expand("m3")), "{:?}", d.actions);
+}
+
 #[test]
 fn every_pod_gone_with_volumes_brings_every_member_back_and_never_a_new_cluster() {
     let now = Instant::now();

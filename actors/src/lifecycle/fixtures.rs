@@ -32,6 +32,7 @@ impl World {
                 services_present: true,
                 disruption_budget: None,
                 claims: BTreeMap::new(),
+                claim_class: None,
                 endpoints: Vec::new(),
                 recorded: Recorded::default(),
                 name_conflict: None,
@@ -159,7 +160,20 @@ impl World {
 
     /// Member `name` has a PersistentVolumeClaim in `phase`.
     pub(crate) fn claim(mut self, name: &str, phase: ClaimPhase) -> Self {
-        self.obs.claims.insert(name.to_string(), phase);
+        self.obs.claims.insert(name.to_string(), Claim::new(phase));
+        self
+    }
+
+    /// Every claim requests and has `bytes`; their class allows expansion or not.
+    pub(crate) fn claims_sized(mut self, bytes: u128, expandable: bool) -> Self {
+        for claim in self.obs.claims.values_mut() {
+            claim.requested_bytes = Some(bytes);
+            claim.capacity_bytes = Some(bytes);
+        }
+        self.obs.claim_class = Some(ClaimClass {
+            name: "local-path".into(),
+            allows_expansion: expandable,
+        });
         self
     }
 

@@ -24,10 +24,11 @@ pub(crate) use bootstrap::Birth;
 pub use bootstrap::{BootstrapRecord, Recorded};
 pub use decide::{Decision, decide};
 pub use observation::{
-    ClaimPhase, MemberHealth, MemberView, Membership, Observation, PodPhase, PodView,
+    Claim, ClaimClass, ClaimPhase, MemberHealth, MemberView, Membership, Observation, PodPhase,
+    PodView,
 };
 pub use reason::{Reason, Why};
-pub use spec::DesiredCluster;
+pub use spec::{DesiredCluster, Storage};
 pub use state::{Deadlines, Phase, State};
 pub(crate) use version::UpgradePath;
 pub use version::{Version, VersionError};

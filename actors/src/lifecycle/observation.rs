@@ -104,6 +104,37 @@ impl ClaimPhase {
     }
 }
 
+/// A member's PersistentVolumeClaim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Claim {
+    /// Where it stands.
+    pub phase: ClaimPhase,
+    /// The storage it requests, in bytes (`spec.resources.requests.storage`).
+    pub requested_bytes: Option<u128>,
+    /// The storage its volume has, in bytes (`status.capacity.storage`).
+    pub capacity_bytes: Option<u128>,
+}
+
+impl Claim {
+    /// A claim in `phase` with no sizes known.
+    pub fn new(phase: ClaimPhase) -> Self {
+        Claim {
+            phase,
+            requested_bytes: None,
+            capacity_bytes: None,
+        }
+    }
+}
+
+/// The StorageClass of the members' claims, as far as growing them goes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClaimClass {
+    /// Its name (empty: the cluster's default class).
+    pub name: String,
+    /// `allowVolumeExpansion`.
+    pub allows_expansion: bool,
+}
+
 /// One entry of etcd's member list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MemberView {
@@ -212,7 +243,9 @@ pub struct Observation {
     /// `minAvailable` of the cluster's PodDisruptionBudget, when it exists.
     pub disruption_budget: Option<u32>,
     /// The members' PersistentVolumeClaims, by member name (none with emptyDir members).
-    pub claims: BTreeMap<String, ClaimPhase>,
+    pub claims: BTreeMap<String, Claim>,
+    /// Their StorageClass, when there are claims and it could be read.
+    pub claim_class: Option<ClaimClass>,
     /// What the object's status remembers (survives operator restarts).
     pub recorded: Recorded,
     /// An object this cluster needs belongs to someone else (see `KubeView`).

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{Action, MemberView, Observation, Reason, Version, Why};
+use super::{Action, DesiredCluster, MemberView, Observation, Reason, Version, Why};
 
 /// What to do for the members whose pods are gone while their volumes hold their data.
 #[derive(Debug, PartialEq)]
@@ -22,7 +22,7 @@ pub(super) enum OnVolumes {
 /// Whether the member named `name` may be restarted on its volume: it has a claim that
 /// holds its data.
 fn on_a_volume(obs: &Observation, name: &str) -> bool {
-    obs.claims.get(name).is_some_and(|c| c.holds_data())
+    obs.claims.get(name).is_some_and(|c| c.phase.holds_data())
 }
 
 /// With etcd's member list: the started members whose pods are missing or being deleted
@@ -52,7 +52,7 @@ pub(super) fn without_member_list(obs: &Observation, version: &Version) -> Optio
     let gone: Vec<(String, bool)> = obs
         .claims
         .iter()
-        .filter(|(_, c)| c.holds_data())
+        .filter(|(_, c)| c.phase.holds_data())
         .filter(|(name, _)| obs.pod(name).is_none_or(|p| p.terminating))
         .map(|(name, _)| (name.clone(), false))
         .collect();
@@ -100,4 +100,25 @@ fn decide(
         })
         .collect();
     Some(OnVolumes::Restart(actions, why))
+}
+
+/// The claims to grow to the spec's storage request: those that hold data and ask for
+/// less, when their StorageClass allows expansion (otherwise the status says why they
+/// stay as they are; a claim never shrinks).
+pub(super) fn growth(obs: &Observation, spec: &DesiredCluster) -> Vec<Action> {
+    let Some(storage) = &spec.storage else {
+        return Vec::new();
+    };
+    if !obs.claim_class.as_ref().is_some_and(|c| c.allows_expansion) {
+        return Vec::new();
+    }
+    obs.claims
+        .iter()
+        .filter(|(_, c)| c.phase.holds_data())
+        .filter(|(_, c)| c.requested_bytes.is_some_and(|r| r < storage.bytes))
+        .map(|(name, _)| Action::ExpandClaim {
+            name: name.clone(),
+            quantity: storage.quantity.clone(),
+        })
+        .collect()
 }
