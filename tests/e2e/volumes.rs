@@ -114,3 +114,41 @@ async fn a_member_whose_claim_and_pod_are_deleted_alone_is_replaced() {
     assert_eq!(cluster_id(&mut client).await, before.cluster_id);
     assert_keys(&mut client, "partial", 1000).await;
 }
+
+#[tokio::test]
+async fn raising_the_storage_request_grows_every_claim_in_place_and_keeps_the_data() {
+    let ns = Namespace::create("claims-grow");
+    let (before, _) = claimed_running(&ns.0, "growing", 3).await;
+    let grow = serde_json::json!({"pod": {"persistentVolumeClaimSpec": {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "2Gi"}}}}});
+    patch_spec(&ns.0, "growing", grow).await;
+    wait_for("every claim at 2Gi", Duration::from_secs(120), || async {
+        let path = "jsonpath={range .items[*]}{.status.capacity.storage}{\"\\n\"}{end}";
+        let (_, out) = kubectl(&["get", "pvc", "-n", &ns.0, "-o", path], None);
+        let sizes: Vec<&str> = out.lines().collect();
+        match sizes.len() == 3 && sizes.iter().all(|s| *s == "2Gi") {
+            true => Ok(()),
+            false => Err(format!("capacities {sizes:?}")),
+        }
+    })
+    .await;
+    let what = "the VolumesSized condition to be Current";
+    wait_status(&ns.0, "growing", what, Duration::from_secs(60), |s| {
+        s.conditions
+            .iter()
+            .any(|c| c.r#type == "VolumesSized" && c.status == "True")
+    })
+    .await;
+    assert_same_cluster(&ns.0, "growing", &before, 3).await;
+    let restarts = pod_restarts(&ns.0);
+    assert!(restarts.iter().all(|r| *r <= 1), "restarts {restarts:?}");
+}
+
+/// The restart counts of the etcd containers in `ns`.
+fn pod_restarts(ns: &str) -> Vec<u32> {
+    let path =
+        "jsonpath={range .items[*]}{.status.containerStatuses[0].restartCount}{\"\\n\"}{end}";
+    let (_, out) = kubectl(&["get", "pods", "-n", ns, "-o", path], None);
+    out.lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
