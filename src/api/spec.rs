@@ -162,11 +162,19 @@ impl EtcdClusterSpec {
     /// A digest of what member pods are built from besides the version (the repository
     /// and the pod policy): pods carry the digest they were made with, so a change the
     /// operator does not apply to running members is reported, never silently ignored.
+    /// The claims' storage request is left out: it is applied to the claims in place.
     pub(crate) fn pod_template_digest(&self) -> String {
         use std::hash::{Hash, Hasher};
+        let mut pod = self.pod.clone();
+        if let Some(claim) = pod
+            .as_mut()
+            .and_then(|p| p.persistent_volume_claim_spec.as_mut())
+        {
+            claim.resources = None;
+        }
         let template = serde_json::json!({
             "repository": self.repository_or_default(),
-            "pod": self.pod,
+            "pod": pod,
         });
         let mut hasher = std::hash::DefaultHasher::new();
         template.to_string().hash(&mut hasher);

@@ -120,6 +120,25 @@ spec:
     let cluster: EtcdCluster = serde_yaml_ng::from_str(yaml).unwrap();
     let storage = desired_cluster(&cluster).storage.unwrap();
     assert_eq!((storage.quantity.as_str(), storage.bytes), ("2Gi", 2 << 30));
+    // Growing the claims is applied in place: the pods' template is the same.
+    let mut grown = cluster.clone();
+    let claim = grown
+        .spec
+        .pod
+        .as_mut()
+        .unwrap()
+        .persistent_volume_claim_spec
+        .as_mut()
+        .unwrap();
+    let requests = claim.resources.as_mut().unwrap().requests.as_mut().unwrap();
+    requests.insert(
+        "storage".into(),
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity("4Gi".into()),
+    );
+    assert_eq!(
+        grown.spec.pod_template_digest(),
+        cluster.spec.pod_template_digest()
+    );
     let plain: EtcdCluster =
         serde_yaml_ng::from_str("metadata: {name: plain}\nspec: {size: 1}\n").unwrap();
     assert_eq!(desired_cluster(&plain).storage, None);
