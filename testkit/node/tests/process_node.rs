@@ -9,6 +9,8 @@
 #[path = "image_pods/mod.rs"]
 mod image_pods;
 mod support;
+#[path = "volumes/mod.rs"]
+mod volumes;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
