@@ -38,6 +38,8 @@ pub struct Provisioner {
     volumes_dir: PathBuf,
     /// Claims already reported as refused, by uid (reported once).
     refused: HashSet<String>,
+    /// Volumes already reclaimed, by uid, while the watch may still show them.
+    reclaimed: HashSet<String>,
 }
 
 fn key(claim: &PersistentVolumeClaim) -> String {
@@ -61,6 +63,7 @@ impl Provisioner {
             node,
             volumes_dir,
             refused: HashSet::new(),
+            reclaimed: HashSet::new(),
         }
     }
 
@@ -95,7 +98,14 @@ impl Provisioner {
                 self.provision(&claim, &class).await;
             }
         }
-        for pv in storage.volumes() {
+        let volumes = storage.volumes();
+        let uid = |pv: &PersistentVolume| pv.metadata.uid.clone().unwrap_or_default();
+        let present: HashSet<String> = volumes.iter().map(|pv| uid(pv)).collect();
+        self.reclaimed.retain(|u| present.contains(u));
+        for pv in volumes {
+            if self.reclaimed.contains(&uid(&pv)) {
+                continue;
+            }
             if let Some(dir) = provision::to_reclaim(&pv, &self.node, &self.volumes_dir) {
                 self.reclaim(&pv, &dir).await;
             } else if provision::is_ours(&pv, &self.node, &self.volumes_dir)
@@ -141,7 +151,7 @@ impl Provisioner {
     }
 
     /// Removes a released volume's directory, then the volume.
-    async fn reclaim(&self, pv: &PersistentVolume, dir: &Path) {
+    async fn reclaim(&mut self, pv: &PersistentVolume, dir: &Path) {
         let name = pv.metadata.name.clone().unwrap_or_default();
         match std::fs::remove_dir_all(dir) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
@@ -159,8 +169,10 @@ impl Provisioner {
                 dir.display()
             ),
             Err(e) if superseded(&e) => {}
-            Err(e) => event!("volume {name}: deleting failed: {e}"),
+            Err(e) => return event!("volume {name}: deleting failed: {e}"),
         }
+        self.reclaimed
+            .insert(pv.metadata.uid.clone().unwrap_or_default());
     }
 
     /// Expands the volume of a claim that asks for more, or finishes the report of one.
