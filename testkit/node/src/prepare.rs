@@ -124,7 +124,7 @@ pub async fn prepare(
     let program = program(ctx, &image).await?;
     let rooted = matches!(program, Program::Image(_));
     let ns = pod.metadata.namespace.clone().unwrap_or_default();
-    let volumes = volumes::materialize(&ctx.client, pod, dir, rooted)
+    let volumes = volumes::materialize(&ctx.client, &ctx.node_name, pod, dir, rooted)
         .await
         .map_err(config("ContainerCreating"))?;
     if !volumes.tokens.is_empty() {

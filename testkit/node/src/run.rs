@@ -27,6 +27,8 @@ use crate::ipam::IpPool;
 use crate::log::event;
 use crate::logcap::LogBook;
 use crate::statedir::StateDir;
+use crate::storage::Storage;
+use crate::storage::controller::Provisioner;
 use crate::{hosts, hostsync, kubeletapi, launch, nodereg, servingcert};
 
 /// The API client's configuration from a kubeconfig file, or the usual inference.
@@ -257,10 +259,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let (pod_store, pod_writer) = reflector::store::<Pod>();
     let pods = reflector(
         pod_writer,
-        watcher(Api::<Pod>::all(client), watcher::Config::default()),
+        watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()),
     )
     .default_backoff();
 
+    let (storage, storage_tasks) = Storage::watch(&client, &shutdown);
+    let provisioner = Provisioner::new(client.clone(), args.node_name.clone(), ctx.state.volumes());
+    let provisioner = tokio::spawn(provisioner.run(storage.clone(), shutdown.clone()));
     let heartbeat = tokio::spawn(nodereg::heartbeat(
         ctx.clone(),
         registration,
@@ -285,10 +290,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     Dispatcher::new(
         ctx.clone(),
         nodereg::node_labels(&args.node_name),
+        storage,
         shutdown.clone(),
     )
     .run(pods, changed)
     .await;
+    let _ = provisioner.await;
+    for task in storage_tasks {
+        let _ = task.await;
+    }
     let _ = hosts.await;
     let _ = heartbeat.await;
     let _ = service_task.await;

@@ -1,6 +1,7 @@
 //! The process node against a real control plane: a node process binds and runs real etcd
 //! pods, makes their DNS names resolve, reports crashes, restarts, image changes, image
-//! pull failures and node restarts like a kubelet, and removes deleted pods.
+//! pull failures and node restarts like a kubelet, and removes deleted pods. Its modules:
+//! `image_pods` (pods of images built here) and `volumes` (persistent volumes).
 //!
 //! Needs `KUBECONFIG` pointing at a running control plane (`bash testkit/env/control-plane.sh up`),
 //! root (mount namespaces, /etc/hosts) and Debian's etcd 3.4.23 (`apt-get install
@@ -9,6 +10,8 @@
 #[path = "image_pods/mod.rs"]
 mod image_pods;
 mod support;
+#[path = "volumes/mod.rs"]
+mod volumes;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
