@@ -86,13 +86,6 @@ fn sorted(mut names: Vec<String>) -> Vec<String> {
     names
 }
 
-/// The restart count of pod `name`'s etcd container.
-fn restart_count(ns: &str, name: &str) -> u32 {
-    let path = "jsonpath={.status.containerStatuses[0].restartCount}";
-    let (_, out) = kubectl(&["get", "pod", name, "-n", ns, "-o", path], None);
-    out.trim().parse().unwrap_or(0)
-}
-
 #[tokio::test]
 async fn a_member_whose_process_is_killed_restarts_in_place_with_its_id_and_data() {
     let ns = Namespace::create("heal-kill");

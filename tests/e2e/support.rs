@@ -336,6 +336,13 @@ pub fn delete_pods(ns: &str, names: &[String]) {
     assert!(ok, "kubectl delete pod: {out}");
 }
 
+/// The restart count of pod `name`'s etcd container (0 when unknown).
+pub fn restart_count(ns: &str, name: &str) -> u32 {
+    let path = "jsonpath={.status.containerStatuses[0].restartCount}";
+    let (_, out) = kubectl(&["get", "pod", name, "-n", ns, "-o", path], None);
+    out.trim().parse().unwrap_or(0)
+}
+
 /// Kills a member's etcd process through the process node, as a crash would.
 pub fn kill_member(ns: &str, pod: &str) {
     let node = env_dir().join("bin/etcd-operator-node");

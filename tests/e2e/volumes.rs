@@ -43,11 +43,21 @@ async fn claimed_running(ns: &str, name: &str, size: u32) -> (Identity, Vec<Stri
 async fn assert_same_cluster(ns: &str, name: &str, before: &Identity, size: usize) {
     let ready = wait_running(ns, name, size, Duration::from_secs(180)).await;
     let mut client = etcd(ns, name, &ready).await;
-    assert_eq!(
-        member_list(&mut client).await,
-        before.members,
-        "membership changed"
-    );
+    // The status may still say Running from before a member went down: the member list
+    // is waited for until it answers.
+    let members = wait_for("the members to answer", Duration::from_secs(120), || {
+        let mut client = client.clone();
+        async move {
+            let list = client.member_list().await.map_err(|e| e.to_string())?;
+            Ok(list
+                .members()
+                .iter()
+                .map(|m| (m.id(), m.name().to_string(), m.is_learner()))
+                .collect::<Vec<_>>())
+        }
+    })
+    .await;
+    assert_eq!(members, before.members, "membership changed");
     assert_eq!(
         cluster_id(&mut client).await,
         before.cluster_id,
@@ -78,6 +88,17 @@ async fn a_single_claimed_member_survives_a_kill_and_its_pods_deletion() {
     let ns = Namespace::create("claims-one");
     let (before, ready) = claimed_running(&ns.0, "single", 1).await;
     kill_member(&ns.0, &ready[0]);
+    wait_for(
+        "the killed member to restart",
+        Duration::from_secs(60),
+        || async {
+            match restart_count(&ns.0, &ready[0]) {
+                0 => Err("not restarted yet".to_string()),
+                _ => Ok(()),
+            }
+        },
+    )
+    .await;
     assert_same_cluster(&ns.0, "single", &before, 1).await;
     delete_pods(&ns.0, &ready);
     assert_same_cluster(&ns.0, "single", &before, 1).await;
