@@ -499,6 +499,13 @@ fn a_member_failing_on_its_data_is_not_replaced_without_a_quorum_of_the_others()
     assert_idle(&past, Reason::QuorumLost);
 }
 
+/// The decision restarts members on their volumes with exactly `actions`, recovering.
+fn assert_restarts(d: &Decision, actions: Vec<Action>) {
+    assert_eq!(d.actions, actions);
+    assert_eq!(d.why.reason, Reason::RestartingMembers);
+    assert_eq!(d.state.phase, Phase::Recovering);
+}
+
 fn restart(name: &str, peers: &[&str], voter: bool) -> Action {
     Action::RestartMember {
         name: name.into(),
@@ -515,9 +522,7 @@ fn a_member_whose_pod_is_gone_gets_a_new_pod_on_its_volume_and_stays_the_same_me
         .on_volumes()
         .without_pod("m2");
     let d = on_running(world.unreachable(2), 3, VERSION);
-    assert_eq!(d.actions, vec![restart("m2", &["m1", "m2", "m3"], true)]);
-    assert_eq!(d.why.reason, Reason::RestartingMembers);
-    assert_eq!(d.state.phase, Phase::Recovering);
+    assert_restarts(&d, vec![restart("m2", &["m1", "m2", "m3"], true)]);
 }
 
 #[test]
@@ -598,16 +603,8 @@ fn every_pod_gone_with_volumes_brings_every_member_back_and_never_a_new_cluster(
     for state in [running_state(), State::default()] {
         let d = run(state, &obs, &spec(3, VERSION));
         let peers = ["m1", "m2", "m3"];
-        assert_eq!(
-            d.actions,
-            vec![
-                restart("m1", &peers, false),
-                restart("m2", &peers, false),
-                restart("m3", &peers, false)
-            ]
-        );
-        assert_eq!(d.why.reason, Reason::RestartingMembers);
-        assert_eq!(d.state.phase, Phase::Recovering);
+        let every = ["m1", "m2", "m3"].map(|m| restart(m, &peers, false));
+        assert_restarts(&d, every.to_vec());
     }
 }
 
