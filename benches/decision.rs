@@ -46,6 +46,8 @@ fn healthy(n: u64) -> Observation {
             upgrade_from: None,
             voter: true,
             pod_template: None,
+            restarts: 0,
+            crash: None,
         });
         let mut h = MemberHealth::healthy(V);
         h.leader = Some(1);
@@ -56,6 +58,8 @@ fn healthy(n: u64) -> Observation {
         pods,
         services_present: true,
         disruption_budget: Some(2),
+        claims: Default::default(),
+        claim_class: None,
         recorded: Recorded {
             bootstrap: Some(BootstrapRecord {
                 seed: Some("demo-m1".into()),

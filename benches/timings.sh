@@ -16,15 +16,21 @@
 #   it is started (named in `member list`) and healthy (`endpoint status` answers without
 #   errors, the operator's own test); promote it if it is a learner (retried until etcd
 #   accepts). Ready = every member started, healthy and voting.
+# The floor restarts, in the 3-member floor cluster: SIGKILL a follower and start it
+#   again on its data directory; SIGKILL every member and start them all again; each
+#   timed from the kill until Ready again.
 # The floor replacement: in the 3-member floor cluster, SIGKILL a follower, `member
 #   remove` it, add a new member as above; timed from the kill until Ready again.
 # The operator, against the local environment (`EXAMPLE= testkit/env/local-up.sh`, called here;
 #   a fast no-op when it is up): in a namespace timings-<random>, `kubectl apply` an
 #   EtcdCluster of size 3, then one of size 5, and time each from the apply until
 #   .status.phase is Running with .status.readyMembers == size (polled every 100 ms).
-#   Then, on the 3-member cluster, kill a follower's process with
-#   `etcd-operator-node kill` and time until it is Running with 3 ready members again and
-#   the killed member is gone from .status.members.ready. The namespace is deleted at the end.
+#   Then, on the 3-member cluster: kill a follower's process with `etcd-operator-node
+#   kill` (restarted in place by the node) and time until its container restarted and the
+#   cluster is Running with 3 ready members; the same with every member's process killed
+#   at once; then delete a follower's pod (its emptyDir data goes with it) and time until
+#   it is Running with 3 ready members again, the deleted member gone from
+#   .status.members.ready. The namespace is deleted at the end.
 # Each replacement starts SETTLE_S seconds after its cluster became Ready, in both cases.
 #
 # Environment:
@@ -230,14 +236,35 @@ floor_create() {
     since "$start"
 }
 
+# SIGKILLs the floor members $@ and starts them again on their data directories;
+# RESULT = the seconds from the kill until ready again.
+floor_restart() {
+    local i start
+    start=$(now)
+    for i in "$@"; do
+        kill -KILL "${PID[$i]}"
+        wait "${PID[$i]}" 2>/dev/null || true
+    done
+    # With a data directory, etcd reads the membership from it, not from the flags.
+    for i in "$@"; do floor_start "$i" existing "m$i=$(peer_url "$i")"; done
+    poll "the restarted floor cluster to be ready" floor_ready
+    since "$start"
+}
+
+# The index of a follower of the floor cluster.
+floor_follower() {
+    local victim
+    victim=$(follower_of "$(endpoints)")
+    [[ -n $victim ]] || die "no follower found among $(endpoints)"
+    victim=${victim#"http://$FLOOR_NET."}
+    echo "${victim%:2379}"
+}
+
 # In the running 3-member floor cluster: SIGKILL a follower, remove it, add m4;
 # RESULT = the seconds from the kill until ready again.
 floor_replace() {
     local victim id start out deadline=$((SECONDS + TIMEOUT_S))
-    victim=$(follower_of "$(endpoints)")
-    [[ -n $victim ]] || die "no follower found among $(endpoints)"
-    victim=${victim#"http://$FLOOR_NET."}
-    victim=${victim%:2379}
+    victim=$(floor_follower)
     id=$(member_line "$victim" | cut -d, -f1)
     log "floor: killing follower m$victim"
     start=$(now)
@@ -303,21 +330,54 @@ EOF
     since "$start"
 }
 
-# Kills a follower of the ready EtcdCluster $1 (size $2); RESULT = the seconds until it is
-# Running with $2 ready members again, the killed one not among them.
-operator_replace() {
-    local name=$1 size=$2 pods endpoints victim start
-    # name=podIP for each member pod; members listen on their pod's loopback address.
-    pods=$(kubectl -n "$NS" get pods -l "app=etcd,etcd_cluster=$name" \
+# The pod name of a follower of the ready EtcdCluster $1.
+operator_follower() {
+    local pods endpoints victim
+    # name=podIP for each member pod; members listen on their pod's address.
+    pods=$(kubectl -n "$NS" get pods -l "app=etcd,etcd_cluster=$1" \
         -o jsonpath='{range .items[*]}{.metadata.name}={.status.podIP}{"\n"}{end}')
     endpoints=$(sed 's/^.*=\(.*\)$/http:\/\/\1:2379/' <<<"$pods" | paste -sd,)
     victim=$(follower_of "$endpoints")
     victim=${victim#http://}
     victim=$(awk -F= -v ip="${victim%:2379}" '$2 == ip { print $1; exit }' <<<"$pods")
     [[ -n $victim ]] || die "no follower found among $endpoints"
-    log "operator: killing follower $victim"
+    echo "$victim"
+}
+
+# The sum of the etcd containers' restart counts of EtcdCluster $1's pods.
+restarts_of() {
+    kubectl -n "$NS" get pods -l "app=etcd,etcd_cluster=$1" \
+        -o jsonpath='{range .items[*]}{.status.containerStatuses[0].restartCount}{"\n"}{end}' |
+        awk '{ s += $1 } END { print s + 0 }'
+}
+
+# True when EtcdCluster $1 restarted at least $3 containers in all and is ready with $2.
+operator_restarted() { (($(restarts_of "$1") >= $3)) && operator_ready "$1" "$2"; }
+
+# Kills the etcd processes of the pods $3... of the ready EtcdCluster $1 (size $2); RESULT
+# = the seconds until each was restarted in place and the cluster is ready again.
+operator_restart() {
+    local name=$1 size=$2 start target pod
+    shift 2
+    target=$(($(restarts_of "$name") + $#))
+    log "operator: killing the etcd of $*"
     start=$(now)
-    "$NODE_BIN" kill --state-dir "$LOCAL_ENV_DIR/node" --namespace "$NS" --pod "$victim" >/dev/null
+    for pod in "$@"; do
+        "$NODE_BIN" kill --state-dir "$LOCAL_ENV_DIR/node" --namespace "$NS" --pod "$pod" >/dev/null
+    done
+    poll "EtcdCluster $NS/$name to restart $*" operator_restarted "$name" "$size" "$target"
+    since "$start"
+}
+
+# Deletes the pod of a follower of the ready EtcdCluster $1 (size $2), and with it its
+# data; RESULT = the seconds until it is Running with $2 ready members again, the deleted
+# member not among them.
+operator_replace() {
+    local name=$1 size=$2 victim start
+    victim=$(operator_follower "$name")
+    log "operator: deleting the pod of follower $victim"
+    start=$(now)
+    kubectl -n "$NS" delete pod "$victim" --wait=false >/dev/null
     poll "EtcdCluster $NS/$name to replace $victim" operator_ready "$name" "$size" "$victim"
     since "$start"
 }
@@ -341,6 +401,10 @@ for ((run = 1; run <= RUNS; run++)); do
     log "run $run/$RUNS: floor, etcd $ETCD_VERSION, $MODE"
     floor_create 3; record FLOOR create3
     sleep "$SETTLE_S"
+    floor_restart "$(floor_follower)"; record FLOOR restart1
+    sleep "$SETTLE_S"
+    floor_restart "${!PID[@]}"; record FLOOR restart3
+    sleep "$SETTLE_S"
     floor_replace; record FLOOR replace3
     floor_stop
     floor_create 5; record FLOOR create5
@@ -348,6 +412,12 @@ for ((run = 1; run <= RUNS; run++)); do
     if [[ $SKIP_OPERATOR != 1 ]]; then
         [[ -n $NS ]] || operator_setup
         operator_create "t3-$run" 3; record OPER create3
+        sleep "$SETTLE_S"
+        operator_restart "t3-$run" 3 "$(operator_follower "t3-$run")"; record OPER restart1
+        sleep "$SETTLE_S"
+        # shellcheck disable=SC2046
+        operator_restart "t3-$run" 3 $(kubectl -n "$NS" get pods -l "etcd_cluster=t3-$run" -o name | sed 's|^pod/||')
+        record OPER restart3
         sleep "$SETTLE_S"
         operator_replace "t3-$run" 3; record OPER replace3
         operator_delete "t3-$run"
@@ -372,11 +442,13 @@ echo "runs: $RUNS (median shown); a replacement starts ${SETTLE_S}s after Ready"
 echo
 printf '%-28s | %8s | %10s | %6s\n' scenario "floor s" "operator s" ratio
 printf '%-28s-|-%8s-|-%10s-|-%6s\n' "" "" "" "" | tr ' ' -
-for s in create3 create5 replace3; do
+for s in create3 create5 restart1 restart3 replace3; do
     case $s in
         create3) label="create, 3 members" ;;
         create5) label="create, 5 members" ;;
-        replace3) label="replace 1 of 3 (SIGKILL)" ;;
+        restart1) label="restart 1 of 3 (SIGKILL)" ;;
+        restart3) label="restart 3 of 3 (SIGKILL)" ;;
+        replace3) label="replace 1 of 3 (data lost)" ;;
     esac
     f=$(median "${FLOOR[$s]}")
     o=$(median "${OPER[$s]:-}")

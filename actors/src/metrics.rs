@@ -180,6 +180,10 @@ impl ClusterApi for CountedClusterApi {
         self.counted(self.inner.set_disruption_budget(min_available).await)
     }
 
+    async fn expand_claim(&self, name: &str, quantity: &str) -> Result<(), ApiError> {
+        self.counted(self.inner.expand_claim(name, quantity).await)
+    }
+
     async fn create_member_pod(&self, pod: &MemberPod) -> Result<(), ApiError> {
         self.counted(self.inner.create_member_pod(pod).await)
     }

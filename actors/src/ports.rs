@@ -193,6 +193,10 @@ pub struct KubeView {
     pub services_present: bool,
     /// `minAvailable` of the cluster's PodDisruptionBudget, when it exists and is ours.
     pub disruption_budget: Option<u32>,
+    /// The members' PersistentVolumeClaims that are ours, by member name.
+    pub claims: std::collections::BTreeMap<String, crate::lifecycle::Claim>,
+    /// Their StorageClass, when there are claims and it could be read.
+    pub claim_class: Option<crate::lifecycle::ClaimClass>,
     /// What the EtcdCluster's status remembers (its bootstrap record above all).
     pub recorded: Recorded,
     /// An object this cluster needs (a Service, a member pod, a PVC) exists under its name
@@ -272,6 +276,8 @@ pub trait ClusterApi: Send + Sync + 'static {
     /// Creates the cluster's PodDisruptionBudget over its voting members' pods, or sets
     /// its `minAvailable` (idempotent).
     async fn set_disruption_budget(&self, min_available: u32) -> Result<(), ApiError>;
+    /// Sets the storage request of member `name`'s PersistentVolumeClaim.
+    async fn expand_claim(&self, name: &str, quantity: &str) -> Result<(), ApiError>;
     /// Creates a member's pod.
     async fn create_member_pod(&self, pod: &MemberPod) -> Result<(), ApiError>;
     /// Deletes a pod; a pod already gone is not an error.

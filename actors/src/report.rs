@@ -20,6 +20,9 @@ pub(crate) const PROGRESSING: &str = "Progressing";
 pub(crate) const DEGRADED: &str = "Degraded";
 /// Condition type: every member pod is built from the current repository and pod policy.
 pub(crate) const POD_POLICY_APPLIED: &str = "PodPolicyApplied";
+/// Condition: every member's claim asks for, and has, the spec's storage (only for
+/// members on claims).
+pub(crate) const VOLUMES_SIZED: &str = "VolumesSized";
 
 /// One status condition, before it becomes a Kubernetes `Condition`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -50,6 +53,8 @@ pub struct StatusReport {
     pub ready: Vec<String>,
     /// Names of members that are not ready (not started, unhealthy, or without a pod).
     pub unready: Vec<String>,
+    /// Every member etcd lists, one by one (empty when the list could not be read).
+    pub details: Vec<MemberReport>,
     /// Oldest etcd version any member runs.
     pub current_version: Option<String>,
     /// Version the spec asks for.
@@ -65,6 +70,46 @@ pub struct StatusReport {
     pub bootstrap: Option<BootstrapRecord>,
     /// A version an upgraded member could not run, while the spec asks for it.
     pub failed_version: Option<String>,
+}
+
+/// One member as the status shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MemberReport {
+    /// Member (and pod) name; for a member added but not started, the name it was given.
+    pub name: String,
+    /// etcd member ID.
+    pub id: u64,
+    /// A voting member (not a learner).
+    pub voter: bool,
+    /// Started and healthy.
+    pub ready: bool,
+    /// Restarts of its etcd container in place.
+    pub restarts: u32,
+    /// Its data is on a PersistentVolumeClaim.
+    pub on_claim: bool,
+}
+
+/// Every listed member, sorted by name.
+fn member_details(obs: &Observation) -> Vec<MemberReport> {
+    let Membership::Listed { members, .. } = &obs.membership else {
+        return Vec::new();
+    };
+    let mut details: Vec<MemberReport> = members
+        .iter()
+        .map(|m| {
+            let name = m.pod_name().unwrap_or_else(|| format!("{:x}", m.id));
+            MemberReport {
+                ready: m.started() && obs.health.get(&m.id).is_some_and(|h| h.is_healthy()),
+                restarts: obs.pod(&name).map_or(0, |p| p.restarts),
+                on_claim: obs.claims.contains_key(&name),
+                id: m.id,
+                voter: !m.is_learner,
+                name,
+            }
+        })
+        .collect();
+    details.sort_by(|a, b| a.name.cmp(&b.name));
+    details
 }
 
 fn phase_name<S: Serializer>(phase: &Phase, s: S) -> Result<S::Ok, S::Error> {
@@ -158,6 +203,8 @@ fn event_reason(action: &Action) -> &'static str {
         Action::StartSeed { .. } => "SeedStarted",
         Action::AddMember { .. } => "MemberAdded",
         Action::ResumeJoin { .. } => "JoinResumed",
+        Action::RestartMember { .. } => "MemberRestarted",
+        Action::ExpandClaim { .. } => "ClaimExpanded",
         Action::PromoteLearner { .. } => "LearnerPromoted",
         Action::RemoveMember { .. } => "MemberRemoved",
         Action::DeletePod { .. } => "PodDeleted",
@@ -215,6 +262,61 @@ fn bootstrap(decision: &Decision, obs: &Observation) -> Option<BootstrapRecord> 
         }),
         (None, None) => None,
     }
+}
+
+/// Whether the members' claims have the storage the spec asks for: growing (requested,
+/// not there yet), refused (the StorageClass does not allow expansion, or the spec asks
+/// for less: a claim never shrinks), or current. `None` when members are not on claims.
+fn volumes_condition(obs: &Observation, spec: &DesiredCluster) -> Option<ConditionReport> {
+    let storage = spec.storage.as_ref()?;
+    if obs.claims.is_empty() {
+        return None;
+    }
+    let names = |keep: &dyn Fn(&crate::lifecycle::Claim) -> bool| -> Vec<&str> {
+        let held = obs.claims.iter().filter(|(_, c)| c.phase.holds_data());
+        held.filter(|(_, c)| keep(c))
+            .map(|(n, _)| n.as_str())
+            .collect()
+    };
+    let want = storage.bytes;
+    let larger = names(&|c| c.requested_bytes.is_some_and(|r| r > want));
+    let smaller = names(&|c| c.requested_bytes.is_some_and(|r| r < want));
+    let growing = names(&|c| c.capacity_bytes.is_some_and(|c| c < want));
+    let q = &storage.quantity;
+    let (status, reason, message) = if !larger.is_empty() {
+        let m = format!(
+            "claims never shrink: {} keep more than the {q} asked for",
+            larger.join(", ")
+        );
+        (false, "ShrinkNotAllowed", m)
+    } else if !smaller.is_empty() && !obs.claim_class.as_ref().is_some_and(|c| c.allows_expansion) {
+        let class = obs
+            .claim_class
+            .as_ref()
+            .map_or("(unknown)", |c| c.name.as_str());
+        let m = format!(
+            "StorageClass {class} does not allow volume expansion: {} stay below {q}",
+            smaller.join(", ")
+        );
+        (false, "ExpansionNotAllowed", m)
+    } else if !smaller.is_empty() || !growing.is_empty() {
+        let mut all = [smaller, growing].concat();
+        all.sort_unstable();
+        all.dedup();
+        (
+            false,
+            "Expanding",
+            format!("growing {} to {q}", all.join(", ")),
+        )
+    } else {
+        (true, "Current", format!("every member's claim has {q}"))
+    };
+    Some(ConditionReport {
+        kind: VOLUMES_SIZED,
+        status,
+        reason: reason.into(),
+        message,
+    })
 }
 
 /// Whether the member pods run the current repository and pod policy. The operator
@@ -321,9 +423,13 @@ pub(crate) fn summarize(
         size,
         ready,
         unready,
+        details: member_details(obs),
         current_version,
         target_version: spec.version.clone(),
-        conditions: vec![available, progressing, degraded, policy],
+        conditions: [available, progressing, degraded, policy]
+            .into_iter()
+            .chain(volumes_condition(obs, spec))
+            .collect(),
         paused: spec.paused,
         observed_generation: spec.generation,
         bootstrap: bootstrap(decision, obs),
@@ -351,6 +457,80 @@ mod tests {
 
     fn condition<'a>(r: &'a StatusReport, kind: &str) -> &'a ConditionReport {
         r.conditions.iter().find(|c| c.kind == kind).unwrap()
+    }
+
+    #[test]
+    fn the_volumes_condition_says_whether_claims_have_grown_can_grow_or_never_shrink() {
+        use crate::lifecycle::Storage;
+        const GI: u128 = 1 << 30;
+        let now = Instant::now();
+        let mut spec = DesiredCluster::new(3, "3.5.21");
+        spec.storage = Some(Storage {
+            quantity: "2Gi".into(),
+            bytes: 2 * GI,
+        });
+        let cond = |bytes: u128, expandable: bool, capacity: Option<u128>| {
+            let mut world = World::healthy(now, 3, "3.5.21")
+                .on_volumes()
+                .claims_sized(bytes, expandable);
+            if let Some(c) = capacity {
+                world
+                    .obs
+                    .claims
+                    .values_mut()
+                    .for_each(|claim| claim.capacity_bytes = Some(c));
+            }
+            let r = report(&world.build(), &spec);
+            let c = r
+                .conditions
+                .iter()
+                .find(|c| c.kind == VOLUMES_SIZED)
+                .cloned()
+                .unwrap();
+            (c.status, c.reason, c.message)
+        };
+        assert_eq!(cond(2 * GI, false, None).1, "Current");
+        let (status, reason, message) = cond(GI, false, None);
+        assert!(
+            !status && reason == "ExpansionNotAllowed",
+            "{reason}: {message}"
+        );
+        assert!(
+            message.contains("local-path") && message.contains("m1, m2, m3"),
+            "{message}"
+        );
+        assert_eq!(cond(GI, true, None).1, "Expanding");
+        assert_eq!(
+            cond(2 * GI, true, Some(GI)).1,
+            "Expanding",
+            "asked, not there yet"
+        );
+        assert_eq!(cond(3 * GI, true, None).1, "ShrinkNotAllowed");
+        let emptydir = report(&World::healthy(now, 3, "3.5.21").build(), &spec);
+        assert!(emptydir.conditions.iter().all(|c| c.kind != VOLUMES_SIZED));
+    }
+
+    #[test]
+    fn every_listed_member_is_detailed_with_role_readiness_restarts_and_claim() {
+        let now = Instant::now();
+        let obs = World::healthy(now, 3, "3.5.21")
+            .learner(3)
+            .unreachable(3)
+            .pod("m2", |p| p.restarts = 4)
+            .claim("m1", crate::lifecycle::ClaimPhase::Bound)
+            .build();
+        let r = report(&obs, &DesiredCluster::new(3, "3.5.21"));
+        let line = |name: &str| r.details.iter().find(|d| d.name == name).cloned().unwrap();
+        assert_eq!(r.details.len(), 3);
+        assert!(line("m1").voter && line("m1").ready && line("m1").on_claim);
+        assert_eq!((line("m2").restarts, line("m2").on_claim), (4, false));
+        assert!(!line("m3").voter && !line("m3").ready);
+        let unlisted = World::healthy(now, 3, "3.5.21").etcd_down().build();
+        assert!(
+            report(&unlisted, &DesiredCluster::new(3, "3.5.21"))
+                .details
+                .is_empty()
+        );
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! Reduces an `EtcdCluster` to what the lifecycle decides on.
 
-use etcd_operator_actors::lifecycle::DesiredCluster;
+use etcd_operator_actors::lifecycle::{DesiredCluster, Storage};
 use kube::ResourceExt;
 
 use super::EtcdCluster;
 use super::names::name_problem;
+use super::quantity;
 
 /// The lifecycle's view of an EtcdCluster's spec.
 pub(crate) fn desired_cluster(cluster: &EtcdCluster) -> DesiredCluster {
@@ -22,5 +23,27 @@ pub(crate) fn desired_cluster(cluster: &EtcdCluster) -> DesiredCluster {
         generation: cluster.metadata.generation.unwrap_or_default(),
         uid: cluster.metadata.uid.clone().unwrap_or_default(),
         pod_template: spec.pod_template_digest(),
+        storage: storage(cluster),
     }
+}
+
+/// The storage each member's claim asks for, when members are on claims and it is a
+/// quantity.
+fn storage(cluster: &EtcdCluster) -> Option<Storage> {
+    let claim = cluster
+        .spec
+        .pod
+        .as_ref()?
+        .persistent_volume_claim_spec
+        .as_ref()?;
+    let quantity = claim
+        .resources
+        .as_ref()?
+        .requests
+        .as_ref()?
+        .get("storage")?
+        .0
+        .clone();
+    let bytes = quantity::bytes(&quantity)?;
+    Some(Storage { quantity, bytes })
 }

@@ -3,6 +3,7 @@
 mod crd;
 mod desired;
 pub mod names;
+pub(crate) mod quantity;
 mod spec;
 mod status;
 #[cfg(test)]
@@ -12,4 +13,6 @@ pub use crd::crd;
 pub(crate) use crd::crd_yaml;
 pub(crate) use desired::desired_cluster;
 pub use spec::{EtcdCluster, EtcdClusterSpec, MemberSecret, PodPolicy, StaticTls, TlsPolicy};
-pub use status::{BootstrapStatus, ClusterCondition, EtcdClusterStatus, MembersStatus};
+pub use status::{
+    BootstrapStatus, ClusterCondition, EtcdClusterStatus, MemberStatus, MembersStatus,
+};

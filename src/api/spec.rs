@@ -162,14 +162,38 @@ impl EtcdClusterSpec {
     /// A digest of what member pods are built from besides the version (the repository
     /// and the pod policy): pods carry the digest they were made with, so a change the
     /// operator does not apply to running members is reported, never silently ignored.
+    /// The claims' storage request is left out: it is applied to the claims in place.
     pub(crate) fn pod_template_digest(&self) -> String {
-        use std::hash::{Hash, Hasher};
+        let mut pod = self.pod.clone();
+        if let Some(claim) = pod
+            .as_mut()
+            .and_then(|p| p.persistent_volume_claim_spec.as_mut())
+        {
+            claim.resources = None;
+        }
         let template = serde_json::json!({
             "repository": self.repository_or_default(),
-            "pod": self.pod,
+            "pod": pod,
         });
-        let mut hasher = std::hash::DefaultHasher::new();
-        template.to_string().hash(&mut hasher);
-        format!("{:016x}", hasher.finish())
+        format!("{:016x}", fnv1a(template.to_string().as_bytes()))
+    }
+}
+
+/// 64-bit FNV-1a: a digest that stays the same across builds and Rust releases (the
+/// standard library's hasher may change), so pods keep matching the spec they were made
+/// from when the operator is upgraded.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, b| {
+        (hash ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod digest_tests {
+    #[test]
+    fn fnv1a_gives_the_published_test_vectors() {
+        assert_eq!(super::fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(super::fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(super::fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
     }
 }

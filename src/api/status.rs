@@ -110,6 +110,29 @@ pub struct MembersStatus {
     /// Members not started, not answering, or without a pod.
     #[serde(default)]
     pub unready: Vec<String>,
+    /// Every member etcd lists, by name (empty while the list cannot be read).
+    #[serde(default)]
+    pub details: Vec<MemberStatus>,
+}
+
+/// One member of `status.members.details`.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberStatus {
+    /// Member and pod name.
+    pub name: String,
+    /// etcd member ID (hexadecimal, as etcdctl prints it).
+    #[serde(rename = "id")]
+    pub id: String,
+    /// `Voter` or `Learner`.
+    pub role: String,
+    /// Started and healthy.
+    pub ready: bool,
+    /// Restarts of its etcd container in place.
+    pub restarts: i32,
+    /// Its PersistentVolumeClaim, when its data is on one.
+    #[serde(default)]
+    pub persistent_volume_claim: Option<String>,
 }
 
 /// A status condition.

@@ -105,6 +105,46 @@ spec:
 }
 
 #[test]
+fn the_claims_storage_request_is_read_in_bytes_for_the_lifecycle() {
+    let yaml = r#"
+apiVersion: etcd.database.coreos.com/v1beta2
+kind: EtcdCluster
+metadata: {name: durable}
+spec:
+  size: 3
+  pod:
+    persistentVolumeClaimSpec:
+      accessModes: [ReadWriteOnce]
+      resources: {requests: {storage: 2Gi}}
+"#;
+    let cluster: EtcdCluster = serde_yaml_ng::from_str(yaml).unwrap();
+    let storage = desired_cluster(&cluster).storage.unwrap();
+    assert_eq!((storage.quantity.as_str(), storage.bytes), ("2Gi", 2 << 30));
+    // Growing the claims is applied in place: the pods' template is the same.
+    let mut grown = cluster.clone();
+    let claim = grown
+        .spec
+        .pod
+        .as_mut()
+        .unwrap()
+        .persistent_volume_claim_spec
+        .as_mut()
+        .unwrap();
+    let requests = claim.resources.as_mut().unwrap().requests.as_mut().unwrap();
+    requests.insert(
+        "storage".into(),
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity("4Gi".into()),
+    );
+    assert_eq!(
+        grown.spec.pod_template_digest(),
+        cluster.spec.pod_template_digest()
+    );
+    let plain: EtcdCluster =
+        serde_yaml_ng::from_str("metadata: {name: plain}\nspec: {size: 1}\n").unwrap();
+    assert_eq!(desired_cluster(&plain).storage, None);
+}
+
+#[test]
 fn committed_crd_yaml_matches_the_code() {
     let committed = include_str!("../../manifests/10-crd.yaml");
     assert!(
@@ -336,4 +376,17 @@ fn the_crd_refuses_names_beyond_the_limit_on_create_only() {
     // Names never change: objects created before the rule keep their status writable.
     assert_eq!(rule["optionalOldSelf"], true);
     assert!(text.starts_with("oldSelf.hasValue() ||"), "{text}");
+}
+
+#[test]
+fn the_pod_template_digest_is_stable_across_builds() {
+    let cluster: EtcdCluster =
+        serde_yaml_ng::from_str("metadata: {name: d}\nspec: {size: 3}\n").unwrap();
+    // Computed once; a change of this value means every running pod would be reported
+    // as made from another policy after an upgrade of the operator.
+    assert_eq!(
+        cluster.spec.pod_template_digest(),
+        cluster.spec.pod_template_digest()
+    );
+    assert_eq!(cluster.spec.pod_template_digest(), "bbdc8369278af57a");
 }

@@ -214,6 +214,11 @@ impl ClusterApi for FencedClusterApi {
         self.inner.set_disruption_budget(min_available).await
     }
 
+    async fn expand_claim(&self, name: &str, quantity: &str) -> Result<(), ApiError> {
+        self.pass(&format!("expand member {name}'s claim to {quantity}"))?;
+        self.inner.expand_claim(name, quantity).await
+    }
+
     async fn create_member_pod(&self, pod: &MemberPod) -> Result<(), ApiError> {
         self.pass(&format!("create pod {}", pod.name))?;
         self.inner.create_member_pod(pod).await
@@ -406,10 +411,11 @@ mod tests {
     }
 
     /// Every write a cluster's ports counted: Kubernetes writes and membership changes.
-    fn writes(c: &CallCounts) -> [u64; 10] {
+    fn writes(c: &CallCounts) -> [u64; 11] {
         [
             c.ensure_services,
             c.set_disruption_budget,
+            c.expand_claim,
             c.create_member_pod,
             c.delete_pod,
             c.set_pod_version,

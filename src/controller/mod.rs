@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use actix::{Actor, AsyncContext};
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::Api;
 use kube::runtime::events::{Recorder, Reporter};
@@ -162,10 +162,12 @@ struct WarmCaches {
     pods: Store<Pod>,
     services: Store<Service>,
     budgets: Store<PodDisruptionBudget>,
+    claims: Store<PersistentVolumeClaim>,
     nudged: tokio::sync::mpsc::Receiver<PodChanged>,
 }
 
-/// Starts the pod, Service and PodDisruptionBudget caches and waits until all have synced.
+/// Starts the caches of the operator's objects (pods, Services, PodDisruptionBudgets,
+/// PersistentVolumeClaims) and waits until all have synced.
 async fn warm_caches(client: &Client, namespace: &str, log: &Logger) -> Result<WarmCaches, Error> {
     let selector = format!("app=etcd,{MANAGED_BY_LABEL}={MANAGER}");
     // Pod changes wake their Cluster actor at once (a member that died is seen without
@@ -179,6 +181,8 @@ async fn warm_caches(client: &Client, namespace: &str, log: &Logger) -> Result<W
     });
     let services: Store<Service> = cache(api(client, namespace), &selector, log, |_| {});
     let budgets: Store<PodDisruptionBudget> = cache(api(client, namespace), &selector, log, |_| {});
+    let claims: Store<PersistentVolumeClaim> =
+        cache(api(client, namespace), &selector, log, |_| {});
     let synced = |cache| move |source| Error::CacheSync { cache, source };
     pods.wait_until_ready().await.map_err(synced("pod"))?;
     services
@@ -189,11 +193,19 @@ async fn warm_caches(client: &Client, namespace: &str, log: &Logger) -> Result<W
         .wait_until_ready()
         .await
         .map_err(synced("PodDisruptionBudget"))?;
-    info!(log, "pod, Service and PodDisruptionBudget caches synced");
+    claims
+        .wait_until_ready()
+        .await
+        .map_err(synced("PersistentVolumeClaim"))?;
+    info!(
+        log,
+        "pod, Service, PodDisruptionBudget and PersistentVolumeClaim caches synced"
+    );
     Ok(WarmCaches {
         pods,
         services,
         budgets,
+        claims,
         nudged,
     })
 }
@@ -212,6 +224,7 @@ fn start_supervisor(
         pods,
         services,
         budgets,
+        claims,
         mut nudged,
     } = caches;
     // What a standby was nudged about is seen by the first tick of every cluster anyway.
@@ -233,6 +246,7 @@ fn start_supervisor(
             pods,
             services,
             budgets,
+            claims,
         },
         recorder: Recorder::new(clients.calls.clone(), reporter),
         etcd_timeout: settings.etcd_timeout,

@@ -1,7 +1,7 @@
 //! `ClusterApi` over the Kubernetes API: reads from the informer caches, writes through
 //! the API server.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -15,13 +15,14 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
-use etcd_operator_actors::lifecycle::{BootstrapRecord, PodView, Recorded};
+use etcd_operator_actors::lifecycle::{BootstrapRecord, Claim, ClaimClass, PodView, Recorded};
 use etcd_operator_actors::ports::{
     ApiError, ClusterApi, EventRecord, EventType, KubeView, MemberPod, VersionChange,
 };
 use etcd_operator_actors::report::StatusReport;
 use etcd_operator_actors::topology::Topology;
 
+use super::claims::{ClassCache, claim_view, class_of};
 use super::error::api_error;
 use super::expectations::Expectations;
 use super::pod_view::pod_view;
@@ -48,6 +49,8 @@ pub struct Caches {
     pub services: Store<Service>,
     /// PodDisruptionBudgets made by the operator.
     pub budgets: Store<PodDisruptionBudget>,
+    /// Members' PersistentVolumeClaims made by the operator.
+    pub claims: Store<PersistentVolumeClaim>,
 }
 
 /// The Kubernetes side of one cluster.
@@ -62,6 +65,8 @@ pub struct KubeClusterApi {
     /// Pods and PVCs whose create found them owned by someone else: checked again on
     /// every observation until they are gone (or ours).
     conflicts: Mutex<BTreeSet<(Kind, String)>>,
+    /// The members' StorageClass, as last read.
+    classes: ClassCache,
 }
 
 /// The kinds of object a cluster creates.
@@ -155,6 +160,7 @@ impl KubeClusterApi {
             expectations: Expectations::default(),
             written_bootstrap: Mutex::default(),
             conflicts: Mutex::default(),
+            classes: ClassCache::default(),
         }
     }
 
@@ -201,6 +207,26 @@ impl KubeClusterApi {
                     && owner(&p.metadata, cluster) == Owner::Us
             })
             .collect()
+    }
+
+    /// The members' claims that are ours, by member name, from the cache, and their
+    /// StorageClass (a claim class that cannot be read is left unknown: it only decides
+    /// whether claims may grow).
+    async fn claims(&self, cluster: &EtcdCluster) -> (BTreeMap<String, Claim>, Option<ClaimClass>) {
+        let ns = self.topology.namespace.as_str();
+        let ours: Vec<Arc<PersistentVolumeClaim>> = self
+            .caches
+            .claims
+            .state()
+            .into_iter()
+            .filter(|c| c.namespace().as_deref() == Some(ns))
+            .filter(|c| owner(&c.metadata, cluster) == Owner::Us)
+            .collect();
+        let class = match ours.iter().find_map(|c| class_of(c)) {
+            Some(name) => self.classes.get(&self.client, &name).await.ok(),
+            None => None,
+        };
+        (ours.iter().filter_map(|c| claim_view(c)).collect(), class)
     }
 
     /// Whose the object `name` of type `K` is, read from the API server; `None` when
@@ -371,6 +397,8 @@ impl KubeClusterApi {
                 upgrade_from: None,
                 voter: false,
                 pod_template: None,
+                restarts: 0,
+                crash: None,
             });
         }
         self.expectations.correct_versions(&mut pods);
@@ -390,6 +418,7 @@ enum Created {
 impl ClusterApi for KubeClusterApi {
     async fn observe(&self) -> Result<KubeView, ApiError> {
         let cluster = self.cluster()?;
+        let (claims, claim_class) = self.claims(&cluster).await;
         let pods = self.pod_views(&cluster);
         let (services_present, service_conflict) = self.services(&cluster).await?;
         let name_conflict = match service_conflict {
@@ -400,6 +429,8 @@ impl ClusterApi for KubeClusterApi {
             pods,
             services_present,
             disruption_budget: self.disruption_budget(&cluster),
+            claims,
+            claim_class,
             recorded: self.recorded(&cluster),
             name_conflict,
         })
@@ -444,6 +475,17 @@ impl ClusterApi for KubeClusterApi {
                 .await
                 .map_err(|e| api_error(&format!("setting PodDisruptionBudget {name}"), &e))?;
         }
+        Ok(())
+    }
+
+    async fn expand_claim(&self, name: &str, quantity: &str) -> Result<(), ApiError> {
+        let claim = pvc_name(name);
+        let api: Api<PersistentVolumeClaim> =
+            Api::namespaced(self.client.clone(), &self.topology.namespace);
+        let patch = json!({"spec": {"resources": {"requests": {"storage": quantity}}}});
+        api.patch(&claim, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| api_error(&format!("expanding PVC {claim} to {quantity}"), &e))?;
         Ok(())
     }
 

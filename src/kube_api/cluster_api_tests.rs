@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use axum::http::{Request, Response};
-use k8s_openapi::api::core::v1::{Pod, Service, ServiceSpec};
+use k8s_openapi::api::core::v1::{
+    PersistentVolumeClaim, PersistentVolumeClaimStatus, Pod, Service, ServiceSpec,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::client::Body;
@@ -145,7 +147,7 @@ fn pod(name: &str, cluster_name: &str, owner_uid: &str) -> Pod {
 
 /// `foo` (uid `UID`) and the given cached Services and pods, over the fake API.
 fn api_with(fake: &FakeApi, services: Vec<Service>, pods: Vec<Pod>) -> KubeClusterApi {
-    api_of(fake, cluster("foo", UID), services, pods, vec![])
+    api_of(fake, cluster("foo", UID), services, pods, vec![], vec![])
 }
 
 /// `cluster` and the given cached Services and pods, over the fake API.
@@ -155,6 +157,7 @@ fn api_of(
     services: Vec<Service>,
     pods: Vec<Pod>,
     budgets: Vec<PodDisruptionBudget>,
+    claims: Vec<PersistentVolumeClaim>,
 ) -> KubeClusterApi {
     let topology = Topology::new(NS, &cluster.metadata.name.clone().unwrap());
     let (clusters, mut cw) = reflector::store();
@@ -171,6 +174,10 @@ fn api_of(
     for b in budgets {
         bw.apply_watcher_event(&watcher::Event::Apply(b));
     }
+    let (claim_store, mut clw) = reflector::store();
+    for c in claims {
+        clw.apply_watcher_event(&watcher::Event::Apply(c));
+    }
     let client = fake.client();
     let reporter = Reporter {
         controller: "test".into(),
@@ -184,6 +191,7 @@ fn api_of(
             pods: pod_store,
             services: service_store,
             budgets: budget_store,
+            claims: claim_store,
         },
         Recorder::new(client, reporter),
     )
@@ -401,7 +409,14 @@ async fn a_pod_of_our_own_that_already_exists_counts_as_created() {
 #[tokio::test]
 async fn a_cluster_whose_name_cannot_name_services_looks_none_up() {
     let fake = FakeApi::default();
-    let api = api_of(&fake, cluster("my.etcd", UID), vec![], vec![], vec![]);
+    let api = api_of(
+        &fake,
+        cluster("my.etcd", UID),
+        vec![],
+        vec![],
+        vec![],
+        vec![],
+    );
     let view = api.observe().await.unwrap();
     assert_eq!(view.name_conflict, None);
     assert_eq!(fake.calls(), Vec::<String>::new());
@@ -473,6 +488,7 @@ async fn the_clusters_own_budget_is_observed_with_its_min_available_and_a_strang
         our_services(),
         vec![],
         vec![ours],
+        vec![],
     );
     assert_eq!(api.observe().await.unwrap().disruption_budget, Some(2));
     let stranger = budget("foo", 2, Some(owned_by("foo", "uid-of-an-older-foo")));
@@ -482,6 +498,7 @@ async fn the_clusters_own_budget_is_observed_with_its_min_available_and_a_strang
         our_services(),
         vec![],
         vec![stranger],
+        vec![],
     );
     assert_eq!(api.observe().await.unwrap().disruption_budget, None);
 }
@@ -526,4 +543,56 @@ async fn a_users_budget_under_the_clusters_name_is_a_conflict_never_changed() {
             .is_some_and(|c| c.contains("PodDisruptionBudget foo")),
         "{view:?}"
     );
+}
+
+fn claim(name: &str, owner_uid: &str, phase: Option<&str>) -> PersistentVolumeClaim {
+    PersistentVolumeClaim {
+        metadata: meta(name, Some(owned_by("foo", owner_uid)), Some("foo")),
+        status: Some(PersistentVolumeClaimStatus {
+            phase: phase.map(str::to_string),
+            ..PersistentVolumeClaimStatus::default()
+        }),
+        ..PersistentVolumeClaim::default()
+    }
+}
+
+#[tokio::test]
+async fn the_members_own_claims_are_observed_by_member_name_with_their_phase() {
+    use etcd_operator_actors::lifecycle::ClaimPhase;
+    let fake = FakeApi::default();
+    let claims = vec![
+        claim("foo-a-data", UID, Some("Bound")),
+        claim("foo-b-data", UID, Some("Lost")),
+        claim("foo-c-data", UID, None),
+        {
+            let mut deleting = claim("foo-e-data", UID, Some("Bound"));
+            deleting.metadata.deletion_timestamp = Some(
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
+            );
+            deleting
+        },
+        claim("foo-d-data", "uid-of-an-older-foo", Some("Bound")),
+        claim("unrelated", UID, Some("Bound")),
+    ];
+    let api = api_of(
+        &fake,
+        cluster("foo", UID),
+        our_services(),
+        vec![],
+        vec![],
+        claims,
+    );
+    let view = api.observe().await.unwrap();
+    let phases: BTreeMap<String, ClaimPhase> = view
+        .claims
+        .iter()
+        .map(|(m, c)| (m.clone(), c.phase))
+        .collect();
+    let expected = BTreeMap::from([
+        ("foo-a".to_string(), ClaimPhase::Bound),
+        ("foo-b".to_string(), ClaimPhase::Lost),
+        ("foo-c".to_string(), ClaimPhase::Pending),
+        ("foo-e".to_string(), ClaimPhase::Deleting),
+    ]);
+    assert_eq!(phases, expected);
 }

@@ -121,6 +121,8 @@ mod tests {
             upgrade_from: None,
             voter: true,
             pod_template: None,
+            restarts: 0,
+            crash: None,
         };
         let e = Expectations::default();
         e.version_set("m1", "3.5.35");

@@ -1,6 +1,6 @@
 //! Reduces a Kubernetes Pod to the lifecycle's `PodView`.
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ContainerState, ContainerStatus, Pod};
 use kube::ResourceExt;
 
 use etcd_operator_actors::lifecycle::{PodPhase, PodView};
@@ -38,7 +38,34 @@ pub fn pod_view(pod: &Pod) -> PodView {
         upgrade_from: annotation(pod, UPGRADE_FROM_ANNOTATION),
         voter: pod.labels().get(VOTER_LABEL).is_some_and(|v| v == "true"),
         pod_template: annotation(pod, POD_TEMPLATE_ANNOTATION),
+        restarts: etcd_status(pod).map_or(0, |cs| u32::try_from(cs.restart_count).unwrap_or(0)),
+        crash: etcd_status(pod).and_then(last_crash),
     }
+}
+
+/// The etcd container's status.
+fn etcd_status(pod: &Pod) -> Option<&ContainerStatus> {
+    let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
+    statuses.iter().find(|cs| cs.name == ETCD_CONTAINER)
+}
+
+/// How the container last failed: its current state when it is terminated with an
+/// error, else its last state (it was restarted since) when that was an error.
+fn last_crash(cs: &ContainerStatus) -> Option<String> {
+    let failed = |state: Option<&ContainerState>| {
+        state
+            .and_then(|s| s.terminated.as_ref())
+            .filter(|t| t.exit_code != 0)
+            .cloned()
+    };
+    let t = failed(cs.state.as_ref()).or_else(|| failed(cs.last_state.as_ref()))?;
+    let reason = t.reason.map(|r| format!(" ({r})")).unwrap_or_default();
+    let log = t
+        .message
+        .filter(|m| !m.trim().is_empty())
+        .map(|m| format!(": {}", m.trim_end()))
+        .unwrap_or_default();
+    Some(format!("exited with code {}{reason}{log}", t.exit_code))
 }
 
 fn annotation(pod: &Pod, key: &str) -> Option<String> {
@@ -93,4 +120,83 @@ fn problem(pod: &Pod) -> Option<String> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
+        ContainerStatus, Pod, PodStatus,
+    };
+
+    use super::pod_view;
+    use crate::resources::ETCD_CONTAINER;
+
+    fn pod_with(status: ContainerStatus) -> Pod {
+        Pod {
+            status: Some(PodStatus {
+                phase: Some("Running".into()),
+                container_statuses: Some(vec![status]),
+                ..PodStatus::default()
+            }),
+            ..Pod::default()
+        }
+    }
+
+    fn terminated(code: i32, message: Option<&str>) -> ContainerState {
+        ContainerState {
+            terminated: Some(ContainerStateTerminated {
+                exit_code: code,
+                reason: Some("Error".into()),
+                message: message.map(str::to_string),
+                ..ContainerStateTerminated::default()
+            }),
+            ..ContainerState::default()
+        }
+    }
+
+    #[test]
+    fn a_restarted_etcd_shows_its_restarts_and_how_it_last_failed() {
+        let waiting = ContainerState {
+            waiting: Some(ContainerStateWaiting {
+                reason: Some("CrashLoopBackOff".into()),
+                ..ContainerStateWaiting::default()
+            }),
+            ..ContainerState::default()
+        };
+        let view = pod_view(&pod_with(ContainerStatus {
+            name: ETCD_CONTAINER.into(),
+            restart_count: 3,
+            state: Some(waiting),
+            last_state: Some(terminated(2, Some("line 1\npanic: walpb: crc mismatch\n"))),
+            ..ContainerStatus::default()
+        }));
+        assert_eq!(view.restarts, 3);
+        assert_eq!(
+            view.crash.as_deref(),
+            Some("exited with code 2 (Error): line 1\npanic: walpb: crc mismatch")
+        );
+        // Running again after a crash: the crash stays as evidence.
+        let running = ContainerState {
+            running: Some(ContainerStateRunning::default()),
+            ..ContainerState::default()
+        };
+        let view = pod_view(&pod_with(ContainerStatus {
+            name: ETCD_CONTAINER.into(),
+            restart_count: 1,
+            state: Some(running.clone()),
+            last_state: Some(terminated(137, None)),
+            ..ContainerStatus::default()
+        }));
+        assert_eq!(view.crash.as_deref(), Some("exited with code 137 (Error)"));
+        // A clean exit, or none, is no crash.
+        let view = pod_view(&pod_with(ContainerStatus {
+            name: ETCD_CONTAINER.into(),
+            restart_count: 1,
+            state: Some(running),
+            last_state: Some(terminated(0, None)),
+            ..ContainerStatus::default()
+        }));
+        assert_eq!((view.restarts, view.crash), (1, None));
+    }
 }

@@ -1,10 +1,13 @@
 //! Turns a tick's `StatusReport` into the EtcdCluster status, keeping each condition's
 //! `lastTransitionTime` while its status does not change.
 
-use etcd_operator_actors::report::StatusReport;
+use etcd_operator_actors::report::{MemberReport, StatusReport};
 use etcd_operator_actors::topology::{CLIENT_PORT, Topology};
 
-use crate::api::{BootstrapStatus, ClusterCondition, EtcdClusterStatus, MembersStatus};
+use crate::api::{
+    BootstrapStatus, ClusterCondition, EtcdClusterStatus, MemberStatus, MembersStatus,
+};
+use crate::resources::pvc_name;
 
 /// The status to write, given the report and the status currently stored.
 pub fn status_from_report(
@@ -35,6 +38,7 @@ pub fn status_from_report(
     let members = MembersStatus {
         ready: report.ready.clone(),
         unready: report.unready.clone(),
+        details: report.details.iter().map(member_status).collect(),
     };
     // The bootstrap record is never lost: a report without one keeps the stored one.
     let bootstrap = report
@@ -61,6 +65,18 @@ pub fn status_from_report(
     }
 }
 
+/// One member's status line.
+fn member_status(m: &MemberReport) -> MemberStatus {
+    MemberStatus {
+        name: m.name.clone(),
+        id: format!("{:x}", m.id),
+        role: if m.voter { "Voter" } else { "Learner" }.to_string(),
+        ready: m.ready,
+        restarts: i32::try_from(m.restarts).unwrap_or(i32::MAX),
+        persistent_volume_claim: m.on_claim.then(|| pvc_name(&m.name)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use etcd_operator_actors::lifecycle::{BootstrapRecord, Phase, Reason};
@@ -76,6 +92,24 @@ mod tests {
             size: 3,
             ready: vec!["a".into(), "b".into(), "c".into()],
             unready: vec![],
+            details: vec![
+                MemberReport {
+                    name: "a".into(),
+                    id: 0xa1,
+                    voter: true,
+                    ready: true,
+                    restarts: 2,
+                    on_claim: true,
+                },
+                MemberReport {
+                    name: "d".into(),
+                    id: 0xd4,
+                    voter: false,
+                    ready: false,
+                    restarts: 0,
+                    on_claim: false,
+                },
+            ],
             current_version: Some("3.5.21".into()),
             target_version: "3.5.21".into(),
             conditions: vec![ConditionReport {
@@ -104,6 +138,32 @@ mod tests {
         assert_eq!(s.ready_members, 3);
         assert_eq!(s.observed_generation, Some(4));
         assert_eq!(s.current_version, "3.5.21");
+    }
+
+    #[test]
+    fn each_member_shows_its_id_role_readiness_restarts_and_claim() {
+        let t = Topology::new("prod", "demo");
+        let s = status_from_report(&report(true), &t, None, "T");
+        let details = &s.members.details;
+        assert_eq!(
+            details[0],
+            MemberStatus {
+                name: "a".into(),
+                id: "a1".into(),
+                role: "Voter".into(),
+                ready: true,
+                restarts: 2,
+                persistent_volume_claim: Some("a-data".into()),
+            }
+        );
+        assert_eq!(
+            (
+                details[1].role.as_str(),
+                details[1].ready,
+                &details[1].persistent_volume_claim
+            ),
+            ("Learner", false, &None)
+        );
     }
 
     #[test]

@@ -6,7 +6,9 @@ mod pod;
 mod service;
 
 pub(crate) use budget::{disruption_budget, min_available};
-pub(crate) use pod::{ETCD_CONTAINER, image, member_pod, pvc_name, version_of_image};
+pub(crate) use pod::{
+    ETCD_CONTAINER, image, member_of_claim, member_pod, pvc_name, version_of_image,
+};
 pub(crate) use service::{client_service, headless_service};
 
 #[cfg(test)]

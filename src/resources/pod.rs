@@ -44,9 +44,17 @@ pub(crate) fn version_of_image(image: &str) -> Option<String> {
     Some(tag.strip_prefix('v').unwrap_or(tag).to_string())
 }
 
+/// Suffix of a member's PersistentVolumeClaim name.
+const PVC_SUFFIX: &str = "-data";
+
 /// Name of the PersistentVolumeClaim of a member when the pod policy asks for one.
 pub(crate) fn pvc_name(member: &str) -> String {
-    format!("{member}-data")
+    format!("{member}{PVC_SUFFIX}")
+}
+
+/// The member a PersistentVolumeClaim named by [`pvc_name`] belongs to.
+pub(crate) fn member_of_claim(claim: &str) -> Option<&str> {
+    claim.strip_suffix(PVC_SUFFIX).filter(|m| !m.is_empty())
 }
 
 /// The etcd command line of a member. Listen addresses use the pod's IP (from the
@@ -160,9 +168,11 @@ pub(crate) fn member_pod(cluster: &EtcdCluster, member: &MemberPod) -> Pod {
         spec: Some(PodSpec {
             hostname: Some(member.name.clone()),
             subdomain: Some(name),
-            // A member whose container exits is dead: it is removed and replaced under a
-            // new identity, never restarted in place on data etcd may have given up on.
-            restart_policy: Some("Never".into()),
+            // A member whose etcd exits (a crash, an OOM kill) is restarted in place, on
+            // its own data and under its own identity: a crash costs seconds, not a
+            // replacement. One that keeps failing is reported (`CrashLooping`) and
+            // replaced only when its last words say its data is unusable.
+            restart_policy: Some("Always".into()),
             init_containers: Some(vec![dns_wait_container(&policy, &host)]),
             containers: vec![etcd_container(cluster, &topology, member, &policy)],
             volumes: Some(vec![data_volume(&policy, &member.name)]),
@@ -234,6 +244,8 @@ fn etcd_container(
             ..Probe::default()
         }),
         resources: policy.resources.clone(),
+        // The end of etcd's log becomes the reason a crash is reported with.
+        termination_message_policy: Some("FallbackToLogsOnError".into()),
         volume_mounts: Some(vec![VolumeMount {
             name: DATA_VOLUME.into(),
             mount_path: DATA_MOUNT.into(),

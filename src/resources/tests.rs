@@ -90,12 +90,17 @@ fn joining_member_flags_use_existing_state_and_the_live_member_list() {
 }
 
 #[test]
-fn member_pod_has_hostname_subdomain_owner_and_never_restarts() {
+fn member_pod_has_hostname_subdomain_owner_and_restarts_in_place() {
     let pod = member_pod(&cluster(spec(3, "3.5.21")), &seed());
     let s = pod.spec.as_ref().unwrap();
     assert_eq!(s.hostname.as_deref(), Some("demo-seed1"));
     assert_eq!(s.subdomain.as_deref(), Some("demo"));
-    assert_eq!(s.restart_policy.as_deref(), Some("Never"));
+    // A crashed etcd restarts in place, on its data; its log's end says why it failed.
+    assert_eq!(s.restart_policy.as_deref(), Some("Always"));
+    assert_eq!(
+        s.containers[0].termination_message_policy.as_deref(),
+        Some("FallbackToLogsOnError")
+    );
     let owner = &pod.metadata.owner_references.as_ref().unwrap()[0];
     assert_eq!(owner.kind, "EtcdCluster");
     assert_eq!(owner.controller, Some(true));

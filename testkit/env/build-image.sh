@@ -9,7 +9,9 @@
 #      which replaces the Dockerfile's builder stage (never pulled), tags the image
 #      localhost/etcd-operator:<version>, :<version>-<key> (the first 12 hex digits of the
 #      cache key below, so a changed build has a new name) and :dev, and exports
-#      $CACHE/images/etcd-operator-<version>.oci.tar (gzip layers).
+#      $CACHE/images/etcd-operator-<version>-<key>.oci.tar (gzip layers); the newest
+#      KEEP_ARCHIVES (4) archives are kept, so that builds of other worktrees sharing
+#      the cache never take away the image a running environment was given.
 #   4. records the tags in $CACHE/images/index.tsv (`REF<TAB>ARCHIVE`, the archive
 #      relative to that directory), where the process node looks up the images it can
 #      run (testkit/node: a pod whose image is localhost/etcd-operator:<version> runs
@@ -50,8 +52,9 @@ flock 9
 echo "== building the release binary" >&2
 cargo build --release --locked -p etcd-operator --bin etcd-operator >&2
 VERSION=$("$BIN" --version | awk '{ print $2 }')
-ARCHIVE="$IMAGES/etcd-operator-$VERSION.oci.tar"
-KEYFILE="$ARCHIVE.key"
+# How many exported archives are kept (the newest): an environment started from an
+# older build of another worktree keeps finding its image for a while.
+KEEP_ARCHIVES=${KEEP_ARCHIVES:-4}
 
 WORK=$(mktemp -d "$IMAGES/.work.XXXXXX")
 cleanup() {
@@ -75,23 +78,37 @@ key() {
 KEY=$(key)
 CONTENT_REF="$IMAGE_NAME:$VERSION-${KEY:0:12}"
 TAGS=("$IMAGE_NAME:$VERSION" "$CONTENT_REF" "$IMAGE_NAME:dev")
+# One archive per content: builds of other trees sharing this cache never replace the
+# image a running environment was given.
+ARCHIVE="$IMAGES/etcd-operator-$VERSION-${KEY:0:12}.oci.tar"
 
-# index_refs REF...: records that the REFs, and nothing else, name this archive in
-# index.tsv (earlier lines for the archive or for those refs are dropped, so an older
-# content tag no longer names a rebuilt archive; the file is replaced by renaming).
+# index_refs REF...: records that the REFs name this archive in index.tsv (earlier lines
+# for those refs are dropped; the file is replaced by renaming).
 index_refs() {
   local index="$IMAGES/index.tsv" tmp="$IMAGES/.index.tsv.tmp" ref
   touch "$index"
-  awk -F '\t' -v refs="$*" -v archive="${ARCHIVE##*/}" \
-    'BEGIN { n = split(refs, r, " "); for (i = 1; i <= n; i++) drop[r[i]] = 1 }
-    !($1 in drop) && $2 != archive' "$index" >"$tmp"
+  awk -F '\t' -v refs="$*" 'BEGIN { n = split(refs, r, " "); for (i = 1; i <= n; i++) drop[r[i]] = 1 }
+    !($1 in drop)' "$index" >"$tmp"
   for ref in "$@"; do printf '%s\t%s\n' "$ref" "${ARCHIVE##*/}" >>"$tmp"; done
   mv -f "$tmp" "$index"
 }
 
-if [ -f "$ARCHIVE" ] && [ "$(cat "$KEYFILE" 2>/dev/null)" = "$KEY" ] &&
-  "${BUILDAH[@]}" inspect --type image "$CONTENT_REF" >/dev/null 2>&1; then
+# prune_archives: keeps the KEEP_ARCHIVES newest archives of this version; the older ones
+# go with their index lines and their content tags in buildah's storage.
+prune_archives() {
+  local old index="$IMAGES/index.tsv" tmp="$IMAGES/.index.tsv.tmp"
+  ls -1t "$IMAGES"/etcd-operator-"$VERSION"-*.oci.tar 2>/dev/null | tail -n +"$((KEEP_ARCHIVES + 1))" |
+    while read -r old; do
+      awk -F '\t' -v archive="${old##*/}" '$2 != archive' "$index" >"$tmp" && mv -f "$tmp" "$index"
+      "${BUILDAH[@]}" rmi "$(cat "$old.ref" 2>/dev/null)" >/dev/null 2>&1 || true
+      rm -f "$old" "$old.ref"
+    done
+}
+
+if [ -f "$ARCHIVE" ] && "${BUILDAH[@]}" inspect --type image "$CONTENT_REF" >/dev/null 2>&1; then
   echo "== image $CONTENT_REF is up to date ($ARCHIVE)" >&2
+  touch "$ARCHIVE"
+  "${BUILDAH[@]}" tag "$CONTENT_REF" "$IMAGE_NAME:$VERSION" "$IMAGE_NAME:dev" >&2
   index_refs "${TAGS[@]}"
   echo "$CONTENT_REF" >"$ARCHIVE.ref"
   echo "$ARCHIVE"
@@ -102,20 +119,15 @@ echo "== building $IMAGE_NAME:$VERSION with buildah (vfs, chroot isolation)" >&2
 "${BUILDAH[@]}" build --isolation chroot --timestamp "$EPOCH" \
   --build-context rootfs="$WORK/rootfs" \
   "${TAGS[@]/#/--tag=}" -f Dockerfile . >&2
-# Content tags of earlier builds keep their images; drop them. The image the tags named
-# before is dangling then; the storage is this script's alone.
-"${BUILDAH[@]}" images --noheading --format '{{.Name}}:{{.Tag}}' |
-  grep -F "$IMAGE_NAME:$VERSION-" | grep -vxF "$CONTENT_REF" |
-  while read -r old; do "${BUILDAH[@]}" rmi "$old" >/dev/null 2>&1 || true; done || true
-"${BUILDAH[@]}" rmi --prune >/dev/null 2>&1 || true
 
 echo "== exporting $ARCHIVE" >&2
-rm -f "$KEYFILE"
 "${BUILDAH[@]}" push --quiet --compression-format gzip "$IMAGE_NAME:$VERSION" \
   "oci-archive:$WORK/image.oci.tar:$IMAGE_NAME:$VERSION" >&2
 mv -f "$WORK/image.oci.tar" "$ARCHIVE"
-echo "$KEY" >"$KEYFILE"
 index_refs "${TAGS[@]}"
 echo "$CONTENT_REF" >"$ARCHIVE.ref"
+prune_archives
+# Images no tag names any more (the storage is this script's alone).
+"${BUILDAH[@]}" rmi --prune >/dev/null 2>&1 || true
 echo "== $CONTENT_REF: $(stat -c %s "$ARCHIVE") bytes in $ARCHIVE" >&2
 echo "$ARCHIVE"

@@ -62,6 +62,7 @@ alive() { running "$RUN/$1.pid"; }
 echo "== installing the CRD and the operator's namespace and RBAC from manifests/"
 kubectl apply -f manifests/00-namespace.yaml -f manifests/10-crd.yaml -f manifests/20-rbac.yaml >/dev/null
 kubectl wait --for=condition=Established crd/etcdclusters.etcd.database.coreos.com --timeout=60s >/dev/null
+kubectl apply -f testkit/env/storage-class.yaml >/dev/null
 
 # The etcd versions the node can run: Debian's 3.4.23 and whatever build-binaries.sh built.
 etcd_flags=(--etcd-binary "3.4.23=/usr/bin/etcd")

@@ -4,9 +4,10 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::Eviction;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
-use kube::api::EvictParams;
+use kube::api::PostParams;
 use serde_json::json;
 
 use crate::support::*;
@@ -42,6 +43,21 @@ async fn wait_budget(
     .await
 }
 
+/// Evicts pod `name` as `kubectl drain` does: a `policy/v1` Eviction posted to its
+/// `eviction` subresource.
+async fn evict(pods: &Api<Pod>, ns: &str, name: &str) -> Result<serde_json::Value, kube::Error> {
+    let eviction = Eviction {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: Some(ns.to_string()),
+            ..Default::default()
+        },
+        delete_options: None,
+    };
+    pods.create_subresource("eviction", name, &PostParams::default(), &eviction)
+        .await
+}
+
 #[tokio::test]
 async fn evictions_that_would_break_quorum_are_refused_and_the_budget_follows_the_size() {
     let ns = Namespace::create("disruption");
@@ -60,11 +76,10 @@ async fn evictions_that_would_break_quorum_are_refused_and_the_budget_follows_th
 
     // One member may go (3 healthy, 2 needed); a second may not, even right after.
     let pods: Api<Pod> = Api::namespaced(client().await, &ns.0);
-    pods.evict(&ready[0], &EvictParams::default())
+    evict(&pods, &ns.0, &ready[0])
         .await
         .expect("the first eviction is allowed");
-    let refused = pods
-        .evict(&ready[1], &EvictParams::default())
+    let refused = evict(&pods, &ns.0, &ready[1])
         .await
         .expect_err("a second eviction would leave one voting member of three");
     let text = refused.to_string();

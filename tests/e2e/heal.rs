@@ -1,4 +1,5 @@
-//! Dead members are replaced; the member list never keeps a dead member for long.
+//! A crashed member restarts in place with its identity and data; a member whose pod and
+//! data are gone is replaced; the member list never keeps a dead member for long.
 
 use std::time::Duration;
 
@@ -31,14 +32,74 @@ async fn replaced_after(ns: &str, name: &str, victim: &str, kill: impl FnOnce())
     assert_keys(&mut client, "heal", 30).await;
 }
 
+/// Kills the etcd processes of `victims` at once (SIGKILL, as an OOM kill or a crash)
+/// and waits until the cluster runs again with every member ready and each victim's
+/// container restarted: the same members (IDs and names), the same cluster, the same
+/// pods, every key, and no membership change.
+async fn restarted_in_place(ns: &str, name: &str, victims: &[String]) {
+    let ready = wait_running(ns, name, 3, Duration::from_secs(120)).await;
+    let mut client = etcd(ns, &ready).await;
+    write_keys(&mut client, "crash", 1000).await;
+    let members = member_list(&mut client).await;
+    let id = cluster_id(&mut client).await;
+    let pods = pod_uids(ns);
+    let added = event_names(ns, "reason=MemberAdded");
+    for victim in victims {
+        kill_member(ns, victim);
+    }
+    wait_for(
+        "the killed members to restart",
+        Duration::from_secs(120),
+        || async {
+            let counts: Vec<u32> = victims.iter().map(|v| restart_count(ns, v)).collect();
+            match counts.iter().all(|c| *c >= 1) {
+                true => Ok(()),
+                false => Err(format!("restart counts {counts:?}")),
+            }
+        },
+    )
+    .await;
+    let after = wait_running(ns, name, 3, Duration::from_secs(120)).await;
+    assert_eq!(sorted(after), sorted(ready.clone()), "other members");
+    let mut client = etcd(ns, &ready).await;
+    assert_eq!(
+        member_list(&mut client).await,
+        members,
+        "membership changed"
+    );
+    assert_eq!(cluster_id(&mut client).await, id, "another cluster");
+    assert_keys(&mut client, "crash", 1000).await;
+    assert_eq!(pod_uids(ns), pods, "a pod was replaced");
+    assert_eq!(
+        event_names(ns, "reason=MemberAdded"),
+        added,
+        "a member was added"
+    );
+    assert_eq!(
+        event_names(ns, "reason=MemberRemoved"),
+        Vec::<String>::new()
+    );
+}
+
+fn sorted(mut names: Vec<String>) -> Vec<String> {
+    names.sort();
+    names
+}
+
 #[tokio::test]
-async fn a_member_whose_process_is_killed_is_replaced_under_a_new_name() {
+async fn a_member_whose_process_is_killed_restarts_in_place_with_its_id_and_data() {
     let ns = Namespace::create("heal-kill");
     apply(&cluster_yaml(&ns.0, "healing", 3, "3.5.35", false));
     let ready = wait_running(&ns.0, "healing", 3, Duration::from_secs(120)).await;
-    let victim = ready[1].clone();
-    let ns_name = ns.0.clone();
-    replaced_after(&ns.0, "healing", &victim, || kill_member(&ns_name, &victim)).await;
+    restarted_in_place(&ns.0, "healing", &ready[1..2]).await;
+}
+
+#[tokio::test]
+async fn killing_every_members_process_at_once_brings_the_same_cluster_back() {
+    let ns = Namespace::create("power-cut");
+    apply(&cluster_yaml(&ns.0, "restarted", 3, "3.5.35", false));
+    let ready = wait_running(&ns.0, "restarted", 3, Duration::from_secs(120)).await;
+    restarted_in_place(&ns.0, "restarted", &ready).await;
 }
 
 #[tokio::test]
@@ -59,7 +120,7 @@ async fn a_member_whose_pod_is_deleted_is_replaced() {
 }
 
 #[tokio::test]
-async fn a_paused_cluster_leaves_a_killed_member_dead_until_unpaused() {
+async fn a_paused_cluster_leaves_a_deleted_member_unreplaced_until_unpaused() {
     let ns = Namespace::create("pause");
     apply(&cluster_yaml(&ns.0, "paused", 3, "3.5.35", false));
     let ready = wait_running(&ns.0, "paused", 3, Duration::from_secs(120)).await;
@@ -73,8 +134,8 @@ async fn a_paused_cluster_leaves_a_killed_member_dead_until_unpaused() {
     })
     .await;
     let victim = ready[2].clone();
-    kill_member(&ns.0, &victim);
-    // The operator keeps observing: the dead member shows as unready, and stays a member.
+    delete_pods(&ns.0, std::slice::from_ref(&victim));
+    // The operator keeps observing: the lost member shows as unready, and stays a member.
     let what = "the dead member reported unready";
     wait_status(&ns.0, "paused", what, Duration::from_secs(60), |s| {
         s.members.unready.contains(&victim)
@@ -107,9 +168,9 @@ async fn losing_quorum_is_reported_and_no_member_is_removed() {
     let ns = Namespace::create("quorum");
     apply(&cluster_yaml(&ns.0, "fragile", 3, "3.5.35", false));
     let ready = wait_running(&ns.0, "fragile", 3, Duration::from_secs(120)).await;
+    // Two members lose their pods and data (a crash alone restarts in place).
+    delete_pods(&ns.0, &ready[0..2]);
     let pods_before = pod_uids(&ns.0);
-    kill_member(&ns.0, &ready[0]);
-    kill_member(&ns.0, &ready[1]);
 
     let what = "quorum loss in status";
     let status = wait_status(&ns.0, "fragile", what, Duration::from_secs(60), |s| {

@@ -17,3 +17,4 @@ mod safety;
 mod scale;
 mod upgrade;
 mod validation;
+mod volumes;

@@ -345,6 +345,22 @@ pub async fn cluster_id(etcd: &mut Etcd) -> u64 {
         .cluster_id()
 }
 
+/// Deletes the pods `names` at once and waits until they are gone (with an emptyDir,
+/// their members' data goes with them).
+pub fn delete_pods(ns: &str, names: &[String]) {
+    let mut args = vec!["delete", "pod", "-n", ns, "--wait=true", "--timeout=60s"];
+    args.extend(names.iter().map(String::as_str));
+    let (ok, out) = kubectl(&args, None);
+    assert!(ok, "kubectl delete pod: {out}");
+}
+
+/// The restart count of pod `name`'s etcd container (0 when unknown).
+pub fn restart_count(ns: &str, name: &str) -> u32 {
+    let path = "jsonpath={.status.containerStatuses[0].restartCount}";
+    let (_, out) = kubectl(&["get", "pod", name, "-n", ns, "-o", path], None);
+    out.trim().parse().unwrap_or(0)
+}
+
 /// Kills a member's etcd process through the process node, as a crash would.
 pub fn kill_member(ns: &str, pod: &str) {
     let node = env_dir().join("bin/etcd-operator-node");

@@ -147,6 +147,24 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
         }
         Action::AddMember { learner, version } => add_member(fx, *learner, version).await,
         Action::ResumeJoin { id, name, version } => resume_join(fx, *id, name, version).await,
+        Action::RestartMember {
+            name,
+            version,
+            peers,
+            voter,
+        } => {
+            let pod = MemberPod {
+                name: name.clone(),
+                version: version.clone(),
+                initial_cluster: fx.topology.initial_cluster(peers),
+                state: InitialState::Existing,
+                voter: *voter,
+            };
+            let created = fx.kube.create_member_pod(&pod).await;
+            created.map_err(|e| format!("creating pod {name}: {e}"))?;
+            let note = format!("started member {name} again on its volume (etcd {version})");
+            Ok(Done::member(note, name))
+        }
         Action::PromoteLearner { id, name } => {
             let call = PromoteMember {
                 endpoints: fx.endpoints.clone(),
@@ -168,6 +186,12 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
         Action::DeletePod { name } => {
             fx.kube.delete_pod(name).await.map_err(|e| e.to_string())?;
             Ok(Done::member(format!("deleted pod {name}"), name))
+        }
+        Action::ExpandClaim { name, quantity } => {
+            let expanded = fx.kube.expand_claim(name, quantity).await;
+            expanded.map_err(|e| e.to_string())?;
+            let note = format!("asked for {quantity} on member {name}'s volume; its data stays");
+            Ok(Done::member(note, name))
         }
         Action::SetDisruptionBudget { min_available } => {
             let budget = fx.kube.set_disruption_budget(*min_available).await;

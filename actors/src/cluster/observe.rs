@@ -49,6 +49,8 @@ pub(crate) async fn observe(
         pods: view.pods,
         services_present: view.services_present,
         disruption_budget: view.disruption_budget,
+        claims: view.claims,
+        claim_class: view.claim_class,
         recorded: view.recorded,
         name_conflict: view.name_conflict,
         endpoints,

@@ -47,6 +47,29 @@ pub enum Action {
         /// etcd version of the member.
         version: Version,
     },
+    /// Create the pod of a member whose pod is gone while its PersistentVolumeClaim keeps
+    /// its data: the same name, on the same volume, joining with that data
+    /// (`--initial-cluster-state=existing`). No membership change: etcd sees the same
+    /// member come back.
+    RestartMember {
+        /// Member (and pod) name.
+        name: String,
+        /// etcd version to run.
+        version: Version,
+        /// Every member's name, for `--initial-cluster` (which etcd reads only when its
+        /// data directory is empty).
+        peers: Vec<String>,
+        /// A voting member (its pod serves clients at once).
+        voter: bool,
+    },
+    /// Ask for more storage on a member's PersistentVolumeClaim (its StorageClass allows
+    /// expansion); the volume grows in place, the data stays.
+    ExpandClaim {
+        /// Member name (its claim is the member's).
+        name: String,
+        /// The storage to request, as the spec writes it.
+        quantity: String,
+    },
     /// `member promote` a learner.
     PromoteLearner {
         /// etcd member ID.
@@ -115,6 +138,8 @@ impl Action {
             Action::StartSeed { .. } => "start_seed",
             Action::AddMember { .. } => "add_member",
             Action::ResumeJoin { .. } => "resume_join",
+            Action::RestartMember { .. } => "restart_member",
+            Action::ExpandClaim { .. } => "expand_claim",
             Action::PromoteLearner { .. } => "promote_learner",
             Action::RemoveMember { .. } => "remove_member",
             Action::DeletePod { .. } => "delete_pod",

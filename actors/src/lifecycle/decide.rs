@@ -21,6 +21,7 @@ use super::{
     Action, Birth, Deadlines, DesiredCluster, MemberView, Membership, Observation, Phase, PodView,
     Reason, State, UpgradePath, Version, Why,
 };
+use super::{crash, volumes};
 use super::{transition, upgrade};
 
 /// Grace time before a pod that has no etcd member is deleted, so that a member list read
@@ -101,6 +102,7 @@ fn step(
             if !matches!(d.state.phase, Phase::Blocked { .. }) {
                 d.actions.extend(unlabelled_voters(&view));
                 d.actions.extend(disruption_budget(&view));
+                d.actions.extend(volumes::growth(obs, spec));
             }
             d
         }
@@ -229,6 +231,12 @@ fn without_member_list(
     let block = |state, why: Why, actions| {
         settle(state, Phase::Blocked { reason: why.reason }, actions, why)
     };
+    if let (Birth::Born { .. }, Some(on)) = (birth, volumes::without_member_list(obs, target)) {
+        let mut d = on_volumes(state, on);
+        actions.append(&mut d.actions);
+        d.actions = actions;
+        return d;
+    }
     match birth {
         Birth::Born { .. } if live.is_empty() => block(
             state,
@@ -468,10 +476,13 @@ fn with_member_list(
         let phase = transition::continuing(&state.phase);
         return settle(state, phase, vec![Action::EnsureServices], why);
     }
+    let join_version = version_for_new_members(&state, view, target);
+    if let Some(on) = volumes::with_member_list(view.obs, view.members, &join_version) {
+        return on_volumes(state, on);
+    }
     if let Some(d) = orphan_pods(&state, view) {
         return d(state);
     }
-    let join_version = version_for_new_members(&state, view, target);
     if let Some(d) = unstarted_member(&state, view, deadlines, &scaling, &join_version) {
         return d(state);
     }
@@ -491,6 +502,14 @@ fn with_member_list(
         return scale(state, view, size, &join_version, scaling);
     }
     upgrade::upgrade(state, view, target)
+}
+
+/// Members restarted on their volumes (or waited for), as a recovery.
+fn on_volumes(state: State, on: volumes::OnVolumes) -> Decision {
+    match on {
+        volumes::OnVolumes::Wait(why) => settle(state, Phase::Recovering, vec![], why),
+        volumes::OnVolumes::Restart(actions, why) => settle(state, Phase::Recovering, actions, why),
+    }
 }
 
 fn quorum_lost(mut state: State, view: &ClusterView<'_>) -> Decision {
@@ -533,13 +552,21 @@ fn promotable_learner(view: &ClusterView<'_>, scaling: &Phase) -> Option<Step> {
 /// A member that is not healthy (yet) holds back every further step.
 fn unhealthy_member(current: Phase, view: &ClusterView<'_>) -> Option<Step> {
     let m = view.members.iter().find(|m| !view.is_healthy(m))?;
-    let why = Why::new(
-        Reason::WaitingForHealthyMembers,
-        format!(
-            "waiting for member {} to become healthy before the next step",
-            m.pod_name().unwrap_or_default()
+    let name = m.pod_name().unwrap_or_default();
+    let why = match crash_loop(view, &name) {
+        Some((restarts, crash)) => Why::new(
+            Reason::CrashLooping,
+            format!(
+                "member {name}'s etcd keeps exiting ({restarts} restarts; it is restarted in \
+                 place with its data): {}",
+                crash::last_words(crash)
+            ),
         ),
-    );
+        None => Why::new(
+            Reason::WaitingForHealthyMembers,
+            format!("waiting for member {name} to become healthy before the next step"),
+        ),
+    };
     let phase = if current.is_progressing() {
         current
     } else {
@@ -548,6 +575,14 @@ fn unhealthy_member(current: Phase, view: &ClusterView<'_>) -> Option<Step> {
     Some(Box::new(move |state: State| {
         settle(state, phase, vec![], why)
     }))
+}
+
+/// The restarts and last failure of the pod `name` when its etcd is crash looping:
+/// restarted in place at least [`crash::CRASH_LOOP_RESTARTS`] times and not ready.
+fn crash_loop<'v>(view: &'v ClusterView<'_>, name: &str) -> Option<(u32, &'v str)> {
+    let pod = view.obs.pod(name)?;
+    let crash = pod.crash.as_deref()?;
+    (pod.restarts >= crash::CRASH_LOOP_RESTARTS && !pod.ready).then_some((pod.restarts, crash))
 }
 
 /// The version a new member runs: the target when the running members may move to it,
@@ -707,10 +742,25 @@ fn dead_or_unhealthy_member(
         // one per tick, each removal checked by etcd to keep a quorum, then replaced.)
         let since = state.unhealthy_since.get(&m.id)?;
         let waited = now.saturating_duration_since(*since);
-        let pod_ready = view.obs.pod(&m.name).is_some_and(|p| p.ready);
+        let pod = view.obs.pod(&m.name);
+        let pod_ready = pod.is_some_and(|p| p.ready);
         let others_settled = view.members.iter().all(|o| o.started() && !o.is_learner);
-        (waited >= deadlines.unhealthy_member && !pod_ready && others_settled).then(|| {
-            (
+        if waited < deadlines.unhealthy_member || pod_ready || !others_settled {
+            return None;
+        }
+        // A member whose etcd has crashed is restarted in place on its data: it is
+        // replaced only when its last words say that data is unusable.
+        match pod.and_then(|p| p.crash.as_deref()) {
+            Some(crash) => crash::unusable_data(crash).map(|evidence| {
+                let message = format!(
+                    "member {}'s etcd keeps failing on its own data ({evidence:?}) for {}s: \
+                     removing it from etcd to replace it",
+                    m.name,
+                    waited.as_secs()
+                );
+                (m, Reason::ReplacingBrokenMember, message)
+            }),
+            None => Some((
                 m,
                 Reason::ReplacingUnhealthyMember,
                 format!(
@@ -718,8 +768,8 @@ fn dead_or_unhealthy_member(
                     m.name,
                     waited.as_secs()
                 ),
-            )
-        })
+            )),
+        }
     })?;
     let actions = removal(m.id, &m.name, view.obs.pod(&m.name));
     let why = Why::new(reason, message);

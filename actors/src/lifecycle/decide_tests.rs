@@ -40,6 +40,16 @@ macro_rules! assert_no_action {
     };
 }
 
+/// The decision removes member `id` from etcd first, for `reason`.
+fn assert_removes(d: &Decision, reason: Reason, id: u64) {
+    assert_eq!(d.why.reason, reason, "{}", d.why.message);
+    assert!(
+        matches!(d.actions.first(), Some(Action::RemoveMember { id: removed, .. }) if *removed == id),
+        "{:?}",
+        d.actions
+    );
+}
+
 /// The decision does nothing, for `reason`.
 fn assert_idle(d: &Decision, reason: Reason) {
     assert!(d.actions.is_empty(), "{:?}", d.actions);
@@ -412,6 +422,204 @@ fn member_whose_pod_is_gone_is_removed() {
             name: "m3".into()
         }]
     );
+}
+
+/// Member 3's etcd has crashed `restarts` times with `crash` and is down now.
+fn crashing(now: Instant, restarts: u32, crash: &str) -> World {
+    let crash = crash.to_string();
+    World::healthy(now, 3, VERSION)
+        .unreachable(3)
+        .pod("m3", move |p| {
+            p.ready = false;
+            p.restarts = restarts;
+            p.crash = Some(crash);
+        })
+}
+
+/// The decisions on `world` at first sight and 121 s later (past the unhealthy deadline).
+fn first_and_past_deadline(now: Instant, world: impl Fn() -> World) -> (Decision, Decision) {
+    let first = run(running_state(), &world().build(), &spec(3, VERSION));
+    let mut obs = world().build();
+    obs.now = later(now, 121);
+    let past = run(first.state.clone(), &obs, &spec(3, VERSION));
+    (first, past)
+}
+
+#[test]
+fn a_crash_looping_member_is_reported_with_its_last_words_and_never_replaced() {
+    let now = Instant::now();
+    let crash =
+        "exited with code 1 (Error): {\"msg\":\"x\"}\netcd: unknown flag: --quota-backend-bytez";
+    let (first, past) = first_and_past_deadline(now, || crashing(now, 4, crash));
+    for d in [&first, &past] {
+        assert_idle(d, Reason::CrashLooping);
+        assert!(
+            d.why.message.contains("4 restarts")
+                && d.why
+                    .message
+                    .ends_with("etcd: unknown flag: --quota-backend-bytez"),
+            "{}",
+            d.why.message
+        );
+        assert_eq!(d.state.phase, Phase::Recovering);
+    }
+}
+
+#[test]
+fn a_member_restarted_once_is_waited_for_not_reported_as_crash_looping() {
+    let now = Instant::now();
+    let d = on_running(crashing(now, 1, "exited with code 137 (Error)"), 3, VERSION);
+    assert_idle(&d, Reason::WaitingForHealthyMembers);
+}
+
+#[test]
+fn a_member_failing_on_its_own_data_is_replaced_past_the_deadline_but_not_before() {
+    let now = Instant::now();
+    let crash = "exited with code 2 (Error): panic: walpb: crc mismatch";
+    let (first, past) = first_and_past_deadline(now, || crashing(now, 5, crash));
+    assert_idle(&first, Reason::CrashLooping);
+    assert_removes(&past, Reason::ReplacingBrokenMember, 3);
+    assert!(
+        past.why.message.contains("crc mismatch"),
+        "{}",
+        past.why.message
+    );
+}
+
+#[test]
+fn a_member_failing_on_its_data_is_not_replaced_without_a_quorum_of_the_others() {
+    let now = Instant::now();
+    let crash = "exited with code 2 (Error): panic: walpb: crc mismatch";
+    let world = || {
+        crashing(now, 5, crash)
+            .unreachable(2)
+            .pod("m2", |p| p.ready = false)
+    };
+    let (_, past) = first_and_past_deadline(now, world);
+    assert_idle(&past, Reason::QuorumLost);
+}
+
+/// The decision restarts members on their volumes with exactly `actions`, recovering.
+fn assert_restarts(d: &Decision, actions: Vec<Action>) {
+    assert_eq!(d.actions, actions);
+    assert_eq!(d.why.reason, Reason::RestartingMembers);
+    assert_eq!(d.state.phase, Phase::Recovering);
+}
+
+fn restart(name: &str, peers: &[&str], voter: bool) -> Action {
+    Action::RestartMember {
+        name: name.into(),
+        version: VERSION.parse().unwrap(),
+        peers: peers.iter().map(|p| p.to_string()).collect(),
+        voter,
+    }
+}
+
+#[test]
+fn a_member_whose_pod_is_gone_gets_a_new_pod_on_its_volume_and_stays_the_same_member() {
+    let now = Instant::now();
+    let world = World::healthy(now, 3, VERSION)
+        .on_volumes()
+        .without_pod("m2");
+    let d = on_running(world.unreachable(2), 3, VERSION);
+    assert_restarts(&d, vec![restart("m2", &["m1", "m2", "m3"], true)]);
+}
+
+#[test]
+fn a_members_old_pod_is_waited_for_before_its_volume_is_used_again() {
+    let now = Instant::now();
+    let world = World::healthy(now, 3, VERSION)
+        .on_volumes()
+        .pod("m2", |p| p.terminating = true);
+    let d = on_running(world.unreachable(2), 3, VERSION);
+    assert_idle(&d, Reason::RestartingMembers);
+    assert!(d.why.message.contains("m2"), "{}", d.why.message);
+}
+
+#[test]
+fn a_member_whose_volume_is_lost_or_being_deleted_is_removed_and_replaced() {
+    let now = Instant::now();
+    for phase in [ClaimPhase::Lost, ClaimPhase::Deleting] {
+        let world = World::healthy(now, 3, VERSION)
+            .on_volumes()
+            .claim("m2", phase)
+            .without_pod("m2");
+        let d = on_running(world.unreachable(2), 3, VERSION);
+        assert_removes(&d, Reason::ReplacingDeadMember, 2);
+    }
+}
+
+const GI: u128 = 1 << 30;
+
+fn with_storage(size: u32, quantity: &str, bytes: u128) -> DesiredCluster {
+    let mut s = spec(size, VERSION);
+    s.storage = Some(Storage {
+        quantity: quantity.into(),
+        bytes,
+    });
+    s
+}
+
+#[test]
+fn claims_smaller_than_the_spec_asks_grow_where_the_class_allows_it() {
+    let now = Instant::now();
+    let world = || World::healthy(now, 3, VERSION).on_volumes();
+    let grow = |expandable: bool| {
+        let obs = world().claims_sized(GI, expandable).build();
+        run(running_state(), &obs, &with_storage(3, "2Gi", 2 * GI)).actions
+    };
+    let expand = |name: &str| Action::ExpandClaim {
+        name: name.into(),
+        quantity: "2Gi".into(),
+    };
+    assert_eq!(grow(true), vec![expand("m1"), expand("m2"), expand("m3")]);
+    assert_eq!(grow(false), vec![]);
+    // At the size asked for, or above it (claims never shrink): nothing to do.
+    for bytes in [2 * GI, 3 * GI] {
+        let obs = world().claims_sized(bytes, true).build();
+        let d = run(running_state(), &obs, &with_storage(3, "2Gi", 2 * GI));
+        assert_no_action!(d, Action::ExpandClaim { .. });
+    }
+    // A claim whose volume is lost is not grown (its member is being replaced).
+    let obs = world()
+        .claims_sized(GI, true)
+        .claim("m3", ClaimPhase::Lost)
+        .build();
+    let d = run(running_state(), &obs, &with_storage(3, "2Gi", 2 * GI));
+    assert!(!d.actions.contains(&expand("m3")), "{:?}", d.actions);
+}
+
+#[test]
+fn every_pod_gone_with_volumes_brings_every_member_back_and_never_a_new_cluster() {
+    let now = Instant::now();
+    let obs = World::healthy(now, 3, VERSION)
+        .on_volumes()
+        .without_pod("m1")
+        .without_pod("m2")
+        .without_pod("m3")
+        .born()
+        .etcd_down()
+        .build();
+    for state in [running_state(), State::default()] {
+        let d = run(state, &obs, &spec(3, VERSION));
+        let peers = ["m1", "m2", "m3"];
+        let every = ["m1", "m2", "m3"].map(|m| restart(m, &peers, false));
+        assert_restarts(&d, every.to_vec());
+    }
+}
+
+#[test]
+fn every_pod_gone_without_volumes_is_reported_lost_and_nothing_is_created() {
+    let now = Instant::now();
+    let obs = World::healthy(now, 3, VERSION)
+        .without_pod("m1")
+        .without_pod("m2")
+        .without_pod("m3")
+        .born()
+        .etcd_down()
+        .build();
+    let d = run(running_state(), &obs, &spec(3, VERSION));
+    assert_idle(&d, Reason::AllMembersLost);
 }
 
 #[test]

@@ -31,6 +31,8 @@ impl World {
                 pods: Vec::new(),
                 services_present: true,
                 disruption_budget: None,
+                claims: BTreeMap::new(),
+                claim_class: None,
                 endpoints: Vec::new(),
                 recorded: Recorded::default(),
                 name_conflict: None,
@@ -128,6 +130,8 @@ impl World {
             upgrade_from: None,
             voter: true,
             pod_template: None,
+            restarts: 0,
+            crash: None,
         });
         self
     }
@@ -151,6 +155,34 @@ impl World {
     /// The object's status records seed `name`, and no member has answered yet.
     pub(crate) fn seeding(mut self, name: &str) -> Self {
         self.obs.recorded.bootstrap = Some(BootstrapRecord::seed(name, "demo-token"));
+        self
+    }
+
+    /// Member `name` has a PersistentVolumeClaim in `phase`.
+    pub(crate) fn claim(mut self, name: &str, phase: ClaimPhase) -> Self {
+        self.obs.claims.insert(name.to_string(), Claim::new(phase));
+        self
+    }
+
+    /// Every claim requests and has `bytes`; their class allows expansion or not.
+    pub(crate) fn claims_sized(mut self, bytes: u128, expandable: bool) -> Self {
+        for claim in self.obs.claims.values_mut() {
+            claim.requested_bytes = Some(bytes);
+            claim.capacity_bytes = Some(bytes);
+        }
+        self.obs.claim_class = Some(ClaimClass {
+            name: "local-path".into(),
+            allows_expansion: expandable,
+        });
+        self
+    }
+
+    /// Every member listed so far has a bound claim.
+    pub(crate) fn on_volumes(mut self) -> Self {
+        let names: Vec<String> = self.members.iter().map(|m| m.name.clone()).collect();
+        for name in names {
+            self = self.claim(&name, ClaimPhase::Bound);
+        }
         self
     }
 

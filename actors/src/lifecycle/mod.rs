@@ -3,6 +3,7 @@
 
 mod action;
 mod bootstrap;
+mod crash;
 mod decide;
 mod observation;
 mod reason;
@@ -11,6 +12,7 @@ mod state;
 mod transition;
 mod upgrade;
 mod version;
+mod volumes;
 
 #[cfg(test)]
 mod decide_tests;
@@ -21,9 +23,12 @@ pub use action::Action;
 pub(crate) use bootstrap::Birth;
 pub use bootstrap::{BootstrapRecord, Recorded};
 pub use decide::{Decision, decide};
-pub use observation::{MemberHealth, MemberView, Membership, Observation, PodPhase, PodView};
+pub use observation::{
+    Claim, ClaimClass, ClaimPhase, MemberHealth, MemberView, Membership, Observation, PodPhase,
+    PodView,
+};
 pub use reason::{Reason, Why};
-pub use spec::DesiredCluster;
+pub use spec::{DesiredCluster, Storage};
 pub use state::{Deadlines, Phase, State};
 pub(crate) use version::UpgradePath;
 pub use version::{Version, VersionError};

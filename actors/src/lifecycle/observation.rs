@@ -49,6 +49,12 @@ pub struct PodView {
     /// Digest of the repository and pod policy the pod was built from (absent on pods
     /// made by older operators).
     pub pod_template: Option<String>,
+    /// How many times the etcd container was restarted in place.
+    pub restarts: u32,
+    /// How the etcd container last failed (exit code, reason, and the end of its log),
+    /// once it has: it is restarted in place with its data, so this stays as the
+    /// evidence of a crash loop.
+    pub crash: Option<String>,
 }
 
 impl PodView {
@@ -65,6 +71,8 @@ impl PodView {
             upgrade_from: None,
             voter: true,
             pod_template: None,
+            restarts: 0,
+            crash: None,
         }
     }
 
@@ -72,6 +80,59 @@ impl PodView {
     pub(crate) fn is_dead(&self) -> bool {
         matches!(self.phase, PodPhase::Failed | PodPhase::Succeeded) || self.terminating
     }
+}
+
+/// Where a member's PersistentVolumeClaim stands (`spec.pod.persistentVolumeClaimSpec`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ClaimPhase {
+    /// Waiting for a volume.
+    Pending,
+    /// On its volume: the member's data is there.
+    Bound,
+    /// Its volume is gone: so is the member's data.
+    Lost,
+    /// Being deleted (by someone else: the operator deletes a claim only with its
+    /// member): the data goes with it.
+    Deleting,
+}
+
+impl ClaimPhase {
+    /// Whether the claim may hold the member's data (its volume is neither lost nor
+    /// being deleted).
+    pub fn holds_data(self) -> bool {
+        matches!(self, ClaimPhase::Pending | ClaimPhase::Bound)
+    }
+}
+
+/// A member's PersistentVolumeClaim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Claim {
+    /// Where it stands.
+    pub phase: ClaimPhase,
+    /// The storage it requests, in bytes (`spec.resources.requests.storage`).
+    pub requested_bytes: Option<u128>,
+    /// The storage its volume has, in bytes (`status.capacity.storage`).
+    pub capacity_bytes: Option<u128>,
+}
+
+impl Claim {
+    /// A claim in `phase` with no sizes known.
+    pub fn new(phase: ClaimPhase) -> Self {
+        Claim {
+            phase,
+            requested_bytes: None,
+            capacity_bytes: None,
+        }
+    }
+}
+
+/// The StorageClass of the members' claims, as far as growing them goes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClaimClass {
+    /// Its name (empty: the cluster's default class).
+    pub name: String,
+    /// `allowVolumeExpansion`.
+    pub allows_expansion: bool,
 }
 
 /// One entry of etcd's member list.
@@ -181,6 +242,10 @@ pub struct Observation {
     pub services_present: bool,
     /// `minAvailable` of the cluster's PodDisruptionBudget, when it exists.
     pub disruption_budget: Option<u32>,
+    /// The members' PersistentVolumeClaims, by member name (none with emptyDir members).
+    pub claims: BTreeMap<String, Claim>,
+    /// Their StorageClass, when there are claims and it could be read.
+    pub claim_class: Option<ClaimClass>,
     /// What the object's status remembers (survives operator restarts).
     pub recorded: Recorded,
     /// An object this cluster needs belongs to someone else (see `KubeView`).

@@ -49,10 +49,14 @@ reasons! {
     RemovingMember,
     /// A member whose pod is gone or dead is being removed.
     ReplacingDeadMember,
+    /// Members whose pods are gone get new pods on their volumes, which hold their data.
+    RestartingMembers,
     /// A member that never started is being removed.
     RemovingUnstartedMember,
     /// A member unhealthy past its deadline is being removed.
     ReplacingUnhealthyMember,
+    /// A member whose etcd keeps failing on its own data is being removed.
+    ReplacingBrokenMember,
     /// A pod without an etcd member is being deleted.
     DeletingOrphanPod,
     /// The cluster's Services are being created.
@@ -80,6 +84,8 @@ reasons! {
     NameConflict,
     /// Too few healthy voting members.
     QuorumLost,
+    /// A member's etcd keeps exiting; it is restarted in place with its data.
+    CrashLooping,
     /// No member answers.
     EtcdUnreachable,
     /// Every member pod is gone.
@@ -114,6 +120,7 @@ impl Reason {
                 | Reason::InvalidName
                 | Reason::NameConflict
                 | Reason::QuorumLost
+                | Reason::CrashLooping
                 | Reason::EtcdUnreachable
                 | Reason::AllMembersLost
                 | Reason::ClusterIdMismatch

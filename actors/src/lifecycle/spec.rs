@@ -26,6 +26,18 @@ pub struct DesiredCluster {
     pub uid: String,
     /// Digest of the repository and pod policy new member pods are built from.
     pub pod_template: String,
+    /// The storage each member's claim asks for (`spec.pod.persistentVolumeClaimSpec`),
+    /// when members are on claims.
+    pub storage: Option<Storage>,
+}
+
+/// A storage request: as written, and in bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Storage {
+    /// The quantity as the spec writes it (`2Gi`).
+    pub quantity: String,
+    /// The same in bytes.
+    pub bytes: u128,
 }
 
 impl DesiredCluster {
@@ -40,6 +52,7 @@ impl DesiredCluster {
             generation: 1,
             uid: String::new(),
             pod_template: String::new(),
+            storage: None,
         }
     }
 }

@@ -50,6 +50,8 @@ pub struct CallCounts {
     pub ensure_services: u64,
     /// `ClusterApi::set_disruption_budget`.
     pub set_disruption_budget: u64,
+    /// `ClusterApi::expand_claim` (the fake has no claims: never called by the lifecycle).
+    pub expand_claim: u64,
     /// `ClusterApi::create_member_pod`.
     pub create_member_pod: u64,
     /// `ClusterApi::delete_pod`.
@@ -583,6 +585,8 @@ impl ClusterApi for FakeCluster {
             pods: w.pods.clone(),
             services_present: w.services_present,
             disruption_budget: w.disruption_budget,
+            claims: Default::default(),
+            claim_class: None,
             recorded: w.recorded.clone(),
             name_conflict: None,
         })
@@ -599,6 +603,11 @@ impl ClusterApi for FakeCluster {
         let mut w = self.lock();
         w.calls.set_disruption_budget += 1;
         w.disruption_budget = Some(min_available);
+        Ok(())
+    }
+
+    async fn expand_claim(&self, _name: &str, _quantity: &str) -> Result<(), ApiError> {
+        self.lock().calls.expand_claim += 1;
         Ok(())
     }
 

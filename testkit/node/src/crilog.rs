@@ -91,6 +91,36 @@ pub fn decode_all(bytes: &[u8]) -> (Vec<Record>, usize) {
     (records, used)
 }
 
+/// Most lines of a container's log its termination message takes
+/// (`terminationMessagePolicy: FallbackToLogsOnError`), as the kubelet.
+pub const TERMINATION_LINES: usize = 80;
+/// Most bytes of it.
+pub const TERMINATION_BYTES: usize = 2048;
+
+/// The end of a log file as a termination message: the last [`TERMINATION_LINES`]
+/// lines (pieces of a long line joined), then at most their last [`TERMINATION_BYTES`]
+/// bytes; `None` when the log is empty.
+pub fn termination_message(bytes: &[u8]) -> Option<String> {
+    let (records, _) = decode_all(bytes);
+    let mut lines: Vec<Vec<u8>> = Vec::new();
+    let mut open = false;
+    for r in records {
+        match lines.last_mut() {
+            Some(line) if open => line.extend_from_slice(&r.content),
+            _ => lines.push(r.content.clone()),
+        }
+        open = r.partial;
+    }
+    let start = lines.len().saturating_sub(TERMINATION_LINES);
+    let text = String::from_utf8_lossy(&lines[start..].join(&b'\n')).into_owned();
+    let mut cut = text.len().saturating_sub(TERMINATION_BYTES);
+    while !text.is_char_boundary(cut) {
+        cut += 1;
+    }
+    let tail = text[cut..].to_string();
+    (!tail.is_empty()).then_some(tail)
+}
+
 /// Which streams a query wants.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Streams {
@@ -327,6 +357,29 @@ pub fn split_records(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_termination_message_is_the_last_lines_joined_and_bounded() {
+        let line = |content: &str, partial: bool| Record {
+            time: Timestamp::UNIX_EPOCH,
+            stream: Stream::Stderr,
+            partial,
+            content: content.as_bytes().to_vec(),
+        };
+        let mut log = Vec::new();
+        for i in 0..100 {
+            log.extend(line(&format!("line {i}"), false).encode());
+        }
+        log.extend(line("a long ", true).encode());
+        log.extend(line("last line", false).encode());
+        let message = termination_message(&log).unwrap();
+        assert!(message.ends_with("line 99\na long last line"), "{message}");
+        assert_eq!(message.lines().count(), TERMINATION_LINES);
+        assert!(message.starts_with("line 21\n"), "{message}");
+        let big: Vec<u8> = line(&"x".repeat(5000), false).encode();
+        assert_eq!(termination_message(&big).unwrap().len(), TERMINATION_BYTES);
+        assert_eq!(termination_message(b""), None);
+    }
+
     use super::*;
 
     fn at(second: i64) -> Timestamp {

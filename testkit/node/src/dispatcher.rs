@@ -11,10 +11,12 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::binder;
+use crate::binder::{self, BindSite};
 use crate::ctx::NodeCtx;
 use crate::log::event;
 use crate::pod::PodWorker;
+use crate::storage::Storage;
+use crate::tasks::TaskGuard;
 
 struct WorkerHandle {
     updates: watch::Sender<Option<Pod>>,
@@ -24,10 +26,11 @@ struct WorkerHandle {
 /// Routes pod events to binding and to pod workers.
 pub struct Dispatcher {
     ctx: Arc<NodeCtx>,
-    node_labels: BTreeMap<String, String>,
+    site: Arc<BindSite>,
     workers: HashMap<String, WorkerHandle>,
     finished: HashSet<String>,
-    binding: HashSet<String>,
+    /// Pods being bound, by uid: dropping the guard stops the binding task.
+    binding: HashMap<String, TaskGuard>,
     relisted: Option<HashSet<String>>,
     done_tx: mpsc::UnboundedSender<String>,
     done_rx: mpsc::UnboundedReceiver<String>,
@@ -39,19 +42,27 @@ fn uid_of(pod: &Pod) -> String {
 }
 
 impl Dispatcher {
-    /// A dispatcher for the node; workers stop when `shutdown` is cancelled.
+    /// A dispatcher for the node (its pods' claims looked up in `storage`); workers stop
+    /// when `shutdown` is cancelled.
     pub fn new(
         ctx: Arc<NodeCtx>,
         node_labels: BTreeMap<String, String>,
+        storage: Arc<Storage>,
         shutdown: CancellationToken,
     ) -> Dispatcher {
         let (done_tx, done_rx) = mpsc::unbounded_channel();
+        let site = Arc::new(BindSite {
+            client: ctx.client.clone(),
+            node: ctx.node_name.clone(),
+            labels: node_labels,
+            storage,
+        });
         Dispatcher {
             ctx,
-            node_labels,
+            site,
             workers: HashMap::new(),
             finished: HashSet::new(),
-            binding: HashSet::new(),
+            binding: HashMap::new(),
             relisted: None,
             done_tx,
             done_rx,
@@ -68,15 +79,10 @@ impl Dispatcher {
         if let Some(seen) = &mut self.relisted {
             seen.insert(uid.clone());
         }
-        if binder::wants_binding(&pod, &self.node_labels) {
-            if self.binding.insert(uid.clone()) {
-                tokio::spawn(binder::bind(
-                    self.ctx.client.clone(),
-                    pod.metadata.namespace.clone().unwrap_or_default(),
-                    pod.metadata.name.clone().unwrap_or_default(),
-                    uid,
-                    self.ctx.node_name.clone(),
-                ));
+        if binder::wants_binding(&pod, &self.site.labels) {
+            if !self.binding.contains_key(&uid) {
+                let task = binder::bind_when_ready(self.site.clone(), pod);
+                self.binding.insert(uid, TaskGuard::spawn(task));
             }
             return;
         }

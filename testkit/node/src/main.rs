@@ -34,6 +34,7 @@ mod servingcert;
 mod signals;
 mod statedir;
 mod status;
+mod storage;
 mod tasks;
 mod tokens;
 mod volumes;

@@ -119,7 +119,7 @@ async fn pod_volumes(
     dir: &PodDir,
     rooted: bool,
 ) -> Result<volumes::Materialized, NotStartable> {
-    let mut volumes = volumes::materialize(&ctx.client, pod, dir, rooted)
+    let mut volumes = volumes::materialize(&ctx.client, &ctx.node_name, pod, dir, rooted)
         .await
         .map_err(|message| NotStartable::Config {
             reason: "ContainerCreating",

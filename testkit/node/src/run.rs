@@ -26,6 +26,8 @@ use crate::log::event;
 use crate::logcap::LogBook;
 use crate::podnet::{self, PodNetwork};
 use crate::statedir::StateDir;
+use crate::storage::Storage;
+use crate::storage::controller::Provisioner;
 use crate::{kubeletapi, nodereg, servingcert};
 
 /// How long the node waits for the controller-manager to give it a pod range.
@@ -241,7 +243,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let _ = ctx.network.set(network);
 
     watch_signals(shutdown.clone())?;
-    let pods = watcher(Api::<Pod>::all(client), watcher::Config::default()).default_backoff();
+    let pods =
+        watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()).default_backoff();
+    let (storage, storage_tasks) = Storage::watch(&client, &shutdown);
+    let provisioner = Provisioner::new(client.clone(), args.node_name.clone(), ctx.state.volumes());
+    let provisioner = tokio::spawn(provisioner.run(storage.clone(), shutdown.clone()));
     let heartbeat = tokio::spawn(nodereg::heartbeat(
         ctx.clone(),
         registration,
@@ -258,10 +264,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     Dispatcher::new(
         ctx.clone(),
         nodereg::node_labels(&args.node_name),
+        storage,
         shutdown.clone(),
     )
     .run(pods)
     .await;
+    let _ = provisioner.await;
+    for task in storage_tasks {
+        let _ = task.await;
+    }
     let _ = heartbeat.await;
     let _ = kubelet.await;
     event!("node {} stopped", args.node_name);

@@ -1,5 +1,6 @@
 //! The node's state directory: one directory per pod (`pods/<ns>_<name>_<uid>/`) holding
-//! its volumes, container logs and the pid files that `kill` uses.
+//! its volumes, container logs and the pid files that `kill` uses; the persistent volumes
+//! the node provisions (`volumes/<pv>/`).
 
 use std::path::{Path, PathBuf};
 
@@ -22,6 +23,12 @@ impl StateDir {
     /// Where pod directories live.
     pub fn pods(&self) -> PathBuf {
         self.root.join("pods")
+    }
+
+    /// Where the node's persistent volumes live, one directory each, named after the
+    /// volume; they outlive the pods that mount them.
+    pub fn volumes(&self) -> PathBuf {
+        self.root.join("volumes")
     }
 
     /// Where per-image program directories live.

@@ -1,5 +1,7 @@
 //! Pod volumes on the host: emptyDir as a directory in the pod's state (mode 0777, as the
-//! kubelet makes it), hostPath as is, configMap and secret as files; projected volumes
+//! kubelet makes it), hostPath as is, a persistentVolumeClaim as the directory of the
+//! volume bound to it (see [`crate::storage`]; it outlives the pod), configMap and secret
+//! as files; projected volumes
 //! (service-account tokens, configMap, secret and downward API sources) as files for
 //! containers rooted in their image (see [`crate::tokens`]); other kinds are skipped
 //! (nothing is mounted for them). Files are replaced in place (write, then rename), so a
@@ -42,6 +44,11 @@ pub enum Provision {
         /// Whether to create the directory.
         create: bool,
     },
+    /// The directory of the volume bound to a claim.
+    Claim {
+        /// The claim's name, in the pod's namespace.
+        claim: String,
+    },
     /// Files from the keys of a ConfigMap or a Secret.
     Keys(KeySource),
     /// Files from several sources (service-account token, configMap, secret, downward API).
@@ -63,6 +70,10 @@ pub fn provision(volume: &Volume) -> Provision {
         Provision::HostPath {
             path: PathBuf::from(&h.path),
             create: h.type_.as_deref() == Some("DirectoryOrCreate"),
+        }
+    } else if let Some(c) = &volume.persistent_volume_claim {
+        Provision::Claim {
+            claim: c.claim_name.clone(),
         }
     } else if let Some(c) = &volume.config_map {
         Provision::Keys(KeySource {
@@ -318,11 +329,12 @@ pub struct Materialized {
     pub tokens: Vec<TokenFile>,
 }
 
-/// Makes every provided volume of `pod` real on the host; projected volumes only when
-/// `projected` (containers rooted in their image; processes on the host keep skipping
-/// them).
+/// Makes every provided volume of `pod` real on the host (`node`); projected volumes only
+/// when `projected` (containers rooted in their image; processes on the host keep
+/// skipping them). A claim not bound yet is an error: the container waits.
 pub async fn materialize(
     client: &Client,
+    node: &str,
     pod: &Pod,
     pod_dir: &PodDir,
     projected: bool,
@@ -349,6 +361,11 @@ pub async fn materialize(
                     std::fs::create_dir_all(&path).map_err(io)?;
                 }
                 path
+            }
+            Provision::Claim { claim } => {
+                crate::storage::mount::claim_dir(client, &namespace, &claim, node)
+                    .await
+                    .map_err(|e| format!("volume {}: {e}", volume.name))?
             }
             Provision::Keys(source) => {
                 write_files(&dir, &source.files(client, &namespace).await?)?;
@@ -488,6 +505,26 @@ mod tests {
             Provision::Projected {
                 sources: vec![],
                 mode: 0o644
+            }
+        );
+    }
+
+    #[test]
+    fn a_claim_volume_is_provided_by_its_claim() {
+        let v = Volume {
+            name: "data".into(),
+            persistent_volume_claim: Some(
+                k8s_openapi::api::core::v1::PersistentVolumeClaimVolumeSource {
+                    claim_name: "data-m1".into(),
+                    read_only: None,
+                },
+            ),
+            ..Default::default()
+        };
+        assert_eq!(
+            provision(&v),
+            Provision::Claim {
+                claim: "data-m1".into()
             }
         );
     }

@@ -1,7 +1,9 @@
 //! The process node against a real control plane: a node process binds and runs real etcd
 //! pods in network namespaces of their own, where their DNS names resolve through the
 //! cluster DNS, reports crashes, restarts, image changes, image pull failures and node
-//! restarts like a kubelet, and removes deleted pods with their namespaces.
+//! restarts like a kubelet, and removes deleted pods with their namespaces. Its modules:
+//! `image_pods` (pods of images built here), `pod_network` (the pod network, kube-proxy and
+//! CoreDNS as pods see them) and `volumes` (persistent volumes).
 //!
 //! Needs `KUBECONFIG` pointing at the local environment (`EXAMPLE= bash
 //! testkit/env/local-up.sh`: the pod network, the control plane, kube-proxy and CoreDNS),
@@ -13,6 +15,8 @@ mod image_pods;
 #[path = "pod_network/mod.rs"]
 mod pod_network;
 mod support;
+#[path = "volumes/mod.rs"]
+mod volumes;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -257,6 +257,8 @@ pub struct Exit {
     pub code: Option<i32>,
     /// The signal that killed it, if any.
     pub signal: Option<i32>,
+    /// Its termination message, if it left one (see [`termination_message`]).
+    pub message: Option<String>,
 }
 
 /// What ended, for the worker to clean up and log.
@@ -279,6 +281,18 @@ pub struct Restarts<'a> {
     pub pod_name: &'a str,
 }
 
+/// Whether the end of the log is the termination message of `container`'s process that
+/// ended with `code` (a signal counts as a failure): when the container asks for it
+/// (`terminationMessagePolicy: FallbackToLogsOnError`) and failed. The node writes no
+/// termination-message file, so the log is the only source.
+pub fn log_is_termination_message(
+    container: &k8s_openapi::api::core::v1::Container,
+    code: Option<i32>,
+) -> bool {
+    container.termination_message_policy.as_deref() == Some("FallbackToLogsOnError")
+        && code != Some(0)
+}
+
 /// A container process ended at `at`: the container records it and moves on (see
 /// [`after_exit`]). `None` when the process is not a current one.
 pub fn exited(
@@ -294,13 +308,14 @@ pub fn exited(
     slot.stop_probes();
     slot.kill_at = None;
     let stopping = slot.stopping.take();
-    let term = Terminated::from_exit(
+    let mut term = Terminated::from_exit(
         exit.code,
         exit.signal,
         Some(proc.started_at),
         at,
         Some(format!("process://{}", proc.pid)),
     );
+    term.message = exit.message;
     let ended = Ended {
         name: slot.record.name.clone(),
         pid: proc.pid,

@@ -55,6 +55,7 @@ fn exit(generation: u64, code: i32) -> Exit {
         generation,
         code: Some(code),
         signal: None,
+        message: None,
     }
 }
 
@@ -189,6 +190,7 @@ fn exit_under_never_finishes_the_pod_with_the_exit_code() {
         generation: 0,
         code: None,
         signal: Some(9),
+        message: None,
     };
     let ended = exited(
         &mut c,
@@ -302,5 +304,42 @@ fn deletion_grace_period_replaces_the_pod_spec_one_only_when_deleting() {
     assert_eq!(
         grace_period(&Pod::default(), false),
         Duration::from_secs(30)
+    );
+}
+
+#[test]
+fn only_a_failed_container_that_asks_for_it_gets_its_log_as_termination_message() {
+    let mut container = k8s_openapi::api::core::v1::Container {
+        name: "etcd".into(),
+        ..k8s_openapi::api::core::v1::Container::default()
+    };
+    assert!(!log_is_termination_message(&container, Some(1)));
+    container.termination_message_policy = Some("FallbackToLogsOnError".into());
+    assert!(log_is_termination_message(&container, Some(1)));
+    assert!(
+        log_is_termination_message(&container, None),
+        "killed by a signal"
+    );
+    assert!(!log_is_termination_message(&container, Some(0)));
+}
+
+#[test]
+fn an_exits_message_is_the_terminated_states_message() {
+    let spec = spec(&[], &[("etcd", "etcd:v3.4.23")]);
+    let mut c = Containers::of(&spec, &PodStatus::default());
+    run(&mut c, Kind::Main, 0, "etcd:v3.4.23", 7);
+    let mut failed = exit(7, 2);
+    failed.message = Some("panic: wal: crc mismatch".into());
+    let ended = exited(
+        &mut c,
+        failed,
+        restarts(RestartPolicy::Always),
+        Timestamp::now(),
+        Instant::now(),
+    )
+    .unwrap();
+    assert_eq!(
+        ended.term.message.as_deref(),
+        Some("panic: wal: crc mismatch")
     );
 }

@@ -168,7 +168,7 @@ impl PodWorker {
                     let update = updates.borrow_and_update().clone();
                     self.update(update);
                 }
-                Some(ev) = self.events_rx.recv() => self.handle(ev),
+                Some(ev) = self.events_rx.recv() => self.handle(ev).await,
                 _ = tokio::time::sleep_until(deadline) => {}
             }
         }
@@ -290,23 +290,48 @@ impl PodWorker {
         }
     }
 
-    fn handle(&mut self, ev: Event) {
+    async fn handle(&mut self, ev: Event) {
         match ev {
             Event::Exited {
                 generation,
                 code,
                 signal,
-            } => self.exited(Exit {
-                generation,
-                code,
-                signal,
-            }),
+            } => {
+                let message = self.termination_message(generation, code).await;
+                self.exited(Exit {
+                    generation,
+                    code,
+                    signal,
+                    message,
+                })
+            }
             Event::Probe {
                 generation,
                 liveness,
                 ok,
             } => self.probed(generation, liveness, ok),
         }
+    }
+
+    /// The termination message of the process of `generation`, read from its log once
+    /// the log's writer has drained the process's output (at most a second).
+    async fn termination_message(&self, generation: u64, code: Option<i32>) -> Option<String> {
+        let (kind, i) = self.containers.find_generation(generation)?;
+        let record = &self.containers.slots(kind)[i].record;
+        let container = kind.spec_container(self.pod.spec.as_ref(), &record.name)?;
+        if !lifecycle::log_is_termination_message(&container, code) {
+            return None;
+        }
+        let log = self
+            .dir
+            .attempt_logs(&record.name)
+            .join(format!("{}.log", record.restart_count));
+        if let Some(mut written) = self.ctx.logs.watch(&log) {
+            let drained = async { while written.changed().await.is_ok() {} };
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), drained).await;
+        }
+        let bytes = tokio::fs::read(&log).await.unwrap_or_default();
+        crate::crilog::termination_message(&bytes)
     }
 
     fn exited(&mut self, exit: Exit) {
@@ -396,7 +421,7 @@ impl PodWorker {
         let mut clock = StopClock::new(grace, self.ctx.shutdown_grace);
         while self.containers.any_running() {
             tokio::select! {
-                Some(ev) = self.events_rx.recv() => self.handle(ev),
+                Some(ev) = self.events_rx.recv() => self.handle(ev).await,
                 action = clock.next(shutdown) => match action {
                     StopAction::Kill => teardown::kill_all(&self.containers),
                     StopAction::GiveUp => {

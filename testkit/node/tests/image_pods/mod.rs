@@ -56,14 +56,17 @@ fn apply_crd(env: &Env) {
 }
 
 /// A ServiceAccount `op` with what the operator needs in the namespace: its caches (pods,
-/// services), EtcdClusters, Events and its leader Lease.
+/// services, PersistentVolumeClaims, PodDisruptionBudgets), EtcdClusters, Events and its
+/// leader Lease.
 async fn operator_account(env: &Env) {
     let objects = [
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "op"}}),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
                "metadata": {"name": "op"},
                "rules": [
-                   {"apiGroups": [""], "resources": ["pods", "services"], "verbs": ["get", "list", "watch"]},
+                   {"apiGroups": [""], "resources": ["pods", "services", "persistentvolumeclaims"],
+                    "verbs": ["get", "list", "watch"]},
+                   {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list", "watch"]},
                    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
                    {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
                    {"apiGroups": ["etcd.database.coreos.com"], "resources": ["etcdclusters"], "verbs": ["get", "list", "watch"]},

@@ -182,7 +182,10 @@ async fn pods_reach_each_other_and_services_through_kube_proxy_and_cluster_dns()
             .await;
             let cluster_ip = service.spec.unwrap().cluster_ip.unwrap();
             let octets = cluster_ip.parse::<std::net::Ipv4Addr>().unwrap().octets();
-            assert!(octets[0] == 10 && (96..112).contains(&octets[1]), "{cluster_ip}");
+            assert!(
+                octets[0] == 10 && (96..112).contains(&octets[1]),
+                "{cluster_ip}"
+            );
             wait_slice_addresses(env, "echo", &[&server_ip]).await;
             assert_eq!(
                 ask(client, &cluster_ip, 80).await,

@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, Pod};
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
@@ -320,6 +320,7 @@ impl Env {
         let _ = Api::<Namespace>::all(self.client.clone())
             .delete(&self.ns, &DeleteParams::default())
             .await;
+        self.delete_volumes().await;
         let _ = Api::<Node>::all(self.client.clone())
             .delete(&self.node_name, &DeleteParams::default())
             .await;
@@ -329,6 +330,25 @@ impl Env {
         )
         .delete(&self.node_name, &DeleteParams::default())
         .await;
+    }
+
+    /// Deletes the persistent volumes of the test's claims: with the node stopped, nothing
+    /// else would (their directories go with the state directory).
+    async fn delete_volumes(&self) {
+        let volumes: Api<PersistentVolume> = Api::all(self.client.clone());
+        let Ok(list) = volumes.list(&Default::default()).await else {
+            return;
+        };
+        for pv in list.items {
+            let claim_ns = pv
+                .spec
+                .as_ref()
+                .and_then(|s| s.claim_ref.as_ref()?.namespace.clone());
+            if claim_ns.as_deref() == Some(self.ns.as_str()) {
+                let name = pv.metadata.name.unwrap_or_default();
+                let _ = volumes.delete(&name, &DeleteParams::default()).await;
+            }
+        }
     }
 
     /// Runs the scenario, cleans up, and on failure shows the node's log.

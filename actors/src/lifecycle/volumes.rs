@@ -1,0 +1,124 @@
+//! Members on PersistentVolumeClaims (`spec.pod.persistentVolumeClaimSpec`): a member's
+//! identity is its volume. A member whose pod is gone while its claim keeps its data gets
+//! a new pod on it, under its own name; etcd sees the same member come back, so nothing
+//! changes in the membership, and a cluster whose pods all went at once (a power cut,
+//! every pod deleted) comes back whole. Only a member whose claim is lost (or gone) has
+//! lost its data, and only that one is replaced.
+
+use std::collections::BTreeSet;
+
+use super::{Action, DesiredCluster, MemberView, Observation, Reason, Version, Why};
+
+/// What to do for the members whose pods are gone while their volumes hold their data.
+#[derive(Debug, PartialEq)]
+pub(super) enum OnVolumes {
+    /// A pod of such a member is still being deleted: its volume is released only once
+    /// it is gone, so the new pod waits.
+    Wait(Why),
+    /// New pods on the volumes.
+    Restart(Vec<Action>, Why),
+}
+
+/// Whether the member named `name` may be restarted on its volume: it has a claim that
+/// holds its data.
+fn on_a_volume(obs: &Observation, name: &str) -> bool {
+    obs.claims.get(name).is_some_and(|c| c.phase.holds_data())
+}
+
+/// With etcd's member list: the started members whose pods are missing or being deleted
+/// and whose claims hold their data (voters as voters, learners as learners).
+pub(super) fn with_member_list(
+    obs: &Observation,
+    members: &[MemberView],
+    version: &Version,
+) -> Option<OnVolumes> {
+    let gone: Vec<&MemberView> = members
+        .iter()
+        .filter(|m| m.started() && on_a_volume(obs, &m.name))
+        .filter(|m| obs.pod(&m.name).is_none_or(|p| p.terminating))
+        .collect();
+    let peers: Vec<String> = members.iter().filter_map(MemberView::pod_name).collect();
+    let restarts = gone
+        .iter()
+        .map(|m| (m.name.clone(), !m.is_learner))
+        .collect();
+    decide(obs, restarts, peers, version)
+}
+
+/// Without a member list (no member answers): every claim holding data whose pod is
+/// missing or being deleted. Started as non-voters for the client Service until etcd's
+/// list says which are voting members.
+pub(super) fn without_member_list(obs: &Observation, version: &Version) -> Option<OnVolumes> {
+    let gone: Vec<(String, bool)> = obs
+        .claims
+        .iter()
+        .filter(|(_, c)| c.phase.holds_data())
+        .filter(|(name, _)| obs.pod(name).is_none_or(|p| p.terminating))
+        .map(|(name, _)| (name.clone(), false))
+        .collect();
+    let mut peers: BTreeSet<String> = obs.claims.keys().cloned().collect();
+    peers.extend(
+        obs.pods
+            .iter()
+            .filter(|p| !p.is_dead())
+            .map(|p| p.name.clone()),
+    );
+    decide(obs, gone, peers.into_iter().collect(), version)
+}
+
+fn decide(
+    obs: &Observation,
+    gone: Vec<(String, bool)>,
+    peers: Vec<String>,
+    version: &Version,
+) -> Option<OnVolumes> {
+    if gone.is_empty() {
+        return None;
+    }
+    let names: Vec<&str> = gone.iter().map(|(n, _)| n.as_str()).collect();
+    if let Some(old) = names.iter().find(|n| obs.pod(n).is_some()) {
+        return Some(OnVolumes::Wait(Why::new(
+            Reason::RestartingMembers,
+            format!("waiting for member {old}'s old pod to go; its volume keeps its data"),
+        )));
+    }
+    let why = Why::new(
+        Reason::RestartingMembers,
+        format!(
+            "the pods of {} are gone and their volumes hold their data: new pods on them, \
+             same members (etcd {version})",
+            names.join(", ")
+        ),
+    );
+    let actions = gone
+        .into_iter()
+        .map(|(name, voter)| Action::RestartMember {
+            name,
+            version: version.clone(),
+            peers: peers.clone(),
+            voter,
+        })
+        .collect();
+    Some(OnVolumes::Restart(actions, why))
+}
+
+/// The claims to grow to the spec's storage request: those that hold data and ask for
+/// less, when their StorageClass allows expansion (otherwise the status says why they
+/// stay as they are; a claim never shrinks).
+pub(super) fn growth(obs: &Observation, spec: &DesiredCluster) -> Vec<Action> {
+    let Some(storage) = &spec.storage else {
+        return Vec::new();
+    };
+    if !obs.claim_class.as_ref().is_some_and(|c| c.allows_expansion) {
+        return Vec::new();
+    }
+    obs.claims
+        .iter()
+        .filter(|(_, c)| c.phase.holds_data())
+        .filter(|(_, c)| c.requested_bytes.is_some_and(|r| r < storage.bytes))
+        .map(|(name, _)| Action::ExpandClaim {
+            name: name.clone(),
+            quantity: storage.quantity.clone(),
+        })
+        .collect()
+}

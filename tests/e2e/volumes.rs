@@ -1,0 +1,175 @@
+//! Members on PersistentVolumeClaims (`spec.pod.persistentVolumeClaimSpec`, the local
+//! environment's `local-path` class): a member's identity is its volume. Its pod can go
+//! (deleted, all at once) and it comes back under its own name and member ID with its
+//! data; only a member whose claim is gone is replaced.
+
+use std::time::Duration;
+
+use crate::support::*;
+
+/// A cluster of `size` members, each on a 1Gi claim of the default StorageClass.
+fn claimed_cluster_yaml(ns: &str, name: &str, size: u32) -> String {
+    format!(
+        "{}  pod:\n    persistentVolumeClaimSpec:\n      accessModes: [ReadWriteOnce]\n      \
+         resources:\n        requests:\n          storage: 1Gi\n",
+        cluster_yaml(ns, name, size, "3.5.35", false)
+    )
+}
+
+/// What must not change while members come back on their volumes.
+struct Identity {
+    members: Vec<(u64, String, bool)>,
+    cluster_id: u64,
+    added: Vec<String>,
+}
+
+/// Applies a claimed cluster, waits until it runs, writes 1,000 keys; its identity and
+/// ready members.
+async fn claimed_running(ns: &str, name: &str, size: u32) -> (Identity, Vec<String>) {
+    apply(&claimed_cluster_yaml(ns, name, size));
+    let ready = wait_running(ns, name, size as usize, Duration::from_secs(180)).await;
+    let mut client = etcd(ns, &ready).await;
+    write_keys(&mut client, name, 1000).await;
+    let identity = Identity {
+        members: member_list(&mut client).await,
+        cluster_id: cluster_id(&mut client).await,
+        added: event_names(ns, "reason=MemberAdded"),
+    };
+    (identity, ready)
+}
+
+/// The same members (names and IDs), the same cluster, every key, no member added or
+/// removed since `before`.
+async fn assert_same_cluster(ns: &str, name: &str, before: &Identity, size: usize) {
+    let ready = wait_running(ns, name, size, Duration::from_secs(180)).await;
+    let mut client = etcd(ns, &ready).await;
+    // The status may still say Running from before a member went down: the member list
+    // is waited for until it answers.
+    let members = wait_for("the members to answer", Duration::from_secs(120), || {
+        let mut client = client.clone();
+        async move {
+            let list = client.member_list().await.map_err(|e| e.to_string())?;
+            Ok(list
+                .members()
+                .iter()
+                .map(|m| (m.id(), m.name().to_string(), m.is_learner()))
+                .collect::<Vec<_>>())
+        }
+    })
+    .await;
+    assert_eq!(members, before.members, "membership changed");
+    assert_eq!(
+        cluster_id(&mut client).await,
+        before.cluster_id,
+        "another cluster"
+    );
+    assert_keys(&mut client, name, 1000).await;
+    assert_eq!(
+        event_names(ns, "reason=MemberAdded"),
+        before.added,
+        "a member was added"
+    );
+    assert_eq!(
+        event_names(ns, "reason=MemberRemoved"),
+        Vec::<String>::new()
+    );
+}
+
+#[tokio::test]
+async fn every_pod_of_a_claimed_cluster_deleted_at_once_brings_the_same_cluster_back() {
+    let ns = Namespace::create("claims-all");
+    let (before, ready) = claimed_running(&ns.0, "durable", 3).await;
+    delete_pods(&ns.0, &ready);
+    assert_same_cluster(&ns.0, "durable", &before, 3).await;
+}
+
+#[tokio::test]
+async fn a_single_claimed_member_survives_a_kill_and_its_pods_deletion() {
+    let ns = Namespace::create("claims-one");
+    let (before, ready) = claimed_running(&ns.0, "single", 1).await;
+    kill_member(&ns.0, &ready[0]);
+    wait_for(
+        "the killed member to restart",
+        Duration::from_secs(60),
+        || async {
+            match restart_count(&ns.0, &ready[0]) {
+                0 => Err("not restarted yet".to_string()),
+                _ => Ok(()),
+            }
+        },
+    )
+    .await;
+    assert_same_cluster(&ns.0, "single", &before, 1).await;
+    delete_pods(&ns.0, &ready);
+    assert_same_cluster(&ns.0, "single", &before, 1).await;
+}
+
+#[tokio::test]
+async fn a_member_whose_claim_and_pod_are_deleted_alone_is_replaced() {
+    let ns = Namespace::create("claims-lost");
+    let (before, ready) = claimed_running(&ns.0, "partial", 3).await;
+    let victim = ready[1].clone();
+    let claim = format!("{victim}-data");
+    let (ok, out) = kubectl(
+        &["delete", "pvc", &claim, "-n", &ns.0, "--wait=false"],
+        None,
+    );
+    assert!(ok, "{out}");
+    delete_pods(&ns.0, std::slice::from_ref(&victim));
+    let what = "the member without its claim to be replaced";
+    let after = wait_status(&ns.0, "partial", what, Duration::from_secs(180), |s| {
+        s.phase == "Running"
+            && s.members.ready.len() == 3
+            && !s.members.ready.contains(&victim)
+            && !s.members.unready.contains(&victim)
+    })
+    .await
+    .members
+    .ready;
+    let mut client = etcd(&ns.0, &after).await;
+    let members = member_list(&mut client).await;
+    assert_voters(&members, 3);
+    for kept in before.members.iter().filter(|(_, n, _)| *n != victim) {
+        assert!(members.contains(kept), "{kept:?} changed: {members:?}");
+    }
+    assert_eq!(cluster_id(&mut client).await, before.cluster_id);
+    assert_keys(&mut client, "partial", 1000).await;
+}
+
+#[tokio::test]
+async fn raising_the_storage_request_grows_every_claim_in_place_and_keeps_the_data() {
+    let ns = Namespace::create("claims-grow");
+    let (before, _) = claimed_running(&ns.0, "growing", 3).await;
+    let grow = serde_json::json!({"pod": {"persistentVolumeClaimSpec": {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "2Gi"}}}}});
+    patch_spec(&ns.0, "growing", grow).await;
+    wait_for("every claim at 2Gi", Duration::from_secs(120), || async {
+        let path = "jsonpath={range .items[*]}{.status.capacity.storage}{\"\\n\"}{end}";
+        let (_, out) = kubectl(&["get", "pvc", "-n", &ns.0, "-o", path], None);
+        let sizes: Vec<&str> = out.lines().collect();
+        match sizes.len() == 3 && sizes.iter().all(|s| *s == "2Gi") {
+            true => Ok(()),
+            false => Err(format!("capacities {sizes:?}")),
+        }
+    })
+    .await;
+    let what = "the VolumesSized condition to be Current";
+    wait_status(&ns.0, "growing", what, Duration::from_secs(60), |s| {
+        s.conditions
+            .iter()
+            .any(|c| c.r#type == "VolumesSized" && c.status == "True")
+    })
+    .await;
+    assert_same_cluster(&ns.0, "growing", &before, 3).await;
+    let restarts = pod_restarts(&ns.0);
+    assert!(restarts.iter().all(|r| *r <= 1), "restarts {restarts:?}");
+}
+
+/// The restart counts of the etcd containers in `ns`.
+fn pod_restarts(ns: &str) -> Vec<u32> {
+    let path =
+        "jsonpath={range .items[*]}{.status.containerStatuses[0].restartCount}{\"\\n\"}{end}";
+    let (_, out) = kubectl(&["get", "pods", "-n", ns, "-o", path], None);
+    out.lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
