@@ -75,9 +75,10 @@ impl PodWorker {
             .as_deref()
             .and_then(Phase::parse)
             .filter(|p| p.is_terminal());
-        let ip = match host_network {
-            true => ctx.host_ip.clone(),
-            false => status.pod_ip.clone().unwrap_or_default(),
+        let ip = if host_network {
+            ctx.host_ip.clone()
+        } else {
+            status.pod_ip.clone().unwrap_or_default()
         };
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let mut worker = PodWorker {

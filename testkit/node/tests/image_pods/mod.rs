@@ -217,9 +217,10 @@ fn assert_pod_network_and_files(pid: i32, ip: &str, ns: &str) {
     assert!(resolv.contains("nameserver 10.96.0.10\n"), "{resolv}");
     let theirs = std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap();
     assert_ne!(theirs, std::fs::read_link("/proc/self/ns/net").unwrap());
+    let netns = netns_path_of(pid).display().to_string();
     assert!(
-        netns_path_of(pid).starts_with("/run/netns/eo-"),
-        "not the pod network's"
+        netns.starts_with("/run/netns/eo-"),
+        "{netns} is not the pod network's"
     );
     let addresses = std::fs::read_to_string(format!("/proc/{pid}/net/fib_trie")).unwrap();
     assert!(
