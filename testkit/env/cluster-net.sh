@@ -188,11 +188,13 @@ coredns_ready() { curl -fsS --max-time 2 "http://$ADDR:8181/ready"; }
 # 10.96.0.10 (in a private mount namespace), and the API server through its ClusterIP.
 dns_through_service() {
     local conf="$DIR/resolv.conf"
+    local answer
     printf 'nameserver %s\noptions ndots:5 timeout:1 attempts:1\n' "$DNS_IP" >"$conf"
     # shellcheck disable=SC2016 # expanded by the inner sh
-    unshare --mount --propagation private sh -c \
+    answer=$(unshare --mount --propagation private sh -c \
         'mount --bind "$1" /etc/resolv.conf && exec getent ahostsv4 "$2"' \
-        sh "$conf" "kubernetes.default.svc.$DOMAIN" | grep -q "^$API_IP "
+        sh "$conf" "kubernetes.default.svc.$DOMAIN") || return 1
+    [[ $answer == "$API_IP "* ]]
 }
 api_through_service() {
     [[ $(curl -fsS --max-time 2 --cacert "$LOCAL_ENV_DIR/pki/ca.crt" "https://$API_IP:443/readyz") == ok ]]

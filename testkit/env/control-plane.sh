@@ -277,10 +277,9 @@ ensure_pki() {
 # 10.255.0.1 on the pod network), the "kubernetes" Service's ClusterIP and in-cluster
 # names. Made again when an older one lacks the pod network's address.
 ensure_apiserver_cert() {
-    if [[ -f $PKI/apiserver.crt ]] &&
-        openssl x509 -in "$PKI/apiserver.crt" -noout -ext subjectAltName 2>/dev/null | grep -q "IP Address:$POD_NET_HOST"; then
-        return 0
-    fi
+    local names
+    names=$(openssl x509 -in "$PKI/apiserver.crt" -noout -ext subjectAltName 2>/dev/null || true)
+    [[ $names == *"IP Address:$POD_NET_HOST,"* ]] && return 0
     log "generating the apiserver's serving certificate"
     sign "$PKI" apiserver "/CN=kube-apiserver" "$(
         printf '%s\n' \
@@ -364,8 +363,13 @@ apiserver_ready() { [[ $(api_get /readyz) == ok ]]; }
 # The apiserver answers through the loopback forwarder too (the host's kubeconfig).
 loopback_ready() { [[ $(api_get /readyz "$APISERVER_URL") == ok ]]; }
 
-# The pod network is up: the host has 10.255.0.1 on eo-host.
-pod_network_up() { ip -o addr show dev eo-host 2>/dev/null | grep -q " $POD_NET_HOST/"; }
+# The pod network is up: the host has 10.255.0.1 on eo-host. (Not `ip | grep -q`: with
+# pipefail, ip killed by SIGPIPE when grep stops reading early fails the pipeline.)
+pod_network_up() {
+    local addresses
+    addresses=$(ip -o addr show dev eo-host 2>/dev/null) || return 1
+    [[ $addresses == *" $POD_NET_HOST/"* ]]
+}
 
 kcm_healthy() { [[ $(curl -fsSk --max-time 2 "https://$HOST:$KCM_PORT/healthz") == ok ]]; }
 
