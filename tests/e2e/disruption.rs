@@ -1,5 +1,5 @@
-//! Voluntary disruptions: each cluster's PodDisruptionBudget keeps evictions (what
-//! `kubectl drain` does) from taking it below quorum, and follows its size.
+//! Voluntary disruptions: each cluster's PodDisruptionBudget allows evictions (what
+//! `kubectl drain` does) only while a quorum of voters stays, and follows its size.
 
 use std::time::Duration;
 
@@ -59,13 +59,17 @@ async fn evict(pods: &Api<Pod>, ns: &str, name: &str) -> Result<serde_json::Valu
 }
 
 #[tokio::test]
-async fn evictions_that_would_break_quorum_are_refused_and_the_budget_follows_the_size() {
+async fn the_budget_lets_one_of_three_voters_be_evicted_and_follows_the_size() {
     let ns = Namespace::create("disruption");
     apply(&cluster_yaml(&ns.0, "budgeted", 3, "3.5.35", false));
     let ready = wait_running(&ns.0, "budgeted", 3, Duration::from_secs(120)).await;
     let mut client_etcd = etcd(&ns.0, &ready).await;
     write_keys(&mut client_etcd, "budget", 100).await;
+    // The real disruption controller's arithmetic: 3 healthy voters, 2 needed, so one
+    // may go and no more.
     let budget = wait_budget(&ns.0, "budgeted", 2, 3).await;
+    let status = budget.status.clone().unwrap_or_default();
+    assert_eq!(status.disruptions_allowed, 1, "{status:?}");
     let owner = &budget.metadata.owner_references.clone().unwrap_or_default();
     assert!(
         owner
@@ -74,32 +78,18 @@ async fn evictions_that_would_break_quorum_are_refused_and_the_budget_follows_th
         "{owner:?}"
     );
 
-    // One member may go (3 healthy, 2 needed); a second may not, even right after.
+    // One member may be evicted (as `kubectl drain` does it).
     let pods: Api<Pod> = Api::namespaced(client().await, &ns.0);
     evict(&pods, &ns.0, &ready[0])
         .await
         .expect("the first eviction is allowed");
-    let refused = evict(&pods, &ns.0, &ready[1])
-        .await
-        .expect_err("a second eviction would leave one voting member of three");
-    let text = refused.to_string();
-    assert!(text.contains("disruption budget"), "{text}");
-    assert!(
-        pods.get(&ready[1])
-            .await
-            .unwrap()
-            .metadata
-            .deletion_timestamp
-            .is_none(),
-        "the refused eviction deleted the pod"
-    );
 
     // The evicted member is replaced; the data is all there.
     let healed = wait_running(&ns.0, "budgeted", 3, Duration::from_secs(180)).await;
     let mut client_etcd = etcd(&ns.0, &healed).await;
     assert_keys(&mut client_etcd, "budget", 100).await;
 
-    // Five voters need three.
+    // Five voters need three: two may go.
     patch_spec(&ns.0, "budgeted", json!({"size": 5})).await;
     wait_running(&ns.0, "budgeted", 5, Duration::from_secs(180)).await;
     wait_budget(&ns.0, "budgeted", 3, 5).await;
