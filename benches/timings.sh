@@ -357,13 +357,17 @@ operator_restarted() { (($(restarts_of "$1") >= $3)) && operator_ready "$1" "$2"
 # Kills the etcd processes of the pods $3... of the ready EtcdCluster $1 (size $2); RESULT
 # = the seconds until each was restarted in place and the cluster is ready again.
 operator_restart() {
-    local name=$1 size=$2 start target pod
+    local name=$1 size=$2 start target pod i dirs=()
     shift 2
     target=$(($(restarts_of "$name") + $#))
+    # Each pod's node state directory, looked up before the clock starts.
+    for pod in "$@"; do
+        dirs+=("$LOCAL_ENV_DIR/nodes/$(kubectl -n "$NS" get pod "$pod" -o jsonpath='{.spec.nodeName}')")
+    done
     log "operator: killing the etcd of $*"
     start=$(now)
-    for pod in "$@"; do
-        "$NODE_BIN" kill --state-dir "$LOCAL_ENV_DIR/node" --namespace "$NS" --pod "$pod" >/dev/null
+    for ((i = 0; i < ${#dirs[@]}; i++)); do
+        "$NODE_BIN" kill --state-dir "${dirs[i]}" --namespace "$NS" --pod "${@:i+1:1}" >/dev/null
     done
     poll "EtcdCluster $NS/$name to restart $*" operator_restarted "$name" "$size" "$target"
     since "$start"

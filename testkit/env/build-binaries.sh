@@ -5,6 +5,7 @@
 #   $CACHE/etcd/v3.X.Y/bin/{etcd,etcdctl}     and the link $CACHE/etcd/v3.X -> v3.X.Y
 #   $CACHE/helm/<HELM_VERSION>/bin/helm       (the chart's lint, render and drift checks)
 #   $CACHE/k8s/<K8S_VERSION>/bin/kube-proxy   (the pod network: Service routing)
+#   $CACHE/k8s/<K8S_VERSION>/bin/kube-scheduler  (places pods on the environment's nodes)
 #   $CACHE/coredns/<COREDNS_VERSION>/bin/coredns  (the pod network: cluster DNS)
 #
 # where CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}.
@@ -13,8 +14,8 @@
 # (there are no prebuilt Kubernetes binaries and no containers on these machines).
 # A second run finds the binaries and returns in seconds.
 #
-# Usage: testkit/env/build-binaries.sh [all|k8s|etcd|helm|kube-proxy|coredns|network]...
-#        (default: all = etcd, k8s, helm, network; network = kube-proxy, coredns)
+# Usage: testkit/env/build-binaries.sh [all|k8s|etcd|helm|kube-proxy|kube-scheduler|coredns|network]...
+#        (default: all = etcd, k8s, helm, network; network = kube-proxy, kube-scheduler, coredns)
 #
 # The local environment runs kube-proxy and CoreDNS (testkit/env/cluster-net.sh), so all
 # (what CI runs) builds them too. Each target checks only its own binaries, so asking for kube-proxy in a cache that holds
@@ -228,19 +229,22 @@ build_k8s() {
 # k8s_wrapper resolves only the two control-plane commands, so kube-proxy is resolved
 # here, in the wrapper, before each of its builds (that only adds its own packages'
 # requirements and go.sum lines; the versions of the modules already there stay).
-kube_proxy_build() {
-    go get "k8s.io/kubernetes/cmd/kube-proxy@$version"
-    k8s_build kube-proxy
+# The same holds for kube-scheduler (the local environment's several nodes are scheduled
+# by it, as in any cluster). $K8S_EXTRA names the command being built.
+k8s_extra_build() {
+    go get "k8s.io/kubernetes/cmd/$K8S_EXTRA@$version"
+    k8s_build "$K8S_EXTRA"
 }
 
-build_kube_proxy() {
+# build_k8s_extra CMD: k8s.io/kubernetes/cmd/CMD beside the control plane's binaries.
+build_k8s_extra() {
     local version staging_version dir ldflags
     k8s_settings
 
-    prepare "kube-proxy $version" "$dir" "$dir/bin/kube-proxy" || return 0
+    prepare "$1 $version" "$dir" "$dir/bin/$1" || return 0
     wrapper_module "$dir" k8s_wrapper
-    build_into "$dir" kube_proxy_build
-    log "kube-proxy $version: built in $((SECONDS - BUILD_START))s -> $dir/bin"
+    K8S_EXTRA=$1 build_into "$dir" k8s_extra_build
+    log "$1 $version: built in $((SECONDS - BUILD_START))s -> $dir/bin"
 }
 
 # ---------------------------------------------------------------------------
@@ -399,23 +403,25 @@ main() {
             for e in $ETCD_VERSIONS; do build_etcd "$e"; done
             build_k8s
             build_helm
-            build_kube_proxy
+            build_k8s_extra kube-proxy
+            build_k8s_extra kube-scheduler
             build_coredns
             ;;
         k8s) build_k8s ;;
         helm) build_helm ;;
         etcd) for e in $ETCD_VERSIONS; do build_etcd "$e"; done ;;
-        kube-proxy) build_kube_proxy ;;
+        kube-proxy | kube-scheduler) build_k8s_extra "$t" ;;
         coredns) build_coredns ;;
         network)
-            build_kube_proxy
+            build_k8s_extra kube-proxy
+            build_k8s_extra kube-scheduler
             build_coredns
             ;;
         -h | --help)
             sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
             return 0
             ;;
-        *) die "unknown target '$t' (want all, k8s, etcd, helm, kube-proxy, coredns or network)" ;;
+        *) die "unknown target '$t' (want all, k8s, etcd, helm, kube-proxy, kube-scheduler, coredns or network)" ;;
         esac
     done
     log "done in $((SECONDS - total_start))s (cache: $CACHE)"

@@ -34,7 +34,7 @@
 #
 # Environment: LOCAL_ENV_DIR (default /tmp/etcd-operator-local), ETCD_OPERATOR_CACHE,
 # K8S_VERSION (default v1.35.4), COREDNS_VERSION (default v1.15.0), COREDNS_TTL (default
-# 5), NODE_NAME (default local-node), UP_TIMEOUT (seconds per wait, default 120).
+# 5), NODE_NAME (default local-node-0), UP_TIMEOUT (seconds per wait, default 120).
 set -euo pipefail
 
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -43,7 +43,7 @@ CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}
 K8S_VERSION=${K8S_VERSION:-v1.35.4}
 COREDNS_VERSION=${COREDNS_VERSION:-v1.15.0}
 COREDNS_TTL=${COREDNS_TTL:-5}
-NODE_NAME=${NODE_NAME:-local-node}
+NODE_NAME=${NODE_NAME:-local-node-0}
 UP_TIMEOUT=${UP_TIMEOUT:-120}
 
 KUBE_PROXY="$CACHE/k8s/$K8S_VERSION/bin/kube-proxy"

@@ -11,6 +11,8 @@
 #                            listens on no address of the host's external interfaces
 #   kube-controller-manager  https://127.0.0.1:16257 (health only); allocates each Node a
 #                            /24 of the pod range 10.244.0.0/16 (spec.podCIDR)
+#   kube-scheduler           https://127.0.0.1:16259 (health only); places pods on the
+#                            process nodes (which then bind nothing themselves)
 #
 # Services get ClusterIPs from 10.96.0.0/12, the range podnet.sh routes into eo-net, where
 # kube-proxy programs them (testkit/env/cluster-net.sh, started once a node exists).
@@ -34,7 +36,7 @@
 # records) lives under LOCAL_ENV_DIR (default /tmp/etcd-operator-local); the kubeconfig is
 # always $LOCAL_ENV_DIR/kubeconfig. Besides it, kubeconfigs for components that run inside
 # the pod network and reach the apiserver at 10.255.0.1: controller-manager.kubeconfig
-# (admin), kube-proxy.kubeconfig (user system:kube-proxy, the built-in
+# (admin), kube-scheduler.kubeconfig (user system:kube-scheduler), kube-proxy.kubeconfig (user system:kube-proxy, the built-in
 # system:node-proxier role) and coredns.kubeconfig (user system:coredns, a ClusterRole
 # system:coredns made here as kubeadm makes it).
 #
@@ -48,6 +50,7 @@
 #                        Not 2379/2380: the etcd pods under test use those.
 #   APISERVER_PORT       kube-apiserver secure port (default 16443), on both addresses
 #   KCM_PORT             kube-controller-manager secure port (default 16257)
+#   SCHEDULER_PORT       kube-scheduler secure port (default 16259)
 #   UP_TIMEOUT           seconds to wait for each component (default 120)
 #
 # Missing Kubernetes binaries are built by testkit/env/build-binaries.sh (about 5 minutes
@@ -62,6 +65,7 @@ STORE_ETCD_PORT=${STORE_ETCD_PORT:-12379}
 STORE_ETCD_PEER_PORT=$((STORE_ETCD_PORT + 1))
 APISERVER_PORT=${APISERVER_PORT:-16443}
 KCM_PORT=${KCM_PORT:-16257}
+SCHEDULER_PORT=${SCHEDULER_PORT:-16259}
 UP_TIMEOUT=${UP_TIMEOUT:-120}
 
 HOST=127.0.0.1
@@ -81,7 +85,7 @@ APISERVER_POD_NET_URL="https://$POD_NET_HOST:$APISERVER_PORT"
 MARKER="$LOCAL_ENV_DIR/.etcd-operator-local"
 
 # Stop order is the reverse of this.
-COMPONENTS=(etcd kube-apiserver apiserver-loopback kube-controller-manager)
+COMPONENTS=(etcd kube-apiserver apiserver-loopback kube-controller-manager kube-scheduler)
 
 log() { printf '[control-plane] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -183,6 +187,10 @@ ensure_kube_binaries() {
     if [[ ! -x $KUBE_BIN_DIR/kube-apiserver || ! -x $KUBE_BIN_DIR/kube-controller-manager ]]; then
         log "Kubernetes $K8S_VERSION binaries missing in $KUBE_BIN_DIR; building them"
         K8S_VERSION=$K8S_VERSION ETCD_OPERATOR_CACHE=$CACHE "$TOOLS_DIR/build-binaries.sh" k8s >&2
+    fi
+    if [[ ! -x $KUBE_BIN_DIR/kube-scheduler ]]; then
+        log "kube-scheduler $K8S_VERSION missing in $KUBE_BIN_DIR; building it"
+        K8S_VERSION=$K8S_VERSION ETCD_OPERATOR_CACHE=$CACHE "$TOOLS_DIR/build-binaries.sh" kube-scheduler >&2
     fi
 }
 
@@ -339,6 +347,7 @@ EOF
 write_kubeconfigs() {
     write_kubeconfig "$KUBECONFIG_PATH" "$APISERVER_URL" admin
     write_kubeconfig "$LOCAL_ENV_DIR/controller-manager.kubeconfig" "$APISERVER_POD_NET_URL" admin
+    write_kubeconfig "$LOCAL_ENV_DIR/kube-scheduler.kubeconfig" "$APISERVER_POD_NET_URL" kube-scheduler
     write_kubeconfig "$LOCAL_ENV_DIR/kube-proxy.kubeconfig" "$APISERVER_POD_NET_URL" kube-proxy
     write_kubeconfig "$LOCAL_ENV_DIR/coredns.kubeconfig" "$APISERVER_POD_NET_URL" coredns
 }
@@ -371,6 +380,7 @@ pod_network_up() {
     [[ $addresses == *" $POD_NET_HOST/"* ]]
 }
 
+scheduler_healthy() { [[ $(curl -fsSk --max-time 2 "https://$HOST:$SCHEDULER_PORT/healthz") == ok ]]; }
 kcm_healthy() { [[ $(curl -fsSk --max-time 2 "https://$HOST:$KCM_PORT/healthz") == ok ]]; }
 
 # The serviceaccount controller has made the default namespace's "default"
@@ -503,7 +513,9 @@ up_controller_manager() {
         # It connects as admin and runs each controller under its own service
         # account (--use-service-account-credentials), as kubeadm clusters do. The node
         # IPAM controller gives every Node a /24 of the pod range (podnet.sh's node index
-        # is its third byte).
+        # is its third byte). A node that stops heart-beating (nodes.sh stop) is NotReady,
+        # and its pods not ready, after 30 s rather than the default 50 s: the nodes renew
+        # their Lease every 10 s, so three renewals may still be missed under load.
         local kubeconfig="$LOCAL_ENV_DIR/controller-manager.kubeconfig"
         start kube-controller-manager "$KUBE_BIN_DIR/kube-controller-manager" \
             --kubeconfig="$kubeconfig" \
@@ -523,11 +535,34 @@ up_controller_manager() {
             --allocate-node-cidrs=true \
             --cluster-cidr=$CLUSTER_CIDR \
             --node-cidr-mask-size=24 \
+            --node-monitor-grace-period=30s \
             --profiling=false
     fi
     wait_until kube-controller-manager "/healthz ok" kcm_healthy
     wait_until kube-controller-manager "default service account (serviceaccount controller)" default_sa_exists
     log "kube-controller-manager running"
+}
+
+# The real scheduler places pods on the environment's nodes (the process nodes bind
+# nothing themselves then): node selectors, affinity and anti-affinity, taints (a cordoned
+# or NotReady node), and the volume binding of WaitForFirstConsumer claims (it selects the
+# node; the node that is selected provisions the volume). As user system:kube-scheduler,
+# whose ClusterRoleBindings (system:kube-scheduler, system:volume-scheduler) are built in.
+up_scheduler() {
+    if ! is_running kube-scheduler; then
+        require_free_port kube-scheduler "$SCHEDULER_PORT"
+        local kubeconfig="$LOCAL_ENV_DIR/kube-scheduler.kubeconfig"
+        start kube-scheduler "$KUBE_BIN_DIR/kube-scheduler" \
+            --kubeconfig="$kubeconfig" \
+            --authentication-kubeconfig="$kubeconfig" \
+            --authorization-kubeconfig="$kubeconfig" \
+            --bind-address=$HOST \
+            --secure-port="$SCHEDULER_PORT" \
+            --leader-elect=false \
+            --profiling=false
+    fi
+    wait_until kube-scheduler "/healthz ok" scheduler_healthy
+    log "kube-scheduler running"
 }
 
 # ---------------------------------------------------------------------------
@@ -559,6 +594,7 @@ cmd_up() {
     ensure_pki
     ensure_apiserver_cert
     ensure_client_cert kubelet-client "/CN=kube-apiserver-kubelet-client"
+    ensure_client_cert kube-scheduler "/CN=system:kube-scheduler"
     ensure_client_cert kube-proxy "/CN=system:kube-proxy"
     ensure_client_cert coredns "/CN=system:coredns"
     write_kubeconfigs
@@ -569,6 +605,7 @@ cmd_up() {
     up_apiserver_loopback
     bind_component_users
     up_controller_manager
+    up_scheduler
     log "control plane up in $((SECONDS - start_time))s"
     log "KUBECONFIG=$KUBECONFIG_PATH   (eval \"\$($0 env)\")"
 }

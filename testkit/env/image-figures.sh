@@ -55,7 +55,7 @@ sizes() {
 rss() {
   # shellcheck source=testkit/env/lib.sh
   source testkit/env/lib.sh
-  if running "$LOCAL_ENV_DIR/run/node.pid"; then
+  if running "$LOCAL_ENV_DIR/run/local-node-0.pid"; then
     echo "the local environment is up; take it down first (make down)" >&2
     exit 1
   fi

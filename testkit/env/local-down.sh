@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Stops everything testkit/env/local-up.sh started (by the pids it recorded): the node
-# (which stops its pods' processes, the operator's among them), kube-proxy and CoreDNS,
+# Stops everything testkit/env/local-up.sh started (by the pids it recorded): the nodes
+# (which stop their pods' processes, the operator's among them), kube-proxy and CoreDNS,
 # then the control plane (which takes the pod network down and removes LOCAL_ENV_DIR);
 # and, last, the pod network again by name (podnet.sh down), so that no eo-* namespace,
 # link or route is left even when a step before failed or LOCAL_ENV_DIR was gone.
@@ -11,7 +11,7 @@ export LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
 source "$ROOT/testkit/env/lib.sh"
 
 rc=0
-stop_pidfile "$LOCAL_ENV_DIR/run/node.pid"
+bash "$ROOT/testkit/env/nodes.sh" down || rc=$?
 bash "$ROOT/testkit/env/cluster-net.sh" down || rc=$?
 bash "$ROOT/testkit/env/control-plane.sh" down || rc=$?
 bash "$ROOT/testkit/env/podnet.sh" down || rc=$?

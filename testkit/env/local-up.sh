@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Brings up the whole local environment: the pod network (podnet.sh: a bridge in a
 # network namespace of its own, one namespace per pod), a real kube-apiserver and
-# controller-manager on it (control-plane.sh), the process node (which runs each pod's
-# processes in the pod's network namespace, image pods rooted in their image), kube-proxy
+# controller-manager and kube-scheduler on it (control-plane.sh), three process nodes
+# (nodes.sh; each runs its pods' processes in the pods' network namespaces, image pods
+# rooted in their image), kube-proxy
 # and CoreDNS (cluster-net.sh), and the operator installed as a user installs it: its
 # image built from this tree, then `kubectl apply -f manifests/` with that image set, two
 # replicas electing a leader through their Lease. Then applies an example EtcdCluster
@@ -15,9 +16,9 @@
 #
 # Everything lives under LOCAL_ENV_DIR (default /tmp/etcd-operator-local):
 #   kubeconfig            admin kubeconfig (export KUBECONFIG=... to use kubectl)
-#   logs/                 node.log, the control plane's, kube-proxy's and CoreDNS's logs (the
+#   logs/                 local-node-N.log, the control plane's, kube-proxy's and CoreDNS's logs (the
 #                         operator's: kubectl logs)
-#   node/                 the node's pods: data dirs, container logs, unpacked images
+#   nodes/local-node-N/   each node's pods: data dirs, container logs, unpacked images
 #   podnet/               the pod network's address records
 #   bin/                  the node binary and the podnet.sh the environment runs
 # testkit/env/local-down.sh stops every process this started, takes the pod network down
@@ -55,37 +56,14 @@ echo "== building the operator image"
 archive=$(bash testkit/env/build-image.sh)
 image=$(cat "$archive.ref")
 
-# shellcheck source=testkit/env/lib.sh
-source "$ROOT/testkit/env/lib.sh"
-alive() { running "$RUN/$1.pid"; }
 
 echo "== installing the CRD and the operator's namespace and RBAC from manifests/"
 kubectl apply -f manifests/00-namespace.yaml -f manifests/10-crd.yaml -f manifests/20-rbac.yaml >/dev/null
 kubectl wait --for=condition=Established crd/etcdclusters.etcd.database.coreos.com --timeout=60s >/dev/null
 kubectl apply -f testkit/env/storage-class.yaml >/dev/null
 
-# The etcd versions the node can run: Debian's 3.4.23 and whatever build-binaries.sh built.
-etcd_flags=(--etcd-binary "3.4.23=/usr/bin/etcd")
-for dir in "$CACHE"/etcd/v*.*.*; do
-  [ -x "$dir/bin/etcd" ] && etcd_flags+=(--etcd-binary "${dir##*/v}=$dir/bin/etcd")
-done
-
-if ! alive node; then
-  echo "== starting the process node (${etcd_flags[*]})"
-  setsid "$LOCAL_ENV_DIR/bin/etcd-operator-node" run --kubeconfig "$KUBECONFIG" \
-    --node-name local-node --state-dir "$LOCAL_ENV_DIR/node" "${etcd_flags[@]}" \
-    --image-dir "$CACHE/images" --podnet "$LOCAL_ENV_DIR/bin/podnet.sh" \
-    --cluster-dns 10.96.0.10 --cluster-domain cluster.local \
-    >"$LOGS/node.log" 2>&1 < /dev/null &
-  echo $! >"$RUN/node.pid"
-fi
-# Registered, and given its pod range by the controller-manager.
-for _ in $(seq 60); do
-  [ -n "$(kubectl get node local-node -o jsonpath='{.spec.podCIDR}' 2>/dev/null)" ] && break
-  sleep 0.5
-done
-[ -n "$(kubectl get node local-node -o jsonpath='{.spec.podCIDR}' 2>/dev/null)" ] ||
-  { tail -20 "$LOGS/node.log"; echo "node did not register or got no podCIDR" >&2; exit 1; }
+echo "== starting the process nodes"
+bash testkit/env/nodes.sh up
 
 echo "== kube-proxy and CoreDNS"
 bash testkit/env/cluster-net.sh up
@@ -141,5 +119,5 @@ The local environment is up. The operator's leader is pod $leader ($leader_ip).
   curl -s http://$leader_ip:8080/metrics                # Prometheus metrics
   ETCDCTL_API=3 etcdctl --endpoints=\$(kubectl get pod \$(kubectl get ${name:-etcd/NAME} -o jsonpath='{.status.members.ready[0]}') -o jsonpath='http://{.status.podIP}:2379') member list
 Pods resolve cluster names through CoreDNS (10.96.0.10); the host does not: use pod IPs here.
-Node log: $LOGS/node.log.  Tear down: testkit/env/local-down.sh
+Nodes: testkit/env/nodes.sh status (logs: $LOGS/local-node-*.log).  Tear down: testkit/env/local-down.sh
 MSG

@@ -34,7 +34,7 @@ fi
 echo "== end-to-end tests"
 # shellcheck source=testkit/env/lib.sh
 source testkit/env/lib.sh
-if running "$LOCAL_ENV_DIR/run/node.pid"; then
+if running "$LOCAL_ENV_DIR/run/local-node-0.pid"; then
   echo "(reusing the local environment that is already up)"
 else
   # Leftovers of an environment whose processes are gone (a reboot, an ended session)

@@ -1,5 +1,6 @@
 //! Voluntary disruptions: each cluster's PodDisruptionBudget allows evictions (what
-//! `kubectl drain` does) only while a quorum of voters stays, and follows its size.
+//! `kubectl drain` does) only while a quorum of voters stays, and follows its size; a
+//! drain of one node waits while a member on another node is down.
 
 use std::time::Duration;
 
@@ -23,7 +24,7 @@ async fn wait_budget(
     let api: Api<PodDisruptionBudget> = Api::namespaced(client().await, ns);
     let what =
         format!("PodDisruptionBudget {name}: minAvailable {min_available}, {healthy} healthy");
-    wait_for(&what, Duration::from_secs(60), || {
+    wait_for(&what, Duration::from_secs(120), || {
         let api = api.clone();
         async move {
             let budget = api.get(name).await.map_err(|e| e.to_string())?;
@@ -93,4 +94,72 @@ async fn the_budget_lets_one_of_three_voters_be_evicted_and_follows_the_size() {
     patch_spec(&ns.0, "budgeted", json!({"size": 5})).await;
     wait_running(&ns.0, "budgeted", 5, Duration::from_secs(180)).await;
     wait_budget(&ns.0, "budgeted", 3, 5).await;
+}
+
+/// Drains `node` of the pods of cluster `cluster` (as `kubectl drain` does: cordon, then
+/// evictions retried until `timeout`); (success, output).
+fn drain(node: &str, cluster: &str, timeout: &str) -> (bool, String) {
+    let selector = format!("etcd_cluster={cluster}");
+    let timeout = format!("--timeout={timeout}");
+    kubectl(
+        &[
+            "drain",
+            node,
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--pod-selector",
+            &selector,
+            &timeout,
+        ],
+        None,
+    )
+}
+
+#[tokio::test]
+async fn a_drain_waits_while_a_member_on_another_node_is_down_and_completes_once_it_is_back() {
+    let ns = Namespace::create("drain");
+    apply(&cluster_yaml(&ns.0, "drained", 3, "3.5.35", false));
+    let ready = wait_running(&ns.0, "drained", 3, Duration::from_secs(120)).await;
+    let nodes: std::collections::BTreeSet<String> =
+        ready.iter().map(|p| node_of(&ns.0, p)).collect();
+    assert_eq!(nodes.len(), 3, "the members share nodes: {nodes:?}");
+    let mut client_etcd = etcd(&ns.0, &ready[..2]).await;
+    write_keys(&mut client_etcd, "drain", 100).await;
+
+    // A power cut takes one member down: two voters of three are left, no eviction may go.
+    let cut = PowerCut::of(&node_of(&ns.0, &ready[2]));
+    let budget = wait_budget(&ns.0, "drained", 2, 2).await;
+    let status = budget.status.clone().unwrap_or_default();
+    assert_eq!(status.disruptions_allowed, 0, "{status:?}");
+    let target = node_of(&ns.0, &ready[1]);
+    let _uncordon = Cordoned(target.clone());
+    let (ok, out) = drain(&target, "drained", "20s");
+    assert!(
+        !ok,
+        "the drain evicted a member while another was down: {out}"
+    );
+    assert!(out.contains("disruption budget"), "{out}");
+    let pods: Api<Pod> = Api::namespaced(client().await, &ns.0);
+    let kept = pods
+        .get(&ready[1])
+        .await
+        .expect("the member's pod is still there");
+    assert!(
+        kept.metadata.deletion_timestamp.is_none(),
+        "its pod is being deleted"
+    );
+    assert_keys(&mut client_etcd, "drain", 100).await;
+
+    // Power back: the member restarts in place, and now the drain goes through.
+    cut.restore();
+    wait_budget(&ns.0, "drained", 2, 3).await;
+    let (ok, out) = drain(&target, "drained", "120s");
+    assert!(ok, "the drain failed with every member back: {out}");
+    let healed = wait_running(&ns.0, "drained", 3, Duration::from_secs(180)).await;
+    assert!(
+        !healed.contains(&ready[1]),
+        "the drained member is still listed: {healed:?}"
+    );
+    let mut client_etcd = etcd(&ns.0, &healed).await;
+    assert_keys(&mut client_etcd, "drain", 100).await;
 }

@@ -28,7 +28,7 @@ pub fn env_dir() -> PathBuf {
 pub fn kubeconfig() -> PathBuf {
     let path = env_dir().join("kubeconfig");
     assert!(
-        path.exists() && env_dir().join("run/node.pid").exists(),
+        path.exists() && env_dir().join("run/local-node-0.pid").exists(),
         "the local environment is not up ({} missing): run `EXAMPLE= testkit/env/local-up.sh` \
          first, or use `make e2e`, which does",
         path.display()
@@ -361,12 +361,33 @@ pub fn restart_count(ns: &str, name: &str) -> u32 {
     out.trim().parse().unwrap_or(0)
 }
 
+/// The state directory of the process node that runs pod `name`.
+pub fn node_state_dir(ns: &str, name: &str) -> PathBuf {
+    let (ok, node) = kubectl(
+        &[
+            "get",
+            "pod",
+            name,
+            "-n",
+            ns,
+            "-o",
+            "jsonpath={.spec.nodeName}",
+        ],
+        None,
+    );
+    assert!(
+        ok && !node.trim().is_empty(),
+        "pod {ns}/{name} has no node: {node}"
+    );
+    env_dir().join("nodes").join(node.trim())
+}
+
 /// Kills a member's etcd process through the process node, as a crash would.
 pub fn kill_member(ns: &str, pod: &str) {
     let node = env_dir().join("bin/etcd-operator-node");
     let out = Command::new(node)
         .args(["kill", "--state-dir"])
-        .arg(env_dir().join("node"))
+        .arg(node_state_dir(ns, pod))
         .args(["--namespace", ns, "--pod", pod])
         .output()
         .expect("node kill runs");
@@ -423,4 +444,72 @@ pub fn control_plane_pid(name: &str) -> i32 {
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or_else(|| panic!("no pid in {}", path.display()))
+}
+
+/// The node pod `name` runs on.
+pub fn node_of(ns: &str, name: &str) -> String {
+    let (ok, node) = kubectl(
+        &[
+            "get",
+            "pod",
+            name,
+            "-n",
+            ns,
+            "-o",
+            "jsonpath={.spec.nodeName}",
+        ],
+        None,
+    );
+    assert!(
+        ok && !node.trim().is_empty(),
+        "pod {ns}/{name} has no node: {node}"
+    );
+    node.trim().to_string()
+}
+
+/// Runs `testkit/env/nodes.sh ARGS` against the local environment.
+fn nodes_sh(args: &[&str]) {
+    let out = Command::new("bash")
+        .arg(root().join("testkit/env/nodes.sh"))
+        .args(args)
+        .env("LOCAL_ENV_DIR", env_dir())
+        .output()
+        .expect("nodes.sh runs");
+    assert!(
+        out.status.success(),
+        "nodes.sh {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A node of the local environment cut from power (its kubelet and its pods' processes
+/// killed); started again when dropped, so a failing test leaves every node up.
+pub struct PowerCut(pub String);
+
+impl PowerCut {
+    /// Cuts the power of `node`.
+    pub fn of(node: &str) -> Self {
+        nodes_sh(&["stop", node]);
+        PowerCut(node.to_string())
+    }
+
+    /// Starts the node again: its pods restart as after a reboot.
+    pub fn restore(self) {
+        drop(self);
+    }
+}
+
+impl Drop for PowerCut {
+    fn drop(&mut self) {
+        nodes_sh(&["start", &self.0]);
+    }
+}
+
+/// Uncordons `node` when dropped (after a drain, whatever the outcome).
+pub struct Cordoned(pub String);
+
+impl Drop for Cordoned {
+    fn drop(&mut self) {
+        let _ = kubectl(&["uncordon", &self.0], None);
+    }
 }

@@ -3,7 +3,7 @@
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Where the node keeps pod state unless told otherwise.
 pub const DEFAULT_STATE_DIR: &str = "/tmp/etcd-operator-local/node";
@@ -75,6 +75,21 @@ pub struct RunArgs {
     /// The port of the kubelet API (container logs), advertised in the Node's status.
     #[arg(long, default_value_t = 10250)]
     pub kubelet_port: u16,
+    /// Who binds pending pods to nodes: this node itself (a one-node environment without
+    /// a scheduler), or a kube-scheduler (several nodes).
+    #[arg(long, value_enum, default_value_t = Binding::Node)]
+    pub binding: Binding,
+}
+
+/// Who places pending pods on nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Binding {
+    /// The node binds every pending pod its labels match, deciding claims' volume binding
+    /// itself (`volume.kubernetes.io/selected-node`), as a lone scheduler would.
+    Node,
+    /// A kube-scheduler binds pods and selects claims' nodes; the node runs what is bound
+    /// to it and provisions the volumes selected for it.
+    Scheduler,
 }
 
 /// The image directory: the flag, else the project cache's.
@@ -100,9 +115,13 @@ pub struct KillArgs {
     /// The pod's namespace.
     #[arg(long, short = 'n', default_value = "default")]
     pub namespace: String,
-    /// The pod's name.
+    /// The pod's name (or `--all`).
+    #[arg(long, required_unless_present = "all", conflicts_with = "all")]
+    pub pod: Option<String>,
+    /// Every pod of the node, in every namespace: with KILL, after the node process itself
+    /// was killed, a power cut.
     #[arg(long)]
-    pub pod: String,
+    pub all: bool,
     /// The signal to send (KILL, TERM, INT, 9, ...).
     #[arg(long, default_value = "KILL")]
     pub signal: String,

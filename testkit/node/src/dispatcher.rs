@@ -12,6 +12,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::binder::{self, BindSite};
+use crate::cli::Binding;
 use crate::ctx::NodeCtx;
 use crate::log::event;
 use crate::pod::PodWorker;
@@ -27,6 +28,8 @@ struct WorkerHandle {
 pub struct Dispatcher {
     ctx: Arc<NodeCtx>,
     site: Arc<BindSite>,
+    /// Whether this node binds pending pods (no scheduler runs).
+    binds: bool,
     workers: HashMap<String, WorkerHandle>,
     finished: HashSet<String>,
     /// Pods being bound, by uid: dropping the guard stops the binding task.
@@ -42,12 +45,12 @@ fn uid_of(pod: &Pod) -> String {
 }
 
 impl Dispatcher {
-    /// A dispatcher for the node (its pods' claims looked up in `storage`); workers stop
-    /// when `shutdown` is cancelled.
+    /// A dispatcher for the node (its pods' claims looked up in `storage`; pending pods
+    /// bound by it when `binding` says so); workers stop when `shutdown` is cancelled.
     pub fn new(
         ctx: Arc<NodeCtx>,
         node_labels: BTreeMap<String, String>,
-        storage: Arc<Storage>,
+        (storage, binding): (Arc<Storage>, Binding),
         shutdown: CancellationToken,
     ) -> Dispatcher {
         let (done_tx, done_rx) = mpsc::unbounded_channel();
@@ -60,6 +63,7 @@ impl Dispatcher {
         Dispatcher {
             ctx,
             site,
+            binds: binding == Binding::Node,
             workers: HashMap::new(),
             finished: HashSet::new(),
             binding: HashMap::new(),
@@ -79,7 +83,7 @@ impl Dispatcher {
         if let Some(seen) = &mut self.relisted {
             seen.insert(uid.clone());
         }
-        if binder::wants_binding(&pod, &self.site.labels) {
+        if self.binds && binder::wants_binding(&pod, &self.site.labels) {
             if !self.binding.contains_key(&uid) {
                 let task = binder::bind_when_ready(self.site.clone(), pod);
                 self.binding.insert(uid, TaskGuard::spawn(task));

@@ -71,8 +71,9 @@ fn main() -> ExitCode {
             }
         }
         Command::Kill(args) => {
-            let result = signals::parse_signal(&args.signal).and_then(|sig| {
-                killcmd::kill_pod(&args.state_dir, &args.namespace, &args.pod, sig)
+            let result = signals::parse_signal(&args.signal).and_then(|sig| match &args.pod {
+                Some(pod) => killcmd::kill_pod(&args.state_dir, &args.namespace, pod, sig),
+                None => killcmd::kill_all(&args.state_dir, sig),
             });
             match result {
                 Ok(lines) => {

@@ -264,7 +264,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     Dispatcher::new(
         ctx.clone(),
         nodereg::node_labels(&args.node_name),
-        storage,
+        (storage, args.binding),
         shutdown.clone(),
     )
     .run(pods)

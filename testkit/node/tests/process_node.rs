@@ -59,6 +59,7 @@ fn etcd_pod(name: &str, ns: &str, node: &str, app: &str, restart: &str, image: &
             "hostname": name,
             "subdomain": "peers",
             "nodeSelector": { "kubernetes.io/hostname": node },
+            "schedulerName": scheduler_for(node),
             "restartPolicy": restart,
             "terminationGracePeriodSeconds": 5,
             "initContainers": [{

@@ -103,6 +103,7 @@ fn operator_pod(env: &Env, name: &str, image: &str) -> Pod {
         "metadata": {"name": name},
         "spec": {
             "nodeSelector": {"kubernetes.io/hostname": env.node_name},
+            "schedulerName": scheduler_for(&env.node_name),
             "serviceAccountName": "op",
             "terminationGracePeriodSeconds": 5,
             "securityContext": {"runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532},
@@ -372,6 +373,7 @@ fn shell_pod(env: &Env, name: &str, script: &str, restart: &str, mount: &str) ->
         "metadata": {"name": name},
         "spec": {
             "nodeSelector": {"kubernetes.io/hostname": env.node_name},
+            "schedulerName": scheduler_for(&env.node_name),
             "automountServiceAccountToken": false,
             "restartPolicy": restart,
             "terminationGracePeriodSeconds": 1,

@@ -1,6 +1,6 @@
 //! Part of the `process_node` test binary (so `make test` runs it): the local environment's
 //! pod network as pods and the cluster see it, with pods of the test's node and of the
-//! environment's own node (`local-node`), each in its node's pod range:
+//! environment's first node (`local-node-0`), each in its node's pod range:
 //!
 //! - pod to pod, from one node's range to the other's, the server seeing the client's own
 //!   address;
@@ -28,7 +28,7 @@ use serde_json::json;
 use crate::support::*;
 
 /// The environment's own node, which runs pods alongside the test's.
-const ENV_NODE: &str = "local-node";
+const ENV_NODE: &str = "local-node-0";
 /// Where echo servers listen inside their pods.
 const ECHO_PORT: u16 = 7000;
 
@@ -62,6 +62,7 @@ fn pod_on(node: &str, name: &str, app: &str, command: &[&str], probe: serde_json
             "hostname": name,
             "subdomain": "members",
             "nodeSelector": {"kubernetes.io/hostname": node},
+            "schedulerName": scheduler_for(node),
             "automountServiceAccountToken": false,
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 1,

@@ -22,6 +22,17 @@ pub const NODE_BIN: &str = env!("CARGO_BIN_EXE_etcd-operator-node");
 /// The pod network's script; its records are the local environment's ($LOCAL_ENV_DIR).
 pub const PODNET: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../env/podnet.sh");
 
+/// The scheduler a test pod bound to `node` names: the environment's nodes
+/// (`local-node-N`) are placed by its kube-scheduler; a test's own node binds its pods
+/// itself, so they name a scheduler that does not exist and kube-scheduler leaves them be.
+pub fn scheduler_for(node: &str) -> &'static str {
+    if node.starts_with("local-node-") {
+        "default-scheduler"
+    } else {
+        "etcd-operator-node"
+    }
+}
+
 pub fn require_environment() -> PathBuf {
     let how = "start one with `EXAMPLE= bash testkit/env/local-up.sh && \
                export KUBECONFIG=/tmp/etcd-operator-local/kubeconfig`";

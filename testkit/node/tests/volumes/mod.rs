@@ -56,6 +56,7 @@ fn claim_pod(env: &Env, name: &str, claim: &str, restart: &str, script: &str) ->
         "metadata": {"name": name},
         "spec": {
             "nodeSelector": {"kubernetes.io/hostname": env.node_name},
+            "schedulerName": scheduler_for(&env.node_name),
             "restartPolicy": restart,
             "terminationGracePeriodSeconds": 1,
             "containers": [{
