@@ -30,7 +30,11 @@
 #   cluster is Running with 3 ready members; the same with every member's process killed
 #   at once; then delete a follower's pod (its emptyDir data goes with it) and time until
 #   it is Running with 3 ready members again, the deleted member gone from
-#   .status.members.ready. The namespace is deleted at the end.
+#   .status.members.ready. Then a 3-member cluster on claims (1Gi each, the environment's
+#   default StorageClass): delete a follower's pod and time until a new pod of the same
+#   member is ready on its claim and the cluster is Running with 3 ready members; its
+#   floor is the floor's restart of one member on its data directory (restart1), which is
+#   what the operator does there. The namespace is deleted at the end.
 # Each replacement starts SETTLE_S seconds after its cluster became Ready, in both cases.
 #
 # Environment:
@@ -313,9 +317,11 @@ operator_ready() {
     [[ -z ${3:-} || " $names " != *" $3 "* ]]
 }
 
-# Applies an EtcdCluster $1 of size $2; RESULT = the seconds until it is ready.
+# Applies an EtcdCluster $1 of size $2 (on 1Gi claims when $3 is "claims"); RESULT = the
+# seconds until it is ready.
 operator_create() {
-    local name=$1 size=$2 start
+    local name=$1 size=$2 start pod=""
+    [[ ${3:-} == claims ]] && pod=$'  pod:\n    persistentVolumeClaimSpec:\n      accessModes: [ReadWriteOnce]\n      resources: {requests: {storage: 1Gi}}'
     start=$(now)
     kubectl -n "$NS" apply -f - >/dev/null <<EOF
 apiVersion: etcd.database.coreos.com/v1beta2
@@ -325,6 +331,7 @@ metadata:
 spec:
   size: $size
   version: "$ETCD_VERSION"
+$pod
 EOF
     poll "EtcdCluster $NS/$name to be Running with $size ready members" operator_ready "$name" "$size"
     since "$start"
@@ -386,6 +393,35 @@ operator_replace() {
     since "$start"
 }
 
+# "uid ready" of pod $1.
+pod_state() {
+    kubectl -n "$NS" get pod "$1" \
+        -o jsonpath='{.metadata.uid} {.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null
+}
+
+# True when pod $3 is back under a new uid (not $4), ready, and EtcdCluster $1 is ready
+# with $2 members.
+operator_back() {
+    local uid ready
+    read -r uid ready <<<"$(pod_state "$3")" || true
+    [[ -n $uid && $uid != "$4" && $ready == True ]] && operator_ready "$1" "$2"
+}
+
+# Deletes the pod of a follower of the ready EtcdCluster $1 (size $2) on claims; RESULT =
+# the seconds until the same member has a new, ready pod on its claim and the cluster is
+# ready again.
+operator_repod() {
+    local name=$1 size=$2 victim uid start
+    victim=$(operator_follower "$name")
+    read -r uid _ <<<"$(pod_state "$victim")"
+    log "operator: deleting the pod of follower $victim (its claim keeps its data)"
+    start=$(now)
+    kubectl -n "$NS" delete pod "$victim" --wait=false >/dev/null
+    poll "EtcdCluster $NS/$name to bring $victim back on its claim" \
+        operator_back "$name" "$size" "$victim" "$uid"
+    since "$start"
+}
+
 # Deletes EtcdCluster $1 and waits until its pods are gone, so the next measurement
 # runs on an idle machine.
 no_pods() { [[ -z $(kubectl -n "$NS" get pods -l "etcd_cluster=$1" -o name 2>/dev/null) ]]; }
@@ -427,6 +463,10 @@ for ((run = 1; run <= RUNS; run++)); do
         operator_delete "t3-$run"
         operator_create "t5-$run" 5; record OPER create5
         operator_delete "t5-$run"
+        operator_create "v3-$run" 3 claims; record OPER create3v
+        sleep "$SETTLE_S"
+        operator_repod "v3-$run" 3; record OPER repod1
+        operator_delete "v3-$run"
     fi
 done
 
@@ -446,12 +486,17 @@ echo "runs: $RUNS (median shown); a replacement starts ${SETTLE_S}s after Ready"
 echo
 printf '%-28s | %8s | %10s | %6s\n' scenario "floor s" "operator s" ratio
 printf '%-28s-|-%8s-|-%10s-|-%6s\n' "" "" "" "" | tr ' ' -
-for s in create3 create5 restart1 restart3 replace3; do
+# The floor of a member back on its volume is a restart on its data directory.
+FLOOR[repod1]=${FLOOR[restart1]}
+FLOOR[create3v]=${FLOOR[create3]}
+for s in create3 create5 create3v restart1 restart3 repod1 replace3; do
     case $s in
         create3) label="create, 3 members" ;;
         create5) label="create, 5 members" ;;
         restart1) label="restart 1 of 3 (SIGKILL)" ;;
         restart3) label="restart 3 of 3 (SIGKILL)" ;;
+        create3v) label="create, 3 on claims" ;;
+        repod1) label="pod deleted, on a claim" ;;
         replace3) label="replace 1 of 3 (data lost)" ;;
     esac
     f=$(median "${FLOOR[$s]}")

@@ -319,10 +319,14 @@ fn volumes_condition(obs: &Observation, spec: &DesiredCluster) -> Option<Conditi
     })
 }
 
-/// Whether the member pods run the current repository and pod policy. The operator
-/// applies those to new members only (a running member keeps its pod); a change is
-/// reported here, with the members it does not reach yet, instead of being ignored.
-fn pod_policy_condition(obs: &Observation, spec: &DesiredCluster) -> ConditionReport {
+/// Whether the member pods run the current repository and pod policy. A change reaches
+/// running members by a rolling restart (see the lifecycle's `rollout`); until it has,
+/// this names the members it has not reached, and why when it cannot.
+fn pod_policy_condition(
+    decision: &Decision,
+    obs: &Observation,
+    spec: &DesiredCluster,
+) -> ConditionReport {
     let mut older: Vec<&str> = obs
         .pods
         .iter()
@@ -343,16 +347,23 @@ fn pod_policy_condition(obs: &Observation, spec: &DesiredCluster) -> ConditionRe
             message: "every member pod is built from the current spec.pod and repository".into(),
         };
     }
+    let (reason, message) = match decision.why.reason {
+        Reason::RestartRefused => ("RestartRefused", decision.why.message.clone()),
+        _ => (
+            "Restarting",
+            format!(
+                "spec.pod or spec.repository changed; members {} still run pods built \
+                 from the older one and are restarted onto it one at a time (followers \
+                 first, the leader last), each while every member is healthy",
+                older.join(", ")
+            ),
+        ),
+    };
     ConditionReport {
         kind: POD_POLICY_APPLIED,
         status: false,
-        reason: "PodPolicyNotApplied".into(),
-        message: format!(
-            "spec.pod or spec.repository changed; members {} keep the pods they were made \
-             with (running members are not restarted for it). New members get the new \
-             policy: delete one member pod at a time to have it replaced",
-            older.join(", ")
-        ),
+        reason: reason.into(),
+        message,
     }
 }
 
@@ -415,7 +426,7 @@ pub(crate) fn summarize(
             format!("{} members healthy", ready.len())
         },
     };
-    let policy = pod_policy_condition(obs, spec);
+    let policy = pod_policy_condition(decision, obs, spec);
     StatusReport {
         phase: phase.clone(),
         reason: why.reason,
@@ -592,7 +603,7 @@ mod tests {
     }
 
     #[test]
-    fn a_pod_policy_change_not_applied_to_running_members_is_reported_with_their_names() {
+    fn a_pod_policy_change_is_reported_with_the_members_still_to_restart() {
         let obs = World::healthy(Instant::now(), 3, "3.5.21")
             .pod("m1", |p| p.pod_template = Some("new".into()))
             .pod("m2", |p| p.pod_template = Some("old".into()))
@@ -603,7 +614,7 @@ mod tests {
         let r = report(&obs, &spec);
         let c = condition(&r, POD_POLICY_APPLIED);
         assert!(!c.status);
-        assert_eq!(c.reason, "PodPolicyNotApplied");
+        assert_eq!(c.reason, "Restarting");
         assert!(
             c.message.contains("m2") && !c.message.contains("m1"),
             "{}",

@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EtcdClusterStatus {
-    /// Bootstrapping, Running, Scaling, Upgrading, Recovering, Paused or Blocked.
+    /// Bootstrapping, Running, Scaling, Upgrading, Recovering, Restarting, Paused or
+    /// Blocked.
     #[serde(default)]
     pub phase: String,
     /// Reason of the operator's last decision.

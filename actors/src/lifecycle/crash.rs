@@ -3,6 +3,8 @@
 //! is restarted in place and reported, since replacing it would not help and would cost
 //! a member's data.
 
+use super::PodView;
+
 /// Restarts after which a member that is still not healthy is reported as crash looping.
 pub const CRASH_LOOP_RESTARTS: u32 = 2;
 
@@ -15,6 +17,13 @@ const UNUSABLE_DATA: &[&str] = &[
     "failed to find database snapshot file",
     "failed to recover v3 backend from snapshot",
 ];
+
+/// The restarts and last failure of `pod` when its etcd is crash looping: restarted in
+/// place at least [`CRASH_LOOP_RESTARTS`] times and not ready.
+pub fn looping(pod: &PodView) -> Option<(u32, &str)> {
+    let crash = pod.crash.as_deref()?;
+    (pod.restarts >= CRASH_LOOP_RESTARTS && !pod.ready).then_some((pod.restarts, crash))
+}
 
 /// The words in `crash` (a pod's last failure, see `PodView::crash`) that show the
 /// member's data is unusable, if any.

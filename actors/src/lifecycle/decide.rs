@@ -13,7 +13,10 @@
 //! 6. dead members, then members unhealthy past a deadline (and not ready by the kubelet's
 //!    own probe), are removed (and replaced by the scale-up step on a later tick);
 //! 7. a started learner is promoted;
-//! 8. with every member healthy: scale by one member, else upgrade one member.
+//! 8. a crash-looping member built from an older pod template gets a pod from the current
+//!    one (on a volume this needs no quorum and is checked first, before step 2);
+//! 9. with every member healthy: scale by one member, else upgrade one member, else
+//!    restart one member onto a changed pod template.
 
 use std::collections::BTreeSet;
 
@@ -21,7 +24,7 @@ use super::{
     Action, Birth, Deadlines, DesiredCluster, MemberView, Membership, Observation, Phase, PodView,
     Reason, State, UpgradePath, Version, Why,
 };
-use super::{crash, volumes};
+use super::{crash, rollout, volumes};
 use super::{transition, upgrade};
 
 /// Grace time before a pod that has no etcd member is deleted, so that a member list read
@@ -88,6 +91,11 @@ fn step(
     upgrade::track_upgrades(&mut state, obs, |pod| healthy_on_own_version(obs, pod));
     upgrade::note_failures(&mut state, obs, &target);
     if let Some(d) = upgrade::failed_upgrade(&mut state, obs, deadlines) {
+        return d;
+    }
+    if Birth::of(&state, obs).is_born()
+        && let Some(d) = rollout::crash_loop_on_a_volume(&state, obs, spec)
+    {
         return d;
     }
     match &obs.membership {
@@ -426,7 +434,7 @@ impl<'a> ClusterView<'a> {
         }
     }
 
-    fn quorum(&self) -> usize {
+    pub(super) fn quorum(&self) -> usize {
         self.voters / 2 + 1
     }
 
@@ -495,20 +503,28 @@ fn with_member_list(
     if let Some(d) = promotable_learner(view, &scaling) {
         return d(state);
     }
+    if let Some(d) = rollout::crash_loop_with_quorum(&state, view, spec) {
+        return d;
+    }
     if let Some(d) = unhealthy_member(state.phase.clone(), view) {
         return d(state);
     }
     if view.members.len() != size {
         return scale(state, view, size, &join_version, scaling);
     }
-    upgrade::upgrade(state, view, target)
+    upgrade::upgrade(state, view, target, spec)
 }
 
-/// Members restarted on their volumes (or waited for), as a recovery.
+/// Members restarted on their volumes (or waited for): part of a rolling restart, or a
+/// recovery.
 fn on_volumes(state: State, on: volumes::OnVolumes) -> Decision {
+    let phase = match state.phase {
+        Phase::Restarting => Phase::Restarting,
+        _ => Phase::Recovering,
+    };
     match on {
-        volumes::OnVolumes::Wait(why) => settle(state, Phase::Recovering, vec![], why),
-        volumes::OnVolumes::Restart(actions, why) => settle(state, Phase::Recovering, actions, why),
+        volumes::OnVolumes::Wait(why) => settle(state, phase, vec![], why),
+        volumes::OnVolumes::Restart(actions, why) => settle(state, phase, actions, why),
     }
 }
 
@@ -577,12 +593,9 @@ fn unhealthy_member(current: Phase, view: &ClusterView<'_>) -> Option<Step> {
     }))
 }
 
-/// The restarts and last failure of the pod `name` when its etcd is crash looping:
-/// restarted in place at least [`crash::CRASH_LOOP_RESTARTS`] times and not ready.
+/// The restarts and last failure of the pod `name` when its etcd is crash looping.
 fn crash_loop<'v>(view: &'v ClusterView<'_>, name: &str) -> Option<(u32, &'v str)> {
-    let pod = view.obs.pod(name)?;
-    let crash = pod.crash.as_deref()?;
-    (pod.restarts >= crash::CRASH_LOOP_RESTARTS && !pod.ready).then_some((pod.restarts, crash))
+    crash::looping(view.obs.pod(name)?)
 }
 
 /// The version a new member runs: the target when the running members may move to it,

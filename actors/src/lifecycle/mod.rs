@@ -7,6 +7,7 @@ mod crash;
 mod decide;
 mod observation;
 mod reason;
+mod rollout;
 mod spec;
 mod state;
 mod transition;
@@ -18,6 +19,8 @@ mod volumes;
 mod decide_tests;
 #[cfg(test)]
 pub(crate) mod fixtures;
+#[cfg(test)]
+mod rollout_tests;
 
 pub use action::Action;
 pub(crate) use bootstrap::Birth;

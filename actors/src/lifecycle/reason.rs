@@ -57,6 +57,11 @@ reasons! {
     ReplacingUnhealthyMember,
     /// A member whose etcd keeps failing on its own data is being removed.
     ReplacingBrokenMember,
+    /// A member gets a pod built from a changed pod template (a rolling restart).
+    RestartingMember,
+    /// A crash-looping member built from an older pod template gets a pod from the
+    /// current one.
+    RecreatingCrashLoopingMember,
     /// A pod without an etcd member is being deleted.
     DeletingOrphanPod,
     /// The cluster's Services are being created.
@@ -86,6 +91,8 @@ reasons! {
     QuorumLost,
     /// A member's etcd keeps exiting; it is restarted in place with its data.
     CrashLooping,
+    /// A changed pod template cannot reach a member without losing quorum.
+    RestartRefused,
     /// No member answers.
     EtcdUnreachable,
     /// Every member pod is gone.
@@ -121,6 +128,7 @@ impl Reason {
                 | Reason::NameConflict
                 | Reason::QuorumLost
                 | Reason::CrashLooping
+                | Reason::RestartRefused
                 | Reason::EtcdUnreachable
                 | Reason::AllMembersLost
                 | Reason::ClusterIdMismatch

@@ -37,6 +37,9 @@ pub enum Phase {
     },
     /// Replacing a dead, unhealthy or never-started member.
     Recovering,
+    /// Giving members, one at a time, pods built from a changed pod template
+    /// (`spec.pod`, `spec.repository`).
+    Restarting,
     /// `spec.paused`: observing and reporting only.
     Paused,
     /// Cannot proceed safely; waits for the cluster or the user. Nothing is deleted.
@@ -56,6 +59,7 @@ impl Phase {
             Phase::Scaling { .. } => "Scaling",
             Phase::Upgrading { .. } => "Upgrading",
             Phase::Recovering => "Recovering",
+            Phase::Restarting => "Restarting",
             Phase::Paused => "Paused",
             Phase::Blocked { .. } => "Blocked",
         }
@@ -69,6 +73,7 @@ impl Phase {
                 | Phase::Scaling { .. }
                 | Phase::Upgrading { .. }
                 | Phase::Recovering
+                | Phase::Restarting
         )
     }
 }

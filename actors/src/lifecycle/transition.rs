@@ -8,7 +8,7 @@
 //! | --- | --- |
 //! | `Starting` | never: it is only a new actor's first phase |
 //! | `Bootstrapping` | the cluster is not born, or it is and was `Bootstrapping` (the seed answered and is still settling) |
-//! | `Running`, `Scaling`, `Upgrading`, `Recovering` | the cluster is born |
+//! | `Running`, `Scaling`, `Upgrading`, `Recovering`, `Restarting` | the cluster is born |
 //! | `Paused`, `Blocked` | always |
 //!
 //! And whatever the phase: a born cluster gets no seed action (`CreateSeed`, `StartSeed`).
@@ -47,10 +47,14 @@ pub fn check(
         Phase::Bootstrapping if born && *from != Phase::Bootstrapping => {
             Some("a cluster that exists is never bootstrapped again")
         }
-        Phase::Running | Phase::Scaling { .. } | Phase::Upgrading { .. } | Phase::Recovering
+        Phase::Running
+        | Phase::Scaling { .. }
+        | Phase::Upgrading { .. }
+        | Phase::Recovering
+        | Phase::Restarting
             if !born =>
         {
-            Some("only a cluster that exists can run, scale, upgrade or recover")
+            Some("only a cluster that exists can run, scale, upgrade, recover or restart")
         }
         _ => None,
     };
@@ -113,6 +117,7 @@ mod tests {
                 to: v("3.6.0"),
             },
             Phase::Recovering,
+            Phase::Restarting,
             Phase::Paused,
             Phase::Blocked {
                 reason: Reason::QuorumLost,
@@ -180,7 +185,7 @@ mod tests {
     }
 
     #[test]
-    fn only_a_cluster_that_exists_runs_scales_upgrades_or_recovers() {
+    fn only_a_cluster_that_exists_runs_scales_upgrades_recovers_or_restarts() {
         let working: Vec<Phase> = every_phase()
             .into_iter()
             .filter(|p| {
@@ -190,10 +195,11 @@ mod tests {
                         | Phase::Scaling { .. }
                         | Phase::Upgrading { .. }
                         | Phase::Recovering
+                        | Phase::Restarting
                 )
             })
             .collect();
-        assert_eq!(working.len(), 4);
+        assert_eq!(working.len(), 5);
         for from in every_phase() {
             for to in &working {
                 assert!(check(&from, to, &[], false).is_err(), "{from} -> {to}");

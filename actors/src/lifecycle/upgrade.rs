@@ -9,9 +9,10 @@
 //! than the version rolled back to.
 
 use super::decide::{ClusterView, settle};
+use super::rollout;
 use super::{
-    Action, Deadlines, Decision, MemberView, Observation, Phase, PodView, Reason, State,
-    UpgradePath, Version, Why,
+    Action, Deadlines, Decision, DesiredCluster, MemberView, Observation, Phase, PodView, Reason,
+    State, UpgradePath, Version, Why,
 };
 
 /// Starts or clears the timers of upgraded pods: a pod with an upgrade mark is timed
@@ -112,7 +113,14 @@ pub(super) fn failed_upgrade(
 
 /// The next version step of a cluster whose members are all healthy and whose size
 /// matches the spec.
-pub(super) fn upgrade(state: State, view: &ClusterView<'_>, target: &Version) -> Decision {
+/// With nothing left to upgrade, members built from an older pod template are restarted
+/// onto the current one ([`rollout`](super::rollout)).
+pub(super) fn upgrade(
+    state: State,
+    view: &ClusterView<'_>,
+    target: &Version,
+    spec: &DesiredCluster,
+) -> Decision {
     let Some((oldest, newest)) = view.running_versions() else {
         let why = Why::new(Reason::Converged, "members report no version yet");
         return settle(state, Phase::Running, vec![], why);
@@ -133,13 +141,7 @@ pub(super) fn upgrade(state: State, view: &ClusterView<'_>, target: &Version) ->
         // Below every member, or below some after a partial upgrade: back, if etcd allows.
         UpgradePath::Downgrade => roll_back(state, view, target, (oldest, newest), confirms),
         _ if target < &newest => roll_back(state, view, target, (oldest, newest), confirms),
-        UpgradePath::Same => {
-            let why = Why::new(
-                Reason::Converged,
-                format!("{} members running {target}", view.members.len()),
-            );
-            settle(state, Phase::Running, confirms, why)
-        }
+        UpgradePath::Same => rollout::restart_next(state, view, spec, confirms),
         UpgradePath::TooFar => {
             let why = Why::new(
                 Reason::VersionSkipRefused,

@@ -21,7 +21,7 @@ pub(super) enum OnVolumes {
 
 /// Whether the member named `name` may be restarted on its volume: it has a claim that
 /// holds its data.
-fn on_a_volume(obs: &Observation, name: &str) -> bool {
+pub(super) fn on_a_volume(obs: &Observation, name: &str) -> bool {
     obs.claims.get(name).is_some_and(|c| c.phase.holds_data())
 }
 

@@ -1,0 +1,134 @@
+//! Pod template changes (`spec.pod`, `spec.repository`) reach the running members: a pod's
+//! policy is fixed when it is created, so a member takes a new one only with a new pod.
+//!
+//! - **Rolling restart.** With every member healthy and nothing else to do, one member at
+//!   a time (followers first, the leader last) gets its pod deleted. A member on a volume
+//!   comes back on it as the same member ([`volumes`](super::volumes)); a member on an
+//!   emptyDir loses its data with its pod and is replaced (removed, then added anew), so
+//!   that is done only while the others keep a quorum without it.
+//! - **A crash loop fixed by the spec.** A member whose etcd keeps exiting and whose pod
+//!   was built from an older template gets a pod from the current one at once, without
+//!   waiting for the others: it serves nothing as it is. On a volume this changes no
+//!   membership and needs no quorum; on an emptyDir it is replaced, only while the others
+//!   hold a quorum.
+
+use super::decide::{ClusterView, settle};
+use super::volumes::on_a_volume;
+use super::{Action, Decision, DesiredCluster, Observation, Phase, PodView, Reason, State, Why};
+use super::{crash, transition};
+
+/// Whether `pod` was built from another pod template than the spec's. Pods made by
+/// operators that did not record their template are left alone.
+pub(super) fn is_stale(pod: &PodView, spec: &DesiredCluster) -> bool {
+    pod.pod_template
+        .as_ref()
+        .is_some_and(|t| *t != spec.pod_template)
+}
+
+/// A crash-looping pod built from an older template, when recreating it is safe without
+/// a member list: its member is on a volume. Checked before anything needs etcd, since a
+/// one-member cluster that crash loops answers nothing.
+pub(super) fn crash_loop_on_a_volume(
+    state: &State,
+    obs: &Observation,
+    spec: &DesiredCluster,
+) -> Option<Decision> {
+    let pod = obs.pods.iter().find(|p| {
+        !p.terminating
+            && is_stale(p, spec)
+            && crash::looping(p).is_some()
+            && on_a_volume(obs, &p.name)
+    })?;
+    Some(recreate_crash_looping(state.clone(), pod))
+}
+
+/// A crash-looping pod built from an older template whose member is on an emptyDir:
+/// replaced when the healthy voting members other than it keep a quorum.
+pub(super) fn crash_loop_with_quorum(
+    state: &State,
+    view: &ClusterView<'_>,
+    spec: &DesiredCluster,
+) -> Option<Decision> {
+    let pod = view.members.iter().find_map(|m| {
+        let pod = view.obs.pod(&m.name)?;
+        let others = view.healthy_voters - usize::from(view.is_healthy(m) && !m.is_learner);
+        let loops = crash::looping(pod).is_some();
+        (loops && !pod.terminating && is_stale(pod, spec) && others >= view.quorum()).then_some(pod)
+    })?;
+    Some(recreate_crash_looping(state.clone(), pod))
+}
+
+fn recreate_crash_looping(state: State, pod: &PodView) -> Decision {
+    let why = Why::new(
+        Reason::RecreatingCrashLoopingMember,
+        format!(
+            "member {}'s etcd keeps exiting ({} restarts) on a pod built from an older \
+             spec.pod: giving it a pod from the current spec",
+            pod.name, pod.restarts
+        ),
+    );
+    let phase = transition::continuing(&state.phase);
+    let action = Action::DeletePod {
+        name: pod.name.clone(),
+    };
+    settle(state, phase, vec![action], why)
+}
+
+/// The next member to restart onto the current template, in a cluster whose members are
+/// all healthy and match the spec's size and version; `Running` when none is left or
+/// none may go.
+pub(super) fn restart_next(
+    state: State,
+    view: &ClusterView<'_>,
+    spec: &DesiredCluster,
+    actions: Vec<Action>,
+) -> Decision {
+    let mut stale: Vec<_> = view
+        .members
+        .iter()
+        .filter(|m| view.obs.pod(&m.name).is_some_and(|p| is_stale(p, spec)))
+        .collect();
+    stale.sort_by_key(|m| (Some(m.id) == view.leader, m.name.clone()));
+    let Some(next) = stale.first() else {
+        let why = Why::new(
+            Reason::Converged,
+            format!("{} members running {}", view.members.len(), spec.version),
+        );
+        return settle(state, Phase::Running, actions, why);
+    };
+    let on_volume = on_a_volume(view.obs, &next.name);
+    if !on_volume && view.healthy_voters.saturating_sub(1) < view.quorum() {
+        let why = Why::new(
+            Reason::RestartRefused,
+            format!(
+                "spec.pod or spec.repository changed, but member {} keeps its data on an \
+                 emptyDir: a new pod means replacing it, and the other {} voting members \
+                 would not keep a quorum meanwhile. Its pod is left as it is (scale the \
+                 cluster to 3 or more members, or use persistentVolumeClaimSpec)",
+                next.name,
+                view.healthy_voters.saturating_sub(1)
+            ),
+        );
+        return settle(state, Phase::Running, actions, why);
+    }
+    let how = if on_volume {
+        "it comes back on its volume as the same member"
+    } else {
+        "it is on an emptyDir, so it is replaced by a new member"
+    };
+    let why = Why::new(
+        Reason::RestartingMember,
+        format!(
+            "spec.pod or spec.repository changed: restarting member {} onto it ({how}); \
+             {} of {} members left to restart",
+            next.name,
+            stale.len(),
+            view.members.len()
+        ),
+    );
+    let mut actions = actions;
+    actions.push(Action::DeletePod {
+        name: next.name.clone(),
+    });
+    settle(state, Phase::Restarting, actions, why)
+}

@@ -1,0 +1,207 @@
+//! Rolling restarts onto a changed pod template, and crash loops fixed by the spec.
+
+use tokio::time::Instant;
+
+use super::fixtures::{World, running_state};
+use super::*;
+
+const VERSION: &str = "3.5.21";
+
+/// A spec of `size` members whose pod template is "new".
+fn new_template(size: u32) -> DesiredCluster {
+    let mut spec = DesiredCluster::new(size, VERSION);
+    spec.pod_template = "new".into();
+    spec
+}
+
+/// Members `names` run pods built from the template `template`.
+fn built_from(mut world: World, names: &[&str], template: &str) -> World {
+    for name in names {
+        let t = template.to_string();
+        world = world.pod(name, move |p| p.pod_template = Some(t));
+    }
+    world
+}
+
+fn decide_on(state: State, world: World, size: u32) -> Decision {
+    decide(
+        state,
+        &world.build(),
+        &new_template(size),
+        &Deadlines::default(),
+    )
+}
+
+fn deletes(d: &Decision, name: &str, reason: Reason) {
+    assert_eq!(d.why.reason, reason, "{}", d.why.message);
+    assert_eq!(
+        d.actions,
+        vec![Action::DeletePod { name: name.into() }],
+        "{}",
+        d.why.message
+    );
+}
+
+fn crash_looping(world: World, name: &str) -> World {
+    world.pod(name, |p| {
+        p.ready = false;
+        p.restarts = 4;
+        p.crash = Some("exited with code 1 (Error): etcd: unknown flag: --bad".into());
+    })
+}
+
+#[test]
+fn a_changed_pod_template_restarts_followers_one_at_a_time_on_their_volumes_and_the_leader_last() {
+    let now = Instant::now();
+    let world = built_from(World::healthy(now, 3, VERSION), &["m1", "m2", "m3"], "old");
+    let d = decide_on(running_state(), world.on_volumes(), 3);
+    deletes(&d, "m2", Reason::RestartingMember);
+    assert_eq!(d.state.phase, Phase::Restarting);
+    assert!(d.why.message.contains("same member"), "{}", d.why.message);
+
+    let world = built_from(World::healthy(now, 3, VERSION), &["m1"], "old");
+    let world = built_from(world, &["m2", "m3"], "new");
+    let d = decide_on(d.state, world.on_volumes(), 3);
+    deletes(&d, "m1", Reason::RestartingMember);
+
+    let world = built_from(World::healthy(now, 3, VERSION), &["m1", "m2", "m3"], "new");
+    let d = decide_on(d.state, world.on_volumes(), 3);
+    assert_eq!(d.why.reason, Reason::Converged, "{}", d.why.message);
+    assert_eq!(d.state.phase, Phase::Running);
+}
+
+#[test]
+fn a_restarted_member_is_waited_for_and_comes_back_on_its_volume_while_restarting() {
+    let now = Instant::now();
+    let restarting = State {
+        phase: Phase::Restarting,
+        ..running_state()
+    };
+    let world = built_from(World::healthy(now, 3, VERSION), &["m1", "m3"], "old")
+        .on_volumes()
+        .unreachable(2)
+        .pod("m2", |p| p.terminating = true);
+    let d = decide_on(restarting.clone(), world, 3);
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    assert_eq!(d.state.phase, Phase::Restarting);
+
+    let world = built_from(World::healthy(now, 3, VERSION), &["m1", "m3"], "old")
+        .on_volumes()
+        .unreachable(2)
+        .without_pod("m2");
+    let d = decide_on(restarting, world, 3);
+    assert_eq!(d.state.phase, Phase::Restarting);
+    assert!(
+        matches!(d.actions.as_slice(), [Action::RestartMember { name, .. }] if name == "m2"),
+        "{:?}",
+        d.actions
+    );
+}
+
+#[test]
+fn no_member_is_restarted_for_a_pod_template_while_another_is_unhealthy() {
+    let now = Instant::now();
+    let world = built_from(World::healthy(now, 3, VERSION), &["m1", "m2", "m3"], "old")
+        .on_volumes()
+        .unreachable(3);
+    let d = decide_on(running_state(), world, 3);
+    assert!(
+        !d.actions
+            .iter()
+            .any(|a| matches!(a, Action::DeletePod { .. })),
+        "{:?}",
+        d.actions
+    );
+    assert_eq!(d.why.reason, Reason::WaitingForHealthyMembers);
+}
+
+#[test]
+fn emptydir_members_are_replaced_for_a_pod_template_only_while_the_others_keep_a_quorum() {
+    let now = Instant::now();
+    let names = ["m1", "m2", "m3"];
+    let d = decide_on(
+        running_state(),
+        built_from(World::healthy(now, 3, VERSION), &names, "old"),
+        3,
+    );
+    deletes(&d, "m2", Reason::RestartingMember);
+    assert!(d.why.message.contains("replaced"), "{}", d.why.message);
+
+    for size in [1, 2] {
+        let world = built_from(
+            World::healthy(now, size, VERSION),
+            &names[..size as usize],
+            "old",
+        );
+        let d = decide_on(running_state(), world, size as u32);
+        assert!(d.actions.is_empty(), "{:?}", d.actions);
+        assert_eq!(d.why.reason, Reason::RestartRefused, "{}", d.why.message);
+        assert_eq!(d.state.phase, Phase::Running);
+    }
+}
+
+#[test]
+fn a_single_member_on_a_volume_is_restarted_onto_a_changed_pod_template() {
+    let now = Instant::now();
+    let world = built_from(World::healthy(now, 1, VERSION), &["m1"], "old").on_volumes();
+    let d = decide_on(running_state(), world, 1);
+    deletes(&d, "m1", Reason::RestartingMember);
+}
+
+#[test]
+fn pods_of_older_operators_without_a_recorded_template_are_not_restarted() {
+    let now = Instant::now();
+    let d = decide_on(
+        running_state(),
+        World::healthy(now, 3, VERSION).on_volumes(),
+        3,
+    );
+    assert_eq!(d.why.reason, Reason::Converged, "{}", d.why.message);
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+}
+
+#[test]
+fn a_crash_looping_member_on_an_older_pod_template_gets_a_pod_from_the_corrected_spec() {
+    let now = Instant::now();
+    let names = ["m1", "m2", "m3"];
+    for on_volumes in [true, false] {
+        let mut world = built_from(World::healthy(now, 3, VERSION), &names, "old").unreachable(3);
+        if on_volumes {
+            world = world.on_volumes();
+        }
+        let d = decide_on(running_state(), crash_looping(world, "m3"), 3);
+        deletes(&d, "m3", Reason::RecreatingCrashLoopingMember);
+    }
+}
+
+#[test]
+fn a_crash_looping_member_on_the_current_pod_template_is_only_reported() {
+    let now = Instant::now();
+    let world = built_from(World::healthy(now, 3, VERSION), &["m1", "m2", "m3"], "new")
+        .on_volumes()
+        .unreachable(3);
+    let d = decide_on(running_state(), crash_looping(world, "m3"), 3);
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    assert_eq!(d.why.reason, Reason::CrashLooping);
+}
+
+#[test]
+fn a_lone_crash_looping_member_on_a_volume_gets_a_pod_from_the_corrected_spec_though_nothing_answers()
+ {
+    let now = Instant::now();
+    let world = built_from(World::healthy(now, 1, VERSION), &["m1"], "old")
+        .on_volumes()
+        .born()
+        .etcd_down();
+    let d = decide_on(running_state(), crash_looping(world, "m1"), 1);
+    deletes(&d, "m1", Reason::RecreatingCrashLoopingMember);
+}
+
+#[test]
+fn an_emptydir_member_crash_looping_on_an_older_template_is_kept_without_a_quorum_of_the_others() {
+    let now = Instant::now();
+    let world = built_from(World::healthy(now, 2, VERSION), &["m1", "m2"], "old").unreachable(2);
+    let d = decide_on(running_state(), crash_looping(world, "m2"), 2);
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    assert_eq!(d.why.reason, Reason::QuorumLost);
+}
