@@ -467,6 +467,9 @@ pub fn node_of(ns: &str, name: &str) -> String {
     node.trim().to_string()
 }
 
+/// The local environment's nodes (testkit/env/nodes.sh).
+pub const NODES: [&str; 3] = ["local-node-0", "local-node-1", "local-node-2"];
+
 /// Runs `testkit/env/nodes.sh ARGS` against the local environment.
 fn nodes_sh(args: &[&str]) {
     let out = Command::new("bash")

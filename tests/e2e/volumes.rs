@@ -253,3 +253,16 @@ async fn a_member_crash_looping_on_a_bad_etcd_env_is_fixed_by_correcting_the_spe
     wait_policy_applied(&ns.0, "fixable").await;
     assert_same_cluster(&ns.0, "fixable", &before, 3).await;
 }
+
+#[tokio::test]
+async fn a_power_cut_of_every_node_brings_the_same_claimed_cluster_back() {
+    let ns = Namespace::create("claims-power");
+    let (before, ready) = claimed_running(&ns.0, "powered", 3).await;
+    let nodes: std::collections::BTreeSet<String> =
+        ready.iter().map(|p| node_of(&ns.0, p)).collect();
+    assert_eq!(nodes.len(), 3, "the members share nodes: {nodes:?}");
+    // Every node at once, the operator's with them; then every node starts again.
+    let cuts: Vec<PowerCut> = NODES.iter().map(|n| PowerCut::of(n)).collect();
+    drop(cuts);
+    assert_same_cluster(&ns.0, "powered", &before, 3).await;
+}
