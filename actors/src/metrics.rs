@@ -192,6 +192,10 @@ impl ClusterApi for CountedClusterApi {
         self.counted(self.inner.delete_pod(name).await)
     }
 
+    async fn recreate_pod(&self, name: &str) -> Result<(), ApiError> {
+        self.counted(self.inner.recreate_pod(name).await)
+    }
+
     async fn set_pod_version(&self, name: &str, change: &VersionChange) -> Result<(), ApiError> {
         self.counted(self.inner.set_pod_version(name, change).await)
     }

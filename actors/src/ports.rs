@@ -280,8 +280,12 @@ pub trait ClusterApi: Send + Sync + 'static {
     async fn expand_claim(&self, name: &str, quantity: &str) -> Result<(), ApiError>;
     /// Creates a member's pod.
     async fn create_member_pod(&self, pod: &MemberPod) -> Result<(), ApiError>;
-    /// Deletes a pod; a pod already gone is not an error.
+    /// Deletes a pod, and the member's PersistentVolumeClaim with it (its member has left
+    /// etcd, or never was one); a pod or claim already gone is not an error.
     async fn delete_pod(&self, name: &str) -> Result<(), ApiError>;
+    /// Deletes a member's pod and nothing else, so that it gets a new one: its claim keeps
+    /// the member's data for it. A pod already gone is not an error.
+    async fn recreate_pod(&self, name: &str) -> Result<(), ApiError>;
     /// Changes the etcd image of a pod in place, with its upgrade marks.
     async fn set_pod_version(&self, name: &str, change: &VersionChange) -> Result<(), ApiError>;
     /// Labels a pod as a voting member's, putting it behind the client Service.

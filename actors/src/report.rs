@@ -208,6 +208,7 @@ fn event_reason(action: &Action) -> &'static str {
         Action::PromoteLearner { .. } => "LearnerPromoted",
         Action::RemoveMember { .. } => "MemberRemoved",
         Action::DeletePod { .. } => "PodDeleted",
+        Action::RecreatePod { .. } => "PodRecreated",
         Action::UpgradeMember { .. } => "MemberUpgraded",
         Action::RollBackMember { .. } => "MemberRolledBack",
         Action::ConfirmUpgrade { .. } => "UpgradeConfirmed",

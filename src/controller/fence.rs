@@ -229,6 +229,11 @@ impl ClusterApi for FencedClusterApi {
         self.inner.delete_pod(name).await
     }
 
+    async fn recreate_pod(&self, name: &str) -> Result<(), ApiError> {
+        self.pass(&format!("delete pod {name} to recreate it"))?;
+        self.inner.recreate_pod(name).await
+    }
+
     async fn set_pod_version(&self, name: &str, change: &VersionChange) -> Result<(), ApiError> {
         self.pass(&format!("change the image of pod {name}"))?;
         self.inner.set_pod_version(name, change).await
@@ -411,13 +416,14 @@ mod tests {
     }
 
     /// Every write a cluster's ports counted: Kubernetes writes and membership changes.
-    fn writes(c: &CallCounts) -> [u64; 11] {
+    fn writes(c: &CallCounts) -> [u64; 12] {
         [
             c.ensure_services,
             c.set_disruption_budget,
             c.expand_claim,
             c.create_member_pod,
             c.delete_pod,
+            c.recreate_pod,
             c.set_pod_version,
             c.publish_status,
             c.record_event,

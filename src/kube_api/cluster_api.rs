@@ -515,12 +515,7 @@ impl ClusterApi for KubeClusterApi {
     }
 
     async fn delete_pod(&self, name: &str) -> Result<(), ApiError> {
-        let deleted = self.pods_api().delete(name, &DeleteParams::default()).await;
-        match deleted.map_err(|e| api_error(&format!("deleting pod {name}"), &e)) {
-            Ok(_) => self.expectations.deleted(name),
-            Err(ApiError::NotFound(_)) => {}
-            Err(e) => return Err(e),
-        }
+        self.recreate_pod(name).await?;
         // A member's pod goes only when the member is gone (removed from etcd, or never
         // one): its data volume goes with it, so that no PVC is left behind.
         let claims: Api<PersistentVolumeClaim> =
@@ -531,6 +526,16 @@ impl ClusterApi for KubeClusterApi {
             Ok(_) | Err(ApiError::NotFound(_)) => Ok(()),
             Err(e) => Err(e),
         }
+    }
+
+    async fn recreate_pod(&self, name: &str) -> Result<(), ApiError> {
+        let deleted = self.pods_api().delete(name, &DeleteParams::default()).await;
+        match deleted.map_err(|e| api_error(&format!("deleting pod {name}"), &e)) {
+            Ok(_) => self.expectations.deleted(name),
+            Err(ApiError::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(())
     }
 
     async fn set_pod_version(&self, name: &str, change: &VersionChange) -> Result<(), ApiError> {

@@ -467,6 +467,23 @@ async fn deleting_a_pod_that_is_gone_is_done_and_other_refusals_are_errors() {
     assert!(matches!(error, ApiError::Forbidden(_)), "{error:?}");
 }
 
+#[tokio::test]
+async fn a_removed_members_pod_goes_with_its_claim_and_a_recreated_ones_keeps_it() {
+    let fake = FakeApi::default();
+    let api = api_with(&fake, our_services(), vec![]);
+    let pod = "DELETE /api/v1/namespaces/ns/pods/foo-bcdfg";
+    let claim = "DELETE /api/v1/namespaces/ns/persistentvolumeclaims/foo-bcdfg-data";
+    api.recreate_pod("foo-bcdfg").await.expect("recreate");
+    fake.assert_called(pod);
+    assert!(
+        !fake.calls().iter().any(|c| c == claim),
+        "the claim of a member that stays was deleted: {:?}",
+        fake.calls()
+    );
+    api.delete_pod("foo-bcdfg").await.expect("delete");
+    fake.assert_called(claim);
+}
+
 /// A PodDisruptionBudget named `name` with `minAvailable`, owned as given.
 fn budget(name: &str, min_available: i32, owner: Option<OwnerReference>) -> PodDisruptionBudget {
     let mut budget = crate::resources::disruption_budget(&cluster("foo", UID), 1);

@@ -187,6 +187,14 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
             fx.kube.delete_pod(name).await.map_err(|e| e.to_string())?;
             Ok(Done::member(format!("deleted pod {name}"), name))
         }
+        Action::RecreatePod { name } => {
+            fx.kube
+                .recreate_pod(name)
+                .await
+                .map_err(|e| e.to_string())?;
+            let note = format!("deleted pod {name} to give its member a new one");
+            Ok(Done::member(note, name))
+        }
         Action::ExpandClaim { name, quantity } => {
             let expanded = fx.kube.expand_claim(name, quantity).await;
             expanded.map_err(|e| e.to_string())?;

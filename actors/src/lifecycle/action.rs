@@ -84,8 +84,16 @@ pub enum Action {
         /// Member name (for logs and events).
         name: String,
     },
-    /// Delete a pod (always after its member has left etcd, or when it never had one).
+    /// Delete a pod (always after its member has left etcd, or when it never had one),
+    /// and its claim with it.
     DeletePod {
+        /// Pod name.
+        name: String,
+    },
+    /// Delete a member's pod so that it gets a new one from the current pod template: a
+    /// member on a claim comes back on it (its claim is kept), a member on an emptyDir is
+    /// replaced.
+    RecreatePod {
         /// Pod name.
         name: String,
     },
@@ -143,6 +151,7 @@ impl Action {
             Action::PromoteLearner { .. } => "promote_learner",
             Action::RemoveMember { .. } => "remove_member",
             Action::DeletePod { .. } => "delete_pod",
+            Action::RecreatePod { .. } => "recreate_pod",
             Action::UpgradeMember { .. } => "upgrade_member",
             Action::RollBackMember { .. } => "roll_back_member",
             Action::ConfirmUpgrade { .. } => "confirm_upgrade",

@@ -68,7 +68,7 @@ fn recreate_crash_looping(state: State, pod: &PodView) -> Decision {
         ),
     );
     let phase = transition::continuing(&state.phase);
-    let action = Action::DeletePod {
+    let action = Action::RecreatePod {
         name: pod.name.clone(),
     };
     settle(state, phase, vec![action], why)
@@ -127,7 +127,7 @@ pub(super) fn restart_next(
         ),
     );
     let mut actions = actions;
-    actions.push(Action::DeletePod {
+    actions.push(Action::RecreatePod {
         name: next.name.clone(),
     });
     settle(state, Phase::Restarting, actions, why)

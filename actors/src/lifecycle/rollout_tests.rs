@@ -36,7 +36,7 @@ fn deletes(d: &Decision, name: &str, reason: Reason) {
     assert_eq!(d.why.reason, reason, "{}", d.why.message);
     assert_eq!(
         d.actions,
-        vec![Action::DeletePod { name: name.into() }],
+        vec![Action::RecreatePod { name: name.into() }],
         "{}",
         d.why.message
     );
@@ -108,7 +108,7 @@ fn no_member_is_restarted_for_a_pod_template_while_another_is_unhealthy() {
     assert!(
         !d.actions
             .iter()
-            .any(|a| matches!(a, Action::DeletePod { .. })),
+            .any(|a| matches!(a, Action::RecreatePod { .. })),
         "{:?}",
         d.actions
     );

@@ -56,6 +56,8 @@ pub struct CallCounts {
     pub create_member_pod: u64,
     /// `ClusterApi::delete_pod`.
     pub delete_pod: u64,
+    /// `ClusterApi::recreate_pod`.
+    pub recreate_pod: u64,
     /// `ClusterApi::set_pod_version`.
     pub set_pod_version: u64,
     /// `ClusterApi::publish_status`.
@@ -660,6 +662,13 @@ impl ClusterApi for FakeCluster {
     async fn delete_pod(&self, name: &str) -> Result<(), ApiError> {
         let mut w = self.lock();
         w.calls.delete_pod += 1;
+        w.pods.retain(|p| p.name != name);
+        Ok(())
+    }
+
+    async fn recreate_pod(&self, name: &str) -> Result<(), ApiError> {
+        let mut w = self.lock();
+        w.calls.recreate_pod += 1;
         w.pods.retain(|p| p.name != name);
         Ok(())
     }
