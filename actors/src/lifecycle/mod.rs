@@ -9,6 +9,7 @@ mod observation;
 mod reason;
 mod spec;
 mod state;
+mod tls;
 mod transition;
 mod upgrade;
 mod version;
@@ -30,5 +31,6 @@ pub use observation::{
 pub use reason::{Reason, Why};
 pub use spec::{DesiredCluster, Storage};
 pub use state::{Deadlines, Phase, State};
+pub use tls::{CertificateInfo, TlsMode, TlsObservation};
 pub(crate) use version::UpgradePath;
 pub use version::{Version, VersionError};
