@@ -397,3 +397,131 @@ fn client_identities_differ_by_fingerprint_and_never_print_their_key() {
     assert_ne!(a.fingerprint(), b.fingerprint());
     assert!(!format!("{a:?}").contains("secret"));
 }
+
+fn ca_secret(ca: &Ca) -> SecretData {
+    [
+        (CA_CERT_KEY.to_string(), ca.cert_pem.clone().into_bytes()),
+        (CA_KEY_KEY.to_string(), ca.key_pem.clone().into_bytes()),
+    ]
+    .into()
+}
+
+fn found<'a>(name: &'a str, data: Option<&'a SecretData>) -> Found<'a> {
+    Found {
+        name,
+        data,
+        ours: true,
+    }
+}
+
+#[test]
+fn renewal_comes_at_two_thirds_of_the_lifetime_unless_set() {
+    assert_eq!(Renewal::default().at(0, 120), 80);
+    assert_eq!(Renewal { percent: Some(50) }.at(100, 300), 200);
+}
+
+#[test]
+fn the_operator_makes_its_ca_only_before_the_first_member() {
+    assert_eq!(
+        ca_state(found("demo-ca", None), true, false, NOW),
+        CaState::ToMake
+    );
+    let CaState::Invalid(problems) = ca_state(found("demo-ca", None), true, true, NOW) else {
+        panic!("a missing CA of a cluster with members must be a problem");
+    };
+    assert_eq!(problems[0].to_string(), "Secret demo-ca: not found");
+    // A user's CA is never made.
+    assert!(matches!(
+        ca_state(found("my-ca", None), false, false, NOW),
+        CaState::Invalid(_)
+    ));
+}
+
+#[test]
+fn a_new_auto_cluster_issues_everything_before_any_member() {
+    let leaves = Role::ALL.map(|role| (role, found(role.label(), None)));
+    let verdict = auto_verdict(CaState::ToMake, &leaves, &names(), Renewal::default(), NOW);
+    assert!(verdict.observation.missing);
+    assert_eq!(verdict.observation.to_issue.len(), 4);
+    assert!(verdict.identity.is_none());
+}
+
+#[test]
+fn auto_certificates_are_in_use_until_due_then_renewed() {
+    let ca = ca();
+    let ca_data = ca_secret(&ca);
+    let checked = check_ca("demo-ca", Some(&ca_data), NOW).unwrap();
+    let life = Lifetime::starting(NOW - 10, 300);
+    let datas = Role::ALL.map(|role| {
+        secret(
+            role,
+            &issue_leaf(&ca, role, &names(), KeyType::EcdsaP256, life).unwrap(),
+            &ca,
+        )
+    });
+    fn leaves(datas: &[SecretData; 3]) -> [(Role, Found<'_>); 3] {
+        [0, 1, 2].map(|i| (Role::ALL[i], found(Role::ALL[i].label(), Some(&datas[i]))))
+    }
+    let state = CaState::Valid(checked.clone());
+    let fresh = auto_verdict(
+        state.clone(),
+        &leaves(&datas),
+        &names(),
+        Renewal::default(),
+        NOW,
+    );
+    assert!(
+        fresh.observation.to_issue.is_empty(),
+        "{:?}",
+        fresh.observation
+    );
+    assert!(fresh.observation.problems.is_empty());
+    assert_eq!(fresh.observation.certificates.len(), 4);
+    assert!(fresh.identity.is_some());
+    // Two thirds of 300 s after NOW - 10: due at NOW + 190.
+    let later = auto_verdict(
+        state,
+        &leaves(&datas),
+        &names(),
+        Renewal::default(),
+        NOW + 200,
+    );
+    assert_eq!(
+        later.observation.to_issue.len(),
+        3,
+        "{:?}",
+        later.observation
+    );
+    assert!(!later.observation.missing);
+    // A Secret of someone else under the operator's name is never overwritten.
+    let foreign = Found {
+        ours: false,
+        ..found("peer", Some(&datas[0]))
+    };
+    let state = leaf_state(
+        Role::Peer,
+        foreign,
+        &checked,
+        &names(),
+        Renewal::default(),
+        NOW,
+    );
+    assert!(matches!(state, LeafState::Foreign(_)), "{state:?}");
+}
+
+#[test]
+fn static_secrets_without_a_name_in_the_spec_are_reported_by_field() {
+    let policy = crate::api::TlsPolicy {
+        r#static: Some(crate::api::StaticTls::default()),
+        auto: None,
+    };
+    let names_in_spec = secret_names("demo", Some(&policy)).unwrap();
+    let none = [found("", None), found("", None), found("", None)];
+    let verdict = static_verdict(&names_in_spec, &none, &names(), NOW);
+    assert_eq!(verdict.observation.problems.len(), 3);
+    assert!(
+        verdict.observation.problems[0].contains("spec.TLS.static.member.peerSecret is not set"),
+        "{:?}",
+        verdict.observation.problems
+    );
+}
