@@ -282,6 +282,7 @@ type Bundles = [(Role, Keys); 3];
 struct Invalid {
     name: &'static str,
     secrets: Vec<(&'static str, BTreeMap<String, Vec<u8>>)>,
+    /// The report, after `Secret <name>-`.
     says: &'static str,
 }
 
@@ -307,14 +308,14 @@ fn invalid_cases(ns: &str) -> Vec<Invalid> {
         Invalid {
             name: "missing",
             secrets: with("missing", &|all, _| all[2].1.clear()),
-            says: "",
+            says: "client: not found",
         },
         Invalid {
             name: "nokey",
             secrets: with("nokey", &|all, _| {
                 all[0].1.remove("peer.key");
             }),
-            says: "key peer.key: missing",
+            says: "peer key peer.key: missing",
         },
         Invalid {
             name: "names",
@@ -322,7 +323,7 @@ fn invalid_cases(ns: &str) -> Vec<Invalid> {
                 let other = ClusterNames::new(ns, "elsewhere", "");
                 all[0].1 = coreos_keys(Role::Peer, &leaf(ca, Role::Peer, &other, year()), ca);
             }),
-            says: "key peer.crt: does not cover names-bcdfg.names.",
+            says: "peer key peer.crt: does not cover names-bcdfg.names.",
         },
         Invalid {
             name: "expired",
@@ -331,7 +332,7 @@ fn invalid_cases(ns: &str) -> Vec<Invalid> {
                 let old = leaf(ca, Role::Server, &names("expired"), past);
                 all[1].1 = coreos_keys(Role::Server, &old, ca);
             }),
-            says: "key server.crt: expired at",
+            says: "server key server.crt: expired at",
         },
         Invalid {
             name: "mismatch",
@@ -341,7 +342,7 @@ fn invalid_cases(ns: &str) -> Vec<Invalid> {
                     .1
                     .insert("etcd-client.key".into(), other.key_pem.into_bytes());
             }),
-            says: "key etcd-client.crt: does not match the certificate",
+            says: "client key etcd-client.crt: does not match the certificate",
         },
     ]
 }
@@ -359,11 +360,7 @@ async fn each_invalid_tls_secret_is_reported_and_nothing_is_created() {
         apply(&static_cluster_yaml(&ns.0, case.name, 3, case.name));
     }
     for case in &cases {
-        let says = if case.says.is_empty() {
-            format!("Secret {}-client: not found", case.name)
-        } else {
-            format!("Secret {}-", case.name) + case.says
-        };
+        let says = format!("Secret {}-{}", case.name, case.says);
         let status = wait_status(&ns.0, case.name, &says, Duration::from_secs(60), |s| {
             s.reason == "TLSSecretInvalid" && s.message.contains(&says)
         })
