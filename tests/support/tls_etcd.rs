@@ -37,8 +37,11 @@ impl TlsMember {
     /// Starts a one-member cluster serving `server` (its certificate and key) to clients,
     /// and requiring client certificates signed by `client_ca`.
     pub fn start(name: &str, server: &Leaf, client_ca: &Ca) -> Self {
+        let (client_port, peer_port) = (free_port(), free_port());
+        // Tests of one process run members of the same name at once: the port tells
+        // their directories apart.
         let dir = std::env::temp_dir().join(format!(
-            "etcd-operator-tls-test-{}-{name}",
+            "etcd-operator-tls-test-{}-{name}-{client_port}",
             std::process::id()
         ));
         let _ = fs::remove_dir_all(&dir);
@@ -51,7 +54,6 @@ impl TlsMember {
         fs::write(&cert, &server.cert_pem).unwrap();
         fs::write(&key, &server.key_pem).unwrap();
         fs::write(&ca, &client_ca.cert_pem).unwrap();
-        let (client_port, peer_port) = (free_port(), free_port());
         let peer = format!("http://127.0.0.1:{peer_port}");
         let args = [
             format!("--name={name}"),
