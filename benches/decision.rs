@@ -10,7 +10,7 @@ use std::time::Duration;
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use etcd_operator_actors::lifecycle::{
     Action, BootstrapRecord, Deadlines, DesiredCluster, MemberHealth, MemberView, Membership,
-    Observation, Phase, PodPhase, PodView, Reason, Recorded, State, decide,
+    Observation, Phase, PodPhase, PodView, Reason, Recorded, State, TlsMode, decide,
 };
 use etcd_operator_actors::topology::Topology;
 use tokio::time::Instant;
@@ -31,8 +31,8 @@ fn healthy(n: u64) -> Observation {
         members.push(MemberView {
             id,
             name: name.clone(),
-            peer_urls: vec![topology.peer_url(&name)],
-            client_urls: vec![topology.client_url(&name)],
+            peer_urls: vec![topology.peer_url(&name, TlsMode::Off)],
+            client_urls: vec![topology.client_url(&name, TlsMode::Off)],
             is_learner: false,
         });
         pods.push(PodView {
@@ -48,6 +48,7 @@ fn healthy(n: u64) -> Observation {
             pod_template: None,
             restarts: 0,
             crash: None,
+            tls: TlsMode::Off,
         });
         let mut h = MemberHealth::healthy(V);
         h.leader = Some(1);
@@ -71,6 +72,7 @@ fn healthy(n: u64) -> Observation {
             failed_version: None,
         },
         name_conflict: None,
+        tls: Default::default(),
         endpoints: Vec::new(),
         membership: Membership::Listed {
             cluster_id: CLUSTER_ID,

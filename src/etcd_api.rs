@@ -12,11 +12,13 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use etcd_client::{Client, ConnectOptions, Member, MemberAddOptions};
+use etcd_client::{
+    Certificate, Client, ConnectOptions, Identity, Member, MemberAddOptions, TlsOptions,
+};
 use etcd_operator_actors::lifecycle::{MemberHealth, MemberView};
 use etcd_operator_actors::ports::{
     AddedMember, EtcdApi, EtcdError, EtcdErrorKind, MemberList, NewMember,
@@ -24,14 +26,23 @@ use etcd_operator_actors::ports::{
 use tonic::Code;
 
 use crate::error::with_causes;
+use crate::tls::ClientIdentity;
 
 /// How many endpoint lists keep a cached client; past that the cache starts over.
 const MAX_CACHED_CLIENTS: usize = 64;
 
+/// Where the operator's client certificate for a TLS cluster comes from, asked at every
+/// connection (a renewed certificate is used from the next connection on).
+pub type IdentitySource = Arc<dyn Fn() -> Option<ClientIdentity> + Send + Sync>;
+
+/// A cached client: by endpoint list and the fingerprint of the identity it was made with.
+type ClientKey = (Vec<String>, u64);
+
 /// [`EtcdApi`] over gRPC with `etcd-client`.
 pub struct EtcdClientApi {
     timeout: Duration,
-    clients: Mutex<HashMap<Vec<String>, Client>>,
+    clients: Mutex<HashMap<ClientKey, Client>>,
+    identity: Option<IdentitySource>,
 }
 
 impl EtcdClientApi {
@@ -41,40 +52,81 @@ impl EtcdClientApi {
         EtcdClientApi {
             timeout,
             clients: Mutex::new(HashMap::new()),
+            identity: None,
         }
     }
 
-    fn options(&self) -> ConnectOptions {
-        ConnectOptions::new()
-            .with_connect_timeout(self.timeout)
-            .with_timeout(self.timeout)
+    /// The same, presenting the client certificate `identity` gives to `https` endpoints
+    /// and verifying each member's server certificate against its CAs by the endpoint's
+    /// DNS name.
+    pub fn with_identity(mut self, identity: IdentitySource) -> Self {
+        self.identity = Some(identity);
+        self
     }
 
-    fn cached(&self, key: &[String]) -> Option<Client> {
+    /// Connection options; with TLS, the identity to present.
+    fn options(&self, identity: Option<&ClientIdentity>) -> ConnectOptions {
+        let options = ConnectOptions::new()
+            .with_connect_timeout(self.timeout)
+            .with_timeout(self.timeout);
+        match identity {
+            Some(id) => options.with_tls(
+                TlsOptions::new()
+                    .ca_certificate(Certificate::from_pem(&id.ca_pem))
+                    .identity(Identity::from_pem(&id.cert_pem, &id.key_pem)),
+            ),
+            None => options,
+        }
+    }
+
+    fn cached(&self, key: &ClientKey) -> Option<Client> {
         self.lock().get(key).cloned()
     }
 
-    fn forget(&self, key: &[String]) {
-        self.lock().remove(key);
+    fn forget(&self, endpoints: &[String]) {
+        self.lock().retain(|(key, _), _| key != endpoints);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<String>, Client>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ClientKey, Client>> {
         // A panic while holding the lock cannot leave the map inconsistent.
         self.clients
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    async fn client(&self, key: &[String]) -> Result<Client, etcd_client::Error> {
-        if let Some(client) = self.cached(key) {
+    /// The identity for `endpoints`: none for plain HTTP; for `https`, the source's, or an
+    /// error when there is none yet (the cluster's Secrets are not usable).
+    fn identity_for(
+        &self,
+        endpoints: &[String],
+    ) -> Result<Option<ClientIdentity>, etcd_client::Error> {
+        if !endpoints.iter().any(|e| e.starts_with("https://")) {
+            return Ok(None);
+        }
+        match self.identity.as_ref().and_then(|source| source()) {
+            Some(identity) => Ok(Some(identity)),
+            None => Err(etcd_client::Error::InvalidArgs(
+                "no client certificate for this TLS cluster (its Secrets are not usable yet)"
+                    .into(),
+            )),
+        }
+    }
+
+    async fn client(&self, endpoints: &[String]) -> Result<Client, etcd_client::Error> {
+        let identity = self.identity_for(endpoints)?;
+        let key = (
+            endpoints.to_vec(),
+            identity.as_ref().map_or(0, ClientIdentity::fingerprint),
+        );
+        if let Some(client) = self.cached(&key) {
             return Ok(client);
         }
-        let client = Client::connect(key, Some(self.options())).await?;
+        let client = Client::connect(endpoints, Some(self.options(identity.as_ref()))).await?;
         let mut clients = self.lock();
         if clients.len() >= MAX_CACHED_CLIENTS {
             clients.clear();
         }
-        Ok(clients.entry(key.to_vec()).or_insert(client).clone())
+        Ok(clients.entry(key).or_insert(client).clone())
     }
 
     /// Runs `call` with a client for `endpoints`, every try within one deadline of the
@@ -151,6 +203,7 @@ impl std::fmt::Debug for EtcdClientApi {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EtcdClientApi")
             .field("timeout", &self.timeout)
+            .field("tls", &self.identity.is_some())
             .field("cached_clients", &self.lock().len())
             .finish()
     }

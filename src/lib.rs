@@ -7,6 +7,8 @@
 //! - [`resources`]: the pods and Services a cluster is made of;
 //! - [`kube_api`]: the Kubernetes side of a cluster (the actors' `ClusterApi` port);
 //! - [`etcd_api`]: etcd's membership API over `etcd-client` (the actors' `EtcdApi` port);
+//! - [`tls`]: certificates: CoreOS's Secret layout, the checks before members use them, and
+//!   the certificates the operator makes;
 //! - [`controller`]: the watch stream, leader election and wiring of the actors;
 //! - [`http`]: `/healthz`, `/readyz`, `/metrics` and the debug endpoints;
 //! - [`logging`]: slog setup;
@@ -21,5 +23,6 @@ pub(crate) mod http;
 pub(crate) mod kube_api;
 pub(crate) mod logging;
 pub(crate) mod resources;
+pub mod tls;
 
 pub use error::Error;

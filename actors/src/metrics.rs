@@ -172,6 +172,10 @@ impl ClusterApi for CountedClusterApi {
         self.counted(self.inner.observe().await)
     }
 
+    async fn issue_certificates(&self) -> Result<String, ApiError> {
+        self.counted(self.inner.issue_certificates().await)
+    }
+
     async fn ensure_services(&self) -> Result<(), ApiError> {
         self.counted(self.inner.ensure_services().await)
     }

@@ -202,6 +202,8 @@ pub struct KubeView {
     /// An object this cluster needs (a Service, a member pod, a PVC) exists under its name
     /// but belongs to another owner: who owns it, for people. Nothing is shared with it.
     pub name_conflict: Option<String>,
+    /// The cluster's certificates (checked, with their expiries), when it asks for TLS.
+    pub tls: crate::lifecycle::TlsObservation,
 }
 
 /// How a member's pod joins.
@@ -271,6 +273,10 @@ pub struct EventRecord {
 pub trait ClusterApi: Send + Sync + 'static {
     /// The cluster's pods and Services, and what its status remembers.
     async fn observe(&self) -> Result<KubeView, ApiError>;
+    /// Makes the operator-managed certificates (`spec.TLS.auto`) that are missing,
+    /// invalid or due for renewal, from the cluster's CA (made first when it is the
+    /// operator's own and missing); says what it issued, for people. Idempotent.
+    async fn issue_certificates(&self) -> Result<String, ApiError>;
     /// Creates the headless and client Services if missing.
     async fn ensure_services(&self) -> Result<(), ApiError>;
     /// Creates the cluster's PodDisruptionBudget over its voting members' pods, or sets

@@ -7,8 +7,8 @@ use serde::{Serialize, Serializer};
 
 use crate::cluster::{ActionOutcome, ActionResult};
 use crate::lifecycle::{
-    Action, Birth, BootstrapRecord, Decision, DesiredCluster, Membership, Observation, Phase,
-    Reason,
+    Action, Birth, BootstrapRecord, CertificateInfo, Decision, DesiredCluster, Membership,
+    Observation, Phase, Reason, TlsMode,
 };
 use crate::ports::{EventRecord, EventType};
 
@@ -70,6 +70,19 @@ pub struct StatusReport {
     pub bootstrap: Option<BootstrapRecord>,
     /// A version an upgraded member could not run, while the spec asks for it.
     pub failed_version: Option<String>,
+    /// TLS, when the spec asks for it.
+    pub tls: Option<TlsReport>,
+}
+
+/// `status.TLS`: how the cluster's traffic is secured, and its certificates.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TlsReport {
+    /// Static or Auto.
+    pub mode: TlsMode,
+    /// The certificates in use, with their expiries and renewals.
+    pub certificates: Vec<CertificateInfo>,
+    /// The earliest planned renewal.
+    pub next_rotation: Option<String>,
 }
 
 /// One member as the status shows it.
@@ -198,6 +211,7 @@ fn outcome_event(outcome: &ActionOutcome) -> Option<EventRecord> {
 
 fn event_reason(action: &Action) -> &'static str {
     match action {
+        Action::IssueCertificates => "CertificatesIssued",
         Action::EnsureServices => "ServicesEnsured",
         Action::CreateSeed { .. } => "SeedCreated",
         Action::StartSeed { .. } => "SeedStarted",
@@ -451,7 +465,18 @@ pub(crate) fn summarize(
             .as_ref()
             .map(ToString::to_string)
             .filter(|v| *v == spec.version),
+        tls: tls_report(obs, spec),
     }
+}
+
+/// The TLS part of the status: the mode, and the certificates in use with their expiries
+/// and planned renewals (none while they cannot be used).
+fn tls_report(obs: &Observation, spec: &DesiredCluster) -> Option<TlsReport> {
+    spec.tls.enabled().then(|| TlsReport {
+        mode: spec.tls,
+        certificates: obs.tls.certificates.clone(),
+        next_rotation: obs.tls.next_rotation().map(str::to_string),
+    })
 }
 
 #[cfg(test)]

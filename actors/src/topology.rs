@@ -2,6 +2,8 @@
 
 use serde::Serialize;
 
+use crate::lifecycle::TlsMode;
+
 /// Port etcd serves clients on.
 pub const CLIENT_PORT: u16 = 2379;
 /// Port etcd members talk to each other on.
@@ -39,14 +41,22 @@ impl Topology {
         format!("{member}.{}.{}.svc", self.name, self.namespace)
     }
 
-    /// Peer URL of a member.
-    pub fn peer_url(&self, member: &str) -> String {
-        format!("http://{}:{PEER_PORT}", self.member_host(member))
+    /// Peer URL of a member: `https` when the cluster runs TLS.
+    pub fn peer_url(&self, member: &str, tls: TlsMode) -> String {
+        format!(
+            "{}://{}:{PEER_PORT}",
+            tls.scheme(),
+            self.member_host(member)
+        )
     }
 
-    /// Client URL of a member.
-    pub fn client_url(&self, member: &str) -> String {
-        format!("http://{}:{CLIENT_PORT}", self.member_host(member))
+    /// Client URL of a member: `https` when the cluster runs TLS.
+    pub fn client_url(&self, member: &str, tls: TlsMode) -> String {
+        format!(
+            "{}://{}:{CLIENT_PORT}",
+            tls.scheme(),
+            self.member_host(member)
+        )
     }
 
     /// Name of the Service clients use.
@@ -64,10 +74,10 @@ impl Topology {
     }
 
     /// `--initial-cluster` value: `name=peerURL` pairs, comma-separated, in the given order.
-    pub fn initial_cluster(&self, members: &[String]) -> String {
+    pub fn initial_cluster(&self, members: &[String], tls: TlsMode) -> String {
         members
             .iter()
-            .map(|m| format!("{m}={}", self.peer_url(m)))
+            .map(|m| format!("{m}={}", self.peer_url(m, tls)))
             .collect::<Vec<_>>()
             .join(",")
     }
@@ -81,12 +91,29 @@ mod tests {
     fn urls_use_the_member_dns_name_never_an_ip() {
         let t = Topology::new("prod", "etcd-a");
         assert_eq!(
-            t.peer_url("etcd-a-x7k2p"),
+            t.peer_url("etcd-a-x7k2p", TlsMode::Off),
             "http://etcd-a-x7k2p.etcd-a.prod.svc:2380"
         );
         assert_eq!(
-            t.client_url("etcd-a-x7k2p"),
+            t.client_url("etcd-a-x7k2p", TlsMode::Off),
             "http://etcd-a-x7k2p.etcd-a.prod.svc:2379"
+        );
+    }
+
+    #[test]
+    fn urls_of_a_tls_cluster_are_https_by_the_same_dns_names() {
+        let t = Topology::new("prod", "etcd-a");
+        assert_eq!(
+            t.peer_url("etcd-a-x7k2p", TlsMode::Static),
+            "https://etcd-a-x7k2p.etcd-a.prod.svc:2380"
+        );
+        assert_eq!(
+            t.client_url("etcd-a-x7k2p", TlsMode::Auto),
+            "https://etcd-a-x7k2p.etcd-a.prod.svc:2379"
+        );
+        assert_eq!(
+            t.initial_cluster(&["etcd-a-x7k2p".into()], TlsMode::Auto),
+            "etcd-a-x7k2p=https://etcd-a-x7k2p.etcd-a.prod.svc:2380"
         );
     }
 
@@ -104,7 +131,7 @@ mod tests {
     fn initial_cluster_lists_every_given_member_with_its_peer_url() {
         let t = Topology::new("default", "demo");
         assert_eq!(
-            t.initial_cluster(&["demo-a".into(), "demo-b".into()]),
+            t.initial_cluster(&["demo-a".into(), "demo-b".into()], TlsMode::Off),
             "demo-a=http://demo-a.demo.default.svc:2380,demo-b=http://demo-b.demo.default.svc:2380"
         );
     }

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use etcd_operator_actors::lifecycle::TlsMode;
 use etcd_operator_actors::metrics::{CountedClusterApi, CountedEtcdApi, Metrics};
 use etcd_operator_actors::ports::{ClusterApi, EtcdApi};
 use etcd_operator_actors::topology::Topology;
@@ -24,7 +25,7 @@ async fn failed_calls_of_either_port_are_counted_by_kind_and_successes_are_not()
     let metrics = Metrics::default();
     let kube = CountedClusterApi::new(Arc::new(fake.clone()), metrics.clone());
     let etcd = CountedEtcdApi::new(Arc::new(fake.clone()), metrics.clone());
-    let endpoints = vec![topology.client_url("demo-m0")];
+    let endpoints = vec![topology.client_url("demo-m0", TlsMode::Off)];
 
     kube.label_voter("demo-m0").await.expect("the pod exists");
     kube.label_voter("demo-gone")
@@ -37,7 +38,7 @@ async fn failed_calls_of_either_port_are_counted_by_kind_and_successes_are_not()
     etcd.remove(&endpoints, 999)
         .await
         .expect_err("no such member");
-    let nobody = vec![topology.client_url("demo-nobody")];
+    let nobody = vec![topology.client_url("demo-nobody", TlsMode::Off)];
     etcd.list(&nobody).await.expect_err("nobody answers");
 
     let text = scrape(&metrics);

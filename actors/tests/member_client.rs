@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
+use etcd_operator_actors::lifecycle::TlsMode;
 use etcd_operator_actors::member_client::{
     AddMember, ListMembers, MemberClient, MemberStatus, PromoteMember, RemoveMember,
 };
@@ -24,7 +25,7 @@ fn demo() -> Topology {
 fn endpoints(fake: &FakeCluster) -> Vec<String> {
     fake.members()
         .iter()
-        .map(|m| fake.topology().client_url(&m.name))
+        .map(|m| fake.topology().client_url(&m.name, TlsMode::Off))
         .collect()
 }
 
@@ -69,7 +70,7 @@ async fn calls_sent_all_at_once_run_one_at_a_time() {
         client.send(AddMember {
             endpoints: eps.clone(),
             member: NewMember {
-                peer_url: demo().peer_url(&format!("demo-new{i}")),
+                peer_url: demo().peer_url(&format!("demo-new{i}"), TlsMode::Off),
                 learner: false,
             },
         })
@@ -186,7 +187,7 @@ async fn etcd_refusals_come_back_as_classified_values() {
         .unwrap();
     let unreachable = client
         .send(ListMembers {
-            endpoints: vec![demo().client_url("demo-nobody")],
+            endpoints: vec![demo().client_url("demo-nobody", TlsMode::Off)],
         })
         .await
         .unwrap();

@@ -14,7 +14,7 @@ pub(crate) fn desired_cluster(cluster: &EtcdCluster) -> DesiredCluster {
         size: u32::try_from(spec.size).unwrap_or(0),
         version: spec.version_or_default().to_string(),
         paused: spec.paused,
-        tls_requested: spec.tls.as_ref().is_some_and(|t| t.r#static.is_some()),
+        tls: spec.tls_mode(),
         // The CRD refuses such names; this catches objects created before it did.
         name_problem: name_problem(
             &cluster.namespace().unwrap_or_default(),

@@ -12,7 +12,10 @@ mod tests;
 pub use crd::crd;
 pub(crate) use crd::crd_yaml;
 pub(crate) use desired::desired_cluster;
-pub use spec::{EtcdCluster, EtcdClusterSpec, MemberSecret, PodPolicy, StaticTls, TlsPolicy};
+pub use spec::{
+    AutoTls, EtcdCluster, EtcdClusterSpec, KeyType, MemberSecret, PodPolicy, StaticTls, TlsPolicy,
+};
 pub use status::{
-    BootstrapStatus, ClusterCondition, EtcdClusterStatus, MemberStatus, MembersStatus,
+    BootstrapStatus, CertificateStatus, ClusterCondition, EtcdClusterStatus, MemberStatus,
+    MembersStatus, TlsStatus,
 };

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use etcd_operator_actors::lifecycle::TlsMode;
 use k8s_openapi::api::core::v1::{
     Affinity, EnvVar, PersistentVolumeClaimSpec, PodSecurityContext, ResourceRequirements,
     Toleration,
@@ -52,8 +53,8 @@ pub struct EtcdClusterSpec {
     /// Policy for the member pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<PodPolicy>,
-    /// TLS for peer and client traffic. Accepted for compatibility; not implemented yet:
-    /// a cluster that sets it is reported as blocked rather than run without TLS.
+    /// TLS for peer and client traffic (CoreOS's `static` Secrets, or operator-made
+    /// certificates with `auto`). It cannot be turned on or off once members exist.
     #[serde(rename = "TLS", default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsPolicy>,
 }
@@ -109,24 +110,44 @@ pub struct PodPolicy {
     pub dns_timeout_in_second: Option<i64>,
 }
 
-/// TLS settings (CoreOS layout).
+/// TLS for peer and client traffic: exactly one of `static` (the CoreOS form, Secrets the
+/// user makes) or `auto` (certificates the operator makes and renews).
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.static) != has(self.auto)",
+    "message": "set exactly one of TLS.static (your own Secrets) or TLS.auto (certificates made by the operator)",
+    "reason": "FieldValueInvalid",
+}]))]
 pub struct TlsPolicy {
-    /// Certificates from existing Secrets.
+    /// Certificates from Secrets the user makes, with CoreOS's key names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub r#static: Option<StaticTls>,
+    /// Certificates the operator makes (a CA per cluster, or the CA of a Secret the user
+    /// names) and renews before they expire.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto: Option<AutoTls>,
 }
 
-/// TLS from static Secrets.
+/// TLS from static Secrets (CoreOS): `member.peerSecret` (`peer.crt`, `peer.key`,
+/// `peer-ca.crt`), `member.serverSecret` (`server.crt`, `server.key`, `server-ca.crt`) and
+/// `operatorSecret` (`etcd-client.crt`, `etcd-client.key`, `etcd-client-ca.crt`).
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.member) && has(self.member.peerSecret) && has(self.member.serverSecret) && has(self.operatorSecret)",
+    "message": "static TLS needs member.peerSecret, member.serverSecret and operatorSecret",
+    "reason": "FieldValueRequired",
+}]))]
 pub struct StaticTls {
     /// Secrets of the members.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub member: Option<MemberSecret>,
-    /// Secret with the operator's client certificate.
+    /// Secret with the operator's client certificate (`etcd-client.crt`,
+    /// `etcd-client.key`, and `etcd-client-ca.crt`, the CA of the members' server
+    /// certificates).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
     pub operator_secret: Option<String>,
 }
 
@@ -134,12 +155,60 @@ pub struct StaticTls {
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MemberSecret {
-    /// Secret with the peer certificate.
+    /// Secret with the peer certificate (`peer.crt`, `peer.key`, `peer-ca.crt`); it must
+    /// cover `*.<cluster>.<namespace>.svc` and `*.<cluster>.<namespace>.svc.cluster.local`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
     pub peer_secret: Option<String>,
-    /// Secret with the client-facing server certificate.
+    /// Secret with the client-facing server certificate (`server.crt`, `server.key`,
+    /// `server-ca.crt`); it must cover `*.<cluster>.<namespace>.svc` and `localhost`
+    /// (and, for clients of the client Service, `<cluster>-client.<namespace>.svc`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
     pub server_secret: Option<String>,
+}
+
+/// Certificates the operator makes: a CA (its own, in Secret `<cluster>-ca`, or the one
+/// in `caSecret`), and peer, server and client certificates issued from it into Secrets
+/// `<cluster>-peer-tls`, `<cluster>-server-tls` and `<cluster>-client-tls` (CoreOS key
+/// names), owned by the EtcdCluster. Each is renewed when `renewAtPercent` of its
+/// lifetime has passed.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AutoTls {
+    /// Lifetime of the peer, server and client certificates, as hours, minutes and seconds
+    /// (`2160h`, `90m`, `1h30m`). Default `2160h` (90 days); at least `1m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+h)?([0-9]+m)?([0-9]+s)?$"), length(min = 2))]
+    pub validity: Option<String>,
+    /// How far into its lifetime a certificate is renewed, in percent. Default: two
+    /// thirds (66.7 %).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 10, max = 90))]
+    pub renew_at_percent: Option<i32>,
+    /// Key algorithm of the certificates the operator makes. Default `ECDSAP256`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_type: Option<KeyType>,
+    /// A Secret (`kubernetes.io/tls`: `tls.crt`, `tls.key`) holding the CA to issue from;
+    /// the operator never changes it. Unset: the operator makes a CA in `<cluster>-ca`
+    /// (valid ten years).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub ca_secret: Option<String>,
+}
+
+/// Key algorithms of operator-made certificates.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum KeyType {
+    /// ECDSA on the NIST P-256 curve, signed with SHA-256.
+    #[default]
+    #[serde(rename = "ECDSAP256")]
+    EcdsaP256,
+    /// ECDSA on the NIST P-384 curve, signed with SHA-384.
+    #[serde(rename = "ECDSAP384")]
+    EcdsaP384,
+    /// Ed25519.
+    Ed25519,
 }
 
 impl EtcdClusterSpec {
@@ -151,6 +220,18 @@ impl EtcdClusterSpec {
             .unwrap_or(DEFAULT_VERSION)
     }
 
+    /// The TLS mode `spec.TLS` asks for (`static` wins over `auto` on an object the
+    /// schema would refuse today).
+    pub(crate) fn tls_mode(&self) -> TlsMode {
+        match &self.tls {
+            Some(TlsPolicy {
+                r#static: Some(_), ..
+            }) => TlsMode::Static,
+            Some(TlsPolicy { auto: Some(_), .. }) => TlsMode::Auto,
+            _ => TlsMode::Off,
+        }
+    }
+
     /// The image repository, defaulted.
     pub(crate) fn repository_or_default(&self) -> &str {
         self.repository
@@ -159,9 +240,10 @@ impl EtcdClusterSpec {
             .unwrap_or(DEFAULT_REPOSITORY)
     }
 
-    /// A digest of what member pods are built from besides the version (the repository
-    /// and the pod policy): pods carry the digest they were made with, so a change the
-    /// operator does not apply to running members is reported, never silently ignored.
+    /// A digest of what member pods are built from besides the version (the repository,
+    /// the pod policy and the TLS Secrets): pods carry the digest they were made with, so
+    /// a change the operator does not apply to running members is reported, never
+    /// silently ignored.
     /// The claims' storage request is left out: it is applied to the claims in place.
     pub(crate) fn pod_template_digest(&self) -> String {
         let mut pod = self.pod.clone();
@@ -171,10 +253,15 @@ impl EtcdClusterSpec {
         {
             claim.resources = None;
         }
-        let template = serde_json::json!({
+        let mut template = serde_json::json!({
             "repository": self.repository_or_default(),
             "pod": pod,
         });
+        // The Secrets pods mount; left out without TLS, so that digests of pods made
+        // before TLS existed stay the same.
+        if let Some(tls) = &self.tls {
+            template["tls"] = serde_json::json!(tls);
+        }
         format!("{:016x}", fnv1a(template.to_string().as_bytes()))
     }
 }

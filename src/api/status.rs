@@ -60,6 +60,40 @@ pub struct EtcdClusterStatus {
     /// (`UpgradeFailed`) while `spec.version` asks for it.
     #[serde(default)]
     pub failed_version: Option<String>,
+    /// TLS, when the spec asks for it: the mode, each certificate in use with its expiry
+    /// and planned renewal, and the next renewal.
+    #[serde(default)]
+    pub tls: Option<TlsStatus>,
+}
+
+/// `status.tls`.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsStatus {
+    /// `Static` (the user's Secrets) or `Auto` (made and renewed by the operator).
+    #[serde(default)]
+    pub mode: String,
+    /// The certificates in use (empty while they cannot be used: see the reason).
+    #[serde(default)]
+    pub certificates: Vec<CertificateStatus>,
+    /// When the operator renews a certificate next (RFC 3339), in `Auto` mode.
+    #[serde(default)]
+    pub next_rotation: Option<String>,
+}
+
+/// One certificate in use.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CertificateStatus {
+    /// The Secret holding it.
+    pub secret: String,
+    /// Its key in the Secret.
+    pub key: String,
+    /// When it expires (RFC 3339).
+    pub not_after: String,
+    /// When the operator renews it (RFC 3339); absent for certificates it does not renew.
+    #[serde(default)]
+    pub renew_at: Option<String>,
 }
 
 /// `status.bootstrap`.

@@ -1,6 +1,7 @@
 //! The CRD schema and the CoreOS-compatible shape of the API.
 
 use super::*;
+use etcd_operator_actors::lifecycle::TlsMode;
 
 fn spec_schema() -> serde_json::Value {
     let crd = crd();
@@ -88,7 +89,7 @@ fn the_seed_documents_example_is_accepted_as_is() {
 }
 
 #[test]
-fn tls_settings_are_read_and_flagged_for_the_lifecycle() {
+fn tls_settings_are_read_as_their_mode_for_the_lifecycle() {
     let yaml = r#"
 apiVersion: etcd.database.coreos.com/v1beta2
 kind: EtcdCluster
@@ -101,7 +102,15 @@ spec:
       operatorSecret: o
 "#;
     let cluster: EtcdCluster = serde_yaml_ng::from_str(yaml).unwrap();
-    assert!(desired_cluster(&cluster).tls_requested);
+    assert_eq!(desired_cluster(&cluster).tls, TlsMode::Static);
+    let auto = yaml.replace(
+        "static:\n      member: {peerSecret: p, serverSecret: s}\n      operatorSecret: o",
+        "auto: {validity: 2h, keyType: Ed25519}",
+    );
+    let cluster: EtcdCluster = serde_yaml_ng::from_str(&auto).unwrap();
+    assert_eq!(desired_cluster(&cluster).tls, TlsMode::Auto);
+    let tls = cluster.spec.tls.unwrap().auto.unwrap();
+    assert_eq!(tls.key_type, Some(crate::api::KeyType::Ed25519));
 }
 
 #[test]

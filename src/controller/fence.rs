@@ -204,6 +204,11 @@ impl ClusterApi for FencedClusterApi {
         self.inner.observe().await
     }
 
+    async fn issue_certificates(&self) -> Result<String, ApiError> {
+        self.pass("issue the cluster's certificates")?;
+        self.inner.issue_certificates().await
+    }
+
     async fn ensure_services(&self) -> Result<(), ApiError> {
         self.pass("create the cluster's Services")?;
         self.inner.ensure_services().await

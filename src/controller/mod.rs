@@ -43,7 +43,7 @@ use wiring::{FencedWiring, KubeWiring};
 
 use crate::Error;
 use crate::api::EtcdCluster;
-use crate::kube_api::Caches;
+use crate::kube_api::{Caches, Identities};
 use crate::resources::labels::{CLUSTER_LABEL, MANAGED_BY_LABEL, MANAGER};
 
 /// Seconds the API server keeps one watch open before the watcher starts the next.
@@ -250,6 +250,7 @@ fn start_supervisor(
         },
         recorder: Recorder::new(clients.calls.clone(), reporter),
         etcd_timeout: settings.etcd_timeout,
+        identities: Identities::default(),
     };
     let wiring = Arc::new(FencedWiring::new(Arc::new(kube), fence.clone()));
     let config = settings.cluster;

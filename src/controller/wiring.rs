@@ -12,8 +12,8 @@ use etcd_operator_actors::supervisor::ClusterWiring;
 use etcd_operator_actors::topology::Topology;
 
 use super::fence::{Fence, FencedClusterApi, FencedEtcdApi};
-use crate::etcd_api::EtcdClientApi;
-use crate::kube_api::{Caches, KubeClusterApi};
+use crate::etcd_api::{EtcdClientApi, IdentitySource};
+use crate::kube_api::{Caches, Identities, KubeClusterApi};
 
 /// Wires Cluster actors to the real Kubernetes API and real etcd.
 pub struct KubeWiring {
@@ -25,6 +25,8 @@ pub struct KubeWiring {
     pub recorder: Recorder,
     /// Deadline of etcd calls.
     pub etcd_timeout: Duration,
+    /// The operator's client identity of every TLS cluster, from its Secrets.
+    pub identities: Identities,
 }
 
 impl ClusterWiring for KubeWiring {
@@ -34,11 +36,14 @@ impl ClusterWiring for KubeWiring {
             cluster.clone(),
             self.caches.clone(),
             self.recorder.clone(),
+            self.identities.clone(),
         ))
     }
 
-    fn etcd_api(&self, _: &Topology) -> Arc<dyn EtcdApi> {
-        Arc::new(EtcdClientApi::new(self.etcd_timeout))
+    fn etcd_api(&self, cluster: &Topology) -> Arc<dyn EtcdApi> {
+        let (identities, cluster) = (self.identities.clone(), cluster.clone());
+        let source: IdentitySource = Arc::new(move || identities.get(&cluster));
+        Arc::new(EtcdClientApi::new(self.etcd_timeout).with_identity(source))
     }
 }
 

@@ -27,6 +27,7 @@ use super::error::api_error;
 use super::expectations::Expectations;
 use super::pod_view::pod_view;
 use super::status_patch::status_from_report;
+use super::tls::{Identities, TlsSide};
 use crate::api::names::name_problem;
 use crate::api::{BootstrapStatus, EtcdCluster, EtcdClusterStatus};
 use crate::resources::labels::{
@@ -67,6 +68,8 @@ pub struct KubeClusterApi {
     conflicts: Mutex<BTreeSet<(Kind, String)>>,
     /// The members' StorageClass, as last read.
     classes: ClassCache,
+    /// The cluster's TLS Secrets.
+    tls: TlsSide,
 }
 
 /// The kinds of object a cluster creates.
@@ -150,9 +153,17 @@ enum Presence {
 }
 
 impl KubeClusterApi {
-    /// The Kubernetes side of `topology`.
-    pub fn new(client: Client, topology: Topology, caches: Caches, recorder: Recorder) -> Self {
+    /// The Kubernetes side of `topology`; the operator's client identity it finds in the
+    /// cluster's TLS Secrets goes to `identities`.
+    pub fn new(
+        client: Client,
+        topology: Topology,
+        caches: Caches,
+        recorder: Recorder,
+        identities: Identities,
+    ) -> Self {
         KubeClusterApi {
+            tls: TlsSide::new(client.clone(), topology.clone(), identities),
             client,
             topology,
             caches,
@@ -399,6 +410,8 @@ impl KubeClusterApi {
                 pod_template: None,
                 restarts: 0,
                 crash: None,
+                // Made by this operator from the current spec.
+                tls: cluster.spec.tls_mode(),
             });
         }
         self.expectations.correct_versions(&mut pods);
@@ -425,15 +438,27 @@ impl ClusterApi for KubeClusterApi {
             Some(message) => Some(message),
             None => self.remembered_conflict(&cluster).await?,
         };
+        let recorded = self.recorded(&cluster);
+        let tls = self
+            .tls
+            .observe(&cluster, recorded.bootstrap.is_some())
+            .await?;
         Ok(KubeView {
             pods,
             services_present,
             disruption_budget: self.disruption_budget(&cluster),
             claims,
             claim_class,
-            recorded: self.recorded(&cluster),
+            recorded,
             name_conflict,
+            tls,
         })
+    }
+
+    async fn issue_certificates(&self) -> Result<String, ApiError> {
+        let cluster = self.cluster()?;
+        let born = self.recorded(&cluster).bootstrap.is_some();
+        self.tls.issue(&cluster, born).await
     }
 
     async fn ensure_services(&self) -> Result<(), ApiError> {

@@ -17,10 +17,11 @@ use kube::runtime::{reflector, watcher};
 use kube::{Client, Resource};
 use serde_json::{Value, json};
 
+use etcd_operator_actors::lifecycle::TlsMode;
 use etcd_operator_actors::ports::{ApiError, ClusterApi, InitialState, MemberPod};
 use etcd_operator_actors::topology::Topology;
 
-use super::{Caches, KubeClusterApi};
+use super::{Caches, Identities, KubeClusterApi};
 use crate::api::{EtcdCluster, EtcdClusterSpec};
 use crate::resources::labels::{client_selector, object_labels};
 
@@ -194,6 +195,7 @@ fn api_of(
             claims: claim_store,
         },
         Recorder::new(client, reporter),
+        Identities::default(),
     )
 }
 
@@ -362,7 +364,8 @@ fn seed(name: &str) -> MemberPod {
     MemberPod {
         name: name.into(),
         version: "3.5.35".parse().unwrap(),
-        initial_cluster: Topology::new(NS, "foo").initial_cluster(&[name.to_string()]),
+        initial_cluster: Topology::new(NS, "foo")
+            .initial_cluster(&[name.to_string()], TlsMode::Off),
         state: InitialState::New {
             token: "foo-token".into(),
         },

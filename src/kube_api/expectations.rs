@@ -123,6 +123,7 @@ mod tests {
             pod_template: None,
             restarts: 0,
             crash: None,
+            tls: Default::default(),
         };
         let e = Expectations::default();
         e.version_set("m1", "3.5.35");

@@ -6,5 +6,7 @@ mod error;
 mod expectations;
 mod pod_view;
 mod status_patch;
+mod tls;
 
 pub use cluster_api::{Caches, KubeClusterApi};
+pub use tls::Identities;

@@ -3,9 +3,11 @@
 use k8s_openapi::api::core::v1::{ContainerState, ContainerStatus, Pod};
 use kube::ResourceExt;
 
-use etcd_operator_actors::lifecycle::{PodPhase, PodView};
+use etcd_operator_actors::lifecycle::{PodPhase, PodView, TlsMode};
 
-use crate::resources::labels::{POD_TEMPLATE_ANNOTATION, UPGRADE_FROM_ANNOTATION, VOTER_LABEL};
+use crate::resources::labels::{
+    POD_TEMPLATE_ANNOTATION, TLS_ANNOTATION, UPGRADE_FROM_ANNOTATION, VOTER_LABEL,
+};
 use crate::resources::{ETCD_CONTAINER, version_of_image};
 
 /// The lifecycle's view of a pod.
@@ -40,6 +42,10 @@ pub fn pod_view(pod: &Pod) -> PodView {
         pod_template: annotation(pod, POD_TEMPLATE_ANNOTATION),
         restarts: etcd_status(pod).map_or(0, |cs| u32::try_from(cs.restart_count).unwrap_or(0)),
         crash: etcd_status(pod).and_then(last_crash),
+        // Pods made before TLS existed carry no mark: they run plain HTTP.
+        tls: annotation(pod, TLS_ANNOTATION)
+            .and_then(|m| TlsMode::parse(&m))
+            .unwrap_or(TlsMode::Off),
     }
 }
 

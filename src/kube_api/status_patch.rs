@@ -1,11 +1,12 @@
 //! Turns a tick's `StatusReport` into the EtcdCluster status, keeping each condition's
 //! `lastTransitionTime` while its status does not change.
 
-use etcd_operator_actors::report::{MemberReport, StatusReport};
+use etcd_operator_actors::report::{MemberReport, StatusReport, TlsReport};
 use etcd_operator_actors::topology::{CLIENT_PORT, Topology};
 
 use crate::api::{
-    BootstrapStatus, ClusterCondition, EtcdClusterStatus, MemberStatus, MembersStatus,
+    BootstrapStatus, CertificateStatus, ClusterCondition, EtcdClusterStatus, MemberStatus,
+    MembersStatus, TlsStatus,
 };
 use crate::resources::pvc_name;
 
@@ -62,6 +63,25 @@ pub fn status_from_report(
         observed_generation: Some(report.observed_generation),
         bootstrap,
         failed_version: report.failed_version.clone(),
+        tls: report.tls.as_ref().map(tls_status),
+    }
+}
+
+/// The TLS part of the status.
+fn tls_status(tls: &TlsReport) -> TlsStatus {
+    TlsStatus {
+        mode: tls.mode.as_str().to_string(),
+        certificates: tls
+            .certificates
+            .iter()
+            .map(|c| CertificateStatus {
+                secret: c.secret.clone(),
+                key: c.key.clone(),
+                not_after: c.not_after.clone(),
+                renew_at: c.renew_at.clone(),
+            })
+            .collect(),
+        next_rotation: tls.next_rotation.clone(),
     }
 }
 
@@ -126,6 +146,7 @@ mod tests {
                 cluster_id: Some(0xabc),
             }),
             failed_version: None,
+            tls: None,
         }
     }
 

@@ -24,6 +24,10 @@ pub(crate) const UPGRADE_FROM_ANNOTATION: &str = "etcd.database.coreos.com/upgra
 /// Pod annotation: the digest of the repository and pod policy the pod was built from.
 pub(crate) const POD_TEMPLATE_ANNOTATION: &str = "etcd.database.coreos.com/pod-template";
 
+/// Pod annotation: the TLS mode the pod was built with (`Off`, `Static`, `Auto`); pods
+/// without it were made before TLS existed and run plain HTTP.
+pub(crate) const TLS_ANNOTATION: &str = "etcd.database.coreos.com/tls";
+
 /// Pod label of voting members (`"true"`): the client Service selects it, so learners,
 /// which refuse client requests, never receive clients.
 pub(crate) const VOTER_LABEL: &str = "etcd.database.coreos.com/voter";

@@ -4,6 +4,7 @@ mod budget;
 pub(crate) mod labels;
 mod pod;
 mod service;
+mod tls;
 
 pub(crate) use budget::{disruption_budget, min_available};
 pub(crate) use pod::{

@@ -12,13 +12,16 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 
+use etcd_operator_actors::lifecycle::TlsMode;
 use etcd_operator_actors::ports::{InitialState, MemberPod};
 use etcd_operator_actors::topology::{CLIENT_PORT, PEER_PORT, Topology};
 
 use super::labels::{
-    POD_TEMPLATE_ANNOTATION, VOTER_LABEL, object_labels, owner_reference, selector,
+    POD_TEMPLATE_ANNOTATION, TLS_ANNOTATION, VOTER_LABEL, object_labels, owner_reference, selector,
 };
+use super::tls::{etcd_tls_flags, tls_mounts, tls_readiness_probe, tls_volumes};
 use crate::api::{EtcdCluster, PodPolicy};
+use crate::tls::secret_names;
 
 /// Name of the etcd container in a member pod.
 pub(crate) const ETCD_CONTAINER: &str = "etcd";
@@ -58,23 +61,33 @@ pub(crate) fn member_of_claim(claim: &str) -> Option<&str> {
 }
 
 /// The etcd command line of a member. Listen addresses use the pod's IP (from the
-/// downward API); every advertised URL uses the member's DNS name, never an IP.
-pub(crate) fn etcd_flags(topology: &Topology, member: &MemberPod) -> Vec<String> {
+/// downward API); every advertised URL uses the member's DNS name, never an IP. With TLS
+/// the URLs are `https`, clients also reach the member on its own loopback address (the
+/// readiness probe), and both sides need certificates.
+pub(crate) fn etcd_flags(topology: &Topology, member: &MemberPod, tls: TlsMode) -> Vec<String> {
+    let scheme = tls.scheme();
+    let mut listen_clients = format!("{scheme}://$(POD_IP):{CLIENT_PORT}");
+    if tls.enabled() {
+        listen_clients.push_str(&format!(",{scheme}://127.0.0.1:{CLIENT_PORT}"));
+    }
     let mut flags = vec![
         format!("--name={}", member.name),
         format!("--data-dir={DATA_DIR}"),
-        format!("--listen-peer-urls=http://$(POD_IP):{PEER_PORT}"),
-        format!("--listen-client-urls=http://$(POD_IP):{CLIENT_PORT}"),
+        format!("--listen-peer-urls={scheme}://$(POD_IP):{PEER_PORT}"),
+        format!("--listen-client-urls={listen_clients}"),
         format!(
             "--initial-advertise-peer-urls={}",
-            topology.peer_url(&member.name)
+            topology.peer_url(&member.name, tls)
         ),
         format!(
             "--advertise-client-urls={}",
-            topology.client_url(&member.name)
+            topology.client_url(&member.name, tls)
         ),
         format!("--initial-cluster={}", member.initial_cluster),
     ];
+    if tls.enabled() {
+        flags.extend(etcd_tls_flags());
+    }
     match &member.state {
         InitialState::New { token } => {
             flags.push("--initial-cluster-state=new".into());
@@ -175,7 +188,7 @@ pub(crate) fn member_pod(cluster: &EtcdCluster, member: &MemberPod) -> Pod {
             restart_policy: Some("Always".into()),
             init_containers: Some(vec![dns_wait_container(&policy, &host)]),
             containers: vec![etcd_container(cluster, &topology, member, &policy)],
-            volumes: Some(vec![data_volume(&policy, &member.name)]),
+            volumes: Some(volumes(cluster, &policy, &member.name)),
             node_selector: policy.node_selector.clone(),
             tolerations: policy.tolerations.clone(),
             affinity: Some(affinity),
@@ -204,7 +217,20 @@ fn pod_annotations(cluster: &EtcdCluster, policy: &PodPolicy) -> BTreeMap<String
         POD_TEMPLATE_ANNOTATION.to_string(),
         cluster.spec.pod_template_digest(),
     );
+    annotations.insert(
+        TLS_ANNOTATION.to_string(),
+        cluster.spec.tls_mode().as_str().to_string(),
+    );
     annotations
+}
+
+/// The member's data volume, and with TLS its three Secrets.
+fn volumes(cluster: &EtcdCluster, policy: &PodPolicy, member: &str) -> Vec<Volume> {
+    let mut volumes = vec![data_volume(policy, member)];
+    if let Some(names) = secret_names(&cluster.name_any(), cluster.spec.tls.as_ref()) {
+        volumes.extend(tls_volumes(&names));
+    }
+    volumes
 }
 
 /// The etcd container: the member's flags, its image, ports, readiness and data mount.
@@ -216,8 +242,17 @@ fn etcd_container(
 ) -> Container {
     let mut env = vec![env_from_field("POD_IP", "status.podIP")];
     env.extend(policy.etcd_env.clone().unwrap_or_default());
+    let tls = cluster.spec.tls_mode();
     let mut command = vec!["/usr/local/bin/etcd".to_string()];
-    command.extend(etcd_flags(topology, member));
+    command.extend(etcd_flags(topology, member, tls));
+    let mut mounts = vec![VolumeMount {
+        name: DATA_VOLUME.into(),
+        mount_path: DATA_MOUNT.into(),
+        ..VolumeMount::default()
+    }];
+    if tls.enabled() {
+        mounts.extend(tls_mounts());
+    }
     let port = |name: &str, number: u16| ContainerPort {
         name: Some(name.into()),
         container_port: i32::from(number),
@@ -232,26 +267,31 @@ fn etcd_container(
         command: Some(command),
         env: Some(env),
         ports: Some(vec![port("client", CLIENT_PORT), port("peer", PEER_PORT)]),
-        readiness_probe: Some(Probe {
-            http_get: Some(HTTPGetAction {
-                path: Some("/health".into()),
-                port: IntOrString::Int(i32::from(CLIENT_PORT)),
-                ..HTTPGetAction::default()
-            }),
-            period_seconds: Some(2),
-            timeout_seconds: Some(2),
-            failure_threshold: Some(3),
-            ..Probe::default()
+        readiness_probe: Some(if tls.enabled() {
+            tls_readiness_probe()
+        } else {
+            http_readiness_probe()
         }),
         resources: policy.resources.clone(),
         // The end of etcd's log becomes the reason a crash is reported with.
         termination_message_policy: Some("FallbackToLogsOnError".into()),
-        volume_mounts: Some(vec![VolumeMount {
-            name: DATA_VOLUME.into(),
-            mount_path: DATA_MOUNT.into(),
-            ..VolumeMount::default()
-        }]),
+        volume_mounts: Some(mounts),
         ..Container::default()
+    }
+}
+
+/// Readiness of a plain-HTTP member: etcd's `/health`.
+fn http_readiness_probe() -> Probe {
+    Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some("/health".into()),
+            port: IntOrString::Int(i32::from(CLIENT_PORT)),
+            ..HTTPGetAction::default()
+        }),
+        period_seconds: Some(2),
+        timeout_seconds: Some(2),
+        failure_threshold: Some(3),
+        ..Probe::default()
     }
 }
 

@@ -1,5 +1,6 @@
 //! The exact flags and shape of member pods and Services.
 
+use etcd_operator_actors::lifecycle::TlsMode;
 use etcd_operator_actors::ports::{InitialState, MemberPod};
 use etcd_operator_actors::topology::Topology;
 use kube::api::ObjectMeta;
@@ -32,7 +33,7 @@ fn seed() -> MemberPod {
     MemberPod {
         name: "demo-seed1".into(),
         version: "3.5.21".parse().unwrap(),
-        initial_cluster: t.initial_cluster(&["demo-seed1".into()]),
+        initial_cluster: t.initial_cluster(&["demo-seed1".into()], TlsMode::Off),
         state: InitialState::New {
             token: "demo-0123456789abcdef".into(),
         },
@@ -45,7 +46,8 @@ fn joiner() -> MemberPod {
     MemberPod {
         name: "demo-join2".into(),
         version: "3.5.21".parse().unwrap(),
-        initial_cluster: t.initial_cluster(&["demo-seed1".into(), "demo-join2".into()]),
+        initial_cluster: t
+            .initial_cluster(&["demo-seed1".into(), "demo-join2".into()], TlsMode::Off),
         state: InitialState::Existing,
         voter: false,
     }
@@ -55,7 +57,7 @@ fn joiner() -> MemberPod {
 fn seed_flags_start_a_new_cluster_with_a_unique_token_and_dns_urls() {
     let t = Topology::new("prod", "demo");
     assert_eq!(
-        etcd_flags(&t, &seed()),
+        etcd_flags(&t, &seed(), TlsMode::Off),
         vec![
             "--name=demo-seed1",
             "--data-dir=/var/etcd/data",
@@ -73,7 +75,7 @@ fn seed_flags_start_a_new_cluster_with_a_unique_token_and_dns_urls() {
 #[test]
 fn joining_member_flags_use_existing_state_and_the_live_member_list() {
     let t = Topology::new("prod", "demo");
-    let flags = etcd_flags(&t, &joiner());
+    let flags = etcd_flags(&t, &joiner(), TlsMode::Off);
     assert!(flags.contains(&"--initial-cluster-state=existing".to_string()));
     assert!(
         flags.contains(
@@ -293,4 +295,101 @@ fn a_users_affinity_replaces_the_spreading_rule() {
         ..PodPolicy::default()
     }));
     assert_eq!(affinity, Some(own));
+}
+
+fn static_tls_spec() -> EtcdClusterSpec {
+    let mut s = spec(3, "3.5.21");
+    s.tls = Some(crate::api::TlsPolicy {
+        r#static: Some(crate::api::StaticTls {
+            member: Some(crate::api::MemberSecret {
+                peer_secret: Some("etcd-peer-tls".into()),
+                server_secret: Some("etcd-server-tls".into()),
+            }),
+            operator_secret: Some("etcd-client-tls".into()),
+        }),
+        auto: None,
+    });
+    s
+}
+
+#[test]
+fn tls_members_use_https_dns_urls_and_require_client_certificates() {
+    let t = Topology::new("prod", "demo");
+    let mut seed = seed();
+    seed.initial_cluster = t.initial_cluster(&["demo-seed1".into()], TlsMode::Static);
+    let flags = etcd_flags(&t, &seed, TlsMode::Static);
+    for wanted in [
+        "--listen-peer-urls=https://$(POD_IP):2380",
+        "--listen-client-urls=https://$(POD_IP):2379,https://127.0.0.1:2379",
+        "--initial-advertise-peer-urls=https://demo-seed1.demo.prod.svc:2380",
+        "--advertise-client-urls=https://demo-seed1.demo.prod.svc:2379",
+        "--initial-cluster=demo-seed1=https://demo-seed1.demo.prod.svc:2380",
+        "--peer-client-cert-auth=true",
+        "--peer-trusted-ca-file=/etc/etcdtls/member/peer-tls/peer-ca.crt",
+        "--peer-cert-file=/etc/etcdtls/member/peer-tls/peer.crt",
+        "--peer-key-file=/etc/etcdtls/member/peer-tls/peer.key",
+        "--client-cert-auth=true",
+        "--trusted-ca-file=/etc/etcdtls/member/server-tls/server-ca.crt",
+        "--cert-file=/etc/etcdtls/member/server-tls/server.crt",
+        "--key-file=/etc/etcdtls/member/server-tls/server.key",
+    ] {
+        assert!(
+            flags.iter().any(|f| f == wanted),
+            "{wanted} not in {flags:?}"
+        );
+    }
+    assert!(!flags.iter().any(|f| f.contains("http://")), "{flags:?}");
+}
+
+#[test]
+fn tls_member_pods_mount_coreos_secrets_and_probe_readiness_over_tls() {
+    let pod = member_pod(&cluster(static_tls_spec()), &seed());
+    let annotations = pod.metadata.annotations.as_ref().unwrap();
+    assert_eq!(annotations["etcd.database.coreos.com/tls"], "Static");
+    let s = pod.spec.unwrap();
+    let secrets: Vec<(String, String)> = s
+        .volumes
+        .unwrap()
+        .iter()
+        .filter_map(|v| Some((v.name.clone(), v.secret.as_ref()?.secret_name.clone()?)))
+        .collect();
+    assert_eq!(
+        secrets,
+        vec![
+            ("peer-tls".to_string(), "etcd-peer-tls".to_string()),
+            ("server-tls".to_string(), "etcd-server-tls".to_string()),
+            ("client-tls".to_string(), "etcd-client-tls".to_string()),
+        ]
+    );
+    let etcd = &s.containers[0];
+    let mounts: Vec<&str> = etcd
+        .volume_mounts
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|m| m.mount_path.as_str())
+        .collect();
+    assert!(
+        mounts.contains(&"/etc/etcdtls/operator/etcd-tls"),
+        "{mounts:?}"
+    );
+    let probe = etcd.readiness_probe.as_ref().unwrap();
+    assert!(probe.http_get.is_none());
+    let command = probe.exec.as_ref().unwrap().command.as_ref().unwrap();
+    assert!(command.contains(&"--endpoints=https://localhost:2379".to_string()));
+    assert!(command.contains(&"--cert=/etc/etcdtls/operator/etcd-tls/etcd-client.crt".to_string()));
+}
+
+#[test]
+fn plain_member_pods_keep_their_digest_and_are_marked_without_tls() {
+    let plain = cluster(spec(3, "3.5.21"));
+    let pod = member_pod(&plain, &seed());
+    assert_eq!(
+        pod.metadata.annotations.as_ref().unwrap()["etcd.database.coreos.com/tls"],
+        "Off"
+    );
+    assert_ne!(
+        plain.spec.pod_template_digest(),
+        static_tls_spec().pod_template_digest()
+    );
 }

@@ -15,6 +15,7 @@ mod lifecycle;
 mod names;
 mod safety;
 mod scale;
+mod tls;
 mod upgrade;
 mod validation;
 mod volumes;

@@ -4,7 +4,7 @@
 use actix::Addr;
 use serde::Serialize;
 
-use crate::lifecycle::{Action, BootstrapRecord, MemberView, Version};
+use crate::lifecycle::{Action, BootstrapRecord, MemberView, TlsMode, Version};
 use crate::member_client::{
     AddMember, ListMembers, MemberClient, PromoteMember, RemoveMember, ask,
 };
@@ -104,6 +104,8 @@ pub(crate) struct Effectors<'a> {
     pub kube: &'a dyn ClusterApi,
     pub members: &'a Addr<MemberClient>,
     pub topology: &'a Topology,
+    /// The TLS mode of the spec: the scheme of every URL given to new members.
+    pub tls: TlsMode,
     /// Client URLs of the live members, for membership calls.
     pub endpoints: Vec<String>,
 }
@@ -134,6 +136,10 @@ pub(crate) async fn execute(fx: &Effectors<'_>, actions: &[Action]) -> Vec<Actio
 
 async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
     match action {
+        Action::IssueCertificates => {
+            let issued = fx.kube.issue_certificates().await;
+            Ok(Done::cluster(issued.map_err(|e| e.to_string())?))
+        }
         Action::EnsureServices => ensure_services(fx).await,
         Action::CreateSeed { version } => create_seed(fx, version).await,
         Action::StartSeed {
@@ -156,7 +162,7 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
             let pod = MemberPod {
                 name: name.clone(),
                 version: version.clone(),
-                initial_cluster: fx.topology.initial_cluster(peers),
+                initial_cluster: fx.topology.initial_cluster(peers, fx.tls),
                 state: InitialState::Existing,
                 voter: *voter,
             };
@@ -273,7 +279,7 @@ async fn add_member(fx: &Effectors<'_>, learner: bool, version: &Version) -> Res
     let call = AddMember {
         endpoints: fx.endpoints.clone(),
         member: NewMember {
-            peer_url: fx.topology.peer_url(&name),
+            peer_url: fx.topology.peer_url(&name, fx.tls),
             learner,
         },
     };
@@ -332,7 +338,7 @@ async fn start_seed(
     let pod = MemberPod {
         name: name.to_string(),
         version: version.clone(),
-        initial_cluster: fx.topology.initial_cluster(&[name.to_string()]),
+        initial_cluster: fx.topology.initial_cluster(&[name.to_string()], fx.tls),
         state: InitialState::New {
             token: token.to_string(),
         },
@@ -366,7 +372,7 @@ async fn start_joining_pod(
     let pod = MemberPod {
         name: name.to_string(),
         version: version.clone(),
-        initial_cluster: fx.topology.initial_cluster(&names),
+        initial_cluster: fx.topology.initial_cluster(&names, fx.tls),
         state: InitialState::Existing,
         voter: members.iter().any(|m| m.id == id && !m.is_learner),
     };

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use actix::Addr;
 use tokio::time::Instant;
 
-use crate::lifecycle::{MemberHealth, MemberView, Membership, Observation, PodView};
+use crate::lifecycle::{MemberHealth, MemberView, Membership, Observation, PodView, TlsMode};
 use crate::member_client::{ListMembers, MemberClient, ask};
 use crate::ports::{ApiError, ClusterApi, EtcdApi};
 use crate::topology::Topology;
@@ -18,9 +18,10 @@ pub(crate) async fn observe(
     members: &Addr<MemberClient>,
     probe: &HealthProbe,
     topology: &Topology,
+    tls: TlsMode,
 ) -> Result<Observation, ApiError> {
     let view = kube.observe().await?;
-    let endpoints = client_endpoints(&view.pods, topology);
+    let endpoints = client_endpoints(&view.pods, topology, tls);
     let membership = if endpoints.is_empty() {
         Membership::Unreachable {
             error: "no live member pods".into(),
@@ -41,7 +42,7 @@ pub(crate) async fn observe(
         Membership::Listed {
             members: list,
             cluster_id,
-        } => probe.all(list, *cluster_id, topology).await,
+        } => probe.all(list, *cluster_id, topology, tls).await,
         Membership::Unreachable { .. } => BTreeMap::new(),
     };
     Ok(Observation {
@@ -56,6 +57,7 @@ pub(crate) async fn observe(
         endpoints,
         membership,
         health,
+        tls: view.tls,
     })
 }
 
@@ -74,13 +76,14 @@ impl HealthProbe {
         list: &[MemberView],
         cluster_id: u64,
         topology: &Topology,
+        tls: TlsMode,
     ) -> BTreeMap<u64, MemberHealth> {
         let probes = list.iter().filter(|m| m.started()).map(|m| async move {
             let endpoint = m
                 .client_urls
                 .first()
                 .cloned()
-                .unwrap_or_else(|| topology.client_url(&m.name));
+                .unwrap_or_else(|| topology.client_url(&m.name, tls));
             let health = self
                 .etcd
                 .status(&endpoint)
@@ -108,14 +111,14 @@ fn of_this_cluster(health: MemberHealth, cluster_id: u64) -> MemberHealth {
 
 /// Client URLs to reach etcd through: the ready member pods, or when none is ready (a
 /// seed starting, a cluster recovering) every live one.
-pub(crate) fn client_endpoints(pods: &[PodView], topology: &Topology) -> Vec<String> {
+pub(crate) fn client_endpoints(pods: &[PodView], topology: &Topology, tls: TlsMode) -> Vec<String> {
     let live = || pods.iter().filter(|p| !p.is_dead());
     let ready: Vec<String> = live()
         .filter(|p| p.ready)
-        .map(|p| topology.client_url(&p.name))
+        .map(|p| topology.client_url(&p.name, tls))
         .collect();
     if !ready.is_empty() {
         return ready;
     }
-    live().map(|p| topology.client_url(&p.name)).collect()
+    live().map(|p| topology.client_url(&p.name, tls)).collect()
 }

@@ -57,7 +57,15 @@ impl TickJob {
     pub(crate) async fn run(self) -> TickOutcome {
         let started = Instant::now();
         let kube = self.kube.as_ref();
-        let obs = match observe(kube, &self.members, &self.probe, &self.topology).await {
+        let obs = match observe(
+            kube,
+            &self.members,
+            &self.probe,
+            &self.topology,
+            self.spec.tls,
+        )
+        .await
+        {
             Ok(obs) => obs,
             Err(e) => {
                 return TickOutcome::Blind {
@@ -71,6 +79,7 @@ impl TickJob {
             kube,
             members: &self.members,
             topology: &self.topology,
+            tls: self.spec.tls,
             endpoints: obs.endpoints.clone(),
         };
         let outcomes = execute(&fx, &decision.actions).await;

@@ -9,6 +9,9 @@ use super::Version;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "action", rename_all = "camelCase")]
 pub enum Action {
+    /// Make the operator-managed certificates that are missing, invalid or due for
+    /// renewal (`spec.TLS.auto`), from the cluster's CA (idempotent).
+    IssueCertificates,
     /// Create the headless and client Services if they are missing (idempotent).
     EnsureServices,
     /// Start a brand-new cluster: record a new seed name and `--initial-cluster-token` in
@@ -141,6 +144,7 @@ impl Action {
     /// A short, bounded label for metrics.
     pub fn kind(&self) -> &'static str {
         match self {
+            Action::IssueCertificates => "issue_certificates",
             Action::EnsureServices => "ensure_services",
             Action::CreateSeed { .. } => "create_seed",
             Action::StartSeed { .. } => "start_seed",

@@ -3,8 +3,9 @@
 //! One call per tick. It looks at what the tick observed, compares it with the spec, and
 //! picks at most one membership step, in this order of precedence:
 //!
-//! 1. spec problems (name, TLS, bad version), a name owned by someone else, and an etcd
-//!    answering for another cluster block every action; `paused` too;
+//! 1. spec problems (name, bad version), TLS that cannot be used (a Secret invalid, a mode
+//!    other than the pods run), a name owned by someone else, and an etcd answering for
+//!    another cluster block every action; `paused` too;
 //! 2. without a member list: the bootstrap rule ([`Birth`]) decides whether a seed may be
 //!    created or restarted; a cluster that exists is only reported on;
 //! 3. missing Services are recreated; pods without a member are deleted after a grace time;
@@ -17,6 +18,9 @@
 //!    one (on a volume this needs no quorum and is checked first, before step 2);
 //! 9. with every member healthy: scale by one member, else upgrade one member, else
 //!    restart one member onto a changed pod template.
+//!
+//! Operator-managed certificates that are missing or due are issued first, before
+//! whatever step was picked (the step's pods mount them).
 
 use std::collections::BTreeSet;
 
@@ -24,7 +28,7 @@ use super::{
     Action, Birth, Deadlines, DesiredCluster, MemberView, Membership, Observation, Phase, PodView,
     Reason, State, UpgradePath, Version, Why,
 };
-use super::{crash, rollout, volumes};
+use super::{crash, rollout, tls, volumes};
 use super::{transition, upgrade};
 
 /// Grace time before a pod that has no etcd member is deleted, so that a member list read
@@ -53,7 +57,7 @@ pub fn decide(
     deadlines: &Deadlines,
 ) -> Decision {
     let from = state.phase.clone();
-    let decision = step(state, obs, spec, deadlines);
+    let decision = tls::with_certificates(step(state, obs, spec, deadlines), obs, spec);
     let born = Birth::of(&decision.state, obs).is_born();
     transition::guard(&from, decision, born)
 }
@@ -72,6 +76,9 @@ fn step(
         Ok(target) => target,
         Err(why) => return blocked(state, why),
     };
+    if let Err(why) = tls::check(obs, spec) {
+        return blocked(state, why);
+    }
     if let Some(owner) = &obs.name_conflict {
         let why = Why::new(
             Reason::NameConflict,
@@ -203,13 +210,6 @@ fn healthy_on_own_version(obs: &Observation, pod: &PodView) -> bool {
 fn check_spec(spec: &DesiredCluster) -> Result<Version, Why> {
     if let Some(problem) = &spec.name_problem {
         return Err(Why::new(Reason::InvalidName, problem.clone()));
-    }
-    if spec.tls_requested {
-        return Err(Why::new(
-            Reason::TlsNotSupported,
-            "spec.TLS is set but this operator does not implement TLS yet; \
-             refusing to run the cluster without the encryption it asks for",
-        ));
     }
     if spec.size == 0 {
         return Err(Why::new(

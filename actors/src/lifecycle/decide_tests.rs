@@ -819,13 +819,123 @@ fn paused_cluster_only_observes() {
     assert_eq!(d.state.phase, Phase::Paused);
 }
 
+fn tls_spec(mode: TlsMode) -> DesiredCluster {
+    let mut s = spec(3, VERSION);
+    s.tls = mode;
+    s
+}
+
+fn invalid(problem: &str) -> TlsObservation {
+    TlsObservation {
+        problems: vec![problem.to_string()],
+        ..TlsObservation::default()
+    }
+}
+
+fn to_issue(what: &str, missing: bool) -> TlsObservation {
+    TlsObservation {
+        to_issue: vec![what.to_string()],
+        missing,
+        ..TlsObservation::default()
+    }
+}
+
 #[test]
-fn tls_request_blocks_instead_of_running_unencrypted() {
+fn invalid_tls_secrets_block_before_any_member_is_created() {
     let now = Instant::now();
-    let mut s = spec(3, "3.5.21");
-    s.tls_requested = true;
-    let d = run(State::default(), &World::empty(now).build(), &s);
-    assert_idle(&d, Reason::TlsNotSupported);
+    let problem = "Secret peer-tls: key peer.crt: does not cover *.demo.default.svc";
+    let world = World::empty(now).certificates(invalid(problem));
+    let d = run(State::default(), &world.build(), &tls_spec(TlsMode::Static));
+    assert_idle(&d, Reason::TlsSecretInvalid);
+    assert!(d.why.message.contains(problem), "{}", d.why.message);
+    assert!(matches!(d.state.phase, Phase::Blocked { .. }));
+}
+
+#[test]
+fn invalid_tls_secrets_of_a_running_cluster_block_every_change() {
+    let now = Instant::now();
+    let world = World::healthy(now, 2, VERSION)
+        .pods_tls(TlsMode::Static)
+        .certificates(invalid("Secret server-tls: key server.crt: expired"));
+    let d = run(running_state(), &world.build(), &tls_spec(TlsMode::Static));
+    assert_idle(&d, Reason::TlsSecretInvalid);
+}
+
+#[test]
+fn valid_static_tls_seeds_the_cluster() {
+    let now = Instant::now();
+    let d = run(
+        State::default(),
+        &World::empty(now).build(),
+        &tls_spec(TlsMode::Static),
+    );
+    assert!(
+        matches!(d.actions.as_slice(), [Action::CreateSeed { .. }]),
+        "{:?}",
+        d.actions
+    );
+}
+
+#[test]
+fn turning_tls_on_for_an_existing_cluster_is_refused() {
+    let now = Instant::now();
+    let world = World::healthy(now, 3, VERSION);
+    let d = run(running_state(), &world.build(), &tls_spec(TlsMode::Static));
+    assert_idle(&d, Reason::TlsChangeRefused);
+    assert!(d.why.message.contains("m1 (Off)"), "{}", d.why.message);
+}
+
+#[test]
+fn turning_tls_off_or_swapping_its_mode_is_refused() {
+    let now = Instant::now();
+    for (pods, wanted) in [
+        (TlsMode::Static, TlsMode::Off),
+        (TlsMode::Static, TlsMode::Auto),
+        (TlsMode::Auto, TlsMode::Static),
+    ] {
+        let world = World::healthy(now, 3, VERSION).pods_tls(pods);
+        let d = run(running_state(), &world.build(), &tls_spec(wanted));
+        assert_idle(&d, Reason::TlsChangeRefused);
+    }
+}
+
+#[test]
+fn missing_operator_certificates_are_issued_before_the_seed() {
+    let now = Instant::now();
+    let world = World::empty(now).certificates(to_issue("demo-peer-tls: missing", true));
+    let d = run(State::default(), &world.build(), &tls_spec(TlsMode::Auto));
+    assert!(
+        matches!(
+            d.actions.as_slice(),
+            [Action::IssueCertificates, Action::CreateSeed { .. }]
+        ),
+        "{:?}",
+        d.actions
+    );
+}
+
+#[test]
+fn due_certificates_of_a_converged_cluster_are_renewed_and_nothing_else() {
+    let now = Instant::now();
+    let world = World::healthy(now, 3, VERSION)
+        .pods_tls(TlsMode::Auto)
+        .certificates(to_issue("demo-peer-tls: renewal due", false));
+    let d = run(running_state(), &world.build(), &tls_spec(TlsMode::Auto));
+    assert_eq!(d.actions, vec![Action::IssueCertificates]);
+    assert_eq!(d.why.reason, Reason::IssuingCertificates);
+    assert_eq!(d.state.phase, Phase::Running);
+}
+
+#[test]
+fn a_paused_cluster_renews_nothing() {
+    let now = Instant::now();
+    let world = World::healthy(now, 3, VERSION)
+        .pods_tls(TlsMode::Auto)
+        .certificates(to_issue("demo-peer-tls: renewal due", false));
+    let mut s = tls_spec(TlsMode::Auto);
+    s.paused = true;
+    let d = run(running_state(), &world.build(), &s);
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
 }
 
 #[test]

@@ -40,6 +40,7 @@ impl World {
                     error: "connection refused".into(),
                 },
                 health: BTreeMap::new(),
+                tls: TlsObservation::default(),
             },
             members: Vec::new(),
             listed: false,
@@ -132,6 +133,7 @@ impl World {
             pod_template: None,
             restarts: 0,
             crash: None,
+            tls: TlsMode::Off,
         });
         self
     }
@@ -202,6 +204,20 @@ impl World {
     /// the quorum of the listed voting members, as the operator keeps it.
     pub(crate) fn budget(mut self, min_available: Option<u32>) -> Self {
         self.budget = Some(min_available);
+        self
+    }
+
+    /// Every pod was built with TLS `mode`.
+    pub(crate) fn pods_tls(mut self, mode: TlsMode) -> Self {
+        for pod in &mut self.obs.pods {
+            pod.tls = mode;
+        }
+        self
+    }
+
+    /// What the adapter found of the certificates.
+    pub(crate) fn certificates(mut self, tls: TlsObservation) -> Self {
+        self.obs.tls = tls;
         self
     }
 

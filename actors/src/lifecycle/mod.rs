@@ -10,6 +10,7 @@ mod reason;
 mod rollout;
 mod spec;
 mod state;
+mod tls;
 mod transition;
 mod upgrade;
 mod version;
@@ -33,5 +34,6 @@ pub use observation::{
 pub use reason::{Reason, Why};
 pub use spec::{DesiredCluster, Storage};
 pub use state::{Deadlines, Phase, State};
+pub use tls::{CertificateInfo, TlsMode, TlsObservation};
 pub(crate) use version::UpgradePath;
 pub use version::{Version, VersionError};

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use super::{Recorded, Version};
+use super::{Recorded, TlsMode, TlsObservation, Version};
 
 /// Lifecycle phase of a pod as Kubernetes reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -51,6 +51,8 @@ pub struct PodView {
     pub pod_template: Option<String>,
     /// How many times the etcd container was restarted in place.
     pub restarts: u32,
+    /// The TLS mode the pod was built with (pods made before TLS existed: `Off`).
+    pub tls: TlsMode,
     /// How the etcd container last failed (exit code, reason, and the end of its log),
     /// once it has: it is restarted in place with its data, so this stays as the
     /// evidence of a crash loop.
@@ -73,6 +75,7 @@ impl PodView {
             pod_template: None,
             restarts: 0,
             crash: None,
+            tls: TlsMode::Off,
         }
     }
 
@@ -256,6 +259,8 @@ pub struct Observation {
     pub membership: Membership,
     /// Health of started members, by member ID.
     pub health: BTreeMap<u64, MemberHealth>,
+    /// The cluster's certificates, when the spec asks for TLS.
+    pub tls: TlsObservation,
 }
 
 impl Observation {

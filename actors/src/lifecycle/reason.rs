@@ -37,6 +37,8 @@ reasons! {
     RestartingFailedSeed,
     /// The seed never started and the spec changed; it is recreated from the current spec.
     RecreatingSeed,
+    /// Operator-managed certificates are being made or renewed.
+    IssuingCertificates,
     /// A member is being added.
     AddingMember,
     /// A member was added to etcd but has no pod; its pod is being created.
@@ -79,8 +81,12 @@ reasons! {
     // Refusals and blocks.
     /// `spec.paused`.
     Paused,
-    /// `spec.TLS` asks for what is not implemented.
-    TlsNotSupported = "TLSNotSupported",
+    /// A TLS Secret is missing, lacks a key, or holds a certificate that cannot serve
+    /// (names not covered, expired, key not matching, not signed by its CA).
+    TlsSecretInvalid = "TLSSecretInvalid",
+    /// `spec.TLS` asks for another mode than the member pods run (TLS turned on or off,
+    /// or static and auto swapped): that needs a migration the operator does not do.
+    TlsChangeRefused = "TLSChangeRefused",
     /// The spec cannot be acted on.
     InvalidSpec,
     /// The cluster's name cannot make valid object names.
@@ -122,7 +128,8 @@ impl Reason {
     pub(crate) fn is_refusal(self) -> bool {
         matches!(
             self,
-            Reason::TlsNotSupported
+            Reason::TlsSecretInvalid
+                | Reason::TlsChangeRefused
                 | Reason::InvalidSpec
                 | Reason::InvalidName
                 | Reason::NameConflict

@@ -2,6 +2,8 @@
 
 use serde::Serialize;
 
+use super::TlsMode;
+
 /// The desired shape of one etcd cluster, taken from its `EtcdCluster` spec.
 ///
 /// The Kubernetes-specific parts of the spec (pod policy, repository) stay with the adapter
@@ -14,8 +16,8 @@ pub struct DesiredCluster {
     pub version: String,
     /// Observe and report only; take no action.
     pub paused: bool,
-    /// The spec asks for TLS, which this operator does not implement yet.
-    pub tls_requested: bool,
+    /// How peer and client traffic is secured (`spec.TLS`).
+    pub tls: TlsMode,
     /// Why the cluster's name cannot make valid object names (Services, pods, DNS
     /// labels), when it cannot; the CRD refuses such names, this catches older objects.
     pub name_problem: Option<String>,
@@ -47,7 +49,7 @@ impl DesiredCluster {
             size,
             version: version.to_string(),
             paused: false,
-            tls_requested: false,
+            tls: TlsMode::Off,
             name_problem: None,
             generation: 1,
             uid: String::new(),

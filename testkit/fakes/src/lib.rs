@@ -30,7 +30,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use etcd_operator_actors::lifecycle::{
-    BootstrapRecord, MemberHealth, MemberView, PodPhase, PodView, Recorded, Version,
+    BootstrapRecord, MemberHealth, MemberView, PodPhase, PodView, Recorded, TlsMode, Version,
 };
 use etcd_operator_actors::ports::{
     AddedMember, ApiError, ClusterApi, EtcdApi, EtcdError, EtcdErrorKind, EventRecord,
@@ -246,8 +246,8 @@ impl FakeCluster {
                 w.members.push(MemberView {
                     id,
                     name: name.clone(),
-                    peer_urls: vec![fake.topology.peer_url(&name)],
-                    client_urls: vec![fake.topology.client_url(&name)],
+                    peer_urls: vec![fake.topology.peer_url(&name, TlsMode::Off)],
+                    client_urls: vec![fake.topology.client_url(&name, TlsMode::Off)],
                     is_learner: false,
                 });
                 w.pods.push(PodView::running(&name, version));
@@ -591,7 +591,15 @@ impl ClusterApi for FakeCluster {
             claim_class: None,
             recorded: w.recorded.clone(),
             name_conflict: None,
+            tls: Default::default(),
         })
+    }
+
+    async fn issue_certificates(&self) -> Result<String, ApiError> {
+        // The fake runs plaintext clusters only (`TlsMode::Off`): nothing asks for this.
+        Err(ApiError::Invalid(
+            "the fake cluster has no TLS certificates to issue".into(),
+        ))
     }
 
     async fn ensure_services(&self) -> Result<(), ApiError> {
@@ -631,13 +639,13 @@ impl ClusterApi for FakeCluster {
                 w.members = vec![MemberView {
                     id,
                     name: pod.name.clone(),
-                    peer_urls: vec![self.topology.peer_url(&pod.name)],
-                    client_urls: vec![self.topology.client_url(&pod.name)],
+                    peer_urls: vec![self.topology.peer_url(&pod.name, TlsMode::Off)],
+                    client_urls: vec![self.topology.client_url(&pod.name, TlsMode::Off)],
                     is_learner: false,
                 }];
             }
             InitialState::Existing => {
-                let client_url = self.topology.client_url(&pod.name);
+                let client_url = self.topology.client_url(&pod.name, TlsMode::Off);
                 let joining = w
                     .members
                     .iter_mut()
@@ -792,7 +800,7 @@ mod tests {
     /// A learner to add under `name`.
     fn new_member(name: &str) -> NewMember {
         NewMember {
-            peer_url: demo().peer_url(name),
+            peer_url: demo().peer_url(name, TlsMode::Off),
             learner: true,
         }
     }
@@ -804,7 +812,7 @@ mod tests {
     fn endpoints(fake: &FakeCluster) -> Vec<String> {
         fake.pods()
             .iter()
-            .map(|p| fake.topology().client_url(&p.name))
+            .map(|p| fake.topology().client_url(&p.name, TlsMode::Off))
             .collect()
     }
 
@@ -814,7 +822,7 @@ mod tests {
         let seed = MemberPod {
             name: "demo-seed".into(),
             version: "3.5.21".parse().unwrap(),
-            initial_cluster: demo().initial_cluster(&["demo-seed".into()]),
+            initial_cluster: demo().initial_cluster(&["demo-seed".into()], TlsMode::Off),
             state: InitialState::New { token: "t".into() },
             voter: true,
         };
@@ -824,7 +832,10 @@ mod tests {
         let members = list.members;
         assert_eq!(members.len(), 1);
         assert_eq!(members[0].name, "demo-seed");
-        let health = fake.status(&demo().client_url("demo-seed")).await.unwrap();
+        let health = fake
+            .status(&demo().client_url("demo-seed", TlsMode::Off))
+            .await
+            .unwrap();
         assert!(health.is_healthy());
         assert_eq!(health.leader, Some(members[0].id));
         assert_eq!(health.version, "3.5.21".parse().ok());
@@ -860,11 +871,15 @@ mod tests {
         assert!(fake.kill_member("demo-m1"));
         assert_eq!(fake.members().len(), 3);
         let err = fake
-            .status(&demo().client_url("demo-m1"))
+            .status(&demo().client_url("demo-m1", TlsMode::Off))
             .await
             .unwrap_err();
         assert_eq!(err.kind, EtcdErrorKind::Unavailable);
-        assert!(fake.status(&demo().client_url("demo-m0")).await.is_ok());
+        assert!(
+            fake.status(&demo().client_url("demo-m0", TlsMode::Off))
+                .await
+                .is_ok()
+        );
     }
 
     #[tokio::test]

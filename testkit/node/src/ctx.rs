@@ -49,6 +49,8 @@ pub struct NodeCtx {
     pub kubelet_port: u16,
     /// Per pod uid, the task keeping its service-account tokens fresh.
     pub tokens: Mutex<HashMap<String, TaskGuard>>,
+    /// Per pod uid, the task keeping its configMap and secret volumes in step.
+    pub volume_syncs: Mutex<HashMap<String, TaskGuard>>,
 }
 
 impl NodeCtx {
@@ -60,11 +62,24 @@ impl NodeCtx {
             .insert(uid.to_string(), guard);
     }
 
-    /// Stops refreshing a pod's tokens.
+    /// Stops refreshing a pod's tokens and syncing its volumes.
     pub fn forget_tokens(&self, uid: &str) {
         self.tokens
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(uid);
+        self.volume_syncs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
+    }
+
+    /// Keeps a pod's configMap and secret volumes in step with `guard`'s task (replacing
+    /// an earlier one).
+    pub fn keep_volume_sync(&self, uid: &str, guard: TaskGuard) {
+        self.volume_syncs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(uid.to_string(), guard);
     }
 }

@@ -12,6 +12,7 @@ mod etcfiles;
 mod expand;
 mod images;
 mod imagestore;
+mod keysync;
 mod killcmd;
 mod kubeletapi;
 mod launch;

@@ -17,7 +17,7 @@ use crate::imagestore::LocalImage;
 use crate::launch::{self, LaunchSpec, RootSetup};
 use crate::statedir::PodDir;
 use crate::volumes::Mount;
-use crate::{secctx, tokens, volumes};
+use crate::{keysync, secctx, tokens, volumes};
 
 /// The default PATH of container images.
 pub const IMAGE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -112,7 +112,8 @@ fn base_env(ctx: &NodeCtx, program: &Program, hostname: &str) -> Vec<(String, St
 }
 
 /// The pod's volumes made real (projected ones only for a container rooted in its image),
-/// its service-account tokens kept fresh.
+/// its service-account tokens kept fresh, its configMap and secret volumes in step with
+/// their objects.
 async fn pod_volumes(
     ctx: &NodeCtx,
     pod: &Pod,
@@ -125,6 +126,13 @@ async fn pod_volumes(
             reason: "ContainerCreating",
             message,
         })?;
+    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    let synced = std::mem::take(&mut volumes.synced);
+    if !synced.is_empty() {
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let sync = keysync::keep_synced(ctx.client.clone(), namespace, synced);
+        ctx.keep_volume_sync(uid, sync);
+    }
     let tokens = std::mem::take(&mut volumes.tokens);
     if !tokens.is_empty() {
         let refresher = tokens::keep_fresh(ctx.client.clone(), tokens::Binding::of(pod), tokens);

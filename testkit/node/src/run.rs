@@ -192,6 +192,7 @@ async fn node_ctx(args: &RunArgs, config: &Config) -> anyhow::Result<NodeCtx> {
         logs: Arc::new(LogBook::default()),
         kubelet_port: args.kubelet_port,
         tokens: Mutex::new(Default::default()),
+        volume_syncs: Mutex::new(Default::default()),
     })
 }
 

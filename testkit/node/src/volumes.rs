@@ -5,7 +5,8 @@
 //! (service-account tokens, configMap, secret and downward API sources) as files for
 //! containers rooted in their image (see [`crate::tokens`]); other kinds are skipped
 //! (nothing is mounted for them). Files are replaced in place (write, then rename), so a
-//! running container's bind mount of the volume sees updates.
+//! running container's bind mount of the volume sees updates; configMap and secret
+//! volumes are written and kept in step with their objects by [`crate::keysync`].
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -18,6 +19,7 @@ use kube::{Api, Client};
 
 use crate::envvars::PodFacts;
 use crate::expand::expand_with;
+use crate::keysync;
 use crate::statedir::PodDir;
 use crate::tokens::{self, Binding, TokenFile};
 
@@ -192,7 +194,7 @@ pub struct KeySource {
 impl KeySource {
     /// The files of the source's keys, read from the API; none when the source is missing
     /// and optional, an error when it is missing otherwise.
-    async fn files(&self, client: &Client, ns: &str) -> Result<Vec<VolumeFile>, String> {
+    pub async fn files(&self, client: &Client, ns: &str) -> Result<Vec<VolumeFile>, String> {
         match self.kind.data(client, ns, &self.name).await? {
             Some(data) => select_files(&data, &self.items, self.mode),
             None if self.optional => Ok(Vec::new()),
@@ -327,6 +329,8 @@ pub struct Materialized {
     pub paths: BTreeMap<String, PathBuf>,
     /// The service-account token files written, to keep fresh.
     pub tokens: Vec<TokenFile>,
+    /// The configMap and secret volumes, to keep in step with their objects.
+    pub synced: Vec<keysync::SyncedVolume>,
 }
 
 /// Makes every provided volume of `pod` real on the host (`node`); projected volumes only
@@ -368,7 +372,11 @@ pub async fn materialize(
                     .map_err(|e| format!("volume {}: {e}", volume.name))?
             }
             Provision::Keys(source) => {
-                write_files(&dir, &source.files(client, &namespace).await?)?;
+                keysync::write_atomically(&dir, &source.files(client, &namespace).await?)?;
+                done.synced.push(keysync::SyncedVolume {
+                    dir: dir.clone(),
+                    source,
+                });
                 dir
             }
             Provision::Projected { sources, mode } if projected => {

@@ -1,0 +1,436 @@
+//! The TLS side of one cluster on Kubernetes: its Secrets read (kept for a short while),
+//! checked into the lifecycle's [`TlsObservation`], the operator's client identity handed
+//! to the etcd adapter, and operator-managed certificates issued into Secrets the
+//! EtcdCluster owns.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+use etcd_operator_actors::lifecycle::TlsObservation;
+use etcd_operator_actors::ports::ApiError;
+use etcd_operator_actors::topology::Topology;
+
+use super::error::api_error;
+use crate::api::{AutoTls, EtcdCluster};
+use crate::resources::labels::{object_labels, owner_reference};
+use crate::tls::layout::{CA_CERT_KEY, CA_KEY_KEY};
+use crate::tls::{
+    Ca, CaState, ClientIdentity, ClusterNames, Found, LeafState, Lifetime, Renewal, Role,
+    SecretData, SecretNames, auto_verdict, ca_state, issue_leaf, leaf_state, new_ca, secret_names,
+    static_verdict,
+};
+
+/// How long Secrets read for a tick's observation are reused: a user's fix is seen
+/// within this; the operator's own writes are seen at once.
+const SECRET_TTL: Duration = Duration::from_secs(10);
+/// Lifetime of a CA the operator makes.
+const CA_LIFETIME_S: i64 = 10 * 365 * 86_400;
+/// Lifetime of operator-made certificates when `validity` is unset (90 days).
+const DEFAULT_VALIDITY_S: i64 = 90 * 86_400;
+/// The shortest lifetime accepted.
+const MIN_VALIDITY_S: i64 = 60;
+
+/// The operator's client identity of every cluster: written by each cluster's
+/// Kubernetes side when it checks the Secrets, read by its etcd side for every
+/// connection.
+#[derive(Clone, Default)]
+pub struct Identities(Arc<RwLock<HashMap<Topology, ClientIdentity>>>);
+
+impl Identities {
+    /// The identity of cluster `topology`, when its Secrets hold a usable one.
+    pub fn get(&self, topology: &Topology) -> Option<ClientIdentity> {
+        let map = self.0.read().unwrap_or_else(|p| p.into_inner());
+        map.get(topology).cloned()
+    }
+
+    fn set(&self, topology: &Topology, identity: Option<ClientIdentity>) {
+        let mut map = self.0.write().unwrap_or_else(|p| p.into_inner());
+        match identity {
+            Some(identity) => map.insert(topology.clone(), identity),
+            None => map.remove(topology),
+        };
+    }
+}
+
+/// A Secret as last read.
+struct Cached {
+    read: Instant,
+    secret: Option<Secret>,
+}
+
+/// The TLS side of one cluster.
+pub(crate) struct TlsSide {
+    client: Client,
+    topology: Topology,
+    identities: Identities,
+    cache: Mutex<HashMap<String, Cached>>,
+}
+
+impl Drop for TlsSide {
+    fn drop(&mut self) {
+        self.identities.set(&self.topology, None);
+    }
+}
+
+fn now() -> i64 {
+    jiff::Timestamp::now().as_second()
+}
+
+fn data(secret: &Option<Secret>) -> Option<SecretData> {
+    secret.as_ref().map(|s| {
+        s.data
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.0))
+            .collect()
+    })
+}
+
+fn ours(secret: &Option<Secret>, cluster: &EtcdCluster) -> bool {
+    let uid = cluster.metadata.uid.as_deref();
+    secret.as_ref().is_some_and(|s| {
+        s.owner_references()
+            .iter()
+            .any(|r| Some(r.uid.as_str()) == uid)
+    })
+}
+
+/// The names a cluster's certificates must cover.
+fn cluster_names(cluster: &EtcdCluster) -> ClusterNames {
+    let domain = cluster
+        .spec
+        .pod
+        .as_ref()
+        .and_then(|p| p.cluster_domain.clone())
+        .unwrap_or_default();
+    ClusterNames::new(
+        &cluster.namespace().unwrap_or_default(),
+        &cluster.name_any(),
+        &domain,
+    )
+}
+
+/// The lifetime of operator-made certificates: `validity` (`2160h`, `90m`, `1h30m`,
+/// `120s`), at least a minute.
+pub(crate) fn validity_seconds(validity: Option<&str>) -> i64 {
+    let Some(text) = validity.filter(|v| !v.is_empty()) else {
+        return DEFAULT_VALIDITY_S;
+    };
+    let mut total: i64 = 0;
+    let mut number: i64 = 0;
+    for c in text.chars() {
+        match c {
+            '0'..='9' => {
+                number = number
+                    .saturating_mul(10)
+                    .saturating_add(i64::from(c as u8 - b'0'))
+            }
+            'h' | 'm' | 's' => {
+                let unit = match c {
+                    'h' => 3600,
+                    'm' => 60,
+                    _ => 1,
+                };
+                total = total.saturating_add(number.saturating_mul(unit));
+                number = 0;
+            }
+            _ => return DEFAULT_VALIDITY_S,
+        }
+    }
+    total.max(MIN_VALIDITY_S)
+}
+
+impl TlsSide {
+    /// The TLS side of `topology`, handing identities to `identities`.
+    pub(crate) fn new(client: Client, topology: Topology, identities: Identities) -> Self {
+        TlsSide {
+            client,
+            topology,
+            identities,
+            cache: Mutex::default(),
+        }
+    }
+
+    fn api(&self) -> Api<Secret> {
+        Api::namespaced(self.client.clone(), &self.topology.namespace)
+    }
+
+    /// Secret `name`, from the short cache unless `fresh`.
+    async fn secret(&self, name: &str, fresh: bool) -> Result<Option<Secret>, ApiError> {
+        if !fresh {
+            let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(c) = cache.get(name).filter(|c| c.read.elapsed() < SECRET_TTL) {
+                return Ok(c.secret.clone());
+            }
+        }
+        let secret = self
+            .api()
+            .get_opt(name)
+            .await
+            .map_err(|e| api_error(&format!("reading Secret {name}"), &e))?;
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        cache.insert(
+            name.to_string(),
+            Cached {
+                read: Instant::now(),
+                secret: secret.clone(),
+            },
+        );
+        Ok(secret)
+    }
+
+    /// Reads the Secrets of `names` (unnamed roles stay unread): the CA's, then each
+    /// role's.
+    async fn read_all(
+        &self,
+        names: &SecretNames,
+        fresh: bool,
+    ) -> Result<(Option<Secret>, Vec<Option<Secret>>), ApiError> {
+        let ca = match &names.ca {
+            Some(ca) => self.secret(&ca.name, fresh).await?,
+            None => None,
+        };
+        let mut leaves = Vec::new();
+        for role in Role::ALL {
+            leaves.push(match names.of(role) {
+                Some(name) => self.secret(name, fresh).await?,
+                None => None,
+            });
+        }
+        Ok((ca, leaves))
+    }
+
+    /// Checks the cluster's certificates for one tick, and keeps the operator's client
+    /// identity for the etcd side. `born`: a member may exist (the status records a
+    /// bootstrap), so the operator's CA may no longer be made anew.
+    pub(crate) async fn observe(
+        &self,
+        cluster: &EtcdCluster,
+        born: bool,
+    ) -> Result<TlsObservation, ApiError> {
+        let Some(names) = secret_names(&cluster.name_any(), cluster.spec.tls.as_ref()) else {
+            self.identities.set(&self.topology, None);
+            return Ok(TlsObservation::default());
+        };
+        let (ca, leaves) = self.read_all(&names, false).await?;
+        let datas: Vec<Option<SecretData>> = leaves.iter().map(data).collect();
+        let found = |i: usize, role: Role| Found {
+            name: names.of(role).unwrap_or(""),
+            data: datas[i].as_ref(),
+            ours: ours(&leaves[i], cluster),
+        };
+        let found = Role::ALL.map(|role| (role, found(role as usize, role)));
+        let cluster_names = cluster_names(cluster);
+        let verdict = match (&names.ca, auto(cluster)) {
+            (Some(ca_name), Some(auto)) => {
+                let ca_data = data(&ca);
+                let ca_found = Found {
+                    name: &ca_name.name,
+                    data: ca_data.as_ref(),
+                    ours: ours(&ca, cluster),
+                };
+                let state = ca_state(ca_found, ca_name.owned, born, now());
+                auto_verdict(state, &found, &cluster_names, renewal(auto), now())
+            }
+            _ => static_verdict(&names, &found.map(|(_, f)| f), &cluster_names, now()),
+        };
+        self.identities.set(&self.topology, verdict.identity);
+        Ok(verdict.observation)
+    }
+}
+
+fn auto(cluster: &EtcdCluster) -> Option<&AutoTls> {
+    cluster.spec.tls.as_ref()?.auto.as_ref()
+}
+
+fn renewal(auto: &AutoTls) -> Renewal {
+    Renewal {
+        percent: auto.renew_at_percent,
+    }
+}
+
+/// A Secret's keys for a certificate of `role` issued from `ca`.
+fn leaf_data(role: Role, cert: &str, key: &str, ca: &Ca) -> BTreeMap<String, Vec<u8>> {
+    BTreeMap::from([
+        (role.cert_key().to_string(), cert.as_bytes().to_vec()),
+        (role.key_key().to_string(), key.as_bytes().to_vec()),
+        (role.ca_key().to_string(), ca.cert_pem.as_bytes().to_vec()),
+    ])
+}
+
+fn ca_data(ca: &Ca) -> BTreeMap<String, Vec<u8>> {
+    BTreeMap::from([
+        (CA_CERT_KEY.to_string(), ca.cert_pem.as_bytes().to_vec()),
+        (CA_KEY_KEY.to_string(), ca.key_pem.as_bytes().to_vec()),
+    ])
+}
+
+fn issue_failed(e: impl std::fmt::Display) -> ApiError {
+    ApiError::Other(e.to_string())
+}
+
+impl TlsSide {
+    /// Creates Secret `name` owned by `cluster` with `data`, or replaces the data of the
+    /// one there (already checked to be the cluster's own).
+    async fn write(
+        &self,
+        cluster: &EtcdCluster,
+        name: &str,
+        type_: &str,
+        data: BTreeMap<String, Vec<u8>>,
+        exists: bool,
+    ) -> Result<(), ApiError> {
+        let data: BTreeMap<String, ByteString> =
+            data.into_iter().map(|(k, v)| (k, ByteString(v))).collect();
+        let context = format!("writing Secret {name}");
+        if exists {
+            let patch = json!({"data": data});
+            self.api()
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(|e| api_error(&context, &e))?;
+            return Ok(());
+        }
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some(name.to_string()),
+                namespace: Some(self.topology.namespace.clone()),
+                labels: Some(object_labels(&self.topology.name)),
+                owner_references: Some(vec![owner_reference(cluster)]),
+                ..ObjectMeta::default()
+            },
+            type_: Some(type_.to_string()),
+            data: Some(data),
+            ..Secret::default()
+        };
+        self.api()
+            .create(&PostParams::default(), &secret)
+            .await
+            .map_err(|e| api_error(&context, &e))?;
+        Ok(())
+    }
+
+    /// The CA to issue from: the one in its Secret, or a new one when the operator may
+    /// make it (no member exists yet).
+    async fn ca(
+        &self,
+        cluster: &EtcdCluster,
+        names: &SecretNames,
+        secret: &Option<Secret>,
+        born: bool,
+        notes: &mut Vec<String>,
+    ) -> Result<(Ca, crate::tls::CheckedCa), ApiError> {
+        let ca_name = names
+            .ca
+            .clone()
+            .ok_or_else(|| issue_failed("no CA Secret"))?;
+        let ca_data_read = data(secret);
+        let found = Found {
+            name: &ca_name.name,
+            data: ca_data_read.as_ref(),
+            ours: ours(secret, cluster),
+        };
+        let now = now();
+        let checked = match ca_state(found, ca_name.owned, born, now) {
+            CaState::Valid(checked) => checked,
+            CaState::Invalid(problems) => {
+                let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+                return Err(ApiError::Invalid(text.join("; ")));
+            }
+            CaState::ToMake => {
+                let key = auto(cluster).and_then(|a| a.key_type).unwrap_or_default();
+                let life = Lifetime::starting(now - 60, CA_LIFETIME_S);
+                let ca = new_ca(&cluster_names(cluster), key, life).map_err(issue_failed)?;
+                let (name, tls) = (&ca_name.name, "kubernetes.io/tls");
+                self.write(cluster, name, tls, ca_data(&ca), false).await?;
+                notes.push(format!("made the cluster's CA in Secret {name}"));
+                crate::tls::check_ca(name, Some(&ca_data(&ca)), now)
+                    .map_err(|p| issue_failed(format!("{p:?}")))?
+            }
+        };
+        let ca = Ca {
+            cert_pem: String::from_utf8_lossy(&checked.cert_pem).into_owned(),
+            key_pem: String::from_utf8_lossy(&checked.key_pem).into_owned(),
+        };
+        Ok((ca, checked))
+    }
+
+    /// Issues the operator-managed certificates that are missing, unusable or due, from
+    /// the cluster's CA; says what it did.
+    pub(crate) async fn issue(
+        &self,
+        cluster: &EtcdCluster,
+        born: bool,
+    ) -> Result<String, ApiError> {
+        let names = secret_names(&cluster.name_any(), cluster.spec.tls.as_ref())
+            .filter(|n| n.ca.is_some())
+            .ok_or_else(|| ApiError::Invalid("spec.TLS.auto is not set".into()))?;
+        let auto =
+            auto(cluster).ok_or_else(|| ApiError::Invalid("spec.TLS.auto is not set".into()))?;
+        let (ca_secret, leaves) = self.read_all(&names, true).await?;
+        let mut notes = Vec::new();
+        let (ca, checked_ca) = self
+            .ca(cluster, &names, &ca_secret, born, &mut notes)
+            .await?;
+        let cluster_names = cluster_names(cluster);
+        let now = now();
+        let validity = validity_seconds(auto.validity.as_deref());
+        for (i, role) in Role::ALL.into_iter().enumerate() {
+            let name = names.of(role).unwrap_or_default();
+            let read = data(&leaves[i]);
+            let found = Found {
+                name,
+                data: read.as_ref(),
+                ours: ours(&leaves[i], cluster),
+            };
+            match leaf_state(role, found, &checked_ca, &cluster_names, renewal(auto), now) {
+                LeafState::Valid(..) => continue,
+                LeafState::Foreign(problem) => return Err(ApiError::Invalid(problem.to_string())),
+                LeafState::Due(..) | LeafState::Issue(_) => {}
+            }
+            let key = auto.key_type.unwrap_or_default();
+            let life = Lifetime::starting(now - 60, validity);
+            let leaf = issue_leaf(&ca, role, &cluster_names, key, life).map_err(issue_failed)?;
+            let content = leaf_data(role, &leaf.cert_pem, &leaf.key_pem, &ca);
+            self.write(cluster, name, "Opaque", content, found.data.is_some())
+                .await?;
+            notes.push(format!(
+                "issued the {} certificate in Secret {name}, valid until {}",
+                role.label(),
+                jiff::Timestamp::from_second(life.not_after)
+                    .map(|t| t.to_string())
+                    .unwrap_or_default()
+            ));
+        }
+        self.cache.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        Ok(if notes.is_empty() {
+            "every certificate is current".into()
+        } else {
+            notes.join("; ")
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validity_reads_hours_minutes_and_seconds_with_a_floor_of_a_minute() {
+        assert_eq!(validity_seconds(None), 90 * 86_400);
+        assert_eq!(validity_seconds(Some("2160h")), 2160 * 3600);
+        assert_eq!(validity_seconds(Some("1h30m")), 5400);
+        assert_eq!(validity_seconds(Some("2m")), 120);
+        assert_eq!(validity_seconds(Some("10s")), 60);
+        assert_eq!(validity_seconds(Some("2d")), 90 * 86_400);
+    }
+}

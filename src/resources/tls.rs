@@ -1,0 +1,87 @@
+//! The TLS parts of a member pod: etcd's certificate flags, the three Secrets mounted
+//! where the flags point, and a readiness probe that speaks TLS with the operator's
+//! client certificate.
+
+use k8s_openapi::api::core::v1::{ExecAction, Probe, SecretVolumeSource, Volume, VolumeMount};
+
+use etcd_operator_actors::topology::CLIENT_PORT;
+
+use crate::tls::{Role, SecretNames};
+
+/// Name of the volume of `role`'s Secret in a member pod.
+fn volume_name(role: Role) -> String {
+    format!("{}-tls", role.label())
+}
+
+/// etcd's TLS flags: certificates for peers and clients from the mounted Secrets, and
+/// client certificates required on both sides.
+pub(crate) fn etcd_tls_flags() -> Vec<String> {
+    let (peer, server) = (Role::Peer, Role::Server);
+    vec![
+        "--peer-client-cert-auth=true".into(),
+        format!("--peer-trusted-ca-file={}", peer.path(peer.ca_key())),
+        format!("--peer-cert-file={}", peer.path(peer.cert_key())),
+        format!("--peer-key-file={}", peer.path(peer.key_key())),
+        "--client-cert-auth=true".into(),
+        format!("--trusted-ca-file={}", server.path(server.ca_key())),
+        format!("--cert-file={}", server.path(server.cert_key())),
+        format!("--key-file={}", server.path(server.key_key())),
+    ]
+}
+
+/// The three Secrets as volumes (read only by the owner: they hold private keys).
+pub(crate) fn tls_volumes(names: &SecretNames) -> Vec<Volume> {
+    Role::ALL
+        .iter()
+        .filter_map(|role| {
+            Some(Volume {
+                name: volume_name(*role),
+                secret: Some(SecretVolumeSource {
+                    secret_name: Some(names.of(*role)?.to_string()),
+                    default_mode: Some(0o400),
+                    ..SecretVolumeSource::default()
+                }),
+                ..Volume::default()
+            })
+        })
+        .collect()
+}
+
+/// Where the etcd container mounts them (CoreOS's directories).
+pub(crate) fn tls_mounts() -> Vec<VolumeMount> {
+    Role::ALL
+        .iter()
+        .map(|role| VolumeMount {
+            name: volume_name(*role),
+            mount_path: role.mount_dir().to_string(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        })
+        .collect()
+}
+
+/// Readiness over TLS: `etcdctl endpoint health` against the member's own loopback
+/// listener (`localhost`, which the server certificate covers), with the operator's
+/// client certificate, so a member that refuses the operator is not ready.
+pub(crate) fn tls_readiness_probe() -> Probe {
+    let client = Role::Client;
+    Probe {
+        exec: Some(ExecAction {
+            command: Some(vec![
+                "/usr/local/bin/etcdctl".into(),
+                format!("--endpoints=https://localhost:{CLIENT_PORT}"),
+                format!("--cacert={}", client.path(client.ca_key())),
+                format!("--cert={}", client.path(client.cert_key())),
+                format!("--key={}", client.path(client.key_key())),
+                "--dial-timeout=2s".into(),
+                "--command-timeout=2s".into(),
+                "endpoint".into(),
+                "health".into(),
+            ]),
+        }),
+        period_seconds: Some(2),
+        timeout_seconds: Some(4),
+        failure_threshold: Some(3),
+        ..Probe::default()
+    }
+}

@@ -1,0 +1,269 @@
+//! From the Secrets found to what the lifecycle decides on: which certificates are in
+//! use and until when, what is wrong with them, what the operator must issue, and the
+//! operator's client identity. Pure: the Secrets and the time come in.
+
+use etcd_operator_actors::lifecycle::{CertificateInfo, TlsObservation};
+
+use super::error::{Problem, SecretProblem};
+use super::layout::{CA_CERT_KEY, Role, SecretNames};
+use super::names::ClusterNames;
+use super::pem::rfc3339;
+use super::validate::{Bundle, CheckedBundle, CheckedCa, SecretData, check_bundle, check_ca};
+use super::{ClientIdentity, check_trust};
+
+/// One Secret as read.
+#[derive(Debug, Clone, Copy)]
+pub struct Found<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// Its keys, when it exists.
+    pub data: Option<&'a SecretData>,
+    /// It belongs to the cluster (an ownerReference with its UID).
+    pub ours: bool,
+}
+
+/// When operator-made certificates are renewed: `percent` of their lifetime (default
+/// two thirds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Renewal {
+    /// Percent of the lifetime, 1 to 99; `None`: two thirds.
+    pub percent: Option<i32>,
+}
+
+impl Renewal {
+    /// When a certificate valid from `not_before` to `not_after` is renewed.
+    pub fn at(self, not_before: i64, not_after: i64) -> i64 {
+        let life = i128::from(not_after - not_before);
+        let part = match self.percent {
+            Some(p) => life * i128::from(p.clamp(1, 99)) / 100,
+            None => life * 2 / 3,
+        };
+        not_before + i64::try_from(part).unwrap_or(0)
+    }
+}
+
+/// The verdict on a cluster's certificates.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Verdict {
+    /// What the lifecycle sees.
+    pub observation: TlsObservation,
+    /// The operator's client certificate, when it can be used.
+    pub identity: Option<ClientIdentity>,
+}
+
+fn info(bundle: &CheckedBundle, renew_at: Option<i64>) -> CertificateInfo {
+    CertificateInfo {
+        secret: bundle.secret.clone(),
+        key: bundle.role.cert_key().to_string(),
+        not_after: rfc3339(bundle.not_after),
+        renew_at: renew_at.map(rfc3339),
+    }
+}
+
+fn identity(client: &CheckedBundle) -> ClientIdentity {
+    ClientIdentity {
+        ca_pem: client.ca_pem.clone(),
+        cert_pem: client.cert_pem.clone(),
+        key_pem: client.key_pem.clone(),
+    }
+}
+
+/// The verdict on the user's Secrets (`spec.TLS.static`): every problem of every Secret;
+/// no renewals.
+pub fn static_verdict(
+    names: &SecretNames,
+    found: &[Found<'_>; 3],
+    cluster: &ClusterNames,
+    now: i64,
+) -> Verdict {
+    let mut problems: Vec<SecretProblem> = Vec::new();
+    let mut checked: Vec<CheckedBundle> = Vec::new();
+    for ((role, name), found) in names.roles.iter().zip(found) {
+        if let Err(field) = name {
+            problems.push(SecretProblem::secret("(none)", Problem::Unset(field)));
+            continue;
+        }
+        let bundle = Bundle {
+            role: *role,
+            secret: found.name,
+            data: found.data,
+        };
+        match check_bundle(bundle, cluster, now) {
+            Ok(b) => checked.push(b),
+            Err(mut p) => problems.append(&mut p),
+        }
+    }
+    let identity = checked
+        .iter()
+        .find(|b| b.role == Role::Client)
+        .map(identity);
+    if let [peer, server, client] = checked.as_slice() {
+        problems.extend(check_trust(peer, server, client));
+    }
+    let certificates = if problems.is_empty() {
+        checked.iter().map(|b| info(b, None)).collect()
+    } else {
+        Vec::new()
+    };
+    Verdict {
+        observation: TlsObservation {
+            certificates,
+            problems: problems.iter().map(ToString::to_string).collect(),
+            ..TlsObservation::default()
+        },
+        identity,
+    }
+}
+
+/// Where one operator-made certificate stands.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LeafState {
+    /// Usable; renewed at the time given.
+    Valid(CheckedBundle, i64),
+    /// Usable, and due for renewal.
+    Due(CheckedBundle, i64),
+    /// To issue (missing, or not usable), with why.
+    Issue(String),
+    /// Someone else's Secret under the operator's name: never overwritten.
+    Foreign(SecretProblem),
+}
+
+/// Where the certificate of `role` in `found` stands at `now`, against the CA `ca`.
+pub fn leaf_state(
+    role: Role,
+    found: Found<'_>,
+    ca: &CheckedCa,
+    cluster: &ClusterNames,
+    renewal: Renewal,
+    now: i64,
+) -> LeafState {
+    if found.data.is_some() && !found.ours {
+        let problem = Problem::NotOurs("does not belong to this EtcdCluster".into());
+        return LeafState::Foreign(SecretProblem::secret(found.name, problem));
+    }
+    let bundle = Bundle {
+        role,
+        secret: found.name,
+        data: found.data,
+    };
+    let checked = match check_bundle(bundle, cluster, now) {
+        Ok(checked) => checked,
+        Err(problems) => {
+            let why: Vec<String> = problems.iter().map(ToString::to_string).collect();
+            return LeafState::Issue(why.join("; "));
+        }
+    };
+    if checked.ca_pem != ca.cert_pem {
+        return LeafState::Issue(format!(
+            "Secret {}: its CA is not the one in Secret {}",
+            found.name, ca.secret
+        ));
+    }
+    let renew_at = renewal.at(checked.not_before, checked.not_after);
+    if now >= renew_at {
+        LeafState::Due(checked, renew_at)
+    } else {
+        LeafState::Valid(checked, renew_at)
+    }
+}
+
+/// Where the CA of an operator-managed cluster stands.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CaState {
+    /// Usable.
+    Valid(CheckedCa),
+    /// The operator's own CA does not exist and may be made: no member exists yet.
+    ToMake,
+    /// Not usable, and not to be replaced (the members trust it, or it is the user's).
+    Invalid(Vec<SecretProblem>),
+}
+
+/// Where the CA in `found` stands at `now`: the operator makes its own when it is
+/// missing (`owned`) before any member exists (`born` false); otherwise a CA that cannot
+/// be used is a problem, since members trust it (CA rotation is not implemented).
+pub fn ca_state(found: Found<'_>, owned: bool, born: bool, now: i64) -> CaState {
+    if owned && found.data.is_some() && !found.ours {
+        let problem = Problem::NotOurs("does not belong to this EtcdCluster".into());
+        return CaState::Invalid(vec![SecretProblem::secret(found.name, problem)]);
+    }
+    if owned && found.data.is_none() && !born {
+        return CaState::ToMake;
+    }
+    match check_ca(found.name, found.data, now) {
+        Ok(ca) => CaState::Valid(ca),
+        Err(problems) => CaState::Invalid(problems),
+    }
+}
+
+/// The verdict on an operator-managed cluster (`spec.TLS.auto`).
+pub fn auto_verdict(
+    ca: CaState,
+    leaves: &[(Role, Found<'_>); 3],
+    cluster: &ClusterNames,
+    renewal: Renewal,
+    now: i64,
+) -> Verdict {
+    let ca = match ca {
+        CaState::Invalid(problems) => return invalid(&problems),
+        CaState::ToMake => return all_missing(leaves),
+        CaState::Valid(ca) => ca,
+    };
+    let mut obs = TlsObservation::default();
+    obs.certificates.push(CertificateInfo {
+        secret: ca.secret.clone(),
+        key: CA_CERT_KEY.into(),
+        not_after: rfc3339(ca.not_after),
+        renew_at: None,
+    });
+    let mut identity = None;
+    for (role, found) in leaves {
+        match leaf_state(*role, *found, &ca, cluster, renewal, now) {
+            LeafState::Valid(b, at) => {
+                identity = identity.or((*role == Role::Client).then(|| self::identity(&b)));
+                obs.certificates.push(info(&b, Some(at)));
+            }
+            LeafState::Due(b, at) => {
+                identity = identity.or((*role == Role::Client).then(|| self::identity(&b)));
+                let due = format!("Secret {}: renewal due since {}", b.secret, rfc3339(at));
+                obs.to_issue.push(due);
+                obs.certificates.push(info(&b, Some(at)));
+            }
+            LeafState::Issue(why) => {
+                obs.missing |= found.data.is_none();
+                obs.to_issue.push(why);
+            }
+            LeafState::Foreign(problem) => obs.problems.push(problem.to_string()),
+        }
+    }
+    Verdict {
+        observation: obs,
+        identity,
+    }
+}
+
+fn invalid(problems: &[SecretProblem]) -> Verdict {
+    Verdict {
+        observation: TlsObservation {
+            problems: problems.iter().map(ToString::to_string).collect(),
+            ..TlsObservation::default()
+        },
+        identity: None,
+    }
+}
+
+fn all_missing(leaves: &[(Role, Found<'_>); 3]) -> Verdict {
+    let mut to_issue = vec!["the cluster's CA: not made yet".to_string()];
+    to_issue.extend(
+        leaves
+            .iter()
+            .map(|(_, f)| format!("Secret {}: not made yet", f.name)),
+    );
+    Verdict {
+        observation: TlsObservation {
+            to_issue,
+            missing: true,
+            ..TlsObservation::default()
+        },
+        identity: None,
+    }
+}
