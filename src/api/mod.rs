@@ -1,5 +1,6 @@
-//! The `EtcdCluster` custom resource and its CRD.
+//! The `EtcdCluster` and `EtcdBackup` custom resources and their CRDs.
 
+pub mod backup;
 mod crd;
 mod desired;
 pub mod names;
@@ -9,7 +10,7 @@ mod status;
 #[cfg(test)]
 mod tests;
 
-pub use crd::crd;
+pub use crd::{CrdSelection, crd};
 pub(crate) use crd::crd_yaml;
 pub(crate) use desired::desired_cluster;
 pub use spec::{EtcdCluster, EtcdClusterSpec, MemberSecret, PodPolicy, StaticTls, TlsPolicy};

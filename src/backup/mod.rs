@@ -1,0 +1,22 @@
+//! Backups of etcd clusters to object stores (`EtcdBackup`).
+//!
+//! The parts a restore reuses stand alone: [`store`] (one API over S3, GCS and Azure),
+//! [`credentials`] (Secrets in the CoreOS layouts), [`naming`] (keys carrying cluster,
+//! time and revision), [`integrity`] (etcd's snapshot checksum, checked while streaming)
+//! and [`metadata`] (the JSON beside each snapshot). [`snapshot`] takes a snapshot from a
+//! healthy member, [`run`] makes one whole backup, [`retention`] and [`schedule`] are the
+//! pure decisions of what to delete and when to run next. The actors that run backups on
+//! their schedule are in [`actor`], fed by [`supervisor`].
+
+
+pub mod credentials;
+pub mod integrity;
+pub mod metadata;
+pub mod metrics;
+pub mod naming;
+pub mod retention;
+pub mod run;
+pub mod schedule;
+pub mod snapshot;
+pub mod store;
+
