@@ -4,3 +4,4 @@
 #![allow(dead_code)]
 
 pub mod etcd_process;
+pub mod s3_server;
