@@ -61,10 +61,15 @@ fn request(cluster: &str, endpoints: Vec<String>) -> BackupRequest {
 
 /// Writes `count` keys of 1 KiB each.
 async fn write_keys(endpoint: &str, count: usize) {
-    let mut client = etcd_client::Client::connect([endpoint], None).await.unwrap();
+    let mut client = etcd_client::Client::connect([endpoint], None)
+        .await
+        .unwrap();
     let value = "v".repeat(1024);
     for i in 0..count {
-        client.put(format!("key-{i:05}"), value.clone(), None).await.unwrap();
+        client
+            .put(format!("key-{i:05}"), value.clone(), None)
+            .await
+            .unwrap();
     }
 }
 
@@ -77,7 +82,9 @@ fn snapshot_status(file: &std::path::Path) -> Option<serde_json::Value> {
         "/usr/bin/etcdctl".to_string(),
         format!("{home}/.cache/etcd-operator/etcd/v3.5/bin/etcdctl"),
     ];
-    let bin = candidates.iter().find(|c| !c.is_empty() && std::path::Path::new(c).exists())?;
+    let bin = candidates
+        .iter()
+        .find(|c| !c.is_empty() && std::path::Path::new(c).exists())?;
     let out = Command::new(bin)
         .args(["snapshot", "status", "-w", "json"])
         .arg(file)
@@ -106,7 +113,11 @@ async fn a_snapshot_is_streamed_stored_verified_and_described_beside_it() {
 
     let name = BackupName::parse(&outcome.key).expect("the key is a backup name");
     assert_eq!(name.cluster, "prod");
-    assert!(outcome.key.starts_with("etcd/prod/prod_"), "{}", outcome.key);
+    assert!(
+        outcome.key.starts_with("etcd/prod/prod_"),
+        "{}",
+        outcome.key
+    );
     assert_eq!(outcome.path, format!("{BUCKET}/{}", outcome.key));
     // What the server holds is byte for byte what the metadata says.
     let stored = std::fs::read(s3.file(BUCKET, &outcome.key)).unwrap();
@@ -119,15 +130,24 @@ async fn a_snapshot_is_streamed_stored_verified_and_described_beside_it() {
     assert_eq!(metadata, outcome.metadata);
     assert_eq!(metadata.revision, name.revision);
     assert!(metadata.revision >= 301, "revision {}", metadata.revision);
-    assert!(metadata.etcd_version.starts_with("3."), "{}", metadata.etcd_version);
+    assert!(
+        metadata.etcd_version.starts_with("3."),
+        "{}",
+        metadata.etcd_version
+    );
     assert_ne!(metadata.cluster_id, "0");
     // etcd's own tool reads the downloaded snapshot.
     let file = s3.file(BUCKET, &outcome.key);
     if let Some(status) = snapshot_status(&file) {
         assert!(status["totalKey"].as_u64().unwrap() >= 300, "{status}");
-        assert!(status["revision"].as_i64().unwrap() >= metadata.revision, "{status}");
+        assert!(
+            status["revision"].as_i64().unwrap() >= metadata.revision,
+            "{status}"
+        );
     } else {
-        eprintln!("no etcdctl with `snapshot status`: the stored file was not checked by etcd's tool");
+        eprintln!(
+            "no etcdctl with `snapshot status`: the stored file was not checked by etcd's tool"
+        );
     }
 }
 
@@ -141,7 +161,10 @@ async fn retention_keeps_the_newest_backups_of_the_cluster_and_nothing_else_is_t
     // Objects retention must never delete: another cluster's backup, and a foreign file.
     let other = BackupName::new("other", jiff::Timestamp::UNIX_EPOCH, 1).key(PREFIX);
     store.put_small(&other, b"x".to_vec()).await.unwrap();
-    store.put_small("etcd/prod/notes.txt", b"x".to_vec()).await.unwrap();
+    store
+        .put_small("etcd/prod/notes.txt", b"x".to_vec())
+        .await
+        .unwrap();
 
     let mut keys = Vec::new();
     for _ in 0..4 {

@@ -10,8 +10,8 @@ mod status;
 #[cfg(test)]
 mod tests;
 
-pub use crd::{CrdSelection, crd};
 pub(crate) use crd::crd_yaml;
+pub use crd::{CrdSelection, crd};
 pub(crate) use desired::desired_cluster;
 pub use spec::{EtcdCluster, EtcdClusterSpec, MemberSecret, PodPolicy, StaticTls, TlsPolicy};
 pub use status::{

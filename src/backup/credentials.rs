@@ -82,8 +82,14 @@ impl S3Credentials {
             });
         };
         let profile = default_profile(&file);
-        let get = |key: &'static str| profile.get(key).cloned().ok_or(CredentialsError::Profile(key));
-        let config_region = text(data, "config")?.and_then(|c| default_profile(&c).remove("region"));
+        let get = |key: &'static str| {
+            profile
+                .get(key)
+                .cloned()
+                .ok_or(CredentialsError::Profile(key))
+        };
+        let config_region =
+            text(data, "config")?.and_then(|c| default_profile(&c).remove("region"));
         Ok(S3Credentials {
             access_key: get("aws_access_key_id")?,
             secret_key: get("aws_secret_access_key")?,
@@ -201,13 +207,18 @@ mod tests {
     #[test]
     fn missing_or_broken_credentials_say_what_is_wrong() {
         let none = S3Credentials::from_secret(&secret(&[("accessKey", "only")])).unwrap_err();
-        assert!(none.to_string().contains("accessKey and secretKey"), "{none}");
-        let profile =
-            S3Credentials::from_secret(&secret(&[("credentials", "[default]\naws_access_key_id=a\n")]))
-                .unwrap_err();
+        assert!(
+            none.to_string().contains("accessKey and secretKey"),
+            "{none}"
+        );
+        let profile = S3Credentials::from_secret(&secret(&[(
+            "credentials",
+            "[default]\naws_access_key_id=a\n",
+        )]))
+        .unwrap_err();
         assert_eq!(profile, CredentialsError::Profile("aws_secret_access_key"));
-        let empty =
-            S3Credentials::from_secret(&secret(&[("accessKey", "a"), ("secretKey", " ")])).unwrap_err();
+        let empty = S3Credentials::from_secret(&secret(&[("accessKey", "a"), ("secretKey", " ")]))
+            .unwrap_err();
         assert_eq!(empty, CredentialsError::Empty("secretKey".into()));
         let mut binary = secret(&[("accessKey", "a")]);
         binary.insert("secretKey".into(), vec![0xff, 0xfe]);

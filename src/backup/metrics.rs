@@ -29,7 +29,9 @@ struct NewestGood(Mutex<HashMap<String, Timestamp>>);
 
 impl NewestGood {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Timestamp>> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Seconds since the oldest of the newest good backups; `None` when none is known.

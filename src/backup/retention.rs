@@ -38,7 +38,11 @@ mod tests {
     use super::*;
 
     fn backup(cluster: &str, second: i64) -> StoredBackup {
-        let name = BackupName::new(cluster, jiff::Timestamp::from_second(second).unwrap(), second);
+        let name = BackupName::new(
+            cluster,
+            jiff::Timestamp::from_second(second).unwrap(),
+            second,
+        );
         StoredBackup {
             key: name.key("p"),
             name,

@@ -145,9 +145,10 @@ async fn stream_to_store(
     deadline: Instant,
 ) -> Result<(String, BackupMetadata), BackupError> {
     let timeout = BackupError::Timeout(request.timeout);
-    let mut stream = tokio::time::timeout_at(deadline, snapshot::open(member, request.etcd_timeout))
-        .await
-        .map_err(|_| BackupError::Timeout(request.timeout))??;
+    let mut stream =
+        tokio::time::timeout_at(deadline, snapshot::open(member, request.etcd_timeout))
+            .await
+            .map_err(|_| BackupError::Timeout(request.timeout))??;
     let failed = |e: etcd_client::Error| SnapshotError::Stream {
         endpoint: member.endpoint.clone(),
         message: crate::error::with_causes(&e.to_string(), &e),
@@ -211,7 +212,11 @@ fn verify(verifier: SnapshotVerifier, member: &ChosenMember) -> Result<Verified,
     })
 }
 
-async fn finish(upload: Upload, deadline: Instant, timeout: BackupError) -> Result<(), BackupError> {
+async fn finish(
+    upload: Upload,
+    deadline: Instant,
+    timeout: BackupError,
+) -> Result<(), BackupError> {
     match tokio::time::timeout_at(deadline, upload.finish()).await {
         Ok(result) => result.map_err(BackupError::Store),
         Err(_) => Err(timeout),

@@ -149,8 +149,14 @@ mod tests {
 
     #[test]
     fn the_spec_picks_once_interval_or_cron() {
-        assert!(matches!(Schedule::from_spec(&spec(None, None)), Ok(Schedule::Once)));
-        assert!(matches!(Schedule::from_spec(&spec(Some(0), None)), Ok(Schedule::Once)));
+        assert!(matches!(
+            Schedule::from_spec(&spec(None, None)),
+            Ok(Schedule::Once)
+        ));
+        assert!(matches!(
+            Schedule::from_spec(&spec(Some(0), None)),
+            Ok(Schedule::Once)
+        ));
         assert!(matches!(
             Schedule::from_spec(&spec(Some(10), None)),
             Ok(Schedule::Every(d)) if d == Duration::from_secs(10)
@@ -170,7 +176,10 @@ mod tests {
     #[test]
     fn a_one_shot_runs_at_once_and_never_again_after_a_success() {
         let now = at("2026-01-01T00:00:00Z");
-        assert_eq!(next_run(&Schedule::Once, History::default(), now), Some(now));
+        assert_eq!(
+            next_run(&Schedule::Once, History::default(), now),
+            Some(now)
+        );
         let done = History {
             last_success: Some(now),
             last_attempt: Some(now),
@@ -188,7 +197,10 @@ mod tests {
             last_attempt: Some(at("2026-01-01T00:00:00Z")),
             failures: 0,
         };
-        assert_eq!(next_run(&every, history, now), Some(at("2026-01-01T00:01:00Z")));
+        assert_eq!(
+            next_run(&every, history, now),
+            Some(at("2026-01-01T00:01:00Z"))
+        );
         // Overdue (the operator was away): at once.
         let late = at("2026-01-01T00:05:00Z");
         assert_eq!(next_run(&every, history, late), Some(late));
@@ -208,10 +220,17 @@ mod tests {
             failures: 0,
         };
         let now = at("2026-01-01T10:16:00Z");
-        assert_eq!(next_run(&cron, history, now), Some(at("2026-01-01T10:30:00Z")));
+        assert_eq!(
+            next_run(&cron, history, now),
+            Some(at("2026-01-01T10:30:00Z"))
+        );
         let with_seconds = Schedule::from_spec(&spec(None, Some("*/10 * * * * *"))).unwrap();
         assert_eq!(
-            next_run(&with_seconds, History::default(), at("2026-01-01T10:00:01Z")),
+            next_run(
+                &with_seconds,
+                History::default(),
+                at("2026-01-01T10:00:01Z")
+            ),
             Some(at("2026-01-01T10:00:10Z"))
         );
     }
@@ -239,7 +258,10 @@ mod tests {
             last_attempt: Some(attempt),
             failures: 3,
         };
-        assert_eq!(next_run(&every, history, attempt), Some(at("2026-01-01T00:00:07Z")));
+        assert_eq!(
+            next_run(&every, history, attempt),
+            Some(at("2026-01-01T00:00:07Z"))
+        );
     }
 
     #[test]
@@ -251,6 +273,9 @@ mod tests {
             last_attempt: Some(attempt),
             failures: 1,
         };
-        assert_eq!(next_run(&every, history, attempt), Some(at("2026-01-01T00:00:15Z")));
+        assert_eq!(
+            next_run(&every, history, attempt),
+            Some(at("2026-01-01T00:00:15Z"))
+        );
     }
 }

@@ -86,7 +86,10 @@ async fn with_deadline<T>(
 }
 
 /// The client URLs of the voting members, found through `endpoints`.
-async fn voting_members(endpoints: &[String], timeout: Duration) -> Result<Vec<String>, SnapshotError> {
+async fn voting_members(
+    endpoints: &[String],
+    timeout: Duration,
+) -> Result<Vec<String>, SnapshotError> {
     let unavailable = |e: etcd_client::Error| SnapshotError::Unavailable {
         endpoints: endpoints.join(","),
         message: text(&e),
@@ -156,7 +159,10 @@ pub fn pick(mut healthy: Vec<ChosenMember>) -> Option<ChosenMember> {
 }
 
 /// Opens the snapshot stream of `member`.
-pub async fn open(member: &ChosenMember, timeout: Duration) -> Result<SnapshotStreaming, SnapshotError> {
+pub async fn open(
+    member: &ChosenMember,
+    timeout: Duration,
+) -> Result<SnapshotStreaming, SnapshotError> {
     let failed = |e: etcd_client::Error| SnapshotError::Stream {
         endpoint: member.endpoint.clone(),
         message: text(&e),
@@ -164,7 +170,9 @@ pub async fn open(member: &ChosenMember, timeout: Duration) -> Result<SnapshotSt
     let mut client = connect(std::slice::from_ref(&member.endpoint), timeout)
         .await
         .map_err(failed)?;
-    with_deadline(timeout, client.snapshot()).await.map_err(failed)
+    with_deadline(timeout, client.snapshot())
+        .await
+        .map_err(failed)
 }
 
 #[cfg(test)]
@@ -185,7 +193,11 @@ mod tests {
 
     #[test]
     fn the_most_up_to_date_follower_is_preferred_over_the_leader() {
-        let chosen = pick(vec![member(1, true, 90), member(2, false, 80), member(3, false, 85)]);
+        let chosen = pick(vec![
+            member(1, true, 90),
+            member(2, false, 80),
+            member(3, false, 85),
+        ]);
         assert_eq!(chosen.unwrap().member_id, 3);
     }
 

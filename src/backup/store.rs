@@ -272,7 +272,16 @@ impl BackupStore {
                 endpoint,
                 force_path_style,
                 credentials,
-            } => (Arc::new(s3(location, endpoint.as_deref(), *force_path_style, credentials, timeouts)?), location),
+            } => (
+                Arc::new(s3(
+                    location,
+                    endpoint.as_deref(),
+                    *force_path_style,
+                    credentials,
+                    timeouts,
+                )?),
+                location,
+            ),
             StoreConfig::Gcs {
                 location,
                 credentials,
@@ -352,7 +361,11 @@ impl BackupStore {
 
     /// Reads a small object whole.
     pub async fn get_small(&self, key: &str) -> Result<Bytes, StoreError> {
-        let result = self.store.get(&Path::from(key)).await.map_err(self.err(key))?;
+        let result = self
+            .store
+            .get(&Path::from(key))
+            .await
+            .map_err(self.err(key))?;
         result.bytes().await.map_err(self.err(key))
     }
 
@@ -361,7 +374,11 @@ impl BackupStore {
         &self,
         key: &str,
     ) -> Result<impl Stream<Item = Result<Bytes, StoreError>> + use<>, StoreError> {
-        let result = self.store.get(&Path::from(key)).await.map_err(self.err(key))?;
+        let result = self
+            .store
+            .get(&Path::from(key))
+            .await
+            .map_err(self.err(key))?;
         let (bucket, key) = (self.location.bucket.clone(), key.to_string());
         Ok(result
             .into_stream()

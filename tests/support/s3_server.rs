@@ -24,7 +24,9 @@ pub fn versitygw_bin() -> PathBuf {
     }
     let cache = std::env::var_os("ETCD_OPERATOR_CACHE")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/etcd-operator"));
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/etcd-operator")
+        });
     let version = std::env::var("VERSITYGW_VERSION").unwrap_or_else(|_| "v1.8.0".into());
     let bin = cache.join("versitygw").join(version).join("bin/versitygw");
     if !bin.exists() {
@@ -143,7 +145,12 @@ fn collect(root: &Path, dir: &Path, keys: &mut Vec<String>) {
                 collect(root, &path, keys);
             }
         } else {
-            keys.push(path.strip_prefix(root).unwrap().to_string_lossy().into_owned());
+            keys.push(
+                path.strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned(),
+            );
         }
     }
 }
@@ -152,7 +159,10 @@ impl Drop for S3Server {
     fn drop(&mut self) {
         self.stop();
         if std::thread::panicking() {
-            eprintln!("S3 server kept its directory for inspection: {}", self.dir.display());
+            eprintln!(
+                "S3 server kept its directory for inspection: {}",
+                self.dir.display()
+            );
         } else {
             let _ = fs::remove_dir_all(&self.dir);
         }

@@ -35,7 +35,10 @@ pub struct EtcdBackupSpec {
     /// Client URLs of the etcd cluster to back up (CoreOS): the members are found from
     /// them, and the snapshot is taken from a healthy follower when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 16), inner(regex(pattern = r"^https?://[^/\s]+/?$")))]
+    #[schemars(
+        length(min = 1, max = 16),
+        inner(regex(pattern = r"^https?://[^/\s]+/?$"))
+    )]
     pub etcd_endpoints: Option<Vec<String>>,
     /// Where backups go: `S3` (and S3-compatible stores), `GCS` or `ABS`.
     pub storage_type: BackupStorageType,
@@ -45,7 +48,9 @@ pub struct EtcdBackupSpec {
     /// Cron schedule (5 fields, or 6 with seconds first; `@hourly`, `@daily`...) in UTC: an
     /// alternative to `backupPolicy.backupIntervalInSecond`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^(@(yearly|annually|monthly|weekly|daily|hourly)|\S+(\s+\S+){4,5})$"))]
+    #[schemars(regex(
+        pattern = r"^(@(yearly|annually|monthly|weekly|daily|hourly)|\S+(\s+\S+){4,5})$"
+    ))]
     pub schedule: Option<String>,
     /// The S3 store, when `storageType` is `S3`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

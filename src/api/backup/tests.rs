@@ -102,7 +102,15 @@ fn crd_is_the_coreos_group_version_kind_with_status_and_columns() {
         .collect();
     assert_eq!(
         columns,
-        ["Succeeded", "Revision", "Last Success", "Next", "Reason", "Path", "Age"]
+        [
+            "Succeeded",
+            "Revision",
+            "Last Success",
+            "Next",
+            "Reason",
+            "Path",
+            "Age"
+        ]
     );
 }
 
@@ -137,8 +145,9 @@ fn schema_rules_name_one_cluster_one_store_and_one_schedule() {
 
 #[test]
 fn the_charts_backup_crd_matches_the_code() {
-    let chart =
-        include_str!("../../../charts/etcd-operator/crds/etcdbackups.etcd.database.coreos.com.yaml");
+    let chart = include_str!(
+        "../../../charts/etcd-operator/crds/etcdbackups.etcd.database.coreos.com.yaml"
+    );
     assert!(
         chart == crd_yaml(CrdSelection::Etcdbackups),
         "charts/etcd-operator/crds/ drifted from the Rust types: run `make manifests` \
