@@ -266,6 +266,9 @@ fn virtual_hosted(endpoint: &str, bucket: &str) -> String {
 impl BackupStore {
     /// Opens the store a configuration names (no call is made yet).
     pub fn open(config: &StoreConfig, timeouts: StoreTimeouts) -> Result<Self, StoreError> {
+        // The HTTP client's TLS takes the process's default provider: ring, the one
+        // compiled in (an error only says one is installed already).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let (store, location): (Arc<dyn ObjectStore>, &Location) = match config {
             StoreConfig::S3 {
                 location,
