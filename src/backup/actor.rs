@@ -62,6 +62,8 @@ pub struct BackupActor {
     status: EtcdBackupStatus,
     deps: BackupDeps,
     running: bool,
+    /// Whether `status` was written (false after an attempt until its write).
+    written: bool,
     timer: Option<SpawnHandle>,
     log: Logger,
 }
@@ -79,6 +81,7 @@ impl BackupActor {
             backup,
             deps,
             running: false,
+            written: true,
             timer: None,
             log: log.new(slog::o!("backup" => key)),
         }
@@ -99,7 +102,8 @@ impl BackupActor {
         event: Option<(bool, String, String)>,
         ctx: &mut Context<Self>,
     ) {
-        let changed = status != self.status;
+        let changed = status != self.status || !self.written;
+        self.written = true;
         self.status = status.clone();
         let (kube, backup, log) = (
             self.deps.kube.clone(),
@@ -123,6 +127,11 @@ impl BackupActor {
 
     /// Sets the timer to the next due backup, or reports why there is none.
     fn reschedule(&mut self, ctx: &mut Context<Self>) {
+        self.reschedule_with(None, ctx);
+    }
+
+    /// [`Self::reschedule`], recording `event` with the status it writes.
+    fn reschedule_with(&mut self, event: Option<(bool, String, String)>, ctx: &mut Context<Self>) {
         if let Some(timer) = self.timer.take() {
             ctx.cancel_future(timer);
         }
@@ -143,15 +152,15 @@ impl BackupActor {
             Ok(schedule) => schedule,
             Err((reason, message)) => {
                 let status = report::refused(&self.status, reason, &message, generation, now);
-                let event =
+                let refusal =
                     (self.status.reason != reason).then(|| (true, reason.to_string(), message));
-                return self.publish(status, event, ctx);
+                return self.publish(status, event.or(refusal), ctx);
             }
         };
         let history = report::history(&self.status, generation, schedule.is_periodic());
         let next = next_run(&schedule, history, now);
         let status = report::with_next(&self.status, next, now);
-        self.publish(status, None, ctx);
+        self.publish(status, event, ctx);
         if let Some(at) = next {
             let delay = at.duration_since(now).unsigned_abs();
             self.timer = Some(ctx.run_later(delay, |actor, ctx| actor.run(ctx)));
@@ -208,24 +217,18 @@ impl BackupActor {
                 (true, reason.to_string(), message.clone())
             }
         };
-        let status = report::after_attempt(
-            &self.status,
-            &verdict,
-            started,
-            generation,
-            Timestamp::now(),
-        );
-        self.publish(status, Some(event), ctx);
         if let Verdict::Succeeded { retention, .. } = &verdict
             && let Some(error) = &retention.error
         {
-            self.publish(
-                self.status.clone(),
-                Some((true, "RetentionFailed".into(), error.clone())),
-                ctx,
-            );
+            let warning = Some((true, "RetentionFailed".to_string(), error.clone()));
+            self.publish(self.status.clone(), warning, ctx);
         }
-        self.reschedule(ctx);
+        // The attempt's status and the next run go out in one write: a reader never sees
+        // the outcome with the previous run's schedule.
+        let now = Timestamp::now();
+        self.status = report::after_attempt(&self.status, &verdict, started, generation, now);
+        self.written = false;
+        self.reschedule_with(Some(event), ctx);
     }
 }
 
