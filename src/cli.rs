@@ -29,8 +29,12 @@ pub struct Cli {
 pub enum Command {
     /// Run the operator.
     Run(RunArgs),
-    /// Print the EtcdCluster CRD as YAML (the content of manifests/10-crd.yaml).
-    Crd,
+    /// Print the CRDs as YAML (the content of manifests/10-crd.yaml).
+    Crd {
+        /// Which CRDs: all (manifests/10-crd.yaml), or one of them (the chart's crds/).
+        #[arg(long, value_enum, default_value = "all")]
+        only: crate::api::CrdSelection,
+    },
 }
 
 /// Flags of `run`.
@@ -129,8 +133,8 @@ impl RunArgs {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Some(Command::Crd) => {
-            print!("{}", crate::api::crd_yaml());
+        Some(Command::Crd { only }) => {
+            print!("{}", crate::api::crd_yaml(only));
             ExitCode::SUCCESS
         }
         Some(Command::Run(args)) => run(args),

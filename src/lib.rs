@@ -3,7 +3,9 @@
 //! The actors and the lifecycle they run live in the `etcd-operator-actors` crate
 //! (`actors/`); this crate holds everything that touches the outside world:
 //!
-//! - [`api`]: the `EtcdCluster` custom resource (CoreOS `v1beta2` compatible) and its CRD;
+//! - [`api`]: the `EtcdCluster` and `EtcdBackup` custom resources (CoreOS `v1beta2`
+//!   compatible) and their CRDs;
+//! - [`backup`]: snapshots of etcd clusters to object stores, and the actors that take them;
 //! - [`resources`]: the pods and Services a cluster is made of;
 //! - [`kube_api`]: the Kubernetes side of a cluster (the actors' `ClusterApi` port);
 //! - [`etcd_api`]: etcd's membership API over `etcd-client` (the actors' `EtcdApi` port);
@@ -15,6 +17,7 @@
 //! - [`Error`]: what running the operator can fail with.
 
 pub mod api;
+pub mod backup;
 pub mod cli;
 pub(crate) mod controller;
 mod error;

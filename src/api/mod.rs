@@ -1,5 +1,6 @@
-//! The `EtcdCluster` custom resource and its CRD.
+//! The `EtcdCluster` and `EtcdBackup` custom resources and their CRDs.
 
+pub mod backup;
 mod crd;
 mod desired;
 pub mod names;
@@ -9,8 +10,8 @@ mod status;
 #[cfg(test)]
 mod tests;
 
-pub use crd::crd;
 pub(crate) use crd::crd_yaml;
+pub use crd::{CrdSelection, crd};
 pub(crate) use desired::desired_cluster;
 pub use spec::{
     AutoTls, EtcdCluster, EtcdClusterSpec, KeyType, MemberSecret, PodPolicy, StaticTls, TlsPolicy,

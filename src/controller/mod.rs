@@ -1,11 +1,13 @@
 //! Runs the operator: leader election, informer caches, the Supervisor fed by the
-//! EtcdCluster watch stream, and the HTTP endpoints.
+//! EtcdCluster watch stream, the Backup supervisor fed by the EtcdBackup watch stream, and
+//! the HTTP endpoints.
 //!
 //! Every API call has a deadline: the clients have connect, read and write timeouts (one
 //! client for calls, one with a read timeout longer than a watch lasts for the informers),
 //! and Lease calls have their own, shorter one. Every write of the actors passes the
 //! leader's fence (see [`fence`]).
 
+mod backups;
 pub mod fence;
 mod leader;
 mod settings;
@@ -43,6 +45,7 @@ use wiring::{FencedWiring, KubeWiring};
 
 use crate::Error;
 use crate::api::EtcdCluster;
+use crate::backup::metrics::BackupMetrics;
 use crate::kube_api::{Caches, Identities};
 use crate::resources::labels::{CLUSTER_LABEL, MANAGED_BY_LABEL, MANAGER};
 
@@ -252,6 +255,7 @@ fn start_supervisor(
         etcd_timeout: settings.etcd_timeout,
         identities: Identities::default(),
     };
+
     let wiring = Arc::new(FencedWiring::new(Arc::new(kube), fence.clone()));
     let config = settings.cluster;
     let log = log.clone();
@@ -300,8 +304,10 @@ async fn start_http(
 pub async fn run(settings: Settings, log: Logger) -> Result<(), Error> {
     let clients = clients(settings.api_timeout).await?;
     let telemetry = Telemetry::default();
+    let backup_metrics = BackupMetrics::default();
     let mut registry = Registry::default();
     telemetry.metrics.register(&mut registry);
+    backup_metrics.register(&mut registry);
     let identity = &settings.identity;
     let lease = format!("{}/{}", settings.lease.namespace, settings.lease.name);
     let (view, fence) = if settings.lease.elect {
@@ -346,6 +352,8 @@ pub async fn run(settings: Settings, log: Logger) -> Result<(), Error> {
     let _supervisor = start_supervisor(
         &settings, &clients, caches, identity, &fence, telemetry, &log,
     );
+    let _backups =
+        backups::start_backups(&settings, &clients, identity, &fence, backup_metrics, &log);
     tokio::select! {
         reason = lead(&election, &fence, settings.lease.elect) => {
             return Err(Error::StoppedLeading(reason));

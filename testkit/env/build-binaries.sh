@@ -7,6 +7,8 @@
 #   $CACHE/k8s/<K8S_VERSION>/bin/kube-proxy   (the pod network: Service routing)
 #   $CACHE/k8s/<K8S_VERSION>/bin/kube-scheduler  (places pods on the environment's nodes)
 #   $CACHE/coredns/<COREDNS_VERSION>/bin/coredns  (the pod network: cluster DNS)
+#   $CACHE/versitygw/<VERSITYGW_VERSION>/bin/versitygw  (target s3: the S3-compatible
+#                                             object store of the backup tests)
 #
 # where CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}.
 #
@@ -14,8 +16,8 @@
 # (there are no prebuilt Kubernetes binaries and no containers on these machines).
 # A second run finds the binaries and returns in seconds.
 #
-# Usage: testkit/env/build-binaries.sh [all|k8s|etcd|helm|kube-proxy|kube-scheduler|coredns|network]...
-#        (default: all = etcd, k8s, helm, network; network = kube-proxy, kube-scheduler, coredns)
+# Usage: testkit/env/build-binaries.sh [all|k8s|etcd|helm|kube-proxy|kube-scheduler|coredns|network|s3]...
+#        (default: all = etcd, k8s, helm, network, s3; network = kube-proxy, kube-scheduler, coredns)
 #
 # The local environment runs kube-proxy and CoreDNS (testkit/env/cluster-net.sh), so all
 # (what CI runs) builds them too. Each target checks only its own binaries, so asking for kube-proxy in a cache that holds
@@ -30,6 +32,7 @@
 #                        exact version ("v3.5.21")             (default "3.5 3.6")
 #   HELM_VERSION         helm.sh/helm/v3 version (default v3.22.0)
 #   COREDNS_VERSION      github.com/coredns/coredns version (default v1.15.0)
+#   VERSITYGW_VERSION    github.com/versity/versitygw version (default v1.8.0)
 #   ETCD_REFRESH=1       re-ask the proxy for the newest patch of each minor even if
 #                        one is cached already (by default a cached minor is reused,
 #                        so that warm runs need no network and stay reproducible)
@@ -45,6 +48,7 @@ K8S_VERSION=${K8S_VERSION:-v1.35.4}
 ETCD_VERSIONS=${ETCD_VERSIONS:-3.5 3.6}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
 COREDNS_VERSION=${COREDNS_VERSION:-v1.15.0}
+VERSITYGW_VERSION=${VERSITYGW_VERSION:-v1.8.0}
 
 log() { printf '[build-binaries] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -390,6 +394,36 @@ build_coredns() {
     log "coredns $version: built in $((SECONDS - BUILD_START))s -> $dir/bin"
 }
 
+# ---------------------------------------------------------------------------
+# versitygw: the S3-compatible object store of the backup tests (target s3)
+# ---------------------------------------------------------------------------
+# Versity's S3 gateway (Apache-2.0) serves the S3 API (SigV4, multipart uploads) over a
+# plain directory with its posix backend: a production S3 server under a permissive
+# licence, built like the others from its Go module. Its go.mod has no replace
+# directives, so a wrapper module that `go get`s the command is enough.
+# The versitygw wrapper module, in the current directory ($version is build_s3's).
+s3_wrapper() {
+    go mod init local.invalid/versitygw-binaries >/dev/null 2>&1
+    go get "github.com/versity/versitygw/cmd/versitygw@$version"
+}
+# In the wrapper module ($version and $dir are build_s3's).
+s3_build() {
+    "${GO_BUILD[@]}" -ldflags "-s -w -X main.Version=$version" \
+        -o "$dir/bin.partial/versitygw" github.com/versity/versitygw/cmd/versitygw
+    smoke "$version" "$dir/bin.partial/versitygw" --version
+}
+
+build_s3() {
+    local version=$VERSITYGW_VERSION
+    [[ $version =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "VERSITYGW_VERSION must look like v1.8.0, got '$version'"
+    local dir="$CACHE/versitygw/$version"
+
+    prepare "versitygw $version" "$dir" "$dir/bin/versitygw" || return 0
+    wrapper_module "$dir" s3_wrapper
+    build_into "$dir" s3_build
+    log "versitygw $version: built in $((SECONDS - BUILD_START))s -> $dir/bin"
+}
+
 main() {
     local targets=("$@")
     [[ ${#targets[@]} -gt 0 ]] || targets=(all)
@@ -406,8 +440,10 @@ main() {
             build_k8s_extra kube-proxy
             build_k8s_extra kube-scheduler
             build_coredns
+            build_s3
             ;;
         k8s) build_k8s ;;
+        s3) build_s3 ;;
         helm) build_helm ;;
         etcd) for e in $ETCD_VERSIONS; do build_etcd "$e"; done ;;
         kube-proxy | kube-scheduler) build_k8s_extra "$t" ;;
@@ -421,7 +457,7 @@ main() {
             sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
             return 0
             ;;
-        *) die "unknown target '$t' (want all, k8s, etcd, helm, kube-proxy, kube-scheduler, coredns or network)" ;;
+        *) die "unknown target '$t' (want all, k8s, etcd, helm, kube-proxy, kube-scheduler, coredns, network or s3)" ;;
         esac
     done
     log "done in $((SECONDS - total_start))s (cache: $CACHE)"

@@ -17,8 +17,8 @@
 #
 # What is rendered into manifests/ (release etcd-operator in namespace etcd-operator):
 #   00-namespace.yaml   the namespace object (a chart installs into its release namespace)
-#   10-crd.yaml         `etcd-operator crd` (also charts/etcd-operator/crds/; unit tests
-#                       fail when either drifts from the code)
+#   10-crd.yaml         `etcd-operator crd`: every CRD (also charts/etcd-operator/crds/,
+#                       one file per CRD; unit tests fail when either drifts from the code)
 #   20-rbac.yaml        templates/serviceaccount.yaml and templates/rbac.yaml
 #   30-deployment.yaml  templates/deployment.yaml
 # A template that renders with the default values and is not in this list fails the
@@ -32,7 +32,8 @@ CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
 HELM="$CACHE/helm/$HELM_VERSION/bin/helm"
 CHART="$ROOT/charts/etcd-operator"
-CRD_FILE=etcdclusters.etcd.database.coreos.com.yaml
+# The chart's crds/ holds one file per CRD, named after it.
+CRD_KINDS=(etcdclusters etcdbackups)
 RELEASE=etcd-operator
 NAMESPACE=etcd-operator
 # The scoped render of the checks: its own release and namespaces.
@@ -117,12 +118,16 @@ render_into() {
 }
 
 cmd_crd() {
-    local tmp
+    local tmp kind
     tmp=$(mktemp)
     (cd "$ROOT" && cargo run --quiet -- crd) >"$tmp"
-    cp "$tmp" "$ROOT/manifests/10-crd.yaml"
-    mv "$tmp" "$CHART/crds/$CRD_FILE"
-    log "wrote manifests/10-crd.yaml and charts/etcd-operator/crds/$CRD_FILE"
+    mv "$tmp" "$ROOT/manifests/10-crd.yaml"
+    for kind in "${CRD_KINDS[@]}"; do
+        tmp=$(mktemp)
+        (cd "$ROOT" && cargo run --quiet -- crd --only "$kind") >"$tmp"
+        mv "$tmp" "$CHART/crds/$kind.etcd.database.coreos.com.yaml"
+    done
+    log "wrote manifests/10-crd.yaml and charts/etcd-operator/crds/ (${CRD_KINDS[*]})"
 }
 
 cmd_manifests() {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Stops everything testkit/env/local-up.sh started (by the pids it recorded): the nodes
-# (which stop their pods' processes, the operator's among them), kube-proxy and CoreDNS,
+# (which stop their pods' processes, the operator's among them), the S3 server, kube-proxy
+# and CoreDNS,
 # then the control plane (which takes the pod network down and removes LOCAL_ENV_DIR);
 # and, last, the pod network again by name (podnet.sh down), so that no eo-* namespace,
 # link or route is left even when a step before failed or LOCAL_ENV_DIR was gone.
@@ -12,6 +13,7 @@ source "$ROOT/testkit/env/lib.sh"
 
 rc=0
 bash "$ROOT/testkit/env/nodes.sh" down || rc=$?
+bash "$ROOT/testkit/env/s3.sh" down || rc=$?
 bash "$ROOT/testkit/env/cluster-net.sh" down || rc=$?
 bash "$ROOT/testkit/env/control-plane.sh" down || rc=$?
 bash "$ROOT/testkit/env/podnet.sh" down || rc=$?

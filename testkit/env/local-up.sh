@@ -3,8 +3,9 @@
 # network namespace of its own, one namespace per pod), a real kube-apiserver and
 # controller-manager and kube-scheduler on it (control-plane.sh), three process nodes
 # (nodes.sh; each runs its pods' processes in the pods' network namespaces, image pods
-# rooted in their image), kube-proxy
-# and CoreDNS (cluster-net.sh), and the operator installed as a user installs it: its
+# rooted in their image), kube-proxy and CoreDNS (cluster-net.sh), an S3-compatible object
+# store for backups (s3.sh: versitygw at http://10.255.0.1:7480), and the operator
+# installed as a user installs it: its
 # image built from this tree, then `kubectl apply -f manifests/` with that image set, two
 # replicas electing a leader through their Lease. Then applies an example EtcdCluster
 # (unless EXAMPLE is empty) and waits until it is Running with every member ready. Run
@@ -20,6 +21,7 @@
 #                         operator's: kubectl logs)
 #   nodes/local-node-N/   each node's pods: data dirs, container logs, unpacked images
 #   podnet/               the pod network's address records
+#   s3/                   the object store's buckets, endpoint and keys (s3.sh)
 #   bin/                  the node binary and the podnet.sh the environment runs
 # testkit/env/local-down.sh stops every process this started, takes the pod network down
 # and removes LOCAL_ENV_DIR.
@@ -41,6 +43,8 @@ bash testkit/env/control-plane.sh up
 # Every etcd version the examples and the tests run, pinned (a no-op when cached; the
 # store etcd above may be Debian's, so this is not implied by the control plane).
 ETCD_VERSIONS=${ETCD_VERSIONS:-v3.5.35 v3.6.16} bash testkit/env/build-binaries.sh etcd
+# The object store of backups, on the host's pod-network address (s3.sh).
+bash testkit/env/s3.sh up
 
 echo "== building the node"
 cargo build -p etcd-operator-node --bin etcd-operator-node --quiet
@@ -59,7 +63,8 @@ image=$(cat "$archive.ref")
 
 echo "== installing the CRD and the operator's namespace and RBAC from manifests/"
 kubectl apply -f manifests/00-namespace.yaml -f manifests/10-crd.yaml -f manifests/20-rbac.yaml >/dev/null
-kubectl wait --for=condition=Established crd/etcdclusters.etcd.database.coreos.com --timeout=60s >/dev/null
+kubectl wait --for=condition=Established crd/etcdclusters.etcd.database.coreos.com \
+  crd/etcdbackups.etcd.database.coreos.com --timeout=60s >/dev/null
 kubectl apply -f testkit/env/storage-class.yaml >/dev/null
 
 echo "== starting the process nodes"
@@ -119,5 +124,6 @@ The local environment is up. The operator's leader is pod $leader ($leader_ip).
   curl -s http://$leader_ip:8080/metrics                # Prometheus metrics
   ETCDCTL_API=3 etcdctl --endpoints=\$(kubectl get pod \$(kubectl get ${name:-etcd/NAME} -o jsonpath='{.status.members.ready[0]}') -o jsonpath='http://{.status.podIP}:2379') member list
 Pods resolve cluster names through CoreDNS (10.96.0.10); the host does not: use pod IPs here.
+Backups: S3 at $(cat "$LOCAL_ENV_DIR/s3/endpoint"), bucket etcd-backups, keys in $LOCAL_ENV_DIR/s3/.
 Nodes: testkit/env/nodes.sh status (logs: $LOGS/local-node-*.log).  Tear down: testkit/env/local-down.sh
 MSG

@@ -6,6 +6,7 @@
 mod operator;
 mod support;
 
+mod backup;
 mod create;
 mod disruption;
 mod heal;

@@ -5,3 +5,4 @@
 
 pub mod etcd_process;
 pub mod tls_etcd;
+pub mod s3_server;

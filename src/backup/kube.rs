@@ -1,0 +1,142 @@
+//! What the backup actors need from Kubernetes, as a port, and its implementation over
+//! kube-rs with every write (status, Events) and every store change behind the leader's
+//! fence.
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Client, Resource};
+use serde_json::json;
+
+use crate::api::EtcdCluster;
+use crate::api::backup::{EtcdBackup, EtcdBackupStatus};
+use crate::controller::fence::Fence;
+
+use super::credentials::SecretData;
+
+/// The backup actors' port to Kubernetes. Errors are the API's words.
+#[async_trait]
+pub trait BackupKube: Send + Sync + 'static {
+    /// The data of a Secret; `None` when it does not exist.
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<SecretData>, String>;
+    /// Whether an EtcdCluster exists.
+    async fn cluster_exists(&self, namespace: &str, name: &str) -> Result<bool, String>;
+    /// Writes an EtcdBackup's status.
+    async fn write_status(
+        &self,
+        backup: &EtcdBackup,
+        status: &EtcdBackupStatus,
+    ) -> Result<(), String>;
+    /// Records an Event on an EtcdBackup.
+    async fn event(
+        &self,
+        backup: &EtcdBackup,
+        warning: bool,
+        reason: &str,
+        note: &str,
+    ) -> Result<(), String>;
+    /// Whether this replica may act now (take a backup, delete old ones): the fence.
+    fn may_act(&self, what: &str) -> Result<(), String>;
+}
+
+/// [`BackupKube`] over kube-rs.
+pub struct KubeBackupApi {
+    client: Client,
+    recorder: Recorder,
+    fence: Fence,
+}
+
+impl KubeBackupApi {
+    /// Calls through `client`, Events through `recorder`, writes behind `fence`.
+    pub fn new(client: Client, recorder: Recorder, fence: Fence) -> Self {
+        KubeBackupApi {
+            client,
+            recorder,
+            fence,
+        }
+    }
+}
+
+fn text(err: &kube::Error) -> String {
+    crate::error::with_causes(&err.to_string(), err)
+}
+
+#[async_trait]
+impl BackupKube for KubeBackupApi {
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<SecretData>, String> {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
+        let secret = api.get_opt(name).await.map_err(|e| text(&e))?;
+        Ok(secret.map(|s| {
+            let mut data: SecretData = s
+                .data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.0))
+                .collect();
+            for (k, v) in s.string_data.unwrap_or_default() {
+                data.insert(k, v.into_bytes());
+            }
+            data
+        }))
+    }
+
+    async fn cluster_exists(&self, namespace: &str, name: &str) -> Result<bool, String> {
+        let api: Api<EtcdCluster> = Api::namespaced(self.client.clone(), namespace);
+        Ok(api.get_opt(name).await.map_err(|e| text(&e))?.is_some())
+    }
+
+    async fn write_status(
+        &self,
+        backup: &EtcdBackup,
+        status: &EtcdBackupStatus,
+    ) -> Result<(), String> {
+        self.fence
+            .check("write an EtcdBackup status")
+            .map_err(|e| e.to_string())?;
+        let namespace = backup.metadata.namespace.as_deref().unwrap_or_default();
+        let name = backup.metadata.name.as_deref().unwrap_or_default();
+        let api: Api<EtcdBackup> = Api::namespaced(self.client.clone(), namespace);
+        api.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await
+        .map(drop)
+        .map_err(|e| text(&e))
+    }
+
+    async fn event(
+        &self,
+        backup: &EtcdBackup,
+        warning: bool,
+        reason: &str,
+        note: &str,
+    ) -> Result<(), String> {
+        self.fence
+            .check("record an Event")
+            .map_err(|e| e.to_string())?;
+        let mut note = note.to_string();
+        note.truncate(1000);
+        let event = Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.to_string(),
+            note: Some(note),
+            action: "Backup".to_string(),
+            secondary: None,
+        };
+        self.recorder
+            .publish(&event, &backup.object_ref(&()))
+            .await
+            .map_err(|e| text(&e))
+    }
+
+    fn may_act(&self, what: &str) -> Result<(), String> {
+        self.fence.check(what).map_err(|e| e.to_string())
+    }
+}

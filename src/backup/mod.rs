@@ -1,0 +1,27 @@
+//! Backups of etcd clusters to object stores (`EtcdBackup`).
+//!
+//! The parts a restore reuses stand alone: [`store`] (one API over S3, GCS and Azure),
+//! [`credentials`] (Secrets in the CoreOS layouts), [`naming`] (keys carrying cluster,
+//! time and revision), [`integrity`] (etcd's snapshot checksum, checked while streaming)
+//! and [`metadata`] (the JSON beside each snapshot). [`snapshot`] takes a snapshot from a
+//! healthy member, [`run`] makes one whole backup, [`retention`] and [`schedule`] are the
+//! pure decisions of what to delete and when to run next, [`report`] the status after each
+//! step. The actors that run backups on their schedule are in [`actor`], fed by
+//! [`supervisor`]; [`target`] turns a spec into a store and endpoints through the
+//! [`kube`] port.
+
+pub mod actor;
+pub mod credentials;
+pub mod integrity;
+pub mod kube;
+pub mod metadata;
+pub mod metrics;
+pub mod naming;
+pub mod report;
+pub mod retention;
+pub mod run;
+pub mod schedule;
+pub mod snapshot;
+pub mod store;
+pub mod supervisor;
+pub mod target;
