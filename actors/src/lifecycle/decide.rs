@@ -183,13 +183,32 @@ fn unlabelled_voters(view: &ClusterView<'_>) -> Vec<Action> {
         .collect()
 }
 
-/// The PodDisruptionBudget's `minAvailable` when it is not the quorum of the voting
-/// members etcd lists (missing, or the number of voters changed).
+/// The PodDisruptionBudget's `minAvailable` when it differs from what it should be
+/// ([`budget_min_available`]): missing, the number of voters changed, or a member is down
+/// while Kubernetes still counts its pod ready.
 fn disruption_budget(view: &ClusterView<'_>) -> Option<Action> {
-    let quorum = u32::try_from(view.quorum()).ok()?;
-    (view.obs.disruption_budget != Some(quorum)).then_some(Action::SetDisruptionBudget {
-        min_available: quorum,
+    let wanted = u32::try_from(budget_min_available(view.obs, view.members)).ok()?;
+    (view.obs.disruption_budget != Some(wanted)).then_some(Action::SetDisruptionBudget {
+        min_available: wanted,
     })
+}
+
+/// The PodDisruptionBudget's `minAvailable`: the quorum of the voting members etcd lists,
+/// plus one for each voting member etcd cannot reach while Kubernetes still counts its pod
+/// ready. A node that lost power has its pods marked not ready only after the node
+/// controller's grace period (40 to 50 s by default); until then the disruption controller
+/// counts the dead member as healthy and would let a drain evict a live one, breaking
+/// quorum. Raising the budget by the members the operator already knows are down closes
+/// that window.
+pub(crate) fn budget_min_available(obs: &Observation, members: &[MemberView]) -> usize {
+    let voters: Vec<&MemberView> = members.iter().filter(|m| !m.is_learner).collect();
+    let quorum = voters.len() / 2 + 1;
+    let down_but_ready = voters
+        .iter()
+        .filter(|m| !(m.started() && obs.health.get(&m.id).is_some_and(|h| h.is_healthy())))
+        .filter(|m| obs.pod(&m.name).is_some_and(|p| p.ready && !p.terminating))
+        .count();
+    (quorum + down_but_ready).min(voters.len())
 }
 
 /// Whether the member of `pod` answers, healthy, with the version the pod runs.

@@ -1292,6 +1292,44 @@ fn the_disruption_budget_follows_the_voting_members_not_the_learners() {
 }
 
 #[test]
+fn a_member_etcd_cannot_reach_while_its_pod_still_counts_ready_raises_the_budget() {
+    let now = Instant::now();
+    // A power cut: etcd no longer reaches m3, the node controller has not marked its pod
+    // yet. Without the raise, one more eviction would be allowed and break quorum.
+    let d = on_running(
+        World::healthy(now, 3, VERSION)
+            .unreachable(3)
+            .born()
+            .budget(Some(2)),
+        3,
+        VERSION,
+    );
+    assert!(d.actions.contains(&budget(3)), "{:?}", d.actions);
+    // Once its pod is marked not ready, the quorum is enough again.
+    let d = on_running(
+        World::healthy(now, 3, VERSION)
+            .unreachable(3)
+            .pod("m3", |p| p.ready = false)
+            .born()
+            .budget(Some(3)),
+        3,
+        VERSION,
+    );
+    assert!(d.actions.contains(&budget(2)), "{:?}", d.actions);
+    // Five voters, two down but counted ready: every other one must stay.
+    let d = on_running(
+        World::healthy(now, 5, VERSION)
+            .unreachable(4)
+            .unreachable(5)
+            .born()
+            .budget(Some(3)),
+        5,
+        VERSION,
+    );
+    assert!(d.actions.contains(&budget(5)), "{:?}", d.actions);
+}
+
+#[test]
 fn a_disruption_budget_at_quorum_is_left_alone_and_a_paused_or_blocked_cluster_sets_none() {
     let now = Instant::now();
     let d = on_running(World::healthy(now, 3, VERSION).born(), 3, VERSION);
