@@ -4,5 +4,5 @@
 #![allow(dead_code)]
 
 pub mod etcd_process;
-pub mod tls_etcd;
 pub mod s3_server;
+pub mod tls_etcd;
