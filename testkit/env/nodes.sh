@@ -18,7 +18,7 @@
 #               restarted by their restartPolicy, as a kubelet does after a reboot
 #   status      each node: running or stopped, pid, state directory
 #
-# Node i: state $LOCAL_ENV_DIR/nodes/local-node-i, kubelet API port 10250+i, pid file
+# Node i: state $LOCAL_ENV_DIR/nodes/local-node-i, kubelet API port 10280+i (the process-node tests run nodes of their own on 10251-10273), pid file
 # $LOCAL_ENV_DIR/run/local-node-i.pid, log $LOCAL_ENV_DIR/logs/local-node-i.log. The node
 # binary is $LOCAL_ENV_DIR/bin/etcd-operator-node and the pod network's script
 # $LOCAL_ENV_DIR/bin/podnet.sh (local-up.sh copies both there).
@@ -70,9 +70,9 @@ start_node() {
     [[ -x $BIN ]] || die "$BIN is missing (testkit/env/local-up.sh copies it there)"
     etcd_flags
     mkdir -p "$RUN" "$LOGS" "$(state_dir "$name")"
-    log "starting $name (kubelet port $((10250 + i)))"
+    log "starting $name (kubelet port $((10280 + i)))"
     setsid "$BIN" run --kubeconfig "$KUBECONFIG" --node-name "$name" \
-        --state-dir "$(state_dir "$name")" --kubelet-port $((10250 + i)) \
+        --state-dir "$(state_dir "$name")" --kubelet-port $((10280 + i)) \
         --binding scheduler "${ETCD_FLAGS[@]}" \
         --image-dir "$CACHE/images" --podnet "$LOCAL_ENV_DIR/bin/podnet.sh" \
         --cluster-dns 10.96.0.10 --cluster-domain cluster.local \
