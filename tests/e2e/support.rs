@@ -28,7 +28,7 @@ pub fn env_dir() -> PathBuf {
 pub fn kubeconfig() -> PathBuf {
     let path = env_dir().join("kubeconfig");
     assert!(
-        path.exists() && env_dir().join("run/local-node-0.pid").exists(),
+        path.exists() && env_dir().join("run/kube-apiserver.pid").exists(),
         "the local environment is not up ({} missing): run `EXAMPLE= testkit/env/local-up.sh` \
          first, or use `make e2e`, which does",
         path.display()
