@@ -146,6 +146,10 @@ async fn a_drain_waits_while_a_member_on_another_node_is_down_and_completes_once
     assert_eq!(nodes.len(), 3, "the members share nodes: {nodes:?}");
     let mut client_etcd = etcd(&ns.0, &ready[..2]).await;
     write_keys(&mut client_etcd, "drain", 100).await;
+    // The disruption controller counts all three pods healthy first: right after the
+    // cluster is Running a pod may not count yet, and "no disruption allowed" would then
+    // hold before the power cut below had any effect.
+    wait_budget(&ns.0, "drained", 2, 3).await;
 
     // A power cut takes one member down: two voters of three are left, no eviction may go,
     // even while the node controller still counts the dead member's pod ready (the
