@@ -106,7 +106,14 @@ async fn the_budget_lets_one_of_three_voters_be_evicted_and_follows_the_size() {
         .await
         .expect("the first eviction is allowed");
 
-    // The evicted member is replaced; the data is all there.
+    // The evicted member is replaced; the data is all there. (Right after the eviction
+    // the status may still list it ready: wait until it is gone from the status first.)
+    let evicted = ready[0].clone();
+    let what = format!("{evicted} gone from the ready members");
+    wait_status(&ns.0, "budgeted", &what, Duration::from_secs(180), |s| {
+        !s.members.ready.contains(&evicted)
+    })
+    .await;
     let healed = wait_running(&ns.0, "budgeted", 3, Duration::from_secs(180)).await;
     let mut client_etcd = etcd(&ns.0, &healed).await;
     assert_keys(&mut client_etcd, "budget", 100).await;
