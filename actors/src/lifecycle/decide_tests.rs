@@ -5,7 +5,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::decide::ORPHAN_POD_GRACE;
-use super::fixtures::{self, World, running_state};
+use super::fixtures::{self, World, assert_idle, running_state};
 use super::*;
 
 fn spec(size: u32, version: &str) -> DesiredCluster {
@@ -48,12 +48,6 @@ fn assert_removes(d: &Decision, reason: Reason, id: u64) {
         "{:?}",
         d.actions
     );
-}
-
-/// The decision does nothing, for `reason`.
-fn assert_idle(d: &Decision, reason: Reason) {
-    assert!(d.actions.is_empty(), "{:?}", d.actions);
-    assert_eq!(d.why.reason, reason, "{}", d.why.message);
 }
 
 fn add(learner: bool, version: &str) -> Action {

@@ -239,6 +239,12 @@ impl World {
     }
 }
 
+/// Asserts the decision does nothing, for `reason`.
+pub(crate) fn assert_idle(d: &Decision, reason: Reason) {
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    assert_eq!(d.why.reason, reason, "{}", d.why.message);
+}
+
 /// A state that has already seen the cluster running.
 pub(crate) fn running_state() -> State {
     State {

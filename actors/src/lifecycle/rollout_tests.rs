@@ -2,7 +2,7 @@
 
 use tokio::time::Instant;
 
-use super::fixtures::{World, running_state};
+use super::fixtures::{World, assert_idle, running_state};
 use super::*;
 
 const VERSION: &str = "3.5.21";
@@ -40,12 +40,6 @@ fn deletes(d: &Decision, name: &str, reason: Reason) {
         "{}",
         d.why.message
     );
-}
-
-/// The decision does nothing, for `reason`.
-fn idle(d: &Decision, reason: Reason) {
-    assert!(d.actions.is_empty(), "{:?}", d.actions);
-    assert_eq!(d.why.reason, reason, "{}", d.why.message);
 }
 
 fn crash_looping(world: World, name: &str) -> World {
@@ -140,7 +134,7 @@ fn emptydir_members_are_replaced_for_a_pod_template_only_while_the_others_keep_a
             "old",
         );
         let d = decide_on(running_state(), world, size as u32);
-        idle(&d, Reason::RestartRefused);
+        assert_idle(&d, Reason::RestartRefused);
         assert_eq!(d.state.phase, Phase::Running);
     }
 }
@@ -186,7 +180,7 @@ fn a_crash_looping_member_on_the_current_pod_template_is_only_reported() {
         .on_volumes()
         .unreachable(3);
     let d = decide_on(running_state(), crash_looping(world, "m3"), 3);
-    idle(&d, Reason::CrashLooping);
+    assert_idle(&d, Reason::CrashLooping);
 }
 
 #[test]
@@ -206,5 +200,5 @@ fn an_emptydir_member_crash_looping_on_an_older_template_is_kept_without_a_quoru
     let now = Instant::now();
     let world = built_from(World::healthy(now, 2, VERSION), &["m1", "m2"], "old").unreachable(2);
     let d = decide_on(running_state(), crash_looping(world, "m2"), 2);
-    idle(&d, Reason::QuorumLost);
+    assert_idle(&d, Reason::QuorumLost);
 }
