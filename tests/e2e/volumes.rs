@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use etcd_client::{Client as Etcd, ConnectOptions};
+
 use crate::support::*;
 
 /// A cluster of `size` members, each on a 1Gi claim of the default StorageClass.
@@ -38,31 +40,66 @@ async fn claimed_running(ns: &str, name: &str, size: u32) -> (Identity, Vec<Stri
     (identity, ready)
 }
 
+/// The member list and cluster ID that every one of `size` ready members answers with,
+/// each asked on its own (the same from all), and a client of the last one asked.
+///
+/// Right after every member went down, the status may still say Running from before,
+/// and a restarted pod may not listen yet: one attempt fails until each member answers.
+async fn every_member_answers(ns: &str, name: &str, size: usize) -> (Identity, Etcd) {
+    wait_for(
+        "every member to answer",
+        Duration::from_secs(240),
+        || async move {
+            let ready = wait_running(ns, name, size, Duration::from_secs(180)).await;
+            let mut answers = Vec::new();
+            let mut last = None;
+            for member in &ready {
+                let options = ConnectOptions::new()
+                    .with_connect_timeout(Duration::from_secs(3))
+                    .with_timeout(Duration::from_secs(5));
+                let urls = member_urls(ns, std::slice::from_ref(member)).await;
+                if urls.is_empty() {
+                    return Err(format!("{member} has no pod address yet"));
+                }
+                let mut client = Etcd::connect(urls, Some(options))
+                    .await
+                    .map_err(|e| format!("{member}: {e}"))?;
+                let list = client
+                    .member_list()
+                    .await
+                    .map_err(|e| format!("{member}: {e}"))?;
+                let cluster_id = list.header().map(|h| h.cluster_id()).unwrap_or_default();
+                let members: Vec<_> = list
+                    .members()
+                    .iter()
+                    .map(|m| (m.id(), m.name().to_string(), m.is_learner()))
+                    .collect();
+                answers.push((members, cluster_id));
+                last = Some(client);
+            }
+            answers.dedup();
+            match (answers.as_slice(), last) {
+                ([(members, cluster_id)], Some(client)) => Ok((
+                    Identity {
+                        members: members.clone(),
+                        cluster_id: *cluster_id,
+                        added: Vec::new(),
+                    },
+                    client,
+                )),
+                _ => Err(format!("the members disagree: {answers:?}")),
+            }
+        },
+    )
+    .await
+}
+
 /// The same members (names and IDs), the same cluster, every key, no member added or
 /// removed since `before`.
 async fn assert_same_cluster(ns: &str, name: &str, before: &Identity, size: usize) {
-    let ready = wait_running(ns, name, size, Duration::from_secs(180)).await;
-    let mut client = etcd(ns, &ready).await;
-    // The status may still say Running from before a member went down: the member list
-    // is waited for until it answers.
-    let members = wait_for("the members to answer", Duration::from_secs(120), || {
-        let mut client = client.clone();
-        async move {
-            let list = client.member_list().await.map_err(|e| e.to_string())?;
-            Ok(list
-                .members()
-                .iter()
-                .map(|m| (m.id(), m.name().to_string(), m.is_learner()))
-                .collect::<Vec<_>>())
-        }
-    })
-    .await;
-    assert_eq!(members, before.members, "membership changed");
-    assert_eq!(
-        cluster_id(&mut client).await,
-        before.cluster_id,
-        "another cluster"
-    );
+    let (now, mut client) = every_member_answers(ns, name, size).await;
+    assert_eq!(now.members, before.members, "membership changed");
+    assert_eq!(now.cluster_id, before.cluster_id, "another cluster");
     assert_keys(&mut client, name, 1000).await;
     assert_eq!(
         event_names(ns, "reason=MemberAdded"),
