@@ -141,9 +141,7 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
             Ok(Done::cluster(issued.map_err(|e| e.to_string())?))
         }
         Action::EnsureServices => ensure_services(fx).await,
-        Action::CreateSeed { version, restore } => {
-            create_seed(fx, version, restore.as_ref()).await
-        }
+        Action::CreateSeed { version, restore } => create_seed(fx, version, restore.as_ref()).await,
         Action::StartSeed {
             name,
             token,
@@ -345,7 +343,11 @@ async fn set_version(
 /// `, restoring snapshot <path> (revision N)` for a seed made from one.
 fn from_snapshot(restore: Option<&SnapshotSource>) -> String {
     restore.map_or_else(String::new, |s| {
-        format!(", restoring snapshot {} (revision {})", s.path(), s.revision)
+        format!(
+            ", restoring snapshot {} (revision {})",
+            s.path(),
+            s.revision
+        )
     })
 }
 

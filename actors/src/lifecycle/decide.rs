@@ -325,10 +325,9 @@ fn without_member_list(
             settle(state, Phase::Bootstrapping, actions, why)
         }
         Birth::Unborn => unrecorded_seed(state, obs, &live, error),
-        Birth::Seeding {
-            seed: name,
-            token,
-        } => recorded_seed(state, obs, actions, (name, token), error, seed),
+        Birth::Seeding { seed: name, token } => {
+            recorded_seed(state, obs, actions, (name, token), error, seed)
+        }
     }
 }
 

@@ -78,7 +78,10 @@ pub fn check_readable(snapshot: &str, target: &Version) -> Result<(), Unreadable
     let snapshot: Version = snapshot
         .parse()
         .map_err(|_| Unreadable::BadVersion(snapshot.to_string()))?;
-    let (s, t) = ((snapshot.major, snapshot.minor), (target.major, target.minor));
+    let (s, t) = (
+        (snapshot.major, snapshot.minor),
+        (target.major, target.minor),
+    );
     if s > t {
         return Err(Unreadable::Newer {
             snapshot,
