@@ -35,6 +35,59 @@ pub enum Command {
         #[arg(long, value_enum, default_value = "all")]
         only: crate::api::CrdSelection,
     },
+    /// Fetch a snapshot from an S3 store into a file, checking its size, its sha256 and
+    /// etcd's own checksum (the first init container of a restoring seed).
+    SnapshotFetch(FetchArgs),
+    /// Move a restored data directory into place unless the member has one, and remove
+    /// the fetched snapshot (the last init container of a restoring seed).
+    SnapshotPlace(PlaceArgs),
+}
+
+/// Flags of `snapshot-fetch`.
+#[derive(Debug, Clone, Args)]
+pub struct FetchArgs {
+    /// Bucket.
+    #[arg(long)]
+    pub bucket: String,
+    /// The snapshot's key.
+    #[arg(long)]
+    pub key: String,
+    /// sha256 (hex) it must have.
+    #[arg(long)]
+    pub sha256: String,
+    /// Bytes it must have.
+    #[arg(long)]
+    pub size: u64,
+    /// URL of an S3-compatible store (default: AWS).
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    /// Path-style addressing of the bucket.
+    #[arg(long)]
+    pub force_path_style: bool,
+    /// Directory of the mounted credentials Secret.
+    #[arg(long)]
+    pub credentials: std::path::PathBuf,
+    /// The file to write.
+    #[arg(long)]
+    pub out: std::path::PathBuf,
+    /// Where etcd's tool restores next: a directory left there by an interrupted
+    /// earlier run is set aside first.
+    #[arg(long)]
+    pub restored_dir: Option<std::path::PathBuf>,
+}
+
+/// Flags of `snapshot-place`.
+#[derive(Debug, Clone, Args)]
+pub struct PlaceArgs {
+    /// The data directory etcd's tool restored.
+    #[arg(long)]
+    pub restored_dir: std::path::PathBuf,
+    /// The member's data directory.
+    #[arg(long)]
+    pub data_dir: std::path::PathBuf,
+    /// The fetched snapshot, removed.
+    #[arg(long)]
+    pub snapshot: std::path::PathBuf,
 }
 
 /// Flags of `run`.
@@ -90,6 +143,10 @@ pub struct RunArgs {
     /// Log level: trace, debug, info, warning, error.
     #[arg(long, env = "LOG_LEVEL", default_value = "info", value_parser = parse_level)]
     pub log_level: slog::Level,
+    /// The operator's own image, run by the init containers that fetch a restored seed's
+    /// snapshot (default: read from the operator's pod, POD_NAME in POD_NAMESPACE).
+    #[arg(long, env = "ETCD_OPERATOR_IMAGE")]
+    pub operator_image: Option<String>,
 }
 
 fn parse_level(s: &str) -> Result<slog::Level, String> {
@@ -125,6 +182,7 @@ impl RunArgs {
                 name: self.lease_name.clone(),
             },
             identity,
+            operator_image: self.operator_image.clone(),
         }
     }
 }
@@ -138,8 +196,82 @@ pub fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Some(Command::Run(args)) => run(args),
+        Some(Command::SnapshotFetch(args)) => report(fetch(&args)),
+        Some(Command::SnapshotPlace(args)) => report(place(&args)),
         None => run(cli.run),
     }
+}
+
+/// Prints what a one-shot subcommand did (or why it failed) and exits accordingly.
+fn report(result: Result<String, String>) -> ExitCode {
+    match result {
+        Ok(done) => {
+            println!("{done}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn fetch(args: &FetchArgs) -> Result<String, String> {
+    use crate::restore::fetch::{Expected, fetch_snapshot, s3_credentials, s3_store, set_aside};
+    if let Some(restored) = &args.restored_dir
+        && let Some(aside) =
+            set_aside(restored).map_err(|e| format!("{}: {e}", restored.display()))?
+    {
+        println!(
+            "an interrupted restore's {} was set aside as {}",
+            restored.display(),
+            aside.display()
+        );
+    }
+    let credentials = s3_credentials(&args.credentials).map_err(|e| e.to_string())?;
+    let endpoint = args.endpoint.as_deref().filter(|e| !e.is_empty());
+    let store = s3_store(&args.bucket, endpoint, args.force_path_style, credentials)
+        .map_err(|e| e.to_string())?;
+    let expected = Expected {
+        key: args.key.clone(),
+        sha256: args.sha256.clone(),
+        size: args.size,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting the runtime: {e}"))?;
+    runtime
+        .block_on(fetch_snapshot(&store, &expected, &args.out))
+        .map_err(|e| e.to_string())?;
+    Ok(format!(
+        "fetched {}/{} ({} bytes, sha256 {}, etcd's checksum verified) into {}",
+        args.bucket,
+        args.key,
+        args.size,
+        args.sha256,
+        args.out.display()
+    ))
+}
+
+fn place(args: &PlaceArgs) -> Result<String, String> {
+    use crate::restore::fetch::{Placed, place};
+    let placed = place(&args.restored_dir, &args.data_dir, &args.snapshot)
+        .map_err(|e| format!("placing {}: {e}", args.restored_dir.display()))?;
+    Ok(match placed {
+        Placed::Moved => format!(
+            "the restored data is the member's data directory {}",
+            args.data_dir.display()
+        ),
+        Placed::Kept(aside) => format!(
+            "{} holds data already (an earlier run placed it) and stays; the new copy {}",
+            args.data_dir.display(),
+            aside.map_or("was not made".to_string(), |a| format!(
+                "was set aside as {}",
+                a.display()
+            ))
+        ),
+    })
 }
 
 fn run(args: RunArgs) -> ExitCode {

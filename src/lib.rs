@@ -3,9 +3,10 @@
 //! The actors and the lifecycle they run live in the `etcd-operator-actors` crate
 //! (`actors/`); this crate holds everything that touches the outside world:
 //!
-//! - [`api`]: the `EtcdCluster` and `EtcdBackup` custom resources (CoreOS `v1beta2`
+//! - [`api`]: the `EtcdCluster`, `EtcdBackup` and `EtcdRestore` custom resources (CoreOS `v1beta2`
 //!   compatible) and their CRDs;
 //! - [`backup`]: snapshots of etcd clusters to object stores, and the actors that take them;
+//! - [`restore`]: new clusters from those snapshots (`EtcdRestore`), and the seed's steps;
 //! - [`resources`]: the pods and Services a cluster is made of;
 //! - [`kube_api`]: the Kubernetes side of a cluster (the actors' `ClusterApi` port);
 //! - [`etcd_api`]: etcd's membership API over `etcd-client` (the actors' `EtcdApi` port);
@@ -26,6 +27,7 @@ pub(crate) mod http;
 pub(crate) mod kube_api;
 pub(crate) mod logging;
 pub(crate) mod resources;
+pub mod restore;
 pub mod tls;
 
 pub use error::Error;

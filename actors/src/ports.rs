@@ -5,7 +5,9 @@
 use async_trait::async_trait;
 use serde::Serialize;
 
-use crate::lifecycle::{BootstrapRecord, MemberHealth, MemberView, PodView, Recorded, Version};
+use crate::lifecycle::{
+    BootstrapRecord, MemberHealth, MemberView, PodView, Recorded, SnapshotSource, Version,
+};
 use crate::report::StatusReport;
 
 /// Declares [`EtcdErrorKind`], its metric labels and the list of every kind in one place.
@@ -231,6 +233,9 @@ pub struct MemberPod {
     pub state: InitialState,
     /// A voting member (not a learner): its pod serves clients from the start.
     pub voter: bool,
+    /// The snapshot the pod restores into its data directory before etcd starts (a seed
+    /// of a cluster made by an EtcdRestore); `None` for every other pod.
+    pub restore: Option<SnapshotSource>,
 }
 
 /// A new etcd image for a member's pod, and the marks that go with it (`None` removes a

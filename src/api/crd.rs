@@ -67,6 +67,8 @@ pub enum CrdSelection {
     Etcdclusters,
     /// `EtcdBackup` only (`charts/etcd-operator/crds/etcdbackups...yaml`).
     Etcdbackups,
+    /// `EtcdRestore` only (`charts/etcd-operator/crds/etcdrestores...yaml`).
+    Etcdrestores,
 }
 
 /// The CRDs as the YAML committed in `manifests/` and the chart's `crds/`.
@@ -78,12 +80,14 @@ pub(crate) fn crd_yaml(selection: CrdSelection) -> String {
     };
     let body = match selection {
         CrdSelection::All => format!(
-            "{}---\n{}",
+            "{}---\n{}---\n{}",
             yaml(&crd()),
-            yaml(&super::backup::backup_crd())
+            yaml(&super::backup::backup_crd()),
+            yaml(&super::restore::restore_crd())
         ),
         CrdSelection::Etcdclusters => yaml(&crd()),
         CrdSelection::Etcdbackups => yaml(&super::backup::backup_crd()),
+        CrdSelection::Etcdrestores => yaml(&super::restore::restore_crd()),
     };
     format!("{header}{body}")
 }

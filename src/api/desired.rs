@@ -1,11 +1,12 @@
 //! Reduces an `EtcdCluster` to what the lifecycle decides on.
 
-use etcd_operator_actors::lifecycle::{DesiredCluster, Storage};
+use etcd_operator_actors::lifecycle::{DesiredCluster, SnapshotSource, Storage};
 use kube::ResourceExt;
 
 use super::EtcdCluster;
 use super::names::name_problem;
 use super::quantity;
+use super::restore::ClusterRestore;
 
 /// The lifecycle's view of an EtcdCluster's spec.
 pub(crate) fn desired_cluster(cluster: &EtcdCluster) -> DesiredCluster {
@@ -24,6 +25,23 @@ pub(crate) fn desired_cluster(cluster: &EtcdCluster) -> DesiredCluster {
         uid: cluster.metadata.uid.clone().unwrap_or_default(),
         pod_template: spec.pod_template_digest(),
         storage: storage(cluster),
+        restore: spec.restore.as_ref().map(snapshot_source),
+    }
+}
+
+/// `spec.restore` as the lifecycle takes it.
+pub(crate) fn snapshot_source(restore: &ClusterRestore) -> SnapshotSource {
+    let (bucket, key) = crate::backup::naming::split_path(&restore.s3.path);
+    SnapshotSource {
+        bucket: bucket.to_string(),
+        key: key.to_string(),
+        endpoint: restore.s3.endpoint.clone().filter(|e| !e.is_empty()),
+        force_path_style: restore.s3.force_path_style,
+        secret: restore.s3.aws_secret.clone(),
+        sha256: restore.sha256.clone(),
+        size: u64::try_from(restore.size).unwrap_or(0),
+        etcd_version: restore.etcd_version.clone(),
+        revision: restore.revision,
     }
 }
 

@@ -1,10 +1,11 @@
-//! The `EtcdCluster` and `EtcdBackup` custom resources and their CRDs.
+//! The `EtcdCluster`, `EtcdBackup` and `EtcdRestore` custom resources and their CRDs.
 
 pub mod backup;
 mod crd;
 mod desired;
 pub mod names;
 pub(crate) mod quantity;
+pub mod restore;
 mod spec;
 mod status;
 #[cfg(test)]

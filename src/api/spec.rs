@@ -57,6 +57,16 @@ pub struct EtcdClusterSpec {
     /// certificates with `auto`). It cannot be turned on or off once members exist.
     #[serde(rename = "TLS", default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsPolicy>,
+    /// The snapshot the cluster is born from, written by the EtcdRestore that creates it:
+    /// its seed restores it before etcd starts. Read only before the cluster's one
+    /// bootstrap; it cannot change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": "self == oldSelf",
+        "message": "spec.restore cannot change: it is what the cluster was born from",
+        "reason": "FieldValueForbidden",
+    }]))]
+    pub restore: Option<super::restore::ClusterRestore>,
 }
 
 /// How member pods are built.

@@ -372,6 +372,16 @@ impl BackupStore {
         result.bytes().await.map_err(self.err(key))
     }
 
+    /// Whether an object exists (its metadata is read, not its content): `Ok(())`, or
+    /// [`StoreError::ObjectNotFound`].
+    pub async fn exists(&self, key: &str) -> Result<(), StoreError> {
+        self.store
+            .head(&Path::from(key))
+            .await
+            .map(drop)
+            .map_err(self.err(key))
+    }
+
     /// Streams an object.
     pub async fn get_stream(
         &self,

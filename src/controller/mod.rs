@@ -1,6 +1,6 @@
 //! Runs the operator: leader election, informer caches, the Supervisor fed by the
-//! EtcdCluster watch stream, the Backup supervisor fed by the EtcdBackup watch stream, and
-//! the HTTP endpoints.
+//! EtcdCluster watch stream, the Backup supervisor fed by the EtcdBackup watch stream, the
+//! Restore actor fed by the EtcdRestore watch stream, and the HTTP endpoints.
 //!
 //! Every API call has a deadline: the clients have connect, read and write timeouts (one
 //! client for calls, one with a read timeout longer than a watch lasts for the informers),
@@ -10,6 +10,7 @@
 mod backups;
 pub mod fence;
 mod leader;
+mod restores;
 mod settings;
 mod watch;
 mod wiring;
@@ -254,6 +255,7 @@ fn start_supervisor(
         recorder: Recorder::new(clients.calls.clone(), reporter),
         etcd_timeout: settings.etcd_timeout,
         identities: Identities::default(),
+        operator_image: settings.operator_image.clone(),
     };
 
     let wiring = Arc::new(FencedWiring::new(Arc::new(kube), fence.clone()));
@@ -349,11 +351,17 @@ pub async fn run(settings: Settings, log: Logger) -> Result<(), Error> {
             return Err(Error::LeaseTooLate);
         }
     }
+    let settings = Settings {
+        operator_image: restores::operator_image(&settings, &clients.calls, &log).await,
+        ..settings.clone()
+    };
+    let identity = &settings.identity;
     let _supervisor = start_supervisor(
         &settings, &clients, caches, identity, &fence, telemetry, &log,
     );
     let _backups =
         backups::start_backups(&settings, &clients, identity, &fence, backup_metrics, &log);
+    let _restores = restores::start_restores(&settings, &clients, identity, &fence, &log);
     tokio::select! {
         reason = lead(&election, &fence, settings.lease.elect) => {
             return Err(Error::StoppedLeading(reason));

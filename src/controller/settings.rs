@@ -23,6 +23,9 @@ pub struct Settings {
     pub lease: LeaseSettings,
     /// This replica's identity in the Lease and in Events.
     pub identity: String,
+    /// The operator's own image, which restoring seeds run to fetch their snapshot;
+    /// `None`: read from the operator's pod at start.
+    pub operator_image: Option<String>,
 }
 
 /// The leader-election Lease.

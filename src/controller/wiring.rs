@@ -27,17 +27,22 @@ pub struct KubeWiring {
     pub etcd_timeout: Duration,
     /// The operator's client identity of every TLS cluster, from its Secrets.
     pub identities: Identities,
+    /// The operator's own image (seeds restoring a snapshot run it).
+    pub operator_image: Option<String>,
 }
 
 impl ClusterWiring for KubeWiring {
     fn cluster_api(&self, cluster: &Topology) -> Arc<dyn ClusterApi> {
-        Arc::new(KubeClusterApi::new(
-            self.client.clone(),
-            cluster.clone(),
-            self.caches.clone(),
-            self.recorder.clone(),
-            self.identities.clone(),
-        ))
+        Arc::new(
+            KubeClusterApi::new(
+                self.client.clone(),
+                cluster.clone(),
+                self.caches.clone(),
+                self.recorder.clone(),
+                self.identities.clone(),
+            )
+            .with_operator_image(self.operator_image.clone()),
+        )
     }
 
     fn etcd_api(&self, cluster: &Topology) -> Arc<dyn EtcdApi> {

@@ -70,6 +70,8 @@ pub struct KubeClusterApi {
     classes: ClassCache,
     /// The cluster's TLS Secrets.
     tls: TlsSide,
+    /// The operator's own image: a seed restoring a snapshot runs it to fetch it.
+    operator_image: Option<String>,
 }
 
 /// The kinds of object a cluster creates.
@@ -172,7 +174,14 @@ impl KubeClusterApi {
             written_bootstrap: Mutex::default(),
             conflicts: Mutex::default(),
             classes: ClassCache::default(),
+            operator_image: None,
         }
+    }
+
+    /// The operator's own image, which a seed restoring a snapshot runs to fetch it.
+    pub fn with_operator_image(mut self, image: Option<String>) -> Self {
+        self.operator_image = image;
+        self
     }
 
     /// What the cluster's status remembers, corrected by the bootstrap record this
@@ -516,6 +525,14 @@ impl ClusterApi for KubeClusterApi {
 
     async fn create_member_pod(&self, member: &MemberPod) -> Result<(), ApiError> {
         let cluster = self.cluster()?;
+        if member.restore.is_some() && self.operator_image.is_none() {
+            return Err(ApiError::Other(format!(
+                "seed {} restores a snapshot with the operator's own image, which is unknown \
+                 (set ETCD_OPERATOR_IMAGE, or POD_NAME and POD_NAMESPACE for the operator \
+                 to read it from its pod)",
+                member.name
+            )));
+        }
         let policy = cluster.spec.pod.clone().unwrap_or_default();
         if let Some(spec) = policy.persistent_volume_claim_spec {
             let pvc = PersistentVolumeClaim {
@@ -532,7 +549,7 @@ impl ClusterApi for KubeClusterApi {
             self.create_if_missing(&cluster, Kind::PersistentVolumeClaim, &pvc)
                 .await?;
         }
-        let pod = member_pod(&cluster, member);
+        let pod = member_pod(&cluster, member, self.operator_image.as_deref());
         if self.create_if_missing(&cluster, Kind::Pod, &pod).await? == Created::New {
             self.expectations.created(&member.name);
         }

@@ -370,6 +370,7 @@ fn seed(name: &str) -> MemberPod {
             token: "foo-token".into(),
         },
         voter: true,
+        restore: None,
     }
 }
 

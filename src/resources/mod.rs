@@ -3,6 +3,7 @@
 mod budget;
 pub(crate) mod labels;
 mod pod;
+mod restore;
 mod service;
 mod tls;
 

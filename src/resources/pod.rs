@@ -19,6 +19,7 @@ use etcd_operator_actors::topology::{CLIENT_PORT, PEER_PORT, Topology};
 use super::labels::{
     POD_TEMPLATE_ANNOTATION, TLS_ANNOTATION, VOTER_LABEL, object_labels, owner_reference, selector,
 };
+use super::restore::{credentials_volume, restore_containers};
 use super::tls::{etcd_tls_flags, tls_mounts, tls_readiness_probe, tls_volumes};
 use crate::api::{EtcdCluster, PodPolicy};
 use crate::tls::secret_names;
@@ -26,11 +27,11 @@ use crate::tls::secret_names;
 /// Name of the etcd container in a member pod.
 pub(crate) const ETCD_CONTAINER: &str = "etcd";
 /// Name of the member's data volume in its pod.
-const DATA_VOLUME: &str = "etcd-data";
+pub(crate) const DATA_VOLUME: &str = "etcd-data";
 /// Where the member's data volume is mounted.
-const DATA_MOUNT: &str = "/var/etcd";
+pub(crate) const DATA_MOUNT: &str = "/var/etcd";
 /// etcd's data directory inside the volume.
-const DATA_DIR: &str = "/var/etcd/data";
+pub(crate) const DATA_DIR: &str = "/var/etcd/data";
 /// Init container image when the pod policy names none.
 const DEFAULT_BUSYBOX: &str = "busybox:1.36";
 
@@ -158,13 +159,17 @@ fn anti_affinity(cluster: &str, required: bool) -> Affinity {
     }
 }
 
-/// The pod of `member` in `cluster`.
-pub(crate) fn member_pod(cluster: &EtcdCluster, member: &MemberPod) -> Pod {
+/// The pod of `member` in `cluster`. A seed that restores a snapshot gets the restore's
+/// init containers, which run `operator_image` (the caller makes sure it is known).
+pub(crate) fn member_pod(
+    cluster: &EtcdCluster,
+    member: &MemberPod,
+    operator_image: Option<&str>,
+) -> Pod {
     let name = cluster.name_any();
     let namespace = cluster.namespace().unwrap_or_default();
     let topology = Topology::new(&namespace, &name);
     let policy = cluster.spec.pod.clone().unwrap_or_default();
-    let host = topology.member_host(&member.name);
     let affinity = policy
         .affinity
         .clone()
@@ -186,9 +191,15 @@ pub(crate) fn member_pod(cluster: &EtcdCluster, member: &MemberPod) -> Pod {
             // replacement. One that keeps failing is reported (`CrashLooping`) and
             // replaced only when its last words say its data is unusable.
             restart_policy: Some("Always".into()),
-            init_containers: Some(vec![dns_wait_container(&policy, &host)]),
+            init_containers: Some(init_containers(
+                cluster,
+                &topology,
+                member,
+                &policy,
+                operator_image,
+            )),
             containers: vec![etcd_container(cluster, &topology, member, &policy)],
-            volumes: Some(volumes(cluster, &policy, &member.name)),
+            volumes: Some(volumes(cluster, &policy, member)),
             node_selector: policy.node_selector.clone(),
             tolerations: policy.tolerations.clone(),
             affinity: Some(affinity),
@@ -198,6 +209,34 @@ pub(crate) fn member_pod(cluster: &EtcdCluster, member: &MemberPod) -> Pod {
         }),
         status: None,
     }
+}
+
+/// The DNS wait, then for a seed born from a snapshot the restore's three steps.
+fn init_containers(
+    cluster: &EtcdCluster,
+    topology: &Topology,
+    member: &MemberPod,
+    policy: &PodPolicy,
+    operator_image: Option<&str>,
+) -> Vec<Container> {
+    let mut containers = vec![dns_wait_container(
+        policy,
+        &topology.member_host(&member.name),
+    )];
+    if let (Some(source), Some(operator)) = (&member.restore, operator_image) {
+        let etcd = image(
+            cluster.spec.repository_or_default(),
+            &member.version.to_string(),
+        );
+        containers.extend(restore_containers(
+            topology,
+            member,
+            source,
+            (operator, etcd),
+            cluster.spec.tls_mode(),
+        ));
+    }
+    containers
 }
 
 /// The user's labels, then the cluster's own (which win), and the voter label.
@@ -224,9 +263,13 @@ fn pod_annotations(cluster: &EtcdCluster, policy: &PodPolicy) -> BTreeMap<String
     annotations
 }
 
-/// The member's data volume, and with TLS its three Secrets.
-fn volumes(cluster: &EtcdCluster, policy: &PodPolicy, member: &str) -> Vec<Volume> {
-    let mut volumes = vec![data_volume(policy, member)];
+/// The member's data volume, with TLS its three Secrets, and for a seed born from a
+/// snapshot the store's credentials.
+fn volumes(cluster: &EtcdCluster, policy: &PodPolicy, member: &MemberPod) -> Vec<Volume> {
+    let mut volumes = vec![data_volume(policy, &member.name)];
+    if let Some(source) = &member.restore {
+        volumes.push(credentials_volume(source));
+    }
     if let Some(names) = secret_names(&cluster.name_any(), cluster.spec.tls.as_ref()) {
         volumes.extend(tls_volumes(&names));
     }

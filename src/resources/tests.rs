@@ -38,6 +38,7 @@ fn seed() -> MemberPod {
             token: "demo-0123456789abcdef".into(),
         },
         voter: true,
+        restore: None,
     }
 }
 
@@ -50,6 +51,7 @@ fn joiner() -> MemberPod {
             .initial_cluster(&["demo-seed1".into(), "demo-join2".into()], TlsMode::Off),
         state: InitialState::Existing,
         voter: false,
+        restore: None,
     }
 }
 
@@ -93,7 +95,7 @@ fn joining_member_flags_use_existing_state_and_the_live_member_list() {
 
 #[test]
 fn member_pod_has_hostname_subdomain_owner_and_restarts_in_place() {
-    let pod = member_pod(&cluster(spec(3, "3.5.21")), &seed());
+    let pod = member_pod(&cluster(spec(3, "3.5.21")), &seed(), None);
     let s = pod.spec.as_ref().unwrap();
     assert_eq!(s.hostname.as_deref(), Some("demo-seed1"));
     assert_eq!(s.subdomain.as_deref(), Some("demo"));
@@ -117,7 +119,7 @@ fn member_pod_has_hostname_subdomain_owner_and_restarts_in_place() {
 
 #[test]
 fn init_container_waits_for_the_members_own_dns_name() {
-    let pod = member_pod(&cluster(spec(3, "3.5.21")), &seed());
+    let pod = member_pod(&cluster(spec(3, "3.5.21")), &seed(), None);
     let init = &pod.spec.unwrap().init_containers.unwrap()[0];
     let script = &init.command.as_ref().unwrap()[2];
     assert!(
@@ -145,7 +147,7 @@ fn pod_policy_reaches_the_pod() {
         }]),
         ..PodPolicy::default()
     });
-    let pod = member_pod(&cluster(s), &seed());
+    let pod = member_pod(&cluster(s), &seed(), None);
     assert_eq!(pod.metadata.labels.as_ref().unwrap()["team"], "infra");
     let ps = pod.spec.unwrap();
     assert_eq!(ps.node_selector.unwrap()["disk"], "ssd");
@@ -191,7 +193,7 @@ fn headless_service_publishes_not_ready_addresses() {
 fn only_voting_members_are_behind_the_client_service() {
     let c = cluster(spec(3, "3.5.21"));
     let selector = client_service(&c).spec.unwrap().selector.unwrap();
-    let labels = |m: &MemberPod| member_pod(&c, m).metadata.labels.unwrap();
+    let labels = |m: &MemberPod| member_pod(&c, m, None).metadata.labels.unwrap();
     let selects = |l: &std::collections::BTreeMap<String, String>| {
         selector.iter().all(|(k, v)| l.get(k) == Some(v))
     };
@@ -209,7 +211,7 @@ fn only_voting_members_are_behind_the_client_service() {
 #[test]
 fn member_pods_carry_the_digest_of_the_pod_policy_they_were_made_from() {
     let c = cluster(spec(3, "3.5.21"));
-    let annotations = member_pod(&c, &seed()).metadata.annotations.unwrap();
+    let annotations = member_pod(&c, &seed(), None).metadata.annotations.unwrap();
     assert_eq!(
         annotations.get(labels::POD_TEMPLATE_ANNOTATION),
         Some(&c.spec.pod_template_digest())
@@ -234,7 +236,10 @@ fn member_pods_carry_the_digest_of_the_pod_policy_they_were_made_from() {
 fn anti_affinity_of(policy: Option<PodPolicy>) -> Option<k8s_openapi::api::core::v1::Affinity> {
     let mut s = spec(3, "3.5.21");
     s.pod = policy;
-    member_pod(&cluster(s), &seed()).spec.unwrap().affinity
+    member_pod(&cluster(s), &seed(), None)
+        .spec
+        .unwrap()
+        .affinity
 }
 
 #[test]
@@ -343,7 +348,7 @@ fn tls_members_use_https_dns_urls_and_require_client_certificates() {
 
 #[test]
 fn tls_member_pods_mount_coreos_secrets_and_probe_readiness_over_tls() {
-    let pod = member_pod(&cluster(static_tls_spec()), &seed());
+    let pod = member_pod(&cluster(static_tls_spec()), &seed(), None);
     let annotations = pod.metadata.annotations.as_ref().unwrap();
     assert_eq!(annotations["etcd.database.coreos.com/tls"], "Static");
     let s = pod.spec.unwrap();
@@ -383,7 +388,7 @@ fn tls_member_pods_mount_coreos_secrets_and_probe_readiness_over_tls() {
 #[test]
 fn plain_member_pods_keep_their_digest_and_are_marked_without_tls() {
     let plain = cluster(spec(3, "3.5.21"));
-    let pod = member_pod(&plain, &seed());
+    let pod = member_pod(&plain, &seed(), None);
     assert_eq!(
         pod.metadata.annotations.as_ref().unwrap()["etcd.database.coreos.com/tls"],
         "Off"
@@ -392,4 +397,144 @@ fn plain_member_pods_keep_their_digest_and_are_marked_without_tls() {
         plain.spec.pod_template_digest(),
         static_tls_spec().pod_template_digest()
     );
+}
+
+/// The seed of a cluster born from a snapshot.
+fn restoring_seed(version: &str) -> MemberPod {
+    MemberPod {
+        version: version.parse().unwrap(),
+        restore: Some(etcd_operator_actors::lifecycle::SnapshotSource {
+            bucket: "etcd-backups".into(),
+            key: "ns/prod/prod_20261130T103300.123Z_r1234.db".into(),
+            endpoint: Some("http://10.255.0.1:7480".into()),
+            force_path_style: true,
+            secret: "aws".into(),
+            sha256: "0f".repeat(32),
+            size: 8224,
+            etcd_version: "3.5.35".into(),
+            revision: 1234,
+        }),
+        ..seed()
+    }
+}
+
+fn init_containers(
+    pod: &k8s_openapi::api::core::v1::Pod,
+) -> Vec<k8s_openapi::api::core::v1::Container> {
+    pod.spec.clone().unwrap().init_containers.unwrap()
+}
+
+#[test]
+fn a_restoring_seed_fetches_restores_and_places_its_data_before_etcd_starts() {
+    let c = cluster(spec(3, "3.5.35"));
+    let pod = member_pod(
+        &c,
+        &restoring_seed("3.5.35"),
+        Some("localhost/etcd-operator:dev"),
+    );
+    let inits = init_containers(&pod);
+    let names: Vec<&str> = inits.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "check-dns",
+            "fetch-snapshot",
+            "restore-snapshot",
+            "place-data"
+        ]
+    );
+    // Fetch: the operator's image, the exact object and its sha256 and size, the Secret.
+    let fetch = &inits[1];
+    assert_eq!(fetch.image.as_deref(), Some("localhost/etcd-operator:dev"));
+    let args = fetch.args.clone().unwrap();
+    assert_eq!(args[0], "snapshot-fetch");
+    for want in [
+        "--bucket=etcd-backups",
+        "--key=ns/prod/prod_20261130T103300.123Z_r1234.db",
+        &format!("--sha256={}", "0f".repeat(32)),
+        "--size=8224",
+        "--endpoint=http://10.255.0.1:7480",
+        "--force-path-style",
+        "--out=/var/etcd/restore.db",
+    ] {
+        assert!(
+            args.iter().any(|a| a == want),
+            "{want} missing from {args:?}"
+        );
+    }
+    assert_eq!(
+        fetch.security_context.as_ref().unwrap().run_as_non_root,
+        Some(true)
+    );
+    // Restore: etcd's own tool in the member's etcd image, as the seed of the new cluster.
+    let restore = &inits[2];
+    assert_eq!(
+        restore.image.as_deref(),
+        Some("quay.io/coreos/etcd:v3.5.35")
+    );
+    let command = restore.command.clone().unwrap();
+    assert_eq!(
+        &command[..4],
+        [
+            "/usr/local/bin/etcdutl",
+            "snapshot",
+            "restore",
+            "/var/etcd/restore.db"
+        ]
+    );
+    let t = Topology::new("prod", "demo");
+    for want in [
+        "--name=demo-seed1".to_string(),
+        format!(
+            "--initial-cluster={}",
+            t.initial_cluster(&["demo-seed1".into()], TlsMode::Off)
+        ),
+        format!(
+            "--initial-advertise-peer-urls={}",
+            t.peer_url("demo-seed1", TlsMode::Off)
+        ),
+        "--initial-cluster-token=demo-0123456789abcdef".to_string(),
+        "--data-dir=/var/etcd/restored".to_string(),
+    ] {
+        assert!(command.contains(&want), "{want} missing from {command:?}");
+    }
+    // Place: then etcd starts on /var/etcd/data as any seed does.
+    assert_eq!(inits[3].args.clone().unwrap()[0], "snapshot-place");
+    let volumes = pod.spec.unwrap().volumes.unwrap();
+    let secret = volumes
+        .iter()
+        .find(|v| v.name == "restore-credentials")
+        .unwrap();
+    assert_eq!(
+        secret.secret.as_ref().unwrap().secret_name.as_deref(),
+        Some("aws")
+    );
+}
+
+#[test]
+fn etcd_3_4_restores_with_etcdctl_and_other_pods_get_no_restore_steps() {
+    let c = cluster(spec(3, "3.4.23"));
+    let pod = member_pod(&c, &restoring_seed("3.4.23"), Some("op:1"));
+    let restore = &init_containers(&pod)[2];
+    assert_eq!(
+        restore.command.clone().unwrap()[0],
+        "/usr/local/bin/etcdctl"
+    );
+    let env = restore.env.clone().unwrap();
+    assert!(
+        env.iter()
+            .any(|e| e.name == "ETCDCTL_API" && e.value.as_deref() == Some("3"))
+    );
+    for member in [seed(), joiner()] {
+        let pod = member_pod(&c, &member, Some("op:1"));
+        assert_eq!(init_containers(&pod).len(), 1, "only the DNS wait");
+        assert!(
+            !pod.spec
+                .unwrap()
+                .volumes
+                .unwrap()
+                .iter()
+                .any(|v| v.name == "restore-credentials")
+        );
+    }
 }

@@ -3,6 +3,7 @@
 #
 #   $CACHE/k8s/<K8S_VERSION>/bin/{kube-apiserver,kube-controller-manager}
 #   $CACHE/etcd/v3.X.Y/bin/{etcd,etcdctl}     and the link $CACHE/etcd/v3.X -> v3.X.Y
+#   $CACHE/etcd/v3.X.Y/bin/etcdutl            (3.5 and later: restores from snapshots)
 #   $CACHE/helm/<HELM_VERSION>/bin/helm       (the chart's lint, render and drift checks)
 #   $CACHE/k8s/<K8S_VERSION>/bin/kube-proxy   (the pod network: Service routing)
 #   $CACHE/k8s/<K8S_VERSION>/bin/kube-scheduler  (places pods on the environment's nodes)
@@ -252,7 +253,7 @@ build_k8s_extra() {
 }
 
 # ---------------------------------------------------------------------------
-# etcd: etcd and etcdctl
+# etcd: etcd and etcdctl (and etcdutl)
 # ---------------------------------------------------------------------------
 # Newest stable (no pre-release) v3.<minor>.N of the etcd server the proxy serves.
 newest_etcd() {
@@ -288,6 +289,23 @@ build_etcd_version() {
     log "etcd $version: built in $((SECONDS - BUILD_START))s -> $dir/bin"
 }
 
+# etcdutl (3.5 and later; 3.4's restore is etcdctl's) beside etcd and etcdctl, in the same
+# wrapper module, checked on its own: a cache made before it existed gains it alone.
+etcdutl_build() {
+    go get "go.etcd.io/etcd/etcdutl/v3@$version"
+    "${GO_BUILD[@]}" -o "$dir/bin.partial/etcdutl" go.etcd.io/etcd/etcdutl/v3
+    smoke "${version#v}" "$dir/bin.partial/etcdutl" version
+}
+
+build_etcdutl() {
+    local version=$1
+    local dir="$CACHE/etcd/$version"
+    [[ $version =~ ^v3\.([0-9]+)\. ]] && ((BASH_REMATCH[1] >= 5)) || return 0
+    prepare "etcdutl $version" "$dir" "$dir/bin/etcdutl" || return 0
+    build_into "$dir" etcdutl_build
+    log "etcdutl $version: built in $((SECONDS - BUILD_START))s -> $dir/bin"
+}
+
 # Build one entry of ETCD_VERSIONS ("3.5" or "v3.5.21") and point the minor's
 # link ($CACHE/etcd/v3.5) at it, so callers can find "the 3.5" without knowing N.
 build_etcd() {
@@ -310,6 +328,7 @@ build_etcd() {
     fi
 
     build_etcd_version "$version"
+    build_etcdutl "$version"
 
     # Atomic link update: make it under a temporary name, then rename over.
     mkdir -p "$CACHE/etcd"

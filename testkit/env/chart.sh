@@ -33,7 +33,7 @@ HELM_VERSION=${HELM_VERSION:-v3.22.0}
 HELM="$CACHE/helm/$HELM_VERSION/bin/helm"
 CHART="$ROOT/charts/etcd-operator"
 # The chart's crds/ holds one file per CRD, named after it.
-CRD_KINDS=(etcdclusters etcdbackups)
+CRD_KINDS=(etcdclusters etcdbackups etcdrestores)
 RELEASE=etcd-operator
 NAMESPACE=etcd-operator
 # The scoped render of the checks: its own release and namespaces.

@@ -516,3 +516,52 @@ impl Drop for Cordoned {
         let _ = kubectl(&["uncordon", &self.0], None);
     }
 }
+
+// The local environment's object store (versitygw at the host's pod-network address,
+// started by `make up`), shared by the backup and restore scenarios.
+
+/// The bucket `make up` makes.
+pub const BUCKET: &str = "etcd-backups";
+
+/// A file of the S3 server's settings (`access-key`, `secret-key`, `endpoint`).
+pub fn s3_file(name: &str) -> String {
+    std::fs::read_to_string(env_dir().join("s3").join(name))
+        .unwrap_or_else(|e| panic!("reading s3/{name} of the local environment: {e}"))
+        .trim()
+        .to_string()
+}
+
+/// The Secret `aws` with the S3 server's keys, in the `accessKey`/`secretKey` layout.
+pub fn create_secret(ns: &str) {
+    let (ok, out) = kubectl(
+        &[
+            "create",
+            "secret",
+            "generic",
+            "aws",
+            "-n",
+            ns,
+            &format!("--from-literal=accessKey={}", s3_file("access-key")),
+            &format!("--from-literal=secretKey={}", s3_file("secret-key")),
+        ],
+        None,
+    );
+    assert!(ok, "{out}");
+}
+
+/// An EtcdBackup laid out as the CoreOS operator's examples are, plus `extra` spec lines.
+pub fn backup_yaml(ns: &str, name: &str, target: &str, path: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: \"etcd.database.coreos.com/v1beta2\"\nkind: \"EtcdBackup\"\nmetadata:\n  \
+         name: {name}\n  namespace: {ns}\nspec:\n  {target}\n  storageType: S3\n{extra}  s3:\n    \
+         path: {path}\n    awsSecret: aws\n    endpoint: {}\n    forcePathStyle: true\n",
+        s3_file("endpoint")
+    )
+}
+
+/// An object as `kubectl get -o json` prints it.
+pub fn object_json(kind: &str, ns: &str, name: &str) -> serde_json::Value {
+    let (ok, out) = kubectl(&["get", kind, name, "-n", ns, "-o", "json"], None);
+    assert!(ok, "{out}");
+    serde_json::from_str(&out).expect("kubectl prints JSON")
+}

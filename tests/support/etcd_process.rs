@@ -110,6 +110,7 @@ pub struct EtcdProcess {
     peer_url: String,
     args: Vec<String>,
     dir: PathBuf,
+    bin: PathBuf,
     child: Option<Child>,
 }
 
@@ -181,9 +182,32 @@ impl EtcdProcess {
             peer_url,
             args,
             dir,
+            bin: etcd_bin(),
             child: None,
         };
         member.launch();
+        member
+    }
+
+    /// Starts member `m` of `net` named `name` with the etcd binary `bin` on a data
+    /// directory made beforehand by `make_data` (given the path it must create, inside the
+    /// member's temporary directory): a member restored from a snapshot. Waits until it
+    /// answers with a leader.
+    pub async fn start_on_data(
+        net: &Loopback,
+        m: u8,
+        name: &str,
+        bin: &Path,
+        make_data: impl FnOnce(&Path),
+    ) -> Self {
+        let mut member = Self::spawn(net, m, name, &net.cluster_entry(name, m), "new");
+        member.stop();
+        let data = member.dir.join("data");
+        let _ = fs::remove_dir_all(&data);
+        make_data(&data);
+        member.bin = bin.to_path_buf();
+        member.launch();
+        member.wait_ready().await;
         member
     }
 
@@ -194,13 +218,13 @@ impl EtcdProcess {
             .open(self.log_path())
             .expect("open the member's log file");
         let stderr = log.try_clone().expect("clone the log file handle");
-        let child = Command::new(etcd_bin())
+        let child = Command::new(&self.bin)
             .args(&self.args)
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(stderr)
             .spawn()
-            .unwrap_or_else(|e| panic!("start {}: {e}", etcd_bin().display()));
+            .unwrap_or_else(|e| panic!("start {}: {e}", self.bin.display()));
         self.child = Some(child);
     }
 

@@ -4,7 +4,7 @@
 use actix::Addr;
 use serde::Serialize;
 
-use crate::lifecycle::{Action, BootstrapRecord, MemberView, TlsMode, Version};
+use crate::lifecycle::{Action, BootstrapRecord, MemberView, SnapshotSource, TlsMode, Version};
 use crate::member_client::{
     AddMember, ListMembers, MemberClient, PromoteMember, RemoveMember, ask,
 };
@@ -141,14 +141,18 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
             Ok(Done::cluster(issued.map_err(|e| e.to_string())?))
         }
         Action::EnsureServices => ensure_services(fx).await,
-        Action::CreateSeed { version } => create_seed(fx, version).await,
+        Action::CreateSeed { version, restore } => create_seed(fx, version, restore.as_ref()).await,
         Action::StartSeed {
             name,
             token,
             version,
+            restore,
         } => {
-            start_seed(fx, name, token, version).await?;
-            let note = format!("started recorded seed member {name} (etcd {version})");
+            start_seed(fx, name, token, version, restore.as_ref()).await?;
+            let note = format!(
+                "started recorded seed member {name} (etcd {version}){}",
+                from_snapshot(restore.as_ref())
+            );
             Ok(Done::member(note, name))
         }
         Action::AddMember { learner, version } => add_member(fx, *learner, version).await,
@@ -165,6 +169,7 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
                 initial_cluster: fx.topology.initial_cluster(peers, fx.tls),
                 state: InitialState::Existing,
                 voter: *voter,
+                restore: None,
             };
             let created = fx.kube.create_member_pod(&pod).await;
             created.map_err(|e| format!("creating pod {name}: {e}"))?;
@@ -260,7 +265,11 @@ async fn ensure_services(fx: &Effectors<'_>) -> Result<Done, Failure> {
 }
 
 /// Names the seed, records it in status (before its pod exists), then creates its pod.
-async fn create_seed(fx: &Effectors<'_>, version: &Version) -> Result<Done, Failure> {
+async fn create_seed(
+    fx: &Effectors<'_>,
+    version: &Version,
+    restore: Option<&SnapshotSource>,
+) -> Result<Done, Failure> {
     let t = fx.topology;
     let name = t.new_member_name(&mut rand::rng());
     let token = format!("{}-{:016x}", t.name, rand::random::<u64>());
@@ -268,8 +277,11 @@ async fn create_seed(fx: &Effectors<'_>, version: &Version) -> Result<Done, Fail
         .record_bootstrap(&BootstrapRecord::seed(&name, &token))
         .await
         .map_err(|e| format!("recording the seed {name} in status: {e}"))?;
-    start_seed(fx, &name, &token, version).await?;
-    let note = format!("created seed member {name} (etcd {version})");
+    start_seed(fx, &name, &token, version, restore).await?;
+    let note = format!(
+        "created seed member {name} (etcd {version}){}",
+        from_snapshot(restore)
+    );
     Ok(Done::member(note, &name))
 }
 
@@ -328,12 +340,25 @@ async fn set_version(
     Ok(Done::member(note, name))
 }
 
-/// Creates the seed's pod: `--initial-cluster-state=new` under the recorded token.
+/// `, restoring snapshot <path> (revision N)` for a seed made from one.
+fn from_snapshot(restore: Option<&SnapshotSource>) -> String {
+    restore.map_or_else(String::new, |s| {
+        format!(
+            ", restoring snapshot {} (revision {})",
+            s.path(),
+            s.revision
+        )
+    })
+}
+
+/// Creates the seed's pod: `--initial-cluster-state=new` under the recorded token, after
+/// restoring `restore` into its data directory when given.
 async fn start_seed(
     fx: &Effectors<'_>,
     name: &str,
     token: &str,
     version: &Version,
+    restore: Option<&SnapshotSource>,
 ) -> Result<(), String> {
     let pod = MemberPod {
         name: name.to_string(),
@@ -343,6 +368,7 @@ async fn start_seed(
             token: token.to_string(),
         },
         voter: true,
+        restore: restore.cloned(),
     };
     fx.kube
         .create_member_pod(&pod)
@@ -375,6 +401,7 @@ async fn start_joining_pod(
         initial_cluster: fx.topology.initial_cluster(&names, fx.tls),
         state: InitialState::Existing,
         voter: members.iter().any(|m| m.id == id && !m.is_learner),
+        restore: None,
     };
     fx.kube
         .create_member_pod(&pod)

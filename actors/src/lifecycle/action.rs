@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::Version;
+use super::{SnapshotSource, Version};
 
 /// One step the Cluster actor must perform. A decision returns a short list of these;
 /// the actor executes them in order and stops at the first failure.
@@ -20,6 +20,9 @@ pub enum Action {
     CreateSeed {
         /// etcd version of the seed.
         version: Version,
+        /// The snapshot the seed's pod restores into its data directory before etcd
+        /// starts; `None`: an empty cluster.
+        restore: Option<SnapshotSource>,
     },
     /// Create the pod of the seed already recorded in the status, under its recorded name
     /// and token (its pod is missing: never created, or deleted because it never started
@@ -31,6 +34,8 @@ pub enum Action {
         token: String,
         /// etcd version of the seed.
         version: Version,
+        /// The snapshot the seed's pod restores first, as for `CreateSeed`.
+        restore: Option<SnapshotSource>,
     },
     /// `member add` a new member (as a learner when `learner`), then start its pod with
     /// `--initial-cluster` built from the member list etcd returned.

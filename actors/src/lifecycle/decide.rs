@@ -26,7 +26,7 @@ use std::collections::BTreeSet;
 
 use super::{
     Action, Birth, Deadlines, DesiredCluster, MemberView, Membership, Observation, Phase, PodView,
-    Reason, State, UpgradePath, Version, Why,
+    Reason, SnapshotSource, State, UpgradePath, Version, Why, check_readable,
 };
 use super::{crash, rollout, tls, volumes};
 use super::{transition, upgrade};
@@ -108,7 +108,11 @@ fn step(
     match &obs.membership {
         Membership::Unreachable { error } => {
             let birth = Birth::of(&state, obs);
-            without_member_list(state, obs, birth, error, &target)
+            let seed = Seed {
+                version: &target,
+                restore: spec.restore.as_ref(),
+            };
+            without_member_list(state, obs, birth, error, seed)
         }
         Membership::Listed { members, .. } => {
             track_timers(&mut state, obs, members);
@@ -241,13 +245,35 @@ fn check_spec(spec: &DesiredCluster) -> Result<Version, Why> {
         .map_err(|e| Why::new(Reason::InvalidSpec, format!("spec.version: {e}")))
 }
 
+/// What a seed is made from: the version to run and the snapshot to restore, if any.
+#[derive(Debug, Clone, Copy)]
+struct Seed<'a> {
+    version: &'a Version,
+    restore: Option<&'a SnapshotSource>,
+}
+
+/// A cluster to be born from a snapshot its version cannot read gets no seed.
+fn unreadable_snapshot(birth: Birth<'_>, seed: Seed<'_>) -> Option<Why> {
+    let source = seed.restore.filter(|_| !birth.is_born())?;
+    let problem = check_readable(&source.etcd_version, seed.version).err()?;
+    Some(Why::new(
+        Reason::RestoreRefused,
+        format!(
+            "spec.restore names snapshot {}: {problem}; no member is created (set \
+             spec.version to a version that can read it)",
+            source.path()
+        ),
+    ))
+}
+
 fn without_member_list(
     state: State,
     obs: &Observation,
     birth: Birth<'_>,
     error: &str,
-    target: &Version,
+    seed: Seed<'_>,
 ) -> Decision {
+    let target = seed.version;
     // Missing Services are recreated whatever else happens: without the headless Service
     // the members cannot even find each other, and creating it never touches data.
     let mut actions = Vec::new();
@@ -258,6 +284,9 @@ fn without_member_list(
     let block = |state, why: Why, actions| {
         settle(state, Phase::Blocked { reason: why.reason }, actions, why)
     };
+    if let Some(why) = unreadable_snapshot(birth, seed) {
+        return block(state, why, actions);
+    }
     if let (Birth::Born { .. }, Some(on)) = (birth, volumes::without_member_list(obs, target)) {
         let mut d = on_volumes(state, on);
         actions.append(&mut d.actions);
@@ -290,17 +319,26 @@ fn without_member_list(
         Birth::Unborn if obs.pods.is_empty() => {
             actions.push(Action::CreateSeed {
                 version: target.clone(),
+                restore: seed.restore.cloned(),
             });
-            let why = Why::new(
-                Reason::CreatingSeed,
-                "no members yet: creating the seed member",
-            );
+            let why = Why::new(Reason::CreatingSeed, creating_seed_message(seed));
             settle(state, Phase::Bootstrapping, actions, why)
         }
         Birth::Unborn => unrecorded_seed(state, obs, &live, error),
-        Birth::Seeding { seed, token } => {
-            recorded_seed(state, obs, actions, (seed, token), error, target)
+        Birth::Seeding { seed: name, token } => {
+            recorded_seed(state, obs, actions, (name, token), error, seed)
         }
+    }
+}
+
+fn creating_seed_message(seed: Seed<'_>) -> String {
+    match seed.restore {
+        Some(source) => format!(
+            "no members yet: creating the seed member from snapshot {} (revision {})",
+            source.path(),
+            source.revision
+        ),
+        None => "no members yet: creating the seed member".to_string(),
     }
 }
 
@@ -334,13 +372,15 @@ fn recorded_seed(
     mut actions: Vec<Action>,
     (seed, token): (&str, &str),
     error: &str,
-    target: &Version,
+    made_from: Seed<'_>,
 ) -> Decision {
+    let target = made_from.version;
     let Some(pod) = obs.pod(seed) else {
         actions.push(Action::StartSeed {
             name: seed.to_string(),
             token: token.to_string(),
             version: target.clone(),
+            restore: made_from.restore.cloned(),
         });
         let why = Why::new(
             Reason::CreatingSeed,

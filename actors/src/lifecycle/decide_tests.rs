@@ -73,7 +73,8 @@ fn empty_cluster_creates_services_and_seed() {
         vec![
             Action::EnsureServices,
             Action::CreateSeed {
-                version: "3.5.21".parse().unwrap()
+                version: "3.5.21".parse().unwrap(),
+                restore: None,
             }
         ]
     );
@@ -181,6 +182,7 @@ fn a_recorded_seed_without_a_pod_is_started_under_its_recorded_name_and_token() 
             name: "demo-seed".into(),
             token: "demo-token".into(),
             version: VERSION.parse().unwrap(),
+            restore: None,
         }]
     );
 }
@@ -1440,4 +1442,74 @@ fn no_decision_from_any_phase_on_any_observation_breaks_the_state_machine() {
             }
         }
     }
+}
+
+/// A spec whose seed restores a snapshot taken by etcd `snapshot_version`.
+fn restoring(size: u32, version: &str, snapshot_version: &str) -> DesiredCluster {
+    DesiredCluster {
+        restore: Some(SnapshotSource {
+            bucket: "etcd-backups".into(),
+            key: "prod/prod_20261130T103300.123Z_r4021.db".into(),
+            endpoint: Some("http://10.255.0.1:7480".into()),
+            force_path_style: true,
+            secret: "aws".into(),
+            sha256: "ab".repeat(32),
+            size: 4096,
+            etcd_version: snapshot_version.into(),
+            revision: 4021,
+        }),
+        ..spec(size, version)
+    }
+}
+
+#[test]
+fn a_cluster_made_from_a_snapshot_seeds_from_it() {
+    let obs = World::empty(Instant::now()).build();
+    let spec = restoring(3, "3.5.35", "3.5.35");
+    let d = run(State::default(), &obs, &spec);
+    assert_eq!(
+        d.actions,
+        vec![Action::CreateSeed {
+            version: "3.5.35".parse().unwrap(),
+            restore: spec.restore.clone(),
+        }]
+    );
+    assert_eq!(d.why.reason, Reason::CreatingSeed);
+    assert!(d.why.message.contains("revision 4021"), "{}", d.why.message);
+}
+
+#[test]
+fn a_recorded_seed_of_a_restore_is_started_again_from_the_same_snapshot() {
+    let obs = World::empty(Instant::now()).seeding("demo-seed").build();
+    let spec = restoring(3, "3.5.35", "3.5.35");
+    let d = run(State::default(), &obs, &spec);
+    assert!(
+        matches!(d.actions.as_slice(), [Action::StartSeed { restore, .. }] if *restore == spec.restore),
+        "{:?}",
+        d.actions
+    );
+}
+
+#[test]
+fn a_snapshot_the_version_cannot_read_gets_no_seed() {
+    for (target, snapshot) in [("3.5.35", "3.6.16"), ("3.6.16", "3.4.23")] {
+        let obs = World::empty(Instant::now()).build();
+        let d = run(State::default(), &obs, &restoring(3, target, snapshot));
+        assert_idle(&d, Reason::RestoreRefused);
+        assert!(matches!(d.state.phase, Phase::Blocked { .. }));
+        assert!(d.why.message.contains(snapshot), "{}", d.why.message);
+    }
+}
+
+#[test]
+fn a_born_cluster_never_reads_its_snapshot_again() {
+    // Every member's pod gone: a born cluster is never seeded, with or without a snapshot.
+    let obs = World::empty(Instant::now()).born().build();
+    let d = run(State::default(), &obs, &restoring(3, "3.5.35", "3.5.35"));
+    assert_no_action!(d, Action::CreateSeed { .. } | Action::StartSeed { .. });
+    assert_eq!(d.why.reason, Reason::AllMembersLost);
+    // Nor is its snapshot's version checked any more: a later version change is an upgrade.
+    let running = World::healthy(Instant::now(), 3, "3.5.35").build();
+    let d = run(running_state(), &running, &restoring(3, "3.5.35", "3.4.23"));
+    assert_ne!(d.why.reason, Reason::RestoreRefused);
 }

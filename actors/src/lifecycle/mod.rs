@@ -7,6 +7,7 @@ mod crash;
 mod decide;
 mod observation;
 mod reason;
+mod restore;
 mod rollout;
 mod spec;
 mod state;
@@ -32,6 +33,7 @@ pub use observation::{
     PodView,
 };
 pub use reason::{Reason, Why};
+pub use restore::{SnapshotSource, Unreadable, check_readable, restores_with_etcdutl};
 pub use spec::{DesiredCluster, Storage};
 pub use state::{Deadlines, Phase, State};
 pub use tls::{CertificateInfo, TlsMode, TlsObservation};

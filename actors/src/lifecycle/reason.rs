@@ -113,6 +113,8 @@ reasons! {
     VersionSkipRefused,
     /// An upgraded member did not become healthy by its deadline.
     UpgradeFailed,
+    /// `spec.restore` names a snapshot the cluster's etcd version cannot read.
+    RestoreRefused,
     /// The decision broke the state machine's rules (a bug); nothing was done.
     IllegalTransition,
 }
@@ -143,6 +145,7 @@ impl Reason {
                 | Reason::DowngradeRefused
                 | Reason::VersionSkipRefused
                 | Reason::UpgradeFailed
+                | Reason::RestoreRefused
                 | Reason::IllegalTransition
         )
     }

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::TlsMode;
+use super::{SnapshotSource, TlsMode};
 
 /// The desired shape of one etcd cluster, taken from its `EtcdCluster` spec.
 ///
@@ -31,6 +31,9 @@ pub struct DesiredCluster {
     /// The storage each member's claim asks for (`spec.pod.persistentVolumeClaimSpec`),
     /// when members are on claims.
     pub storage: Option<Storage>,
+    /// The snapshot the seed restores before it starts (`spec.restore`, written by an
+    /// EtcdRestore): read only while the cluster has never bootstrapped.
+    pub restore: Option<SnapshotSource>,
 }
 
 /// A storage request: as written, and in bytes.
@@ -55,6 +58,7 @@ impl DesiredCluster {
             uid: String::new(),
             pod_template: String::new(),
             storage: None,
+            restore: None,
         }
     }
 }

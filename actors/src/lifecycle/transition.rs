@@ -130,11 +130,13 @@ mod tests {
         [
             Action::CreateSeed {
                 version: version.clone(),
+                restore: None,
             },
             Action::StartSeed {
                 name: "demo-abcde".into(),
                 token: "t".into(),
                 version,
+                restore: None,
             },
         ]
     }

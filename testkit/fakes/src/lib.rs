@@ -825,6 +825,7 @@ mod tests {
             initial_cluster: demo().initial_cluster(&["demo-seed".into()], TlsMode::Off),
             state: InitialState::New { token: "t".into() },
             voter: true,
+            restore: None,
         };
         fake.create_member_pod(&seed).await.unwrap();
         let list = fake.list(&endpoints(&fake)).await.unwrap();
@@ -859,6 +860,7 @@ mod tests {
             initial_cluster: String::new(),
             state: InitialState::Existing,
             voter: false,
+            restore: None,
         };
         fake.create_member_pod(&pod).await.unwrap();
         fake.promote(&eps, added.id).await.unwrap();

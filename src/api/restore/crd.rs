@@ -1,0 +1,60 @@
+//! The EtcdRestore CRD generated from the Rust types, with the rules (CEL) the types
+//! cannot say.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, ValidationRule,
+};
+use kube::CustomResourceExt;
+use serde_json::json;
+
+use super::EtcdRestore;
+
+/// The CRD of `EtcdRestore`: the schema of the types plus rules refusing a storage type
+/// without its store, a `clusterSpec` with a `restore` of its own, and a `clusterSpec`
+/// version that is not a release.
+pub fn restore_crd() -> CustomResourceDefinition {
+    let mut crd = EtcdRestore::crd();
+    for version in &mut crd.spec.versions {
+        let Some(spec) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            .and_then(|s| s.properties.as_mut())
+            .and_then(|p| p.get_mut("spec"))
+        else {
+            continue;
+        };
+        spec.x_kubernetes_validations = Some(spec_rules());
+    }
+    crd
+}
+
+fn rule(rule: &str, message: &str) -> ValidationRule {
+    serde_json::from_value(json!({
+        "rule": rule,
+        "message": message,
+        "reason": "FieldValueInvalid",
+    }))
+    .expect("a well-formed validation rule")
+}
+
+fn spec_rules() -> Vec<ValidationRule> {
+    vec![
+        rule(
+            "self.backupStorageType == 'S3' && has(self.s3)",
+            "backupStorageType S3 needs s3",
+        ),
+        rule(
+            "!has(self.clusterSpec) || !has(self.clusterSpec.restore)",
+            "clusterSpec.restore is the operator's: the restore writes it from the snapshot",
+        ),
+        rule(
+            &format!(
+                "!has(self.clusterSpec) || !has(self.clusterSpec.version) || \
+                 self.clusterSpec.version.matches(r'{}')",
+                crate::api::crd::VERSION_PATTERN
+            ),
+            "clusterSpec.version must be a release version like 3.5.35",
+        ),
+    ]
+}

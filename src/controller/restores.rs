@@ -1,0 +1,102 @@
+//! Starts the Restore actor, fed by the EtcdRestore watch, once this replica leads; and
+//! finds the operator's own image, which a restoring seed's init containers run.
+
+use std::sync::Arc;
+
+use actix::{Actor, AsyncContext};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::api::Api;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::{WatchStreamExt, watcher};
+use slog::{Logger, info, warn};
+
+use crate::api::restore::EtcdRestore;
+use crate::backup::store::StoreTimeouts;
+use crate::restore::actor::{RestoreActor, RestoreEvent};
+use crate::restore::kube::KubeRestoreApi;
+
+use super::fence::Fence;
+use super::{Clients, Settings, api, watch_config};
+
+/// Starts the Restore actor: every EtcdRestore's steps, each write behind `fence`.
+pub(super) fn start_restores(
+    settings: &Settings,
+    clients: &Clients,
+    identity: &str,
+    fence: &Fence,
+    log: &Logger,
+) -> actix::Addr<RestoreActor> {
+    let watch_log = log.clone();
+    let events = watcher(
+        api::<EtcdRestore>(&clients.watches, &settings.namespace),
+        watch_config(),
+    )
+    .default_backoff()
+    .filter_map(move |item| {
+        let log = watch_log.clone();
+        async move {
+            match item {
+                Ok(event) => Some(RestoreEvent::from(event)),
+                Err(e) => {
+                    warn!(log, "EtcdRestore watch error"; "error" => %e);
+                    None
+                }
+            }
+        }
+    });
+    let reporter = Reporter {
+        controller: "etcd-operator".into(),
+        instance: Some(identity.to_string()),
+    };
+    let recorder = Recorder::new(clients.calls.clone(), reporter);
+    let kube = Arc::new(KubeRestoreApi::new(
+        clients.calls.clone(),
+        recorder,
+        fence.clone(),
+    ));
+    let log = log.clone();
+    RestoreActor::create(move |ctx| {
+        ctx.add_stream(events);
+        RestoreActor::new(kube, StoreTimeouts::default(), &log)
+    })
+}
+
+/// The operator's own image: as configured (`--operator-image`), else read from its own
+/// pod (`POD_NAME` in `POD_NAMESPACE`: the image of its container `operator`, or of its
+/// only container). `None` when neither works: restores then fail with that reason.
+pub(super) async fn operator_image(
+    settings: &Settings,
+    client: &Client,
+    log: &Logger,
+) -> Option<String> {
+    if let Some(image) = settings.operator_image.clone().filter(|i| !i.is_empty()) {
+        return Some(image);
+    }
+    let (Ok(name), Ok(namespace)) = (std::env::var("POD_NAME"), std::env::var("POD_NAMESPACE"))
+    else {
+        warn!(
+            log,
+            "the operator's image is unknown (no --operator-image, no POD_NAME and POD_NAMESPACE): restores cannot run"
+        );
+        return None;
+    };
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    match pods.get(&name).await {
+        Ok(pod) => {
+            let containers = pod.spec.map(|s| s.containers).unwrap_or_default();
+            let image = containers
+                .iter()
+                .find(|c| c.name == "operator")
+                .or(containers.first().filter(|_| containers.len() == 1))
+                .and_then(|c| c.image.clone());
+            info!(log, "the operator's image, for restores"; "image" => image.as_deref().unwrap_or("unknown"));
+            image
+        }
+        Err(e) => {
+            warn!(log, "could not read the operator's own pod for its image: restores cannot run"; "error" => %e);
+            None
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! The init containers of a seed born from a snapshot: fetch the snapshot into the
+//! member's data volume (checking its sha256), restore it with etcd's own tool under the
+//! new cluster's seed name, peer URL and token, then move the restored data directory
+//! into place.
+//!
+//! Fetching and placing run the operator's own image (`etcd-operator snapshot-fetch` and
+//! `snapshot-place`); the restore runs the member's etcd image (`etcdutl snapshot restore`
+//! from 3.5, `etcdctl snapshot restore` on 3.4). Every path is a direct child of the data
+//! volume's mount, so the data directory moves into place with one rename, whatever user
+//! each image runs as. The steps may run again (a pod sandbox made anew): a data directory
+//! already in place is never replaced.
+
+use k8s_openapi::api::core::v1::{
+    Capabilities, Container, EnvVar, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
+};
+
+use etcd_operator_actors::lifecycle::{SnapshotSource, TlsMode, restores_with_etcdutl};
+use etcd_operator_actors::ports::{InitialState, MemberPod};
+use etcd_operator_actors::topology::Topology;
+
+use super::pod::{DATA_DIR, DATA_MOUNT, DATA_VOLUME};
+
+/// Where the fetched snapshot is written, in the data volume.
+pub(crate) const SNAPSHOT_FILE: &str = "/var/etcd/restore.db";
+/// Where etcd's tool writes the restored data directory, beside the final one.
+pub(crate) const RESTORED_DIR: &str = "/var/etcd/restored";
+/// The volume of the store's credentials Secret.
+const CREDENTIALS_VOLUME: &str = "restore-credentials";
+/// Where the credentials Secret is mounted in the fetching container.
+pub(crate) const CREDENTIALS_MOUNT: &str = "/etc/etcd-restore/credentials";
+
+fn data_mount() -> VolumeMount {
+    VolumeMount {
+        name: DATA_VOLUME.into(),
+        mount_path: DATA_MOUNT.into(),
+        ..VolumeMount::default()
+    }
+}
+
+/// The operator's image as the init containers run it: as its image's non-root user,
+/// read-only, without privileges.
+fn restricted() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        read_only_root_filesystem: Some(true),
+        run_as_non_root: Some(true),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".into()]),
+            ..Capabilities::default()
+        }),
+        ..SecurityContext::default()
+    }
+}
+
+/// The arguments of `etcd-operator snapshot-fetch` for `source`.
+pub(crate) fn fetch_args(source: &SnapshotSource) -> Vec<String> {
+    let mut args = vec![
+        "snapshot-fetch".to_string(),
+        format!("--bucket={}", source.bucket),
+        format!("--key={}", source.key),
+        format!("--sha256={}", source.sha256),
+        format!("--size={}", source.size),
+        format!("--credentials={CREDENTIALS_MOUNT}"),
+        format!("--out={SNAPSHOT_FILE}"),
+        format!("--restored-dir={RESTORED_DIR}"),
+    ];
+    if let Some(endpoint) = &source.endpoint {
+        args.push(format!("--endpoint={endpoint}"));
+    }
+    if source.force_path_style {
+        args.push("--force-path-style".to_string());
+    }
+    args
+}
+
+/// The arguments of `etcd-operator snapshot-place`.
+pub(crate) fn place_args() -> Vec<String> {
+    vec![
+        "snapshot-place".to_string(),
+        format!("--restored-dir={RESTORED_DIR}"),
+        format!("--data-dir={DATA_DIR}"),
+        format!("--snapshot={SNAPSHOT_FILE}"),
+    ]
+}
+
+/// `etcdutl snapshot restore` (or `etcdctl` on 3.4) of the fetched file, as the seed
+/// `member` of the new cluster: its name, peer URL, `--initial-cluster` and token.
+pub(crate) fn restore_command(
+    topology: &Topology,
+    member: &MemberPod,
+    tls: TlsMode,
+) -> Vec<String> {
+    let tool = if restores_with_etcdutl(&member.version) {
+        "etcdutl"
+    } else {
+        "etcdctl"
+    };
+    let mut command = vec![
+        format!("/usr/local/bin/{tool}"),
+        "snapshot".into(),
+        "restore".into(),
+        SNAPSHOT_FILE.into(),
+        format!("--name={}", member.name),
+        format!("--initial-cluster={}", member.initial_cluster),
+        format!(
+            "--initial-advertise-peer-urls={}",
+            topology.peer_url(&member.name, tls)
+        ),
+        format!("--data-dir={RESTORED_DIR}"),
+    ];
+    if let InitialState::New { token } = &member.state {
+        command.push(format!("--initial-cluster-token={token}"));
+    }
+    command
+}
+
+/// The three init containers, in order, after the DNS wait: fetch, restore, place.
+pub(crate) fn restore_containers(
+    topology: &Topology,
+    member: &MemberPod,
+    source: &SnapshotSource,
+    (operator_image, etcd_image): (&str, String),
+    tls: TlsMode,
+) -> Vec<Container> {
+    let credentials = VolumeMount {
+        name: CREDENTIALS_VOLUME.into(),
+        mount_path: CREDENTIALS_MOUNT.into(),
+        read_only: Some(true),
+        ..VolumeMount::default()
+    };
+    let fetch = Container {
+        name: "fetch-snapshot".into(),
+        image: Some(operator_image.to_string()),
+        args: Some(fetch_args(source)),
+        volume_mounts: Some(vec![data_mount(), credentials]),
+        security_context: Some(restricted()),
+        ..Container::default()
+    };
+    let restore = Container {
+        name: "restore-snapshot".into(),
+        image: Some(etcd_image),
+        command: Some(restore_command(topology, member, tls)),
+        // etcdctl 3.4 speaks the v3 API only when told.
+        env: Some(vec![EnvVar {
+            name: "ETCDCTL_API".into(),
+            value: Some("3".into()),
+            ..EnvVar::default()
+        }]),
+        volume_mounts: Some(vec![data_mount()]),
+        ..Container::default()
+    };
+    let place = Container {
+        name: "place-data".into(),
+        image: Some(operator_image.to_string()),
+        args: Some(place_args()),
+        volume_mounts: Some(vec![data_mount()]),
+        security_context: Some(restricted()),
+        ..Container::default()
+    };
+    vec![fetch, restore, place]
+}
+
+/// The credentials Secret as a volume.
+pub(crate) fn credentials_volume(source: &SnapshotSource) -> Volume {
+    Volume {
+        name: CREDENTIALS_VOLUME.into(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(source.secret.clone()),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    }
+}

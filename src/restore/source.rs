@@ -1,0 +1,291 @@
+//! Which snapshot a restore uses, and whether it is sound: the path names one snapshot,
+//! or a prefix (then the newest snapshot under it whose metadata object verifies); the
+//! metadata must describe that snapshot, and the stored bytes must have its size and
+//! sha256 and end with etcd's own checksum. Read by streaming, never held whole.
+
+use futures::StreamExt;
+
+use crate::backup::integrity::SnapshotVerifier;
+use crate::backup::metadata::BackupMetadata;
+use crate::backup::naming::{SNAPSHOT_SUFFIX, metadata_key, split_path};
+use crate::backup::retention::StoredBackup;
+use crate::backup::store::{BackupStore, StoreError};
+
+/// What a restore's `path` names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    /// One snapshot: `<bucket>/<key>` with a key ending in `.db`.
+    Exact {
+        /// Bucket.
+        bucket: String,
+        /// The snapshot's key.
+        key: String,
+    },
+    /// Every snapshot under `<bucket>/<prefix>`: the newest whose metadata verifies.
+    Prefix {
+        /// Bucket.
+        bucket: String,
+        /// Prefix (may be empty).
+        prefix: String,
+    },
+}
+
+impl Lookup {
+    /// What `path` names: a key ending in `.db` is one snapshot, anything else a prefix.
+    pub fn of(path: &str) -> Self {
+        let (bucket, rest) = split_path(path);
+        let (bucket, rest) = (bucket.to_string(), rest.to_string());
+        if rest.ends_with(SNAPSHOT_SUFFIX) {
+            Lookup::Exact { bucket, key: rest }
+        } else {
+            Lookup::Prefix {
+                bucket,
+                prefix: rest,
+            }
+        }
+    }
+
+    /// The bucket.
+    pub fn bucket(&self) -> &str {
+        match self {
+            Lookup::Exact { bucket, .. } | Lookup::Prefix { bucket, .. } => bucket,
+        }
+    }
+
+    /// The prefix a store for this lookup lists (empty for one snapshot).
+    pub fn prefix(&self) -> &str {
+        match self {
+            Lookup::Exact { .. } => "",
+            Lookup::Prefix { prefix, .. } => prefix,
+        }
+    }
+}
+
+/// Why no sound snapshot was found.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// Nothing to restore at the path.
+    #[error("{0}")]
+    NotFound(String),
+    /// The metadata object beside the snapshot is missing or does not describe it.
+    #[error("{0}")]
+    InvalidMetadata(String),
+    /// The stored bytes are not what the metadata says, or not a sound etcd snapshot.
+    #[error("{0}")]
+    ChecksumMismatch(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl SourceError {
+    /// CamelCase reason for status and Events.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            SourceError::NotFound(_) => "BackupNotFound",
+            SourceError::InvalidMetadata(_) => "InvalidMetadata",
+            SourceError::ChecksumMismatch(_) => "ChecksumMismatch",
+            SourceError::Store(StoreError::ObjectNotFound(_)) => "BackupNotFound",
+            SourceError::Store(e) => e.reason(),
+        }
+    }
+}
+
+/// The snapshots under a prefix, newest first (by the time in their names, then by
+/// revision).
+pub fn newest_first(mut backups: Vec<StoredBackup>) -> Vec<StoredBackup> {
+    backups.sort_by(|a, b| {
+        (b.name.time, b.name.revision, &b.key).cmp(&(a.name.time, a.name.revision, &a.key))
+    });
+    backups
+}
+
+/// The metadata object of snapshot `key`, checked: it parses, names `key`, and gives a
+/// size, a sha256 and an etcd version.
+pub fn check_metadata(key: &str, bytes: &[u8]) -> Result<BackupMetadata, String> {
+    let metadata: BackupMetadata = serde_json::from_slice(bytes)
+        .map_err(|e| format!("the metadata of {key} is not a backup's metadata: {e}"))?;
+    if metadata.key != key {
+        return Err(format!(
+            "the metadata beside {key} describes another snapshot ({})",
+            metadata.key
+        ));
+    }
+    let hex = metadata.sha256.len() == 64 && metadata.sha256.bytes().all(|b| b.is_ascii_hexdigit());
+    if !hex || metadata.size == 0 {
+        return Err(format!(
+            "the metadata of {key} has no usable sha256 and size ({:?}, {})",
+            metadata.sha256, metadata.size
+        ));
+    }
+    if metadata
+        .etcd_version
+        .parse::<etcd_operator_actors::lifecycle::Version>()
+        .is_err()
+    {
+        return Err(format!(
+            "the metadata of {key} names no etcd version ({:?})",
+            metadata.etcd_version
+        ));
+    }
+    Ok(metadata)
+}
+
+/// The metadata of snapshot `key` in `store`, checked.
+async fn metadata_of(store: &BackupStore, key: &str) -> Result<BackupMetadata, SourceError> {
+    match store.get_small(&metadata_key(key)).await {
+        Ok(bytes) => check_metadata(key, &bytes).map_err(SourceError::InvalidMetadata),
+        Err(StoreError::ObjectNotFound(_)) => {
+            // Tell a missing snapshot from one without metadata.
+            match store.exists(key).await {
+                Ok(()) => Err(SourceError::InvalidMetadata(format!(
+                    "snapshot {} has no metadata object beside it ({}): its checksum cannot \
+                     be known, it is not used",
+                    store.path_of(key),
+                    metadata_key(key)
+                ))),
+                Err(StoreError::ObjectNotFound(_)) => Err(SourceError::NotFound(format!(
+                    "no snapshot {} in the store",
+                    store.path_of(key)
+                ))),
+                Err(e) => Err(e.into()),
+            }
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The snapshot `lookup` names, with its checked metadata.
+pub async fn resolve(store: &BackupStore, lookup: &Lookup) -> Result<BackupMetadata, SourceError> {
+    let prefix = match lookup {
+        Lookup::Exact { key, .. } => return metadata_of(store, key).await,
+        Lookup::Prefix { prefix, .. } => prefix,
+    };
+    let mut skipped = Vec::new();
+    for backup in newest_first(store.list_backups().await?) {
+        match metadata_of(store, &backup.key).await {
+            Ok(metadata) => return Ok(metadata),
+            Err(SourceError::Store(e)) => return Err(SourceError::Store(e)),
+            Err(e) => skipped.push(e.to_string()),
+        }
+    }
+    let place = format!("{}/{prefix}", lookup.bucket());
+    Err(SourceError::NotFound(if skipped.is_empty() {
+        format!("no snapshot under {place}")
+    } else {
+        format!(
+            "no snapshot under {place} has metadata that verifies: {}",
+            skipped.join("; ")
+        )
+    }))
+}
+
+/// Reads the snapshot through and checks its size and sha256 against `metadata`, and
+/// etcd's own checksum at its end.
+pub async fn verify(store: &BackupStore, metadata: &BackupMetadata) -> Result<(), SourceError> {
+    let mut stream = std::pin::pin!(store.get_stream(&metadata.key).await?);
+    let mut verifier = SnapshotVerifier::new();
+    while let Some(chunk) = stream.next().await {
+        verifier.update(&chunk?);
+    }
+    let path = store.path_of(&metadata.key);
+    let size = verifier.size();
+    let verified = verifier
+        .finish()
+        .map_err(|e| SourceError::ChecksumMismatch(format!("snapshot {path} is not sound: {e}")))?;
+    if size != metadata.size || verified.sha256 != metadata.sha256 {
+        return Err(SourceError::ChecksumMismatch(format!(
+            "snapshot {path} is {size} bytes with sha256 {}, but its metadata says {} bytes \
+             with sha256 {}",
+            verified.sha256, metadata.size, metadata.sha256
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backup::naming::BackupName;
+
+    fn stored(cluster: &str, time: &str, revision: i64) -> StoredBackup {
+        let name = BackupName::new(cluster, time.parse().unwrap(), revision);
+        StoredBackup {
+            key: name.key("p"),
+            name,
+        }
+    }
+
+    fn metadata(key: &str) -> BackupMetadata {
+        BackupMetadata {
+            cluster: "c".into(),
+            cluster_id: "1a2b".into(),
+            member_id: "3c".into(),
+            revision: 7,
+            etcd_version: "3.5.35".into(),
+            size: 4128,
+            sha256: "0f".repeat(32),
+            time: "2026-11-30T10:33:00Z".into(),
+            key: key.into(),
+        }
+    }
+
+    #[test]
+    fn a_path_ending_in_db_names_one_snapshot_and_any_other_a_prefix() {
+        assert_eq!(
+            Lookup::of("etcd-backups/ns/c_20261130T103300.123Z_r7.db"),
+            Lookup::Exact {
+                bucket: "etcd-backups".into(),
+                key: "ns/c_20261130T103300.123Z_r7.db".into()
+            }
+        );
+        assert_eq!(
+            Lookup::of("etcd-backups/ns/prod/"),
+            Lookup::Prefix {
+                bucket: "etcd-backups".into(),
+                prefix: "ns/prod".into()
+            }
+        );
+        assert_eq!(Lookup::of("etcd-backups").prefix(), "");
+    }
+
+    #[test]
+    fn snapshots_under_a_prefix_are_tried_newest_first() {
+        let order = newest_first(vec![
+            stored("a", "2026-01-01T00:00:01Z", 50),
+            stored("b", "2026-01-01T00:00:03Z", 10),
+            stored("a", "2026-01-01T00:00:02Z", 90),
+        ]);
+        let revisions: Vec<i64> = order.iter().map(|b| b.name.revision).collect();
+        assert_eq!(revisions, [10, 90, 50]);
+    }
+
+    #[test]
+    fn metadata_that_describes_its_snapshot_verifies() {
+        let key = "p/c_20261130T103300.123Z_r7.db";
+        let bytes = metadata(key).to_json();
+        assert_eq!(check_metadata(key, &bytes), Ok(metadata(key)));
+    }
+
+    #[test]
+    fn metadata_of_another_snapshot_or_without_a_sum_or_version_is_refused() {
+        let key = "p/c_20261130T103300.123Z_r7.db";
+        let other = metadata("p/other.db").to_json();
+        assert!(
+            check_metadata(key, &other)
+                .unwrap_err()
+                .contains("another snapshot")
+        );
+        let no_sum = BackupMetadata {
+            sha256: "x".into(),
+            ..metadata(key)
+        };
+        assert!(check_metadata(key, &no_sum.to_json()).is_err());
+        let no_version = BackupMetadata {
+            etcd_version: "latest".into(),
+            ..metadata(key)
+        };
+        assert!(check_metadata(key, &no_version.to_json()).is_err());
+        assert!(check_metadata(key, b"{not json").is_err());
+    }
+}

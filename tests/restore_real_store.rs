@@ -1,0 +1,300 @@
+//! Restores from a real S3-compatible server (versitygw) on loopback: a snapshot taken from
+//! a real etcd and stored by the backup code is found and verified by the restore's code,
+//! fetched by `etcd-operator snapshot-fetch` (what a restoring seed's first init container
+//! runs), restored with the real `etcdutl snapshot restore`, put in place by
+//! `etcd-operator snapshot-place`, and a real etcd started on it serves every key under a
+//! new cluster ID. Corrupted, missing and metadata-less snapshots are refused.
+//!
+//! etcd 3.4.23 (`/usr/bin/etcd`, or `ETCD_BIN`) is backed up; etcd and etcdutl 3.5 from the
+//! project cache (`testkit/env/build-binaries.sh etcd`) restore and serve.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use etcd_operator::backup::credentials::S3Credentials;
+use etcd_operator::backup::metadata::BackupMetadata;
+use etcd_operator::backup::naming::metadata_key;
+use etcd_operator::backup::run::{BackupRequest, take_backup};
+use etcd_operator::backup::store::{BackupStore, Location, StoreConfig, StoreTimeouts};
+use etcd_operator::restore::source::{self, Lookup};
+use support::etcd_process::{EtcdProcess, Loopback};
+use support::s3_server::{ACCESS_KEY, S3Server, SECRET_KEY};
+
+const BUCKET: &str = "backups";
+const PREFIX: &str = "etcd/prod";
+
+/// A binary of the cached etcd 3.5 (`etcd`, `etcdutl`).
+fn etcd35(tool: &str) -> PathBuf {
+    let cache = std::env::var_os("ETCD_OPERATOR_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/etcd-operator")
+        });
+    let bin = cache.join("etcd/v3.5/bin").join(tool);
+    assert!(
+        bin.exists(),
+        "no {} : build it with testkit/env/build-binaries.sh etcd",
+        bin.display()
+    );
+    bin
+}
+
+fn store_at(endpoint: &str, prefix: &str) -> BackupStore {
+    let data: BTreeMap<String, Vec<u8>> = [
+        ("accessKey".to_string(), ACCESS_KEY.as_bytes().to_vec()),
+        ("secretKey".to_string(), SECRET_KEY.as_bytes().to_vec()),
+    ]
+    .into();
+    let config = StoreConfig::S3 {
+        location: Location {
+            bucket: BUCKET.into(),
+            prefix: prefix.into(),
+        },
+        endpoint: Some(endpoint.into()),
+        force_path_style: true,
+        credentials: S3Credentials::from_secret(&data).unwrap(),
+    };
+    BackupStore::open(&config, StoreTimeouts::default()).unwrap()
+}
+
+/// Writes `count` keys `key-NNNNN` = `value-NNNNN`.
+async fn write_keys(endpoint: &str, count: usize) {
+    let mut client = etcd_client::Client::connect([endpoint], None)
+        .await
+        .unwrap();
+    for i in 0..count {
+        client
+            .put(format!("key-{i:05}"), format!("value-{i:05}"), None)
+            .await
+            .unwrap();
+    }
+}
+
+/// A temporary directory of this test, removed on drop unless the test fails.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(label: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "etcd-operator-restore-{label}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// A Secret as the kubelet mounts it: one file per key.
+fn mounted_secret(dir: &Path) -> PathBuf {
+    let secret = dir.join("credentials");
+    std::fs::create_dir_all(&secret).unwrap();
+    std::fs::write(secret.join("accessKey"), ACCESS_KEY).unwrap();
+    std::fs::write(secret.join("secretKey"), SECRET_KEY).unwrap();
+    secret
+}
+
+/// Runs the operator binary's subcommand; its success and what it printed.
+fn operator(args: &[String]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_etcd-operator"))
+        .args(args)
+        .output()
+        .expect("run etcd-operator");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// `etcd-operator snapshot-fetch` of `metadata`'s snapshot into `out`, as the seed's
+/// first init container runs it.
+fn fetch_args(
+    endpoint: &str,
+    metadata: &BackupMetadata,
+    credentials: &Path,
+    out: &Path,
+) -> Vec<String> {
+    vec![
+        "snapshot-fetch".into(),
+        format!("--bucket={BUCKET}"),
+        format!("--key={}", metadata.key),
+        format!("--sha256={}", metadata.sha256),
+        format!("--size={}", metadata.size),
+        format!("--endpoint={endpoint}"),
+        "--force-path-style".into(),
+        format!("--credentials={}", credentials.display()),
+        format!("--out={}", out.display()),
+    ]
+}
+
+/// Backs up `count` keys of a real etcd into the server; the source member, and the
+/// metadata stored.
+async fn backed_up(net: &Loopback, s3: &S3Server, count: usize) -> (EtcdProcess, BackupMetadata) {
+    let etcd = EtcdProcess::start_seed(net, 1, "source").await;
+    write_keys(&etcd.client_url(), count).await;
+    let request = BackupRequest {
+        cluster: "prod".into(),
+        endpoints: vec![etcd.client_url()],
+        etcd_timeout: Duration::from_secs(3),
+        timeout: Duration::from_secs(60),
+    };
+    let outcome = take_backup(&store_at(&s3.endpoint(), PREFIX), &request)
+        .await
+        .unwrap_or_else(|e| panic!("backup failed: {e}\n{}", s3.log()));
+    (etcd, outcome.metadata)
+}
+
+async fn cluster_id(endpoint: &str) -> u64 {
+    let mut client = etcd_client::Client::connect([endpoint], None)
+        .await
+        .unwrap();
+    client
+        .status()
+        .await
+        .unwrap()
+        .header()
+        .unwrap()
+        .cluster_id()
+}
+
+#[actix_rt::test]
+async fn a_stored_snapshot_is_verified_fetched_restored_with_etcdutl_and_served_under_a_new_cluster_id()
+ {
+    let net = Loopback::new();
+    let s3 = S3Server::start(&[BUCKET]);
+    let (source_etcd, metadata) = backed_up(&net, &s3, 300).await;
+    let source_id = cluster_id(&source_etcd.client_url()).await;
+
+    // The restore controller's part: the prefix names the newest snapshot, whose metadata
+    // and bytes verify.
+    let lookup = Lookup::of(&format!("{BUCKET}/{PREFIX}"));
+    let store = store_at(&s3.endpoint(), lookup.prefix());
+    let found = source::resolve(&store, &lookup).await.unwrap();
+    assert_eq!(found, metadata);
+    source::verify(&store, &found).await.unwrap();
+
+    // The seed's init containers: fetch (checked), etcdutl restore as the new cluster's
+    // seed, place.
+    let tmp = TempDir::new("ok");
+    let credentials = mounted_secret(&tmp.0);
+    let (fetched, place_from) = (tmp.0.join("restore.db"), tmp.0.join("restored"));
+    let (ok, out) = operator(&fetch_args(&s3.endpoint(), &found, &credentials, &fetched));
+    assert!(ok, "snapshot-fetch failed: {out}");
+    assert_eq!(std::fs::metadata(&fetched).unwrap().len(), found.size);
+    let seed = "restored";
+    let restored = EtcdProcess::start_on_data(&net, 2, seed, &etcd35("etcd"), |data| {
+        let status = Command::new(etcd35("etcdutl"))
+            .args(["snapshot", "restore"])
+            .arg(&fetched)
+            .arg(format!("--name={seed}"))
+            .arg(format!("--initial-cluster={}", net.cluster_entry(seed, 2)))
+            .arg(format!("--initial-advertise-peer-urls={}", net.peer_url(2)))
+            .arg("--initial-cluster-token=restored-0123456789abcdef")
+            .arg(format!("--data-dir={}", place_from.display()))
+            .status()
+            .expect("run etcdutl");
+        assert!(status.success(), "etcdutl snapshot restore failed");
+        let (ok, out) = operator(&[
+            "snapshot-place".into(),
+            format!("--restored-dir={}", place_from.display()),
+            format!("--data-dir={}", data.display()),
+            format!("--snapshot={}", fetched.display()),
+        ]);
+        assert!(ok, "snapshot-place failed: {out}");
+    })
+    .await;
+    assert!(!fetched.exists(), "the fetched file is removed once placed");
+
+    // Every key, at the snapshot's revision or later, under a new cluster ID.
+    let mut client = etcd_client::Client::connect([restored.client_url()], None)
+        .await
+        .unwrap();
+    let all = client
+        .get("key-", Some(etcd_client::GetOptions::new().with_prefix()))
+        .await
+        .unwrap();
+    assert_eq!(all.kvs().len(), 300);
+    assert_eq!(all.kvs()[299].value_str().unwrap(), "value-00299");
+    assert!(all.header().unwrap().revision() >= found.revision);
+    let new_id = cluster_id(&restored.client_url()).await;
+    assert_ne!(new_id, source_id, "a restore makes a new cluster");
+    let members = client.member_list().await.unwrap();
+    let names: Vec<&str> = members.members().iter().map(|m| m.name()).collect();
+    assert_eq!(names, [seed], "the new cluster's one member is its seed");
+}
+
+#[actix_rt::test]
+async fn a_corrupted_snapshot_is_refused_by_the_restore_and_by_the_fetch() {
+    let net = Loopback::new();
+    let s3 = S3Server::start(&[BUCKET]);
+    let (_etcd, metadata) = backed_up(&net, &s3, 50).await;
+    // Flip one byte of the stored object, in the server's own directory.
+    let file = s3.file(BUCKET, &metadata.key);
+    let mut bytes = std::fs::read(&file).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    std::fs::write(&file, &bytes).unwrap();
+
+    let lookup = Lookup::of(&format!("{BUCKET}/{}", metadata.key));
+    let store = store_at(&s3.endpoint(), lookup.prefix());
+    let found = source::resolve(&store, &lookup).await.unwrap();
+    let err = source::verify(&store, &found).await.unwrap_err();
+    assert_eq!(err.reason(), "ChecksumMismatch", "{err}");
+
+    let tmp = TempDir::new("corrupt");
+    let credentials = mounted_secret(&tmp.0);
+    let out = tmp.0.join("restore.db");
+    let (ok, said) = operator(&fetch_args(&s3.endpoint(), &found, &credentials, &out));
+    assert!(!ok, "a corrupted snapshot was fetched: {said}");
+    assert!(
+        said.contains("corrupt") || said.contains("sha256"),
+        "{said}"
+    );
+    assert!(!out.exists(), "nothing is left for etcd's tool to restore");
+    assert!(!out.with_extension("partial").exists());
+}
+
+#[actix_rt::test]
+async fn a_missing_snapshot_or_one_without_metadata_is_refused_with_its_reason() {
+    let net = Loopback::new();
+    let s3 = S3Server::start(&[BUCKET]);
+    let (_etcd, metadata) = backed_up(&net, &s3, 10).await;
+    let store = store_at(&s3.endpoint(), "");
+
+    let missing = Lookup::of(&format!(
+        "{BUCKET}/{PREFIX}/prod_20000101T000000.000Z_r1.db"
+    ));
+    let err = source::resolve(&store, &missing).await.unwrap_err();
+    assert_eq!(err.reason(), "BackupNotFound", "{err}");
+    let empty = Lookup::of(&format!("{BUCKET}/elsewhere"));
+    let err = source::resolve(&store_at(&s3.endpoint(), empty.prefix()), &empty)
+        .await
+        .unwrap_err();
+    assert_eq!(err.reason(), "BackupNotFound", "{err}");
+
+    // Without its metadata a snapshot's checksum is unknown: not used, by name or prefix.
+    store.delete(&metadata_key(&metadata.key)).await.unwrap();
+    let exact = Lookup::of(&format!("{BUCKET}/{}", metadata.key));
+    let err = source::resolve(&store, &exact).await.unwrap_err();
+    assert_eq!(err.reason(), "InvalidMetadata", "{err}");
+    let prefix = Lookup::of(&format!("{BUCKET}/{PREFIX}"));
+    let err = source::resolve(&store_at(&s3.endpoint(), PREFIX), &prefix)
+        .await
+        .unwrap_err();
+    assert_eq!(err.reason(), "BackupNotFound", "{err}");
+    assert!(err.to_string().contains("no metadata"), "{err}");
+}
