@@ -250,7 +250,7 @@ impl TlsSide {
                 };
                 let state = ca_state(ca_found, &annotations(&ca), ca_name.owned, born, now);
                 let record = match &state {
-                    CaState::Valid(record) => Some(record.clone()),
+                    CaState::Valid(record) => Some(record.as_ref().clone()),
                     _ => None,
                 };
                 let mut verdict = auto_verdict(state, &found, &cluster_names, renewal(auto), now);
@@ -402,7 +402,7 @@ impl TlsSide {
         };
         let now = now();
         let checked = match ca_state(found, &annotations(secret), ca_name.owned, born, now) {
-            CaState::Valid(record) => record,
+            CaState::Valid(record) => *record,
             CaState::Invalid(problems) => {
                 let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
                 return Err(ApiError::Invalid(text.join("; ")));

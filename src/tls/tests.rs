@@ -464,7 +464,7 @@ fn auto_certificates_are_in_use_until_due_then_renewed() {
     fn leaves(datas: &[SecretData; 3]) -> [(Role, Found<'_>); 3] {
         [0, 1, 2].map(|i| (Role::ALL[i], found(Role::ALL[i].label(), Some(&datas[i]))))
     }
-    let state = CaState::Valid(checked.clone());
+    let state = CaState::Valid(Box::new(checked.clone()));
     let fresh = auto_verdict(
         state.clone(),
         &leaves(&datas),

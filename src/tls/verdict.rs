@@ -194,7 +194,7 @@ pub fn leaf_state(
 #[derive(Debug, Clone, PartialEq)]
 pub enum CaState {
     /// Usable, with the rotation it records.
-    Valid(CaRecord),
+    Valid(Box<CaRecord>),
     /// The operator's own CA does not exist and may be made: no member exists yet.
     ToMake,
     /// Not usable, and not to be replaced (the members trust it, or it is the user's).
@@ -224,7 +224,7 @@ pub fn ca_state(
         return CaState::Invalid(vec![missing]);
     };
     match ca_record(found.name, data, annotations, now) {
-        Ok(record) => CaState::Valid(record),
+        Ok(record) => CaState::Valid(Box::new(record)),
         Err(problems) => CaState::Invalid(problems),
     }
 }
@@ -240,7 +240,7 @@ pub fn auto_verdict(
     let ca = match ca {
         CaState::Invalid(problems) => return invalid(&problems),
         CaState::ToMake => return all_missing(leaves),
-        CaState::Valid(ca) => ca,
+        CaState::Valid(ca) => *ca,
     };
     let mut obs = TlsObservation {
         trust: members_trust(&leaves.map(|(_, f)| f.data)),
