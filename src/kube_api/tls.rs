@@ -511,7 +511,7 @@ impl TlsSide {
         };
         let secret = self.secret(&ca_name.name, true).await?;
         let read = data(&secret);
-        let (Some(mut object), Some(read), true) = (secret.clone(), read, ours(&secret, cluster))
+        let (Some(object), Some(read), true) = (secret.clone(), read, ours(&secret, cluster))
         else {
             return Err(ApiError::Invalid(format!(
                 "Secret {} is missing or not this cluster's own",
@@ -524,27 +524,31 @@ impl TlsSide {
         let new = || make_ca(cluster, now).map_err(|e| e.to_string());
         let write = advance(&record, (from, to), new, asked_rotation(cluster), now)
             .map_err(|e| ApiError::Conflict(e.to_string()))?;
-        object.data = Some(
+        // Keys the step drops are set to null (a merge patch removes them), as are
+        // annotations it removes. The resourceVersion read makes the patch conditional: a
+        // Secret changed since fails it.
+        let mut data: BTreeMap<String, Option<ByteString>> =
+            read.keys().map(|k| (k.clone(), None)).collect();
+        data.extend(
             write
                 .data
                 .into_iter()
-                .map(|(k, v)| (k, ByteString(v)))
-                .collect(),
+                .map(|(k, v)| (k, Some(ByteString(v)))),
         );
-        let annotations = object
-            .metadata
-            .annotations
-            .get_or_insert_with(BTreeMap::new);
-        for (key, value) in write.annotations {
-            match value {
-                Some(value) => annotations.insert(key, value),
-                None => annotations.remove(&key),
-            };
-        }
-        // The object as read carries its resourceVersion: a Secret changed since fails.
+        let patch = json!({
+            "metadata": {
+                "resourceVersion": object.resource_version(),
+                "annotations": write.annotations,
+            },
+            "data": data,
+        });
         let context = format!("writing Secret {}", ca_name.name);
         self.api()
-            .replace(&ca_name.name, &PostParams::default(), &object)
+            .patch(
+                &ca_name.name,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
             .await
             .map_err(|e| api_error(&context, &e))?;
         self.cache.lock().unwrap_or_else(|p| p.into_inner()).clear();
