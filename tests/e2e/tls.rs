@@ -636,7 +636,11 @@ async fn ca_rotation_by_annotation_keeps_writes_and_members_and_ends_on_the_new_
         ("rot-client-tls", "etcd-client-ca.crt"),
     ] {
         let bundle = key(&read_secret(&ns.0, secret).await, ca_key);
-        assert_eq!(bundle, new_ca, "{secret} trusts the new CA only");
+        assert_eq!(
+            String::from_utf8_lossy(&bundle).trim(),
+            String::from_utf8_lossy(&new_ca).trim(),
+            "{secret} trusts the new CA only"
+        );
     }
     let mut etcd = auto_client(&ns.0, "rot")
         .await
