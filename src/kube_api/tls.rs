@@ -485,6 +485,25 @@ impl TlsSide {
     }
 }
 
+/// The merge patch that turns a CA Secret whose keys were `read` into one with `data` and
+/// `annotations` (`None`: removed): keys the step drops and annotations it removes are
+/// null, and the resourceVersion read makes the patch conditional (a Secret changed since
+/// fails it).
+fn ca_patch(
+    read: &SecretData,
+    data: SecretData,
+    annotations: &BTreeMap<String, Option<String>>,
+    resource_version: Option<String>,
+) -> serde_json::Value {
+    let mut keys: BTreeMap<String, Option<ByteString>> =
+        read.keys().map(|k| (k.clone(), None)).collect();
+    keys.extend(data.into_iter().map(|(k, v)| (k, Some(ByteString(v)))));
+    json!({
+        "metadata": {"resourceVersion": resource_version, "annotations": annotations},
+        "data": keys,
+    })
+}
+
 /// A new CA for `cluster` (its key type and `caValidity`), valid from about `now`.
 fn make_ca(cluster: &EtcdCluster, now: i64) -> Result<Ca, crate::tls::IssueError> {
     let auto = auto(cluster);
@@ -524,24 +543,12 @@ impl TlsSide {
         let new = || make_ca(cluster, now).map_err(|e| e.to_string());
         let write = advance(&record, (from, to), new, asked_rotation(cluster), now)
             .map_err(|e| ApiError::Conflict(e.to_string()))?;
-        // Keys the step drops are set to null (a merge patch removes them), as are
-        // annotations it removes. The resourceVersion read makes the patch conditional: a
-        // Secret changed since fails it.
-        let mut data: BTreeMap<String, Option<ByteString>> =
-            read.keys().map(|k| (k.clone(), None)).collect();
-        data.extend(
-            write
-                .data
-                .into_iter()
-                .map(|(k, v)| (k, Some(ByteString(v)))),
+        let patch = ca_patch(
+            &read,
+            write.data,
+            &write.annotations,
+            object.resource_version(),
         );
-        let patch = json!({
-            "metadata": {
-                "resourceVersion": object.resource_version(),
-                "annotations": write.annotations,
-            },
-            "data": data,
-        });
         let context = format!("writing Secret {}", ca_name.name);
         self.api()
             .patch(
@@ -559,6 +566,29 @@ impl TlsSide {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rotation_step_patches_the_ca_secret_conditionally_and_drops_what_it_removes() {
+        let read = SecretData::from([
+            ("tls.crt".to_string(), b"old".to_vec()),
+            ("next.crt".to_string(), b"new".to_vec()),
+        ]);
+        let data = SecretData::from([("tls.crt".to_string(), b"new".to_vec())]);
+        let annotations = BTreeMap::from([
+            ("step".to_string(), Some("ReissueLeaves".to_string())),
+            ("gone".to_string(), None),
+        ]);
+        let patch = ca_patch(&read, data, &annotations, Some("42".into()));
+        assert_eq!(patch["metadata"]["resourceVersion"], "42");
+        assert_eq!(patch["metadata"]["annotations"]["step"], "ReissueLeaves");
+        assert!(patch["metadata"]["annotations"]["gone"].is_null());
+        assert_eq!(patch["data"]["tls.crt"], "bmV3");
+        assert!(patch["data"]["next.crt"].is_null());
+        assert!(
+            patch["data"].get("next.crt").is_some(),
+            "a dropped key is sent as null"
+        );
+    }
 
     #[test]
     fn validity_reads_hours_minutes_and_seconds_with_a_floor_of_a_minute() {
