@@ -459,7 +459,7 @@ impl TlsSide {
             match leaf_state(role, found, &checked_ca, &cluster_names, renewal(auto), now) {
                 LeafState::Valid(..) => continue,
                 LeafState::Foreign(problem) => return Err(ApiError::Invalid(problem.to_string())),
-                LeafState::Due(..) | LeafState::Issue(_) => {}
+                LeafState::Due(..) | LeafState::Issue(_) | LeafState::Rewrite(..) => {}
             }
             let key = auto.key_type.unwrap_or_default();
             let life = Lifetime::starting(now - BACKDATE_S, validity);

@@ -716,7 +716,7 @@ mod rotation {
         };
         let plain = issued(Role::Peer, &old);
         assert!(matches!(state(&start, &plain), LeafState::Valid(..)));
-        let LeafState::Issue(why) = state(&trusting, &plain) else {
+        let LeafState::Rewrite(_, why) = state(&trusting, &plain) else {
             panic!("a leaf without the new CA in its bundle is rewritten");
         };
         assert!(why.contains("CA bundle"), "{why}");
@@ -729,7 +729,7 @@ mod rotation {
         // Once the new CA issues, a leaf of the old one is re-issued.
         let (reissuing, _) = step(&trusting, ann, Some(TrustNewCa), NOW);
         with_bundle.insert("peer-ca.crt".into(), reissuing.trust_bundle());
-        let LeafState::Issue(why) = state(&reissuing, &with_bundle) else {
+        let LeafState::Rewrite(_, why) = state(&reissuing, &with_bundle) else {
             panic!("a leaf of the old CA is re-issued");
         };
         assert!(why.contains("not issued by"), "{why}");
@@ -768,5 +768,47 @@ mod rotation {
             "peer and server bundles are told apart"
         );
         assert_eq!(digest(b"not a certificate"), None);
+    }
+
+    #[test]
+    fn the_operator_keeps_its_client_certificate_while_a_step_rewrites_it() {
+        // Just after a step is recorded, every leaf Secret still holds the bundle of the
+        // step before: they are all to rewrite, and the operator's client certificate in
+        // them still works, so it keeps reaching etcd (else it could not act at all).
+        let old = ca();
+        let start = record(&ca_secret(&old), &Annotations::new(), NOW);
+        let datas = Role::ALL.map(|role| issued(role, &old));
+        let leaves =
+            [0, 1, 2].map(|i| (Role::ALL[i], found(Role::ALL[i].label(), Some(&datas[i]))));
+        for from in [None, Some(TrustNewCa)] {
+            let mut rec = start.clone();
+            let mut ann = Annotations::new();
+            for step_from in [None, Some(TrustNewCa)] {
+                if step_from == from {
+                    break;
+                }
+                (rec, ann) = step(&rec, ann, step_from, NOW);
+            }
+            let (next, _) = step(&rec, ann, from, NOW);
+            let verdict = auto_verdict(
+                CaState::Valid(Box::new(next)),
+                &leaves,
+                &names(),
+                Renewal::default(),
+                NOW,
+            );
+            assert_eq!(
+                verdict.observation.to_issue.len(),
+                3,
+                "{:?}",
+                verdict.observation
+            );
+            assert!(!verdict.observation.missing);
+            assert!(verdict.observation.problems.is_empty());
+            assert!(
+                verdict.identity.is_some(),
+                "after {from:?}: no client identity"
+            );
+        }
     }
 }

@@ -138,6 +138,9 @@ pub enum LeafState {
     Due(CheckedBundle, i64),
     /// To issue (missing, or not usable), with why.
     Issue(String),
+    /// Usable now, but not what the CA record asks for (its bundle or its issuer belong
+    /// to an earlier rotation step): to issue again, with why. Until it is, it serves.
+    Rewrite(CheckedBundle, String),
     /// Someone else's Secret under the operator's name: never overwritten.
     Foreign(SecretProblem),
 }
@@ -169,18 +172,20 @@ pub fn leaf_state(
         }
     };
     if checked.ca_pem != ca.trust_bundle() {
-        return LeafState::Issue(format!(
+        let why = format!(
             "Secret {}: its CA bundle is not the one Secret {} gives (a CA rotation, or \
              another CA)",
             found.name, ca.signer.secret
-        ));
+        );
+        return LeafState::Rewrite(checked, why);
     }
     let signer = certificates(&ca.signer.cert_pem).ok();
     if !signer.is_some_and(|s| s.iter().any(|s| signed_by(&checked.cert, s))) {
-        return LeafState::Issue(format!(
+        let why = format!(
             "Secret {}: not issued by the CA in Secret {}",
             found.name, ca.signer.secret
-        ));
+        );
+        return LeafState::Rewrite(checked, why);
     }
     let renew_at = renewal.at(checked.not_before, checked.not_after);
     if now >= renew_at {
@@ -272,6 +277,11 @@ pub fn auto_verdict(
                 let due = format!("Secret {}: renewal due since {}", b.secret, rfc3339(at));
                 obs.to_issue.push(due);
                 obs.certificates.push(info(&b, Some(at)));
+            }
+            LeafState::Rewrite(b, why) => {
+                identity = identity.or((*role == Role::Client).then(|| self::identity(&b)));
+                obs.to_issue.push(why);
+                obs.certificates.push(info(&b, None));
             }
             LeafState::Issue(why) => {
                 obs.missing |= found.data.is_none();
