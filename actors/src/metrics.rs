@@ -11,7 +11,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::lifecycle::{BootstrapRecord, MemberHealth};
+use crate::lifecycle::{BootstrapRecord, CaRotationStep, MemberHealth};
 use crate::ports::{
     AddedMember, ApiError, ClusterApi, EtcdApi, EtcdError, EventRecord, KubeView, MemberList,
     MemberPod, NewMember, VersionChange,
@@ -174,6 +174,14 @@ impl ClusterApi for CountedClusterApi {
 
     async fn issue_certificates(&self) -> Result<String, ApiError> {
         self.counted(self.inner.issue_certificates().await)
+    }
+
+    async fn advance_ca_rotation(
+        &self,
+        from: Option<CaRotationStep>,
+        to: Option<CaRotationStep>,
+    ) -> Result<String, ApiError> {
+        self.counted(self.inner.advance_ca_rotation(from, to).await)
     }
 
     async fn ensure_services(&self) -> Result<(), ApiError> {

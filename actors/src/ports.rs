@@ -6,7 +6,8 @@ use async_trait::async_trait;
 use serde::Serialize;
 
 use crate::lifecycle::{
-    BootstrapRecord, MemberHealth, MemberView, PodView, Recorded, SnapshotSource, Version,
+    BootstrapRecord, CaRotationStep, MemberHealth, MemberView, PodView, Recorded, SnapshotSource,
+    Version,
 };
 use crate::report::StatusReport;
 
@@ -282,6 +283,14 @@ pub trait ClusterApi: Send + Sync + 'static {
     /// invalid or due for renewal, from the cluster's CA (made first when it is the
     /// operator's own and missing); says what it issued, for people. Idempotent.
     async fn issue_certificates(&self) -> Result<String, ApiError>;
+    /// Moves the CA rotation of an operator-managed cluster from step `from` to step `to`
+    /// (`None`: no rotation), recorded in the CA Secret; refused when the Secret records
+    /// another step than `from`. Says what it did, for people.
+    async fn advance_ca_rotation(
+        &self,
+        from: Option<CaRotationStep>,
+        to: Option<CaRotationStep>,
+    ) -> Result<String, ApiError>;
     /// Creates the headless and client Services if missing.
     async fn ensure_services(&self) -> Result<(), ApiError>;
     /// Creates the cluster's PodDisruptionBudget over its voting members' pods, or sets

@@ -7,8 +7,8 @@ use serde::{Serialize, Serializer};
 
 use crate::cluster::{ActionOutcome, ActionResult};
 use crate::lifecycle::{
-    Action, Birth, BootstrapRecord, CertificateInfo, Decision, DesiredCluster, Membership,
-    Observation, Phase, Reason, TlsMode,
+    Action, Birth, BootstrapRecord, CaRotationStep, CertificateInfo, Decision, DesiredCluster,
+    Membership, Observation, Phase, Reason, TlsMode,
 };
 use crate::ports::{EventRecord, EventType};
 
@@ -83,6 +83,8 @@ pub struct TlsReport {
     pub certificates: Vec<CertificateInfo>,
     /// The earliest planned renewal.
     pub next_rotation: Option<String>,
+    /// The step of the CA rotation in progress, if one is.
+    pub ca_rotation: Option<String>,
 }
 
 /// One member as the status shows it.
@@ -212,6 +214,12 @@ fn outcome_event(outcome: &ActionOutcome) -> Option<EventRecord> {
 fn event_reason(action: &Action) -> &'static str {
     match action {
         Action::IssueCertificates => "CertificatesIssued",
+        Action::AdvanceCaRotation { to, .. } => match to {
+            Some(CaRotationStep::TrustNewCa) => "CARotationStarted",
+            Some(CaRotationStep::ReissueLeaves) => "CARotationReissuing",
+            Some(CaRotationStep::DropOldCa) => "CARotationDroppingOldCA",
+            None => "CARotationCompleted",
+        },
         Action::EnsureServices => "ServicesEnsured",
         Action::CreateSeed { .. } => "SeedCreated",
         Action::StartSeed { .. } => "SeedStarted",
@@ -346,11 +354,7 @@ fn pod_policy_condition(
         .pods
         .iter()
         .filter(|p| !p.is_dead())
-        .filter(|p| {
-            p.pod_template
-                .as_ref()
-                .is_some_and(|t| *t != spec.pod_template)
-        })
+        .filter(|p| crate::lifecycle::is_stale(p, spec, obs))
         .map(|p| p.name.as_str())
         .collect();
     older.sort_unstable();
@@ -367,8 +371,8 @@ fn pod_policy_condition(
         _ => (
             "Restarting",
             format!(
-                "spec.pod or spec.repository changed; members {} still run pods built \
-                 from the older one and are restarted onto it one at a time (followers \
+                "spec.pod, spec.repository or the trusted CA bundle changed; members {} \
+                 still run pods built from the older one and are restarted onto it one at a time (followers \
                  first, the leader last), each while every member is healthy",
                 older.join(", ")
             ),
@@ -476,6 +480,7 @@ fn tls_report(obs: &Observation, spec: &DesiredCluster) -> Option<TlsReport> {
         mode: spec.tls,
         certificates: obs.tls.certificates.clone(),
         next_rotation: obs.tls.next_rotation().map(str::to_string),
+        ca_rotation: obs.tls.rotation.step.map(|s| s.as_str().to_string()),
     })
 }
 

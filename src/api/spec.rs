@@ -196,12 +196,18 @@ pub struct AutoTls {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 10, max = 90))]
     pub renew_at_percent: Option<i32>,
+    /// Lifetime of a CA the operator makes, in the same form as `validity`. Default
+    /// `87600h` (ten years); at least `1m`. The CA is rotated (a new one made, trusted,
+    /// then issuing, then the old one dropped) when `renewAtPercent` of it has passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+h)?([0-9]+m)?([0-9]+s)?$"), length(min = 2))]
+    pub ca_validity: Option<String>,
     /// Key algorithm of the certificates the operator makes. Default `ECDSAP256`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_type: Option<KeyType>,
     /// A Secret (`kubernetes.io/tls`: `tls.crt`, `tls.key`) holding the CA to issue from;
-    /// the operator never changes it. Unset: the operator makes a CA in `<cluster>-ca`
-    /// (valid ten years).
+    /// the operator never changes it (nor rotates it). Unset: the operator makes a CA in
+    /// `<cluster>-ca` (valid `caValidity`) and rotates it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub ca_secret: Option<String>,

@@ -79,6 +79,10 @@ pub struct TlsStatus {
     /// When the operator renews a certificate next (RFC 3339), in `Auto` mode.
     #[serde(default)]
     pub next_rotation: Option<String>,
+    /// The step of the CA rotation in progress (`TrustNewCA`, `ReissueLeaves`,
+    /// `DropOldCA`); absent when none is.
+    #[serde(default)]
+    pub ca_rotation: Option<String>,
 }
 
 /// One certificate in use.

@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use etcd_operator_actors::lifecycle::{BootstrapRecord, MemberHealth};
+use etcd_operator_actors::lifecycle::{BootstrapRecord, CaRotationStep, MemberHealth};
 use etcd_operator_actors::ports::{
     AddedMember, ApiError, ClusterApi, EtcdApi, EtcdError, EtcdErrorKind, EventRecord, KubeView,
     MemberList, MemberPod, NewMember, VersionChange,
@@ -207,6 +207,15 @@ impl ClusterApi for FencedClusterApi {
     async fn issue_certificates(&self) -> Result<String, ApiError> {
         self.pass("issue the cluster's certificates")?;
         self.inner.issue_certificates().await
+    }
+
+    async fn advance_ca_rotation(
+        &self,
+        from: Option<CaRotationStep>,
+        to: Option<CaRotationStep>,
+    ) -> Result<String, ApiError> {
+        self.pass("advance the cluster's CA rotation")?;
+        self.inner.advance_ca_rotation(from, to).await
     }
 
     async fn ensure_services(&self) -> Result<(), ApiError> {

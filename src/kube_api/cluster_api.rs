@@ -15,7 +15,9 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
-use etcd_operator_actors::lifecycle::{BootstrapRecord, Claim, ClaimClass, PodView, Recorded};
+use etcd_operator_actors::lifecycle::{
+    BootstrapRecord, CaRotationStep, Claim, ClaimClass, PodView, Recorded,
+};
 use etcd_operator_actors::ports::{
     ApiError, ClusterApi, EventRecord, EventType, KubeView, MemberPod, VersionChange,
 };
@@ -36,7 +38,7 @@ use crate::resources::labels::{
 };
 use crate::resources::{
     ETCD_CONTAINER, client_service, disruption_budget, headless_service, image, member_pod,
-    min_available, pvc_name,
+    min_available, pvc_name, record_trust,
 };
 
 /// The informer caches every cluster reads from.
@@ -470,6 +472,15 @@ impl ClusterApi for KubeClusterApi {
         self.tls.issue(&cluster, born).await
     }
 
+    async fn advance_ca_rotation(
+        &self,
+        from: Option<CaRotationStep>,
+        to: Option<CaRotationStep>,
+    ) -> Result<String, ApiError> {
+        let cluster = self.cluster()?;
+        self.tls.advance_ca_rotation(&cluster, (from, to)).await
+    }
+
     async fn ensure_services(&self) -> Result<(), ApiError> {
         let cluster = self.cluster()?;
         self.create_if_missing(&cluster, Kind::Service, &headless_service(&cluster))
@@ -549,7 +560,8 @@ impl ClusterApi for KubeClusterApi {
             self.create_if_missing(&cluster, Kind::PersistentVolumeClaim, &pvc)
                 .await?;
         }
-        let pod = member_pod(&cluster, member, self.operator_image.as_deref());
+        let mut pod = member_pod(&cluster, member, self.operator_image.as_deref());
+        record_trust(&mut pod, self.tls.trust(&cluster).await?.as_deref());
         if self.create_if_missing(&cluster, Kind::Pod, &pod).await? == Created::New {
             self.expectations.created(&member.name);
         }

@@ -82,6 +82,7 @@ fn tls_status(tls: &TlsReport) -> TlsStatus {
             })
             .collect(),
         next_rotation: tls.next_rotation.clone(),
+        ca_rotation: tls.ca_rotation.clone(),
     }
 }
 

@@ -14,7 +14,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-use etcd_operator_actors::lifecycle::TlsObservation;
+use etcd_operator_actors::lifecycle::{CaRotationStep, TlsObservation};
 use etcd_operator_actors::ports::ApiError;
 use etcd_operator_actors::topology::Topology;
 
@@ -22,17 +22,20 @@ use super::error::api_error;
 use crate::api::{AutoTls, EtcdCluster};
 use crate::resources::labels::{object_labels, owner_reference};
 use crate::tls::layout::{CA_CERT_KEY, CA_KEY_KEY};
+use crate::tls::rotation::{HANDLED_ANNOTATION, ROTATE_ANNOTATION, advance};
 use crate::tls::{
-    Ca, CaState, ClientIdentity, ClusterNames, Found, LeafState, Lifetime, Renewal, Role,
-    SecretData, SecretNames, auto_verdict, ca_state, issue_leaf, leaf_state, new_ca, secret_names,
-    static_verdict,
+    Ca, CaRecord, CaState, ClientIdentity, ClusterNames, Found, LeafState, Lifetime, Renewal, Role,
+    SecretData, SecretNames, auto_verdict, ca_state, issue_leaf, leaf_state, members_trust, new_ca,
+    rotation_view, secret_names, static_verdict,
 };
 
 /// How long Secrets read for a tick's observation are reused: a user's fix is seen
 /// within this; the operator's own writes are seen at once.
 const SECRET_TTL: Duration = Duration::from_secs(10);
-/// Lifetime of a CA the operator makes.
+/// Lifetime of a CA the operator makes when `caValidity` is unset.
 const CA_LIFETIME_S: i64 = 10 * 365 * 86_400;
+/// How far back certificates' validity starts (clocks of other machines may lag).
+const BACKDATE_S: i64 = 60;
 /// Lifetime of operator-made certificates when `validity` is unset (90 days).
 const DEFAULT_VALIDITY_S: i64 = 90 * 86_400;
 /// The shortest lifetime accepted.
@@ -122,8 +125,14 @@ fn cluster_names(cluster: &EtcdCluster) -> ClusterNames {
 /// The lifetime of operator-made certificates: `validity` (`2160h`, `90m`, `1h30m`,
 /// `120s`), at least a minute.
 pub(crate) fn validity_seconds(validity: Option<&str>) -> i64 {
-    let Some(text) = validity.filter(|v| !v.is_empty()) else {
-        return DEFAULT_VALIDITY_S;
+    duration_seconds(validity, DEFAULT_VALIDITY_S)
+}
+
+/// A duration written as hours, minutes and seconds, at least a minute; `default` when
+/// unset or unreadable.
+fn duration_seconds(text: Option<&str>, default: i64) -> i64 {
+    let Some(text) = text.filter(|v| !v.is_empty()) else {
+        return default;
     };
     let mut total: i64 = 0;
     let mut number: i64 = 0;
@@ -143,7 +152,7 @@ pub(crate) fn validity_seconds(validity: Option<&str>) -> i64 {
                 total = total.saturating_add(number.saturating_mul(unit));
                 number = 0;
             }
-            _ => return DEFAULT_VALIDITY_S,
+            _ => return default,
         }
     }
     total.max(MIN_VALIDITY_S)
@@ -230,6 +239,7 @@ impl TlsSide {
         };
         let found = Role::ALL.map(|role| (role, found(role as usize, role)));
         let cluster_names = cluster_names(cluster);
+        let now = now();
         let verdict = match (&names.ca, auto(cluster)) {
             (Some(ca_name), Some(auto)) => {
                 let ca_data = data(&ca);
@@ -238,14 +248,63 @@ impl TlsSide {
                     data: ca_data.as_ref(),
                     ours: ours(&ca, cluster),
                 };
-                let state = ca_state(ca_found, ca_name.owned, born, now());
-                auto_verdict(state, &found, &cluster_names, renewal(auto), now())
+                let state = ca_state(ca_found, &annotations(&ca), ca_name.owned, born, now);
+                let record = match &state {
+                    CaState::Valid(record) => Some(record.as_ref().clone()),
+                    _ => None,
+                };
+                let mut verdict = auto_verdict(state, &found, &cluster_names, renewal(auto), now);
+                if let Some(record) = record {
+                    let asked = asked_rotation(cluster);
+                    verdict.observation.rotation =
+                        rotation_view(&record, ca_name.owned, asked, renewal(auto), now);
+                }
+                verdict
             }
-            _ => static_verdict(&names, &found.map(|(_, f)| f), &cluster_names, now()),
+            _ => static_verdict(&names, &found.map(|(_, f)| f), &cluster_names, now),
         };
         self.identities.set(&self.topology, verdict.identity);
         Ok(verdict.observation)
     }
+
+    /// The digest of the CA bundles a member pod created now mounts, read fresh (it goes
+    /// into the pod's template annotation: what the member trusts from its start).
+    pub(crate) async fn trust(&self, cluster: &EtcdCluster) -> Result<Option<String>, ApiError> {
+        let Some(names) = secret_names(&cluster.name_any(), cluster.spec.tls.as_ref()) else {
+            return Ok(None);
+        };
+        let mut datas = Vec::new();
+        for role in Role::ALL {
+            datas.push(match names.of(role) {
+                Some(name) => data(&self.secret(name, true).await?),
+                None => None,
+            });
+        }
+        Ok(members_trust(&[0, 1, 2].map(|i| datas[i].as_ref())))
+    }
+}
+
+/// A Secret's annotations.
+fn annotations(secret: &Option<Secret>) -> BTreeMap<String, String> {
+    secret
+        .as_ref()
+        .and_then(|s| s.metadata.annotations.clone())
+        .unwrap_or_default()
+}
+
+/// The cluster's `rotate-ca` annotation.
+fn asked_rotation(cluster: &EtcdCluster) -> Option<&str> {
+    cluster
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(ROTATE_ANNOTATION)
+        .map(String::as_str)
+}
+
+/// The lifetime of a CA the operator makes (`caValidity`).
+fn ca_lifetime(auto: &AutoTls) -> i64 {
+    duration_seconds(auto.ca_validity.as_deref(), CA_LIFETIME_S)
 }
 
 fn auto(cluster: &EtcdCluster) -> Option<&AutoTls> {
@@ -258,12 +317,12 @@ fn renewal(auto: &AutoTls) -> Renewal {
     }
 }
 
-/// A Secret's keys for a certificate of `role` issued from `ca`.
-fn leaf_data(role: Role, cert: &str, key: &str, ca: &Ca) -> BTreeMap<String, Vec<u8>> {
+/// A Secret's keys for a certificate of `role`, with the trust bundle `bundle`.
+fn leaf_data(role: Role, cert: &str, key: &str, bundle: &[u8]) -> BTreeMap<String, Vec<u8>> {
     BTreeMap::from([
         (role.cert_key().to_string(), cert.as_bytes().to_vec()),
         (role.key_key().to_string(), key.as_bytes().to_vec()),
-        (role.ca_key().to_string(), ca.cert_pem.as_bytes().to_vec()),
+        (role.ca_key().to_string(), bundle.to_vec()),
     ])
 }
 
@@ -288,6 +347,7 @@ impl TlsSide {
         type_: &str,
         data: BTreeMap<String, Vec<u8>>,
         exists: bool,
+        annotations: Option<BTreeMap<String, String>>,
     ) -> Result<(), ApiError> {
         let data: BTreeMap<String, ByteString> =
             data.into_iter().map(|(k, v)| (k, ByteString(v))).collect();
@@ -305,6 +365,7 @@ impl TlsSide {
                 name: Some(name.to_string()),
                 namespace: Some(self.topology.namespace.clone()),
                 labels: Some(object_labels(&self.topology.name)),
+                annotations,
                 owner_references: Some(vec![owner_reference(cluster)]),
                 ..ObjectMeta::default()
             },
@@ -328,7 +389,7 @@ impl TlsSide {
         secret: &Option<Secret>,
         born: bool,
         notes: &mut Vec<String>,
-    ) -> Result<(Ca, crate::tls::CheckedCa), ApiError> {
+    ) -> Result<(Ca, CaRecord), ApiError> {
         let ca_name = names
             .ca
             .clone()
@@ -340,26 +401,29 @@ impl TlsSide {
             ours: ours(secret, cluster),
         };
         let now = now();
-        let checked = match ca_state(found, ca_name.owned, born, now) {
-            CaState::Valid(checked) => checked,
+        let checked = match ca_state(found, &annotations(secret), ca_name.owned, born, now) {
+            CaState::Valid(record) => *record,
             CaState::Invalid(problems) => {
                 let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
                 return Err(ApiError::Invalid(text.join("; ")));
             }
             CaState::ToMake => {
-                let key = auto(cluster).and_then(|a| a.key_type).unwrap_or_default();
-                let life = Lifetime::starting(now - 60, CA_LIFETIME_S);
-                let ca = new_ca(&cluster_names(cluster), key, life).map_err(issue_failed)?;
+                let ca = make_ca(cluster, now).map_err(issue_failed)?;
                 let (name, tls) = (&ca_name.name, "kubernetes.io/tls");
-                self.write(cluster, name, tls, ca_data(&ca), false).await?;
+                // A rotation asked for before the cluster existed is done: its CA is new.
+                let handled = asked_rotation(cluster)
+                    .map(|v| BTreeMap::from([(HANDLED_ANNOTATION.to_string(), v.to_string())]));
+                self.write(cluster, name, tls, ca_data(&ca), false, handled)
+                    .await?;
                 notes.push(format!("made the cluster's CA in Secret {name}"));
-                crate::tls::check_ca(name, Some(&ca_data(&ca)), now)
-                    .map_err(|p| issue_failed(format!("{p:?}")))?
+                let checked = crate::tls::check_ca(name, Some(&ca_data(&ca)), now)
+                    .map_err(|p| issue_failed(format!("{p:?}")))?;
+                CaRecord::plain(checked)
             }
         };
         let ca = Ca {
-            cert_pem: String::from_utf8_lossy(&checked.cert_pem).into_owned(),
-            key_pem: String::from_utf8_lossy(&checked.key_pem).into_owned(),
+            cert_pem: String::from_utf8_lossy(&checked.signer.cert_pem).into_owned(),
+            key_pem: String::from_utf8_lossy(&checked.signer.key_pem).into_owned(),
         };
         Ok((ca, checked))
     }
@@ -395,13 +459,14 @@ impl TlsSide {
             match leaf_state(role, found, &checked_ca, &cluster_names, renewal(auto), now) {
                 LeafState::Valid(..) => continue,
                 LeafState::Foreign(problem) => return Err(ApiError::Invalid(problem.to_string())),
-                LeafState::Due(..) | LeafState::Issue(_) => {}
+                LeafState::Due(..) | LeafState::Issue(_) | LeafState::Rewrite(..) => {}
             }
             let key = auto.key_type.unwrap_or_default();
-            let life = Lifetime::starting(now - 60, validity);
+            let life = Lifetime::starting(now - BACKDATE_S, validity);
             let leaf = issue_leaf(&ca, role, &cluster_names, key, life).map_err(issue_failed)?;
-            let content = leaf_data(role, &leaf.cert_pem, &leaf.key_pem, &ca);
-            self.write(cluster, name, "Opaque", content, found.data.is_some())
+            let bundle = checked_ca.trust_bundle();
+            let content = leaf_data(role, &leaf.cert_pem, &leaf.key_pem, &bundle);
+            self.write(cluster, name, "Opaque", content, found.data.is_some(), None)
                 .await?;
             notes.push(format!(
                 "issued the {} certificate in Secret {name}, valid until {}",
@@ -420,9 +485,110 @@ impl TlsSide {
     }
 }
 
+/// The merge patch that turns a CA Secret whose keys were `read` into one with `data` and
+/// `annotations` (`None`: removed): keys the step drops and annotations it removes are
+/// null, and the resourceVersion read makes the patch conditional (a Secret changed since
+/// fails it).
+fn ca_patch(
+    read: &SecretData,
+    data: SecretData,
+    annotations: &BTreeMap<String, Option<String>>,
+    resource_version: Option<String>,
+) -> serde_json::Value {
+    let mut keys: BTreeMap<String, Option<ByteString>> =
+        read.keys().map(|k| (k.clone(), None)).collect();
+    keys.extend(data.into_iter().map(|(k, v)| (k, Some(ByteString(v)))));
+    json!({
+        "metadata": {"resourceVersion": resource_version, "annotations": annotations},
+        "data": keys,
+    })
+}
+
+/// A new CA for `cluster` (its key type and `caValidity`), valid from about `now`.
+fn make_ca(cluster: &EtcdCluster, now: i64) -> Result<Ca, crate::tls::IssueError> {
+    let auto = auto(cluster);
+    let key = auto.and_then(|a| a.key_type).unwrap_or_default();
+    let seconds = auto.map_or(CA_LIFETIME_S, ca_lifetime);
+    let life = Lifetime::starting(now - BACKDATE_S, seconds);
+    new_ca(&cluster_names(cluster), key, life)
+}
+
+impl TlsSide {
+    /// Moves the CA rotation from `from` to `to`, writing the operator's CA Secret, read
+    /// fresh and replaced only if unchanged since (its resourceVersion): a step is never
+    /// taken on a Secret that moved on, nor twice.
+    pub(crate) async fn advance_ca_rotation(
+        &self,
+        cluster: &EtcdCluster,
+        (from, to): (Option<CaRotationStep>, Option<CaRotationStep>),
+    ) -> Result<String, ApiError> {
+        let names = secret_names(&cluster.name_any(), cluster.spec.tls.as_ref());
+        let Some(ca_name) = names.and_then(|n| n.ca).filter(|ca| ca.owned) else {
+            return Err(ApiError::Invalid(
+                "only the operator's own CA (spec.TLS.auto without caSecret) is rotated".into(),
+            ));
+        };
+        let secret = self.secret(&ca_name.name, true).await?;
+        let read = data(&secret);
+        let (Some(object), Some(read), true) = (secret.clone(), read, ours(&secret, cluster))
+        else {
+            return Err(ApiError::Invalid(format!(
+                "Secret {} is missing or not this cluster's own",
+                ca_name.name
+            )));
+        };
+        let now = now();
+        let record = crate::tls::ca_record(&ca_name.name, &read, &annotations(&secret), now)
+            .map_err(|p| ApiError::Invalid(format!("{p:?}")))?;
+        let new = || make_ca(cluster, now).map_err(|e| e.to_string());
+        let write = advance(&record, (from, to), new, asked_rotation(cluster), now)
+            .map_err(|e| ApiError::Conflict(e.to_string()))?;
+        let patch = ca_patch(
+            &read,
+            write.data,
+            &write.annotations,
+            object.resource_version(),
+        );
+        let context = format!("writing Secret {}", ca_name.name);
+        self.api()
+            .patch(
+                &ca_name.name,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .map_err(|e| api_error(&context, &e))?;
+        self.cache.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        Ok(write.note)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rotation_step_patches_the_ca_secret_conditionally_and_drops_what_it_removes() {
+        let read = SecretData::from([
+            ("tls.crt".to_string(), b"old".to_vec()),
+            ("next.crt".to_string(), b"new".to_vec()),
+        ]);
+        let data = SecretData::from([("tls.crt".to_string(), b"new".to_vec())]);
+        let annotations = BTreeMap::from([
+            ("step".to_string(), Some("ReissueLeaves".to_string())),
+            ("gone".to_string(), None),
+        ]);
+        let patch = ca_patch(&read, data, &annotations, Some("42".into()));
+        assert_eq!(patch["metadata"]["resourceVersion"], "42");
+        assert_eq!(patch["metadata"]["annotations"]["step"], "ReissueLeaves");
+        assert!(patch["metadata"]["annotations"]["gone"].is_null());
+        assert_eq!(patch["data"]["tls.crt"], "bmV3");
+        assert!(patch["data"]["next.crt"].is_null());
+        assert!(
+            patch["data"].get("next.crt").is_some(),
+            "a dropped key is sent as null"
+        );
+    }
 
     #[test]
     fn validity_reads_hours_minutes_and_seconds_with_a_floor_of_a_minute() {

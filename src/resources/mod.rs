@@ -12,6 +12,7 @@ pub(crate) use pod::{
     ETCD_CONTAINER, image, member_of_claim, member_pod, pvc_name, version_of_image,
 };
 pub(crate) use service::{client_service, headless_service};
+pub(crate) use tls::record_trust;
 
 #[cfg(test)]
 mod tests;

@@ -2,11 +2,26 @@
 //! where the flags point, and a readiness probe that speaks TLS with the operator's
 //! client certificate.
 
-use k8s_openapi::api::core::v1::{ExecAction, Probe, SecretVolumeSource, Volume, VolumeMount};
+use k8s_openapi::api::core::v1::{ExecAction, Pod, Probe, SecretVolumeSource, Volume, VolumeMount};
 
+use etcd_operator_actors::lifecycle::template_with_trust;
 use etcd_operator_actors::topology::CLIENT_PORT;
 
+use super::labels::POD_TEMPLATE_ANNOTATION;
 use crate::tls::{Role, SecretNames};
+
+/// Adds to a member pod's template annotation the digest of the CA bundles it mounts
+/// (`trust`, read just before it is created): etcd reads them only when it starts, so
+/// the pod records what its member trusts, and a changed bundle restarts it.
+pub(crate) fn record_trust(pod: &mut Pod, trust: Option<&str>) {
+    let annotations = pod
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default);
+    if let Some(template) = annotations.get_mut(POD_TEMPLATE_ANNOTATION) {
+        *template = template_with_trust(template, trust);
+    }
+}
 
 /// Name of the volume of `role`'s Secret in a member pod.
 fn volume_name(role: Role) -> String {

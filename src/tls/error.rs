@@ -47,6 +47,9 @@ pub enum Problem {
     /// A CA certificate that is not marked as a CA.
     #[error("is not a CA certificate (basic constraints)")]
     NotACa,
+    /// An annotation of the CA Secret that records a CA rotation cannot be read.
+    #[error("annotation {0}")]
+    BadRotationRecord(String),
 }
 
 /// A problem, with the Secret and key it is in: what `TLSSecretInvalid` reports.

@@ -9,6 +9,7 @@ mod issue;
 pub mod layout;
 mod names;
 mod pem;
+pub mod rotation;
 mod validate;
 mod verdict;
 
@@ -16,11 +17,13 @@ pub use error::{IssueError, Problem, SecretProblem};
 pub use issue::{Ca, Leaf, Lifetime, issue_leaf, new_ca};
 pub use layout::{CaSecret, Role, SecretNames, secret_names};
 pub use names::{ClusterNames, covers};
+pub use rotation::{CaRecord, CaWrite, ca_record, rotation_view, trust_digest};
 pub use validate::{
     Bundle, CheckedBundle, CheckedCa, SecretData, check_bundle, check_ca, check_trust,
 };
 pub use verdict::{
-    CaState, Found, LeafState, Renewal, Verdict, auto_verdict, ca_state, leaf_state, static_verdict,
+    CaState, Found, LeafState, Renewal, Verdict, auto_verdict, ca_state, leaf_state, members_trust,
+    static_verdict,
 };
 
 /// The client side of TLS to etcd: what the operator presents (its certificate and key)

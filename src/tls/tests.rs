@@ -422,17 +422,19 @@ fn renewal_comes_at_two_thirds_of_the_lifetime_unless_set() {
 
 #[test]
 fn the_operator_makes_its_ca_only_before_the_first_member() {
+    let none = std::collections::BTreeMap::new();
     assert_eq!(
-        ca_state(found("demo-ca", None), true, false, NOW),
+        ca_state(found("demo-ca", None), &none, true, false, NOW),
         CaState::ToMake
     );
-    let CaState::Invalid(problems) = ca_state(found("demo-ca", None), true, true, NOW) else {
+    let CaState::Invalid(problems) = ca_state(found("demo-ca", None), &none, true, true, NOW)
+    else {
         panic!("a missing CA of a cluster with members must be a problem");
     };
     assert_eq!(problems[0].to_string(), "Secret demo-ca: not found");
     // A user's CA is never made.
     assert!(matches!(
-        ca_state(found("my-ca", None), false, false, NOW),
+        ca_state(found("my-ca", None), &none, false, false, NOW),
         CaState::Invalid(_)
     ));
 }
@@ -450,7 +452,7 @@ fn a_new_auto_cluster_issues_everything_before_any_member() {
 fn auto_certificates_are_in_use_until_due_then_renewed() {
     let ca = ca();
     let ca_data = ca_secret(&ca);
-    let checked = check_ca("demo-ca", Some(&ca_data), NOW).unwrap();
+    let checked = CaRecord::plain(check_ca("demo-ca", Some(&ca_data), NOW).unwrap());
     let life = Lifetime::starting(NOW - 10, 300);
     let datas = Role::ALL.map(|role| {
         secret(
@@ -462,7 +464,7 @@ fn auto_certificates_are_in_use_until_due_then_renewed() {
     fn leaves(datas: &[SecretData; 3]) -> [(Role, Found<'_>); 3] {
         [0, 1, 2].map(|i| (Role::ALL[i], found(Role::ALL[i].label(), Some(&datas[i]))))
     }
-    let state = CaState::Valid(checked.clone());
+    let state = CaState::Valid(Box::new(checked.clone()));
     let fresh = auto_verdict(
         state.clone(),
         &leaves(&datas),
@@ -524,4 +526,289 @@ fn static_secrets_without_a_name_in_the_spec_are_reported_by_field() {
         "{:?}",
         verdict.observation.problems
     );
+}
+
+mod rotation {
+    //! CA rotation as the CA Secret records it.
+
+    use std::collections::BTreeMap;
+
+    use etcd_operator_actors::lifecycle::CaRotationStep::{
+        self, DropOldCa, ReissueLeaves, TrustNewCa,
+    };
+
+    use super::*;
+    use crate::tls::pem::certificates;
+    use crate::tls::rotation::*;
+
+    type Annotations = BTreeMap<String, String>;
+
+    fn other_ca() -> Ca {
+        new_ca(
+            &names(),
+            KeyType::EcdsaP256,
+            Lifetime::starting(NOW - 60, 3650 * DAY),
+        )
+        .unwrap()
+    }
+
+    /// The Secret after `write`, over `annotations`.
+    fn applied(write: &CaWrite, mut annotations: Annotations) -> (SecretData, Annotations) {
+        for (k, v) in &write.annotations {
+            match v {
+                Some(v) => annotations.insert(k.clone(), v.clone()),
+                None => annotations.remove(k),
+            };
+        }
+        (write.data.clone(), annotations)
+    }
+
+    fn record(data: &SecretData, annotations: &Annotations, now: i64) -> CaRecord {
+        ca_record("demo-ca", data, annotations, now).unwrap()
+    }
+
+    fn step(
+        rec: &CaRecord,
+        annotations: Annotations,
+        from: Option<CaRotationStep>,
+        now: i64,
+    ) -> (CaRecord, Annotations) {
+        let to = CaRotationStep::after(from);
+        let write = advance(rec, (from, to), || Ok(other_ca()), Some("1"), now).unwrap();
+        let (data, annotations) = applied(&write, annotations);
+        (record(&data, &annotations, now), annotations)
+    }
+
+    fn digest(bundle: &[u8]) -> Option<String> {
+        trust_digest(bundle, bundle)
+    }
+
+    #[test]
+    fn a_rotation_goes_through_its_three_steps_and_the_trust_bundle_follows() {
+        let old = ca();
+        let start = record(&ca_secret(&old), &Annotations::new(), NOW);
+        assert_eq!(start.trust_bundle(), old.cert_pem.as_bytes());
+        let before = digest(&start.trust_bundle());
+
+        let (trusting, ann) = step(&start, Annotations::new(), None, NOW);
+        assert_eq!(trusting.step, Some(TrustNewCa));
+        assert_eq!(trusting.handled.as_deref(), Some("1"));
+        assert_eq!(
+            trusting.signer.cert_pem,
+            old.cert_pem.as_bytes(),
+            "the old CA still issues"
+        );
+        let both = digest(&trusting.trust_bundle());
+        assert_ne!(both, before, "a new bundle: members restart onto it");
+        assert_eq!(certificates(&trusting.trust_bundle()).unwrap().len(), 2);
+
+        let (reissuing, ann) = step(&trusting, ann, Some(TrustNewCa), NOW + 100);
+        assert_eq!(reissuing.step, Some(ReissueLeaves));
+        assert_ne!(
+            reissuing.signer.cert_pem,
+            old.cert_pem.as_bytes(),
+            "the new CA issues"
+        );
+        assert_eq!(reissuing.previous.as_deref(), Some(old.cert_pem.as_bytes()));
+        assert_eq!(
+            digest(&reissuing.trust_bundle()),
+            both,
+            "the same CAs are trusted: no restart for re-issuing"
+        );
+
+        let (dropping, ann) = step(&reissuing, ann, Some(ReissueLeaves), NOW + 200);
+        assert_eq!(dropping.step, Some(DropOldCa));
+        assert_eq!(dropping.trust_bundle(), reissuing.signer.cert_pem);
+        assert_ne!(digest(&dropping.trust_bundle()), both);
+
+        let (done, ann) = step(&dropping, ann, Some(DropOldCa), NOW + 300);
+        assert_eq!(done.step, None);
+        assert_eq!(done.signer, dropping.signer);
+        assert!(!ann.contains_key(STEP_ANNOTATION));
+        assert_eq!(ann.get(HANDLED_ANNOTATION).map(String::as_str), Some("1"));
+    }
+
+    #[test]
+    fn a_step_is_refused_on_a_secret_at_another_step_or_when_it_would_skip_one() {
+        let start = record(&ca_secret(&ca()), &Annotations::new(), NOW);
+        let new = || Ok(other_ca());
+        let not_at = advance(
+            &start,
+            (Some(TrustNewCa), Some(ReissueLeaves)),
+            new,
+            None,
+            NOW,
+        );
+        assert!(
+            matches!(not_at, Err(AdvanceError::NotAt { .. })),
+            "{not_at:?}"
+        );
+        let skips = advance(&start, (None, Some(ReissueLeaves)), new, None, NOW);
+        assert!(
+            matches!(skips, Err(AdvanceError::Skips { .. })),
+            "{skips:?}"
+        );
+        let (trusting, _) = step(&start, Annotations::new(), None, NOW);
+        let skips = advance(
+            &trusting,
+            (Some(TrustNewCa), Some(DropOldCa)),
+            new,
+            None,
+            NOW,
+        );
+        assert!(
+            matches!(skips, Err(AdvanceError::Skips { .. })),
+            "{skips:?}"
+        );
+    }
+
+    #[test]
+    fn a_rotation_is_due_on_a_new_annotation_value_or_at_the_ca_renewal_point() {
+        let start = record(&ca_secret(&ca()), &Annotations::new(), NOW);
+        let view = |rec: &CaRecord, owned, asked, now| {
+            rotation_view(rec, owned, asked, Renewal::default(), now)
+        };
+        assert_eq!(view(&start, true, None, NOW).due, None);
+        assert!(
+            view(&start, true, Some("a"), NOW)
+                .due
+                .unwrap()
+                .contains("\"a\"")
+        );
+        let handled = CaRecord {
+            handled: Some("a".into()),
+            ..start.clone()
+        };
+        assert_eq!(view(&handled, true, Some("a"), NOW).due, None);
+        // A user's CA is never rotated by the operator.
+        assert_eq!(view(&start, false, Some("a"), NOW).due, None);
+        // Ten years from NOW - DAY: renewed at two thirds.
+        let renew = Renewal::default().at(start.signer.not_before, start.signer.not_after);
+        assert_eq!(view(&start, true, None, renew - 1).due, None);
+        assert!(
+            view(&start, true, None, renew)
+                .due
+                .unwrap()
+                .contains("renewal point")
+        );
+        // During a rotation nothing new is due; the re-issued leaves propagate with time.
+        let (trusting, ann) = step(&start, Annotations::new(), None, NOW);
+        assert_eq!(view(&trusting, true, Some("b"), NOW).due, None);
+        let (reissuing, _) = step(&trusting, ann, Some(TrustNewCa), NOW);
+        assert!(!view(&reissuing, true, None, NOW + PROPAGATION_S - 1).propagated);
+        assert!(view(&reissuing, true, None, NOW + PROPAGATION_S).propagated);
+    }
+
+    #[test]
+    fn leaves_are_reissued_when_their_bundle_or_issuer_is_not_the_steps() {
+        let old = ca();
+        let start = record(&ca_secret(&old), &Annotations::new(), NOW);
+        let (trusting, ann) = step(&start, Annotations::new(), None, NOW);
+        let state = |rec: &CaRecord, data: &SecretData| {
+            leaf_state(
+                Role::Peer,
+                found("peer", Some(data)),
+                rec,
+                &names(),
+                Renewal::default(),
+                NOW,
+            )
+        };
+        let plain = issued(Role::Peer, &old);
+        assert!(matches!(state(&start, &plain), LeafState::Valid(..)));
+        let LeafState::Rewrite(_, why) = state(&trusting, &plain) else {
+            panic!("a leaf without the new CA in its bundle is rewritten");
+        };
+        assert!(why.contains("CA bundle"), "{why}");
+        let mut with_bundle = plain.clone();
+        with_bundle.insert("peer-ca.crt".into(), trusting.trust_bundle());
+        assert!(matches!(
+            state(&trusting, &with_bundle),
+            LeafState::Valid(..)
+        ));
+        // Once the new CA issues, a leaf of the old one is re-issued.
+        let (reissuing, _) = step(&trusting, ann, Some(TrustNewCa), NOW);
+        with_bundle.insert("peer-ca.crt".into(), reissuing.trust_bundle());
+        let LeafState::Rewrite(_, why) = state(&reissuing, &with_bundle) else {
+            panic!("a leaf of the old CA is re-issued");
+        };
+        assert!(why.contains("not issued by"), "{why}");
+    }
+
+    #[test]
+    fn a_rotation_record_that_cannot_be_read_is_a_problem_naming_it() {
+        let data = ca_secret(&ca());
+        let unknown = Annotations::from([(STEP_ANNOTATION.into(), "Halfway".into())]);
+        let problems = ca_record("demo-ca", &data, &unknown, NOW).unwrap_err();
+        assert!(
+            problems[0].to_string().contains("unknown step"),
+            "{problems:?}"
+        );
+        let no_next = Annotations::from([
+            (STEP_ANNOTATION.into(), "TrustNewCA".into()),
+            (SINCE_ANNOTATION.into(), NOW.to_string()),
+        ]);
+        let problems = ca_record("demo-ca", &data, &no_next, NOW).unwrap_err();
+        assert_eq!(
+            problems[0].to_string(),
+            "Secret demo-ca key next.crt: missing"
+        );
+    }
+
+    #[test]
+    fn the_trust_digest_counts_the_set_of_cas_not_their_order() {
+        let (a, b) = (ca(), other_ca());
+        let ab = [a.cert_pem.as_bytes(), b.cert_pem.as_bytes()].concat();
+        let ba = [b.cert_pem.as_bytes(), a.cert_pem.as_bytes()].concat();
+        assert_eq!(digest(&ab), digest(&ba));
+        assert_ne!(digest(&ab), digest(a.cert_pem.as_bytes()));
+        assert_ne!(
+            trust_digest(a.cert_pem.as_bytes(), b.cert_pem.as_bytes()),
+            trust_digest(b.cert_pem.as_bytes(), a.cert_pem.as_bytes()),
+            "peer and server bundles are told apart"
+        );
+        assert_eq!(digest(b"not a certificate"), None);
+    }
+
+    #[test]
+    fn the_operator_keeps_its_client_certificate_while_a_step_rewrites_it() {
+        // Just after a step is recorded, every leaf Secret still holds the bundle of the
+        // step before: they are all to rewrite, and the operator's client certificate in
+        // them still works, so it keeps reaching etcd (else it could not act at all).
+        let old = ca();
+        let start = record(&ca_secret(&old), &Annotations::new(), NOW);
+        let datas = Role::ALL.map(|role| issued(role, &old));
+        let leaves =
+            [0, 1, 2].map(|i| (Role::ALL[i], found(Role::ALL[i].label(), Some(&datas[i]))));
+        for from in [None, Some(TrustNewCa)] {
+            let mut rec = start.clone();
+            let mut ann = Annotations::new();
+            for step_from in [None, Some(TrustNewCa)] {
+                if step_from == from {
+                    break;
+                }
+                (rec, ann) = step(&rec, ann, step_from, NOW);
+            }
+            let (next, _) = step(&rec, ann, from, NOW);
+            let verdict = auto_verdict(
+                CaState::Valid(Box::new(next)),
+                &leaves,
+                &names(),
+                Renewal::default(),
+                NOW,
+            );
+            assert_eq!(
+                verdict.observation.to_issue.len(),
+                3,
+                "{:?}",
+                verdict.observation
+            );
+            assert!(!verdict.observation.missing);
+            assert!(verdict.observation.problems.is_empty());
+            assert!(
+                verdict.identity.is_some(),
+                "after {from:?}: no client identity"
+            );
+        }
+    }
 }

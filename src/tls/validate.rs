@@ -198,6 +198,8 @@ pub struct CheckedCa {
     pub cert_pem: Vec<u8>,
     /// Its private key.
     pub key_pem: Vec<u8>,
+    /// Start of its validity (Unix seconds).
+    pub not_before: i64,
     /// End of its validity (Unix seconds).
     pub not_after: i64,
 }
@@ -212,31 +214,42 @@ pub fn check_ca(
     let Some(data) = data else {
         return Err(vec![SecretProblem::secret(secret, Problem::SecretMissing)]);
     };
+    check_ca_keys(secret, data, (CA_CERT_KEY, CA_KEY_KEY), now)
+}
+
+/// Checks the CA under the keys `(cert_key, key_key)` of a CA Secret's `data` at `now`.
+pub(crate) fn check_ca_keys(
+    secret: &str,
+    data: &SecretData,
+    (cert_key, key_key): (&str, &str),
+    now: i64,
+) -> Result<CheckedCa, Vec<SecretProblem>> {
     let at = |key: &str, problem| vec![SecretProblem::key(secret, key, problem)];
     let cert_pem = data
-        .get(CA_CERT_KEY)
-        .ok_or_else(|| at(CA_CERT_KEY, Problem::KeyMissing))?;
+        .get(cert_key)
+        .ok_or_else(|| at(cert_key, Problem::KeyMissing))?;
     let key_pem = data
-        .get(CA_KEY_KEY)
-        .ok_or_else(|| at(CA_KEY_KEY, Problem::KeyMissing))?;
+        .get(key_key)
+        .ok_or_else(|| at(key_key, Problem::KeyMissing))?;
     let cert = certificates(cert_pem)
-        .map_err(|e| at(CA_CERT_KEY, Problem::NotACertificate(e)))?
+        .map_err(|e| at(cert_key, Problem::NotACertificate(e)))?
         .remove(0);
-    let spki = key_spki(key_pem).map_err(|e| at(CA_KEY_KEY, Problem::NotAKey(e)))?;
+    let spki = key_spki(key_pem).map_err(|e| at(key_key, Problem::NotAKey(e)))?;
     let mut problems = validity_problems(&cert, now);
     if cert.ca != Some(true) {
         problems.push(Problem::NotACa);
     }
     if cert.spki != spki {
-        problems.push(Problem::KeyMismatch(CA_CERT_KEY.into()));
+        problems.push(Problem::KeyMismatch(cert_key.into()));
     }
     if let Some(problem) = problems.into_iter().next() {
-        return Err(at(CA_CERT_KEY, problem));
+        return Err(at(cert_key, problem));
     }
     Ok(CheckedCa {
         secret: secret.to_string(),
         cert_pem: cert_pem.clone(),
         key_pem: key_pem.clone(),
+        not_before: cert.not_before,
         not_after: cert.not_after,
     })
 }

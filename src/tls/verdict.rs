@@ -5,10 +5,13 @@
 use etcd_operator_actors::lifecycle::{CertificateInfo, TlsObservation};
 
 use super::error::{Problem, SecretProblem};
+use std::collections::BTreeMap;
+
 use super::layout::{CA_CERT_KEY, Role, SecretNames};
 use super::names::ClusterNames;
-use super::pem::rfc3339;
-use super::validate::{Bundle, CheckedBundle, CheckedCa, SecretData, check_bundle, check_ca};
+use super::pem::{certificates, rfc3339, signed_by};
+use super::rotation::{CaRecord, NEXT_CERT_KEY, ca_record, trust_digest};
+use super::validate::{Bundle, CheckedBundle, SecretData, check_bundle};
 use super::{ClientIdentity, check_trust};
 
 /// One Secret as read.
@@ -109,10 +112,21 @@ pub fn static_verdict(
         observation: TlsObservation {
             certificates,
             problems: problems.iter().map(ToString::to_string).collect(),
+            trust: members_trust(&found.map(|f| f.data)),
             ..TlsObservation::default()
         },
         identity,
     }
+}
+
+/// The digest of the CA bundles a member started now would trust: `peer-ca.crt` of the
+/// peer Secret and `server-ca.crt` of the server Secret (`datas` in [`Role::ALL`]'s
+/// order), as they are.
+pub fn members_trust(datas: &[Option<&SecretData>; 3]) -> Option<String> {
+    let (peer, server) = (Role::Peer, Role::Server);
+    let peer_ca = datas[0]?.get(peer.ca_key())?;
+    let server_ca = datas[1]?.get(server.ca_key())?;
+    trust_digest(peer_ca, server_ca)
 }
 
 /// Where one operator-made certificate stands.
@@ -124,15 +138,19 @@ pub enum LeafState {
     Due(CheckedBundle, i64),
     /// To issue (missing, or not usable), with why.
     Issue(String),
+    /// Usable now, but not what the CA record asks for (its bundle or its issuer belong
+    /// to an earlier rotation step): to issue again, with why. Until it is, it serves.
+    Rewrite(CheckedBundle, String),
     /// Someone else's Secret under the operator's name: never overwritten.
     Foreign(SecretProblem),
 }
 
-/// Where the certificate of `role` in `found` stands at `now`, against the CA `ca`.
+/// Where the certificate of `role` in `found` stands at `now`, against the CA record
+/// `ca`: it must be issued by its signer and hold the trust bundle of its step.
 pub fn leaf_state(
     role: Role,
     found: Found<'_>,
-    ca: &CheckedCa,
+    ca: &CaRecord,
     cluster: &ClusterNames,
     renewal: Renewal,
     now: i64,
@@ -153,11 +171,21 @@ pub fn leaf_state(
             return LeafState::Issue(why.join("; "));
         }
     };
-    if checked.ca_pem != ca.cert_pem {
-        return LeafState::Issue(format!(
-            "Secret {}: its CA is not the one in Secret {}",
-            found.name, ca.secret
-        ));
+    if checked.ca_pem != ca.trust_bundle() {
+        let why = format!(
+            "Secret {}: its CA bundle is not the one Secret {} gives (a CA rotation, or \
+             another CA)",
+            found.name, ca.signer.secret
+        );
+        return LeafState::Rewrite(checked, why);
+    }
+    let signer = certificates(&ca.signer.cert_pem).ok();
+    if !signer.is_some_and(|s| s.iter().any(|s| signed_by(&checked.cert, s))) {
+        let why = format!(
+            "Secret {}: not issued by the CA in Secret {}",
+            found.name, ca.signer.secret
+        );
+        return LeafState::Rewrite(checked, why);
     }
     let renew_at = renewal.at(checked.not_before, checked.not_after);
     if now >= renew_at {
@@ -170,18 +198,25 @@ pub fn leaf_state(
 /// Where the CA of an operator-managed cluster stands.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CaState {
-    /// Usable.
-    Valid(CheckedCa),
+    /// Usable, with the rotation it records.
+    Valid(Box<CaRecord>),
     /// The operator's own CA does not exist and may be made: no member exists yet.
     ToMake,
     /// Not usable, and not to be replaced (the members trust it, or it is the user's).
     Invalid(Vec<SecretProblem>),
 }
 
-/// Where the CA in `found` stands at `now`: the operator makes its own when it is
-/// missing (`owned`) before any member exists (`born` false); otherwise a CA that cannot
-/// be used is a problem, since members trust it (CA rotation is not implemented).
-pub fn ca_state(found: Found<'_>, owned: bool, born: bool, now: i64) -> CaState {
+/// Where the CA in `found` (with the Secret's `annotations`) stands at `now`: the
+/// operator makes its own when it is missing (`owned`) before any member exists (`born`
+/// false); otherwise a CA that cannot be used is a problem, since members trust it (a
+/// new CA reaches them only through a rotation).
+pub fn ca_state(
+    found: Found<'_>,
+    annotations: &BTreeMap<String, String>,
+    owned: bool,
+    born: bool,
+    now: i64,
+) -> CaState {
     if owned && found.data.is_some() && !found.ours {
         let problem = Problem::NotOurs("does not belong to this EtcdCluster".into());
         return CaState::Invalid(vec![SecretProblem::secret(found.name, problem)]);
@@ -189,8 +224,12 @@ pub fn ca_state(found: Found<'_>, owned: bool, born: bool, now: i64) -> CaState 
     if owned && found.data.is_none() && !born {
         return CaState::ToMake;
     }
-    match check_ca(found.name, found.data, now) {
-        Ok(ca) => CaState::Valid(ca),
+    let Some(data) = found.data else {
+        let missing = SecretProblem::secret(found.name, Problem::SecretMissing);
+        return CaState::Invalid(vec![missing]);
+    };
+    match ca_record(found.name, data, annotations, now) {
+        Ok(record) => CaState::Valid(Box::new(record)),
         Err(problems) => CaState::Invalid(problems),
     }
 }
@@ -206,15 +245,26 @@ pub fn auto_verdict(
     let ca = match ca {
         CaState::Invalid(problems) => return invalid(&problems),
         CaState::ToMake => return all_missing(leaves),
-        CaState::Valid(ca) => ca,
+        CaState::Valid(ca) => *ca,
     };
-    let mut obs = TlsObservation::default();
+    let mut obs = TlsObservation {
+        trust: members_trust(&leaves.map(|(_, f)| f.data)),
+        ..TlsObservation::default()
+    };
     obs.certificates.push(CertificateInfo {
-        secret: ca.secret.clone(),
+        secret: ca.signer.secret.clone(),
         key: CA_CERT_KEY.into(),
-        not_after: rfc3339(ca.not_after),
+        not_after: rfc3339(ca.signer.not_after),
         renew_at: None,
     });
+    if let Some(next) = &ca.next {
+        obs.certificates.push(CertificateInfo {
+            secret: next.secret.clone(),
+            key: NEXT_CERT_KEY.into(),
+            not_after: rfc3339(next.not_after),
+            renew_at: None,
+        });
+    }
     let mut identity = None;
     for (role, found) in leaves {
         match leaf_state(*role, *found, &ca, cluster, renewal, now) {
@@ -227,6 +277,11 @@ pub fn auto_verdict(
                 let due = format!("Secret {}: renewal due since {}", b.secret, rfc3339(at));
                 obs.to_issue.push(due);
                 obs.certificates.push(info(&b, Some(at)));
+            }
+            LeafState::Rewrite(b, why) => {
+                identity = identity.or((*role == Role::Client).then(|| self::identity(&b)));
+                obs.to_issue.push(why);
+                obs.certificates.push(info(&b, None));
             }
             LeafState::Issue(why) => {
                 obs.missing |= found.data.is_none();

@@ -376,3 +376,531 @@ async fn each_invalid_tls_secret_is_reported_and_nothing_is_created() {
     assert!(ok && pods.trim().is_empty(), "pods were created: {pods}");
     assert!(!event_names(&ns.0, "reason=TLSSecretInvalid").is_empty());
 }
+
+/// The operator's client certificate of an auto cluster as its Secret holds it now:
+/// (trusted CAs, certificate, key).
+async fn client_keys(ns: &str, cluster: &str) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+    let secret = read_secret(ns, &format!("{cluster}-client-tls")).await;
+    (
+        key(&secret, "etcd-client-ca.crt"),
+        key(&secret, "etcd-client.crt"),
+        key(&secret, "etcd-client.key"),
+    )
+}
+
+/// The addresses of the live member pods of `cluster`.
+async fn member_ips(ns: &str, cluster: &str) -> Vec<String> {
+    let pods: Api<Pod> = Api::namespaced(client().await, ns);
+    let selector = format!("app=etcd,etcd_cluster={cluster}");
+    let list = pods
+        .list(&kube::api::ListParams::default().labels(&selector))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    list.into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| p.status?.pod_ip)
+        .filter(|ip| !ip.is_empty())
+        .collect()
+}
+
+/// A client of every member of an auto cluster with the certificate its client Secret
+/// holds now, verifying members by a name their server certificates cover.
+async fn auto_client(ns: &str, cluster: &str) -> Result<Etcd, etcd_client::Error> {
+    let (ca_pem, cert, key_pem) = client_keys(ns, cluster).await;
+    let tls = TlsOptions::new()
+        .domain_name(format!("writer.{cluster}.{ns}.svc"))
+        .ca_certificate(Certificate::from_pem(ca_pem))
+        .identity(Identity::from_pem(cert, key_pem));
+    let options = ConnectOptions::new()
+        .with_tls(tls)
+        .with_connect_timeout(Duration::from_secs(2))
+        .with_timeout(Duration::from_secs(3));
+    let endpoints: Vec<String> = member_ips(ns, cluster)
+        .await
+        .into_iter()
+        .map(|ip| format!("https://{ip}:2379"))
+        .collect();
+    Etcd::connect(endpoints, Some(options)).await
+}
+
+/// What a writer saw.
+#[derive(Debug, Default)]
+struct Written {
+    /// Keys whose put etcd acknowledged.
+    acked: Vec<String>,
+    /// Puts that failed (each followed by a new connection with fresh credentials).
+    failed: usize,
+    /// The longest run of failed puts in a row.
+    longest_failing_run: usize,
+}
+
+/// Writes a key every 200 ms until stopped, reconnecting with the client Secret's current
+/// certificate after any failure (as an application renewing its certificate would).
+struct Writer {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<Written>,
+}
+
+impl Writer {
+    fn start(ns: &str, cluster: &str, prefix: &str) -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (ns, cluster, prefix, flag) = (
+            ns.to_string(),
+            cluster.to_string(),
+            prefix.to_string(),
+            stop.clone(),
+        );
+        let task = tokio::spawn(async move {
+            let mut written = Written::default();
+            let (mut etcd, mut run, mut i) = (None, 0, 0);
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                if etcd.is_none() {
+                    etcd = auto_client(&ns, &cluster).await.ok();
+                }
+                let key = format!("{prefix}/{i:06}");
+                let put = match etcd.as_mut() {
+                    Some(c) => {
+                        tokio::time::timeout(Duration::from_secs(4), c.put(key.clone(), "v", None))
+                            .await
+                            .is_ok_and(|r| r.is_ok())
+                    }
+                    None => false,
+                };
+                i += 1;
+                if put {
+                    written.acked.push(key);
+                    run = 0;
+                } else {
+                    etcd = None;
+                    written.failed += 1;
+                    run += 1;
+                    written.longest_failing_run = written.longest_failing_run.max(run);
+                }
+            }
+            written
+        });
+        Writer { stop, task }
+    }
+
+    async fn finish(self) -> Written {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.task.await.expect("the writer")
+    }
+}
+
+/// Every acknowledged write reads back, and the writer kept writing throughout: failures
+/// came in short runs (a member restarting under the client, credentials renewed).
+async fn assert_writes_survived(ns: &str, cluster: &str, written: &Written) {
+    assert!(!written.acked.is_empty(), "{written:?}");
+    assert!(
+        written.longest_failing_run <= 50,
+        "writes failed {} times in a row (10 s and more): {} of {} failed",
+        written.longest_failing_run,
+        written.failed,
+        written.failed + written.acked.len()
+    );
+    let mut etcd = auto_client(ns, cluster).await.expect("a client after");
+    for key in &written.acked {
+        let got = etcd.get(key.as_str(), None).await.expect("get");
+        assert_eq!(got.kvs().len(), 1, "acknowledged write {key} is lost");
+    }
+}
+
+fn restarts(ns: &str) -> Vec<String> {
+    let path = "jsonpath={range .items[*]}{.metadata.name}={.metadata.uid}/{.status.containerStatuses[*].restartCount} {end}";
+    let (ok, out) = kubectl(&["get", "pods", "-n", ns, "-o", path], None);
+    assert!(ok, "{out}");
+    let mut words: Vec<String> = out.split_whitespace().map(str::to_string).collect();
+    words.sort();
+    words
+}
+
+#[tokio::test]
+async fn leaf_certificates_are_renewed_under_writes_without_restarting_members() {
+    let ns = Namespace::create("tls-renew");
+    // Two-minute certificates renewed at half their life: one renewal a minute.
+    let yaml = format!(
+        "{}  TLS:\n    auto:\n      validity: 2m\n      renewAtPercent: 50\n",
+        cluster_yaml(&ns.0, "renew", 3, VERSION, false)
+    );
+    apply(&yaml);
+    wait_running(&ns.0, "renew", 3, Duration::from_secs(240)).await;
+    let mut etcd = auto_client(&ns.0, "renew").await.expect("a client");
+    write_keys(&mut etcd, "before", 20).await;
+    let pods_before = restarts(&ns.0);
+    let peer_cert = |s: &Secret| key(s, "peer.crt");
+    let first = peer_cert(&read_secret(&ns.0, "renew-peer-tls").await);
+
+    let writer = Writer::start(&ns.0, "renew", "renew-writes");
+    let mut seen = vec![first];
+    while seen.len() < 3 {
+        let secret = read_secret(&ns.0, "renew-peer-tls").await;
+        if !seen.contains(&peer_cert(&secret)) {
+            seen.push(peer_cert(&secret));
+        }
+        assert!(
+            seen.len() == 3 || restarts(&ns.0) == pods_before,
+            "a member restarted"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    // A little longer: the last renewal reaches the members' files and the operator's
+    // next connections.
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let written = writer.finish().await;
+    assert_eq!(
+        restarts(&ns.0),
+        pods_before,
+        "no member pod restarted or replaced"
+    );
+    let status = wait_running(&ns.0, "renew", 3, Duration::from_secs(60)).await;
+    assert_eq!(status.len(), 3);
+    assert_writes_survived(&ns.0, "renew", &written).await;
+    let mut etcd = auto_client(&ns.0, "renew").await.expect("a client after");
+    assert_keys(&mut etcd, "before", 20).await;
+}
+
+/// Events of `ns` with `reason`.
+fn has_event(ns: &str, reason: &str) -> bool {
+    !event_names(ns, &format!("reason={reason}")).is_empty()
+}
+
+#[tokio::test]
+async fn ca_rotation_by_annotation_keeps_writes_and_members_and_ends_on_the_new_ca() {
+    let ns = Namespace::create("tls-rotate");
+    let yaml = format!(
+        "{}  pod:\n    persistentVolumeClaimSpec:\n      accessModes: [ReadWriteOnce]\n      \
+         resources: {{requests: {{storage: 1Gi}}}}\n  TLS:\n    auto: {{}}\n",
+        cluster_yaml(&ns.0, "rot", 3, VERSION, false)
+    );
+    apply(&yaml);
+    wait_running(&ns.0, "rot", 3, Duration::from_secs(300)).await;
+    let mut etcd = auto_client(&ns.0, "rot").await.expect("a client");
+    write_keys(&mut etcd, "before", 20).await;
+    let ids_before = member_list(&mut etcd).await;
+    let old_ca = key(&read_secret(&ns.0, "rot-ca").await, "tls.crt");
+    let old_client = client_keys(&ns.0, "rot").await;
+
+    let writer = Writer::start(&ns.0, "rot", "rot-writes");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (ok, out) = kubectl(
+        &[
+            "annotate",
+            "etcd",
+            "rot",
+            "-n",
+            &ns.0,
+            "etcd.database.coreos.com/rotate-ca=first",
+        ],
+        None,
+    );
+    assert!(ok, "{out}");
+    wait_status(
+        &ns.0,
+        "rot",
+        "a CA rotation under way",
+        Duration::from_secs(60),
+        |s| s.tls.as_ref().is_some_and(|t| t.ca_rotation.is_some()),
+    )
+    .await;
+    wait_status(
+        &ns.0,
+        "rot",
+        "the CA rotation complete",
+        Duration::from_secs(900),
+        |s| {
+            s.phase == "Running"
+                && s.members.ready.len() == 3
+                && s.tls.as_ref().is_some_and(|t| t.ca_rotation.is_none())
+        },
+    )
+    .await;
+    let written = writer.finish().await;
+    assert_writes_survived(&ns.0, "rot", &written).await;
+
+    for reason in [
+        "CARotationStarted",
+        "CARotationReissuing",
+        "CARotationDroppingOldCA",
+        "CARotationCompleted",
+    ] {
+        assert!(has_event(&ns.0, reason), "no {reason} Event");
+    }
+    let new_ca = key(&read_secret(&ns.0, "rot-ca").await, "tls.crt");
+    assert_ne!(new_ca, old_ca, "a new CA issues");
+    for (secret, ca_key) in [
+        ("rot-peer-tls", "peer-ca.crt"),
+        ("rot-server-tls", "server-ca.crt"),
+        ("rot-client-tls", "etcd-client-ca.crt"),
+    ] {
+        let bundle = key(&read_secret(&ns.0, secret).await, ca_key);
+        assert_eq!(
+            String::from_utf8_lossy(&bundle).trim(),
+            String::from_utf8_lossy(&new_ca).trim(),
+            "{secret} trusts the new CA only"
+        );
+    }
+    let mut etcd = auto_client(&ns.0, "rot")
+        .await
+        .expect("a client on the new CA");
+    assert_keys(&mut etcd, "before", 20).await;
+    let ids_after = member_list(&mut etcd).await;
+    let ids = |list: &[(u64, String, bool)]| {
+        let mut ids: Vec<u64> = list.iter().map(|m| m.0).collect();
+        ids.sort_unstable();
+        ids
+    };
+    assert_eq!(ids(&ids_after), ids(&ids_before), "the same members");
+    // The client certificate of before the rotation (old CA) is refused now.
+    let member = member_ips(&ns.0, "rot").await;
+    assert!(!member.is_empty());
+    let pods: Api<Pod> = Api::namespaced(client().await, &ns.0);
+    let name = pods
+        .list(&kube::api::ListParams::default().labels("etcd_cluster=rot"))
+        .await
+        .unwrap()
+        .items[0]
+        .metadata
+        .name
+        .clone()
+        .unwrap();
+    let refused = async {
+        let mut c = tls_client(
+            &ns.0,
+            "rot",
+            &name,
+            &new_ca,
+            Some((&old_client.1, &old_client.2)),
+        )
+        .await?;
+        c.put("old-ca", "x", None).await
+    };
+    let refused = tokio::time::timeout(Duration::from_secs(10), refused).await;
+    assert!(
+        !matches!(refused, Ok(Ok(_))),
+        "a client of the old CA was served"
+    );
+}
+
+/// What the peer port of `pod` answers to an HTTPS `GET /members`, presenting `pair`
+/// (certificate, key), or to plain HTTP (`https` false): the HTTP status, or `None` when
+/// no answer came.
+fn peer_answer(
+    ns: &str,
+    cluster: &str,
+    pod: &str,
+    https: bool,
+    pair: Option<(&[u8], &[u8])>,
+) -> Option<String> {
+    let ips = std::process::Command::new("kubectl")
+        .env("KUBECONFIG", kubeconfig())
+        .args([
+            "get",
+            "pod",
+            "-n",
+            ns,
+            pod,
+            "-o",
+            "jsonpath={.status.podIP}",
+        ])
+        .output()
+        .unwrap();
+    let ip = String::from_utf8_lossy(&ips.stdout).to_string();
+    let host = format!("{pod}.{cluster}.{ns}.svc");
+    let dir = std::env::temp_dir().join(format!("e2e-peer-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut cmd = std::process::Command::new("curl");
+    cmd.args([
+        "-s",
+        "-k",
+        "--http1.1",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "--max-time",
+        "5",
+    ])
+    .arg("--connect-to")
+    .arg(format!("{host}:2380:{ip}:2380"));
+    if let Some((cert, key_pem)) = pair {
+        std::fs::write(dir.join("c.crt"), cert).unwrap();
+        std::fs::write(dir.join("c.key"), key_pem).unwrap();
+        cmd.arg("--cert")
+            .arg(dir.join("c.crt"))
+            .arg("--key")
+            .arg(dir.join("c.key"));
+    }
+    let scheme = if https { "https" } else { "http" };
+    let out = cmd
+        .arg(format!("{scheme}://{host}:2380/members"))
+        .output()
+        .unwrap();
+    let code = String::from_utf8_lossy(&out.stdout).to_string();
+    (out.status.success() && code != "000").then_some(code)
+}
+
+#[tokio::test]
+async fn a_member_refuses_plaintext_and_uncertified_peers() {
+    let ns = Namespace::create("tls-peers");
+    let yaml = format!(
+        "{}  TLS:\n    auto: {{}}\n",
+        cluster_yaml(&ns.0, "peers", 3, VERSION, false)
+    );
+    apply(&yaml);
+    let ready = wait_running(&ns.0, "peers", 3, Duration::from_secs(240)).await;
+    let pod = &ready[0];
+    // The control: a certificate from the cluster's CA (the operator's own, which names
+    // no address etcd would check) is let through.
+    let (_, cert, key_pem) = client_keys(&ns.0, "peers").await;
+    let certified = peer_answer(&ns.0, "peers", pod, true, Some((&cert, &key_pem)));
+    assert_eq!(certified.as_deref(), Some("200"));
+    // Plain HTTP: at most Go's "client sent an HTTP request to an HTTPS server".
+    let plain = peer_answer(&ns.0, "peers", pod, false, None);
+    assert_ne!(plain.as_deref(), Some("200"), "plain HTTP was served");
+    // No certificate, and a self-signed one: refused in the handshake.
+    assert_eq!(peer_answer(&ns.0, "peers", pod, true, None), None);
+    let names = ClusterNames::new(&ns.0, "peers", "");
+    let stranger = ca(&names);
+    let forged = leaf(&stranger, Role::Client, &names, year());
+    let selfsigned = peer_answer(
+        &ns.0,
+        "peers",
+        pod,
+        true,
+        Some((forged.cert_pem.as_bytes(), forged.key_pem.as_bytes())),
+    );
+    assert_eq!(
+        selfsigned, None,
+        "a certificate from another CA was let through"
+    );
+    let rcgen_key = rcgen::KeyPair::generate().unwrap();
+    let own = rcgen::CertificateParams::new(Vec::<String>::new())
+        .unwrap()
+        .self_signed(&rcgen_key)
+        .unwrap();
+    let selfsigned = peer_answer(
+        &ns.0,
+        "peers",
+        pod,
+        true,
+        Some((own.pem().as_bytes(), rcgen_key.serialize_pem().as_bytes())),
+    );
+    assert_eq!(
+        selfsigned, None,
+        "a self-signed certificate was let through"
+    );
+    assert_plaintext_refused(&ns.0, pod).await;
+}
+
+#[tokio::test]
+async fn a_tls_cluster_upgrades_from_3_5_to_3_6() {
+    let ns = Namespace::create("tls-upgrade");
+    let yaml = format!(
+        "{}  TLS:\n    auto: {{}}\n",
+        cluster_yaml(&ns.0, "up", 3, VERSION, false)
+    );
+    apply(&yaml);
+    wait_running(&ns.0, "up", 3, Duration::from_secs(240)).await;
+    let mut etcd = auto_client(&ns.0, "up").await.expect("a client");
+    write_keys(&mut etcd, "before", 30).await;
+    let writer = Writer::start(&ns.0, "up", "up-writes");
+    patch_spec(&ns.0, "up", json!({"version": "3.6.16"})).await;
+    wait_status(
+        &ns.0,
+        "up",
+        "upgraded to 3.6.16",
+        Duration::from_secs(600),
+        |s| s.current_version == "3.6.16" && s.phase == "Running" && s.members.ready.len() == 3,
+    )
+    .await;
+    let written = writer.finish().await;
+    assert_writes_survived(&ns.0, "up", &written).await;
+    let mut etcd = auto_client(&ns.0, "up").await.expect("a client after");
+    assert_keys(&mut etcd, "before", 30).await;
+    assert!(
+        pod_images(&ns.0).iter().all(|i| i.ends_with(":v3.6.16")),
+        "{:?}",
+        pod_images(&ns.0)
+    );
+}
+
+#[tokio::test]
+async fn a_static_clusters_members_restart_onto_a_ca_the_user_adds() {
+    let ns = Namespace::create("tls-static-ca");
+    let names = ClusterNames::new(&ns.0, "user", "");
+    let ca1 = ca(&names);
+    coreos_secrets(&ns.0, "user", &names, &ca1).await;
+    apply(&static_cluster_yaml(&ns.0, "user", 3, "user"));
+    let ready = wait_running(&ns.0, "user", 3, Duration::from_secs(240)).await;
+    let client_leaf = leaf(&ca1, Role::Client, &names, year());
+    let identity = (
+        client_leaf.cert_pem.as_bytes(),
+        client_leaf.key_pem.as_bytes(),
+    );
+    let mut etcd = tls_client(
+        &ns.0,
+        "user",
+        &ready[0],
+        ca1.cert_pem.as_bytes(),
+        Some(identity),
+    )
+    .await
+    .expect("a client");
+    write_keys(&mut etcd, "before", 20).await;
+    let before = pod_uids(&ns.0);
+
+    // The user adds a second CA to every bundle (the first step of their own rotation).
+    let ca2 = ca(&names);
+    let both = format!("{}{}", ca1.cert_pem, ca2.cert_pem);
+    let api: Api<Secret> = Api::namespaced(client().await, &ns.0);
+    for role in Role::ALL {
+        let patch = json!({"data": {role.ca_key(): ByteString(both.clone().into_bytes())}});
+        api.patch(
+            &format!("user-{}", role.label()),
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .expect("patch a Secret");
+    }
+    let after = wait_for(
+        "every member pod replaced",
+        Duration::from_secs(600),
+        || {
+            let before = before.clone();
+            let ns = ns.0.clone();
+            async move {
+                let after = pod_uids(&ns);
+                if before.iter().all(|p| !after.contains(p)) {
+                    Ok(after)
+                } else {
+                    Err(format!("{before:?} -> {after:?}"))
+                }
+            }
+        },
+    )
+    .await;
+    assert!(!after.is_empty());
+    assert!(has_event(&ns.0, "PodRecreated"));
+    let ready = wait_running(&ns.0, "user", 3, Duration::from_secs(60)).await;
+    // A client certificate from the added CA is now accepted by every member.
+    let new_client = leaf(&ca2, Role::Client, &names, year());
+    for member in &ready {
+        let mut etcd = tls_client(
+            &ns.0,
+            "user",
+            member,
+            ca1.cert_pem.as_bytes(),
+            Some((
+                new_client.cert_pem.as_bytes(),
+                new_client.key_pem.as_bytes(),
+            )),
+        )
+        .await
+        .expect("a client of the added CA");
+        assert_keys(&mut etcd, "before", 20).await;
+    }
+}

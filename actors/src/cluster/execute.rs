@@ -140,6 +140,10 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
             let issued = fx.kube.issue_certificates().await;
             Ok(Done::cluster(issued.map_err(|e| e.to_string())?))
         }
+        Action::AdvanceCaRotation { from, to } => {
+            let advanced = fx.kube.advance_ca_rotation(*from, *to).await;
+            Ok(Done::cluster(advanced.map_err(|e| e.to_string())?))
+        }
         Action::EnsureServices => ensure_services(fx).await,
         Action::CreateSeed { version, restore } => create_seed(fx, version, restore.as_ref()).await,
         Action::StartSeed {

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::{SnapshotSource, Version};
+use super::{CaRotationStep, SnapshotSource, Version};
 
 /// One step the Cluster actor must perform. A decision returns a short list of these;
 /// the actor executes them in order and stops at the first failure.
@@ -12,6 +12,15 @@ pub enum Action {
     /// Make the operator-managed certificates that are missing, invalid or due for
     /// renewal (`spec.TLS.auto`), from the cluster's CA (idempotent).
     IssueCertificates,
+    /// Move the CA rotation of an operator-managed cluster to its next step, recorded in
+    /// the CA Secret: refused unless the Secret records `from` (so a step is never
+    /// skipped, nor taken twice).
+    AdvanceCaRotation {
+        /// The step the CA Secret records now (`None`: no rotation).
+        from: Option<CaRotationStep>,
+        /// The step to record (`None`: the rotation is complete).
+        to: Option<CaRotationStep>,
+    },
     /// Create the headless and client Services if they are missing (idempotent).
     EnsureServices,
     /// Start a brand-new cluster: record a new seed name and `--initial-cluster-token` in
@@ -150,6 +159,7 @@ impl Action {
     pub fn kind(&self) -> &'static str {
         match self {
             Action::IssueCertificates => "issue_certificates",
+            Action::AdvanceCaRotation { .. } => "advance_ca_rotation",
             Action::EnsureServices => "ensure_services",
             Action::CreateSeed { .. } => "create_seed",
             Action::StartSeed { .. } => "start_seed",

@@ -23,6 +23,8 @@ mod decide_tests;
 pub(crate) mod fixtures;
 #[cfg(test)]
 mod rollout_tests;
+#[cfg(test)]
+mod rotation_tests;
 
 pub use action::Action;
 pub(crate) use bootstrap::Birth;
@@ -36,6 +38,9 @@ pub use reason::{Reason, Why};
 pub use restore::{SnapshotSource, Unreadable, check_readable, restores_with_etcdutl};
 pub use spec::{DesiredCluster, Storage};
 pub use state::{Deadlines, Phase, State};
-pub use tls::{CertificateInfo, TlsMode, TlsObservation};
+pub use tls::{
+    CaRotationStep, CaRotationView, CertificateInfo, TlsMode, TlsObservation, is_stale,
+    template_with_trust,
+};
 pub(crate) use version::UpgradePath;
 pub use version::{Version, VersionError};

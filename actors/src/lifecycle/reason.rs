@@ -61,6 +61,9 @@ reasons! {
     ReplacingBrokenMember,
     /// A member gets a pod built from a changed pod template (a rolling restart).
     RestartingMember,
+    /// A CA rotation moves to its next step, or waits for the members to reach the
+    /// current one.
+    RotatingCa = "RotatingCA",
     /// A crash-looping member built from an older pod template gets a pod from the
     /// current one.
     RecreatingCrashLoopingMember,

@@ -13,17 +13,10 @@
 //!   hold a quorum.
 
 use super::decide::{ClusterView, settle};
+use super::tls::{RotationStep, is_stale, rotation, trusts_another_bundle};
 use super::volumes::on_a_volume;
 use super::{Action, Decision, DesiredCluster, Observation, Phase, PodView, Reason, State, Why};
 use super::{crash, transition};
-
-/// Whether `pod` was built from another pod template than the spec's. Pods made by
-/// operators that did not record their template are left alone.
-pub(super) fn is_stale(pod: &PodView, spec: &DesiredCluster) -> bool {
-    pod.pod_template
-        .as_ref()
-        .is_some_and(|t| *t != spec.pod_template)
-}
 
 /// A crash-looping pod built from an older template, when recreating it is safe without
 /// a member list: its member is on a volume. Checked before anything needs etcd, since a
@@ -35,7 +28,7 @@ pub(super) fn crash_loop_on_a_volume(
 ) -> Option<Decision> {
     let pod = obs.pods.iter().find(|p| {
         !p.terminating
-            && is_stale(p, spec)
+            && is_stale(p, spec, obs)
             && crash::looping(p).is_some()
             && on_a_volume(obs, &p.name)
     })?;
@@ -53,7 +46,8 @@ pub(super) fn crash_loop_with_quorum(
         let pod = view.obs.pod(&m.name)?;
         let others = view.healthy_voters - usize::from(view.is_healthy(m) && !m.is_learner);
         let loops = crash::looping(pod).is_some();
-        (loops && !pod.terminating && is_stale(pod, spec) && others >= view.quorum()).then_some(pod)
+        (loops && !pod.terminating && is_stale(pod, spec, view.obs) && others >= view.quorum())
+            .then_some(pod)
     })?;
     Some(recreate_crash_looping(state.clone(), pod))
 }
@@ -86,22 +80,28 @@ pub(super) fn restart_next(
     let mut stale: Vec<_> = view
         .members
         .iter()
-        .filter(|m| view.obs.pod(&m.name).is_some_and(|p| is_stale(p, spec)))
+        .filter(|m| {
+            view.obs
+                .pod(&m.name)
+                .is_some_and(|p| is_stale(p, spec, view.obs))
+        })
         .collect();
     stale.sort_by_key(|m| (Some(m.id) == view.leader, m.name.clone()));
     let Some(next) = stale.first() else {
-        let why = Why::new(
-            Reason::Converged,
-            format!("{} members running {}", view.members.len(), spec.version),
-        );
-        return settle(state, Phase::Running, actions, why);
+        return settled(state, view, spec, actions);
+    };
+    let what = match view.obs.pod(&next.name) {
+        Some(p) if trusts_another_bundle(p, spec, view.obs) => {
+            "the CA bundle the members trust changed (etcd reads it only when it starts)"
+        }
+        _ => "spec.pod or spec.repository changed",
     };
     let on_volume = on_a_volume(view.obs, &next.name);
     if !on_volume && view.healthy_voters.saturating_sub(1) < view.quorum() {
         let why = Why::new(
             Reason::RestartRefused,
             format!(
-                "spec.pod or spec.repository changed, but member {} keeps its data on an \
+                "{what}, but member {} keeps its data on an \
                  emptyDir: a new pod means replacing it, and the other {} voting members \
                  would not keep a quorum meanwhile. Its pod is left as it is (scale the \
                  cluster to 3 or more members, or use persistentVolumeClaimSpec)",
@@ -119,7 +119,7 @@ pub(super) fn restart_next(
     let why = Why::new(
         Reason::RestartingMember,
         format!(
-            "spec.pod or spec.repository changed: restarting member {} onto it ({how}); \
+            "{what}: restarting member {} onto it ({how}); \
              {} of {} members left to restart",
             next.name,
             stale.len(),
@@ -131,4 +131,33 @@ pub(super) fn restart_next(
         name: next.name.clone(),
     });
     settle(state, Phase::Restarting, actions, why)
+}
+
+/// Every member runs the current template and trust: the next step of a CA rotation when
+/// one is due or in progress, else `Running`.
+fn settled(
+    state: State,
+    view: &ClusterView<'_>,
+    spec: &DesiredCluster,
+    mut actions: Vec<Action>,
+) -> Decision {
+    match rotation(view.obs, spec) {
+        None => {
+            let why = Why::new(
+                Reason::Converged,
+                format!("{} members running {}", view.members.len(), spec.version),
+            );
+            settle(state, Phase::Running, actions, why)
+        }
+        Some(RotationStep::Wait(why)) => settle(state, Phase::Restarting, actions, why),
+        Some(RotationStep::Advance { from, to, why }) => {
+            actions.push(Action::AdvanceCaRotation { from, to });
+            let phase = if to.is_none() {
+                Phase::Running
+            } else {
+                Phase::Restarting
+            };
+            settle(state, phase, actions, why)
+        }
+    }
 }

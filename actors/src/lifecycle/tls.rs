@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::{Action, Decision, DesiredCluster, Observation, Phase, Reason, Why};
+use super::{Action, Decision, DesiredCluster, Observation, Phase, PodView, Reason, Why};
 
 /// How a cluster's peer and client traffic is secured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
@@ -74,6 +74,75 @@ pub struct TlsObservation {
     /// Whether some certificate a member pod needs does not exist yet (so no pod may be
     /// created until it is issued), as opposed to one only due for renewal.
     pub missing: bool,
+    /// Digest of the CA bundles a member started now would trust (`peer-ca.crt` and
+    /// `server-ca.crt` of the Secrets it mounts), when they can be read. etcd reads these
+    /// files only when it starts, so a member whose pod records another digest still
+    /// trusts the bundle it started with.
+    pub trust: Option<String>,
+    /// Where a CA rotation stands (`spec.TLS.auto` with the operator's own CA).
+    pub rotation: CaRotationView,
+}
+
+/// The steps of a CA rotation, in order. Each begins only when every member runs with
+/// what the previous one gave it, and is recorded in the CA Secret, so an operator
+/// restarted in the middle resumes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum CaRotationStep {
+    /// A new CA was made and added to every trust bundle (old + new); leaf certificates
+    /// are still issued by the old CA. Members restart onto the new bundle one at a time
+    /// (etcd does not reload its trusted CA files).
+    TrustNewCa,
+    /// Leaf certificates are re-issued by the new CA; the bundle still holds both. etcd
+    /// reads certificates for each new connection: no restart.
+    ReissueLeaves,
+    /// The old CA is dropped from every bundle; members restart onto it one at a time.
+    DropOldCa,
+}
+
+impl CaRotationStep {
+    /// The step's name, as the CA Secret records it and the status shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CaRotationStep::TrustNewCa => "TrustNewCA",
+            CaRotationStep::ReissueLeaves => "ReissueLeaves",
+            CaRotationStep::DropOldCa => "DropOldCA",
+        }
+    }
+
+    /// The step named `name` (as [`CaRotationStep::as_str`] writes it).
+    pub fn parse(name: &str) -> Option<CaRotationStep> {
+        [
+            CaRotationStep::TrustNewCa,
+            CaRotationStep::ReissueLeaves,
+            CaRotationStep::DropOldCa,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == name)
+    }
+
+    /// The step after `step` (`None`: no rotation); the last one is followed by none.
+    pub fn after(step: Option<CaRotationStep>) -> Option<CaRotationStep> {
+        match step {
+            None => Some(CaRotationStep::TrustNewCa),
+            Some(CaRotationStep::TrustNewCa) => Some(CaRotationStep::ReissueLeaves),
+            Some(CaRotationStep::ReissueLeaves) => Some(CaRotationStep::DropOldCa),
+            Some(CaRotationStep::DropOldCa) => None,
+        }
+    }
+}
+
+/// A CA rotation as the adapter found it in the CA Secret and the EtcdCluster.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct CaRotationView {
+    /// The step in progress; `None`: no rotation.
+    pub step: Option<CaRotationStep>,
+    /// Why a rotation should start (the `rotate-ca` annotation has a new value, or the CA
+    /// reached its renewal point), while none is in progress.
+    pub due: Option<String>,
+    /// In [`CaRotationStep::ReissueLeaves`]: the re-issued certificates have had time to
+    /// reach every member's mounted Secret (a kubelet updates them within about a
+    /// minute), so no member presents one from the old CA any more.
+    pub propagated: bool,
 }
 
 impl TlsObservation {
@@ -84,6 +153,55 @@ impl TlsObservation {
             .filter_map(|c| c.renew_at.as_deref())
             .min()
     }
+}
+
+/// The separator between the pod template digest and the trust digest in a pod's
+/// template annotation.
+const TRUST_SEPARATOR: char = '.';
+
+/// What a pod's template annotation records: the digest of the spec it was built from,
+/// and with TLS the digest of the CA bundles it trusts (see [`TlsObservation::trust`]).
+pub fn template_with_trust(template: &str, trust: Option<&str>) -> String {
+    match trust {
+        Some(trust) => format!("{template}{TRUST_SEPARATOR}{trust}"),
+        None => template.to_string(),
+    }
+}
+
+/// The two parts of a pod's template annotation.
+fn split_template(annotation: &str) -> (&str, Option<&str>) {
+    match annotation.split_once(TRUST_SEPARATOR) {
+        Some((template, trust)) => (template, Some(trust)),
+        None => (annotation, None),
+    }
+}
+
+/// Whether `pod` runs another pod template than the spec's, or (with TLS) trusts another
+/// CA bundle than its Secrets hold now. Pods made by operators that did not record their
+/// template are left alone; a TLS pod that did not record its trust counts as trusting
+/// another bundle (it may), so a rotation never proceeds past it.
+pub fn is_stale(pod: &PodView, spec: &DesiredCluster, obs: &Observation) -> bool {
+    let Some(annotation) = &pod.pod_template else {
+        return false;
+    };
+    let (template, _) = split_template(annotation);
+    template != spec.pod_template || trusts_another_bundle(pod, spec, obs)
+}
+
+/// Whether `pod` (with TLS, the Secrets' trust known) started with another CA bundle
+/// than they hold now, or did not record which.
+pub(super) fn trusts_another_bundle(
+    pod: &PodView,
+    spec: &DesiredCluster,
+    obs: &Observation,
+) -> bool {
+    let Some(current) = obs.tls.trust.as_deref().filter(|_| spec.tls.enabled()) else {
+        return false;
+    };
+    let Some(annotation) = pod.pod_template.as_deref() else {
+        return false;
+    };
+    split_template(annotation).1 != Some(current)
 }
 
 /// Refuses TLS that cannot be used: pods running another mode than the spec asks for
@@ -139,6 +257,93 @@ pub(super) fn with_certificates(
     }
     decision.actions.insert(0, Action::IssueCertificates);
     decision
+}
+
+/// What a CA rotation asks for on a tick where every member is healthy and runs the
+/// current pod template and trust bundle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum RotationStep {
+    /// Move the rotation from one step to the next (`None`: no rotation).
+    Advance {
+        /// The step the CA Secret must be at.
+        from: Option<CaRotationStep>,
+        /// The step to record.
+        to: Option<CaRotationStep>,
+        /// Why, for people.
+        why: Why,
+    },
+    /// Wait: the current step has not reached every member yet.
+    Wait(Why),
+}
+
+/// The next move of a CA rotation, if one is due or in progress. Called only when every
+/// member is healthy and none runs an older pod template or trust bundle (the rolling
+/// restart found nothing to do); it still checks every live pod itself, so a step never
+/// begins while one runs with what the step before it replaced, and steps go strictly in
+/// order, one per call.
+pub(super) fn rotation(obs: &Observation, spec: &DesiredCluster) -> Option<RotationStep> {
+    let view = &obs.tls.rotation;
+    if spec.tls != TlsMode::Auto || (view.step.is_none() && view.due.is_none()) {
+        return None;
+    }
+    let wait = |message: String| Some(RotationStep::Wait(Why::new(Reason::RotatingCa, message)));
+    let doing = view
+        .step
+        .map_or("starting a CA rotation", CaRotationStep::as_str);
+    if !obs.tls.to_issue.is_empty() {
+        return wait(format!(
+            "CA rotation ({doing}): writing the certificates of this step first"
+        ));
+    }
+    let Some(trust) = obs.tls.trust.as_deref() else {
+        return wait(format!(
+            "CA rotation ({doing}): the trust bundles in the Secrets cannot be read"
+        ));
+    };
+    let behind: Vec<&str> = obs
+        .pods
+        .iter()
+        .filter(|p| !p.is_dead())
+        .filter(|p| p.pod_template.as_deref().map(|t| split_template(t).1) != Some(Some(trust)))
+        .map(|p| p.name.as_str())
+        .collect();
+    if !behind.is_empty() {
+        return wait(format!(
+            "CA rotation ({doing}): members {} do not run the current trust bundle yet; \
+             the next step waits for every member",
+            behind.join(", ")
+        ));
+    }
+    let advance = |message: &str| {
+        Some(RotationStep::Advance {
+            from: view.step,
+            to: CaRotationStep::after(view.step),
+            why: Why::new(Reason::RotatingCa, message.to_string()),
+        })
+    };
+    match view.step {
+        None => advance(&format!(
+            "starting a CA rotation ({}): a new CA is made and added to every trust \
+             bundle, and members restart onto it one at a time",
+            view.due.as_deref().unwrap_or_default()
+        )),
+        Some(CaRotationStep::TrustNewCa) => advance(
+            "every member trusts the old and the new CA: re-issuing the certificates from \
+             the new CA (no restart: etcd reads them for each new connection)",
+        ),
+        Some(CaRotationStep::ReissueLeaves) if !view.propagated => wait(
+            "CA rotation (ReissueLeaves): waiting for the re-issued certificates to reach \
+             every member's mounted Secret before the old CA is dropped"
+                .into(),
+        ),
+        Some(CaRotationStep::ReissueLeaves) => advance(
+            "every certificate is issued by the new CA: dropping the old CA from every \
+             trust bundle, and members restart onto it one at a time",
+        ),
+        Some(CaRotationStep::DropOldCa) => {
+            advance("every member trusts the new CA only: the CA rotation is complete")
+        }
+    }
 }
 
 #[cfg(test)]

@@ -30,7 +30,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use etcd_operator_actors::lifecycle::{
-    BootstrapRecord, MemberHealth, MemberView, PodPhase, PodView, Recorded, TlsMode, Version,
+    BootstrapRecord, CaRotationStep, MemberHealth, MemberView, PodPhase, PodView, Recorded,
+    TlsMode, Version,
 };
 use etcd_operator_actors::ports::{
     AddedMember, ApiError, ClusterApi, EtcdApi, EtcdError, EtcdErrorKind, EventRecord,
@@ -599,6 +600,17 @@ impl ClusterApi for FakeCluster {
         // The fake runs plaintext clusters only (`TlsMode::Off`): nothing asks for this.
         Err(ApiError::Invalid(
             "the fake cluster has no TLS certificates to issue".into(),
+        ))
+    }
+
+    async fn advance_ca_rotation(
+        &self,
+        _from: Option<CaRotationStep>,
+        _to: Option<CaRotationStep>,
+    ) -> Result<String, ApiError> {
+        // Plaintext clusters only, as above: no CA to rotate.
+        Err(ApiError::Invalid(
+            "the fake cluster has no CA to rotate".into(),
         ))
     }
 

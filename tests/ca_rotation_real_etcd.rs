@@ -1,0 +1,349 @@
+//! A CA rotation done by hand on real etcd processes, the way the operator does it on a
+//! cluster: every member restarted one at a time onto a trust bundle of the old and the
+//! new CA, then the leaf certificates replaced by ones from the new CA (files rewritten,
+//! no restart), then every member restarted onto the new CA alone. At each step the
+//! cluster keeps serving; a member restarted with both CAs accepts clients and peers from
+//! either; one with the new CA only refuses the old one; and a peer or client with a
+//! certificate from no trusted CA, or none, is refused.
+//!
+//! Three members on 127.0.0.1 with free ports, peers and clients both on TLS with client
+//! certificates required. Certificates here name `localhost` and `127.0.0.1`: etcd checks a
+//! peer's certificate against the address it connects from.
+
+mod support;
+
+use std::fs;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
+use etcd_operator::api::KeyType;
+use etcd_operator::tls::{Ca, ClusterNames, Lifetime, new_ca};
+use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, Issuer, KeyPair, SanType};
+use support::etcd_process::etcd_bin;
+use support::tls_etcd::free_port;
+
+/// A certificate and its key, PEM.
+#[derive(Clone)]
+struct Pair {
+    cert: String,
+    key: String,
+}
+
+fn a_ca(name: &str) -> Ca {
+    let now = jiff::Timestamp::now().as_second();
+    let names = ClusterNames::new("rotation", name, "");
+    new_ca(
+        &names,
+        KeyType::EcdsaP256,
+        Lifetime::starting(now - 60, 3600),
+    )
+    .unwrap()
+}
+
+fn params() -> CertificateParams {
+    let mut params = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    params
+        .subject_alt_names
+        .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+    params.extended_key_usages = vec![
+        ExtendedKeyUsagePurpose::ServerAuth,
+        ExtendedKeyUsagePurpose::ClientAuth,
+    ];
+    params
+}
+
+/// A certificate for peers, servers and clients alike, issued by `ca`.
+fn leaf(ca: &Ca) -> Pair {
+    let issuer =
+        Issuer::from_ca_cert_pem(&ca.cert_pem, KeyPair::from_pem(&ca.key_pem).unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let cert = params().signed_by(&key, &issuer).unwrap();
+    Pair {
+        cert: cert.pem(),
+        key: key.serialize_pem(),
+    }
+}
+
+/// A certificate that signs itself: no CA vouches for it.
+fn self_signed() -> Pair {
+    let key = KeyPair::generate().unwrap();
+    let cert = params().self_signed(&key).unwrap();
+    Pair {
+        cert: cert.pem(),
+        key: key.serialize_pem(),
+    }
+}
+
+fn bundle(cas: &[&Ca]) -> String {
+    cas.iter().map(|ca| ca.cert_pem.as_str()).collect()
+}
+
+/// One member: its ports, directory and process.
+struct Member {
+    name: String,
+    client_port: u16,
+    peer_port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+impl Member {
+    fn new(name: &str) -> Self {
+        let (client_port, peer_port) = (free_port(), free_port());
+        let dir = std::env::temp_dir().join(format!(
+            "etcd-operator-rotation-{}-{name}-{client_port}",
+            std::process::id()
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        Member {
+            name: name.into(),
+            client_port,
+            peer_port,
+            dir,
+            child: None,
+        }
+    }
+
+    fn peer_url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.peer_port)
+    }
+
+    fn client_url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.client_port)
+    }
+
+    /// Writes its certificate (peer and server alike) and its trust bundle.
+    fn write_files(&self, pair: &Pair, trust: Option<&str>) {
+        // Written beside, then renamed: a reader sees the old file or the new one.
+        let put = |file: &str, text: &str| {
+            let tmp = self.dir.join(format!(".{file}.tmp"));
+            fs::write(&tmp, text).unwrap();
+            fs::rename(&tmp, self.dir.join(file)).unwrap();
+        };
+        put("tls.key", &pair.key);
+        put("tls.crt", &pair.cert);
+        if let Some(trust) = trust {
+            put("ca.crt", trust);
+        }
+    }
+
+    fn start(&mut self, initial_cluster: &str) {
+        let file = |f: &str| self.dir.join(f).display().to_string();
+        let args = [
+            format!("--name={}", self.name),
+            format!("--data-dir={}", file("data")),
+            format!("--listen-client-urls={}", self.client_url()),
+            format!("--advertise-client-urls={}", self.client_url()),
+            format!("--listen-peer-urls={}", self.peer_url()),
+            format!("--initial-advertise-peer-urls={}", self.peer_url()),
+            format!("--initial-cluster={initial_cluster}"),
+            "--initial-cluster-state=new".into(),
+            "--initial-cluster-token=rotation".into(),
+            "--client-cert-auth=true".into(),
+            format!("--trusted-ca-file={}", file("ca.crt")),
+            format!("--cert-file={}", file("tls.crt")),
+            format!("--key-file={}", file("tls.key")),
+            "--peer-client-cert-auth=true".into(),
+            format!("--peer-trusted-ca-file={}", file("ca.crt")),
+            format!("--peer-cert-file={}", file("tls.crt")),
+            format!("--peer-key-file={}", file("tls.key")),
+            "--logger=zap".into(),
+            "--log-outputs=stderr".into(),
+        ];
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("etcd.log"))
+            .unwrap();
+        let child = Command::new(etcd_bin())
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start etcd");
+        self.child = Some(child);
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    fn log(&self) -> String {
+        let text = fs::read_to_string(self.dir.join("etcd.log")).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(15)..].join("\n")
+    }
+
+    /// Whether `pair` (or no certificate) is let through on the peer port: an HTTPS GET
+    /// of `/members`, as a member asks another, trusting `ca` for the member's own
+    /// certificate.
+    fn peer_accepts(&self, pair: Option<&Pair>, ca: &str) -> bool {
+        let ca_file = self.dir.join(".probe-ca.crt");
+        fs::write(&ca_file, ca).unwrap();
+        let mut cmd = Command::new("curl");
+        cmd.args([
+            "-sS",
+            "--http1.1",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--max-time",
+            "5",
+        ])
+        .arg("--cacert")
+        .arg(&ca_file);
+        if let Some(pair) = pair {
+            let (cert, key) = (self.dir.join(".probe.crt"), self.dir.join(".probe.key"));
+            fs::write(&cert, &pair.cert).unwrap();
+            fs::write(&key, &pair.key).unwrap();
+            cmd.arg("--cert").arg(cert).arg("--key").arg(key);
+        }
+        let out = cmd
+            .arg(format!("{}/members", self.peer_url()))
+            .output()
+            .expect("run curl");
+        let answered = out.status.success() && String::from_utf8_lossy(&out.stdout) == "200";
+        if std::env::var_os("ROTATION_DEBUG").is_some() {
+            eprintln!(
+                "{} {:?} {} {}",
+                self.name,
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        answered
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        self.stop();
+        if !std::thread::panicking() {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// A client of `member` presenting `pair`, trusting `ca` (PEM).
+async fn client(member: &Member, pair: &Pair, ca: &str) -> Result<Client, etcd_client::Error> {
+    let tls = TlsOptions::new()
+        .domain_name("localhost")
+        .ca_certificate(Certificate::from_pem(ca))
+        .identity(Identity::from_pem(&pair.cert, &pair.key));
+    let options = ConnectOptions::new()
+        .with_tls(tls)
+        .with_connect_timeout(Duration::from_secs(2))
+        .with_timeout(Duration::from_secs(3));
+    Client::connect([member.client_url()], Some(options)).await
+}
+
+/// Whether `member` serves a write from a client presenting `pair`.
+async fn writes(member: &Member, pair: &Pair, ca: &str, key: &str) -> bool {
+    let attempt = async {
+        let mut c = client(member, pair, ca).await?;
+        c.put(key, "v", None).await
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_secs(8), attempt).await,
+        Ok(Ok(_))
+    )
+}
+
+/// Waits until `member` serves a write (so it is back in a cluster with quorum).
+async fn wait_serving(member: &Member, pair: &Pair, ca: &str) {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(30) {
+        if writes(member, pair, ca, "probe").await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!(
+        "{} does not serve after 30 s:\n{}",
+        member.name,
+        member.log()
+    );
+}
+
+fn cluster() -> (Vec<Member>, String) {
+    let members: Vec<Member> = ["m1", "m2", "m3"].into_iter().map(Member::new).collect();
+    let initial = members
+        .iter()
+        .map(|m| format!("{}={}", m.name, m.peer_url()))
+        .collect::<Vec<_>>()
+        .join(",");
+    (members, initial)
+}
+
+#[tokio::test]
+async fn a_rolling_ca_rotation_keeps_a_real_cluster_serving_peers_and_clients_of_both_cas() {
+    let (old, new, stranger) = (a_ca("old"), a_ca("new"), a_ca("stranger"));
+    let (both, only_old, only_new) = (bundle(&[&old, &new]), bundle(&[&old]), bundle(&[&new]));
+    let (old_client, new_client) = (leaf(&old), leaf(&new));
+    let (mut members, initial) = cluster();
+    for m in &mut members {
+        m.write_files(&leaf(&old), Some(&only_old));
+        m.start(&initial);
+    }
+    for m in &members {
+        wait_serving(m, &old_client, &only_old).await;
+    }
+    assert!(!writes(&members[0], &new_client, &only_old, "k").await);
+
+    // Step one: every member restarted, one at a time, trusting both CAs.
+    for i in [1, 2, 0] {
+        members[i].stop();
+        members[i].write_files(&leaf(&old), Some(&both));
+        members[i].start(&initial);
+        wait_serving(&members[i], &old_client, &only_old).await;
+    }
+
+    // Step two: leaves from the new CA, files rewritten in place, no restart: m2 first.
+    // m1, restarted now, must take peers of both CAs (m2 new, m3 old) to serve again.
+    members[1].write_files(&leaf(&new), None);
+    members[0].stop();
+    members[0].start(&initial);
+    wait_serving(&members[0], &new_client, &both).await;
+    assert!(writes(&members[0], &old_client, &both, "k-old").await);
+    assert!(members[0].peer_accepts(Some(&leaf(&old)), &both));
+    assert!(members[0].peer_accepts(Some(&leaf(&new)), &both));
+    assert!(!members[0].peer_accepts(Some(&leaf(&stranger)), &both));
+    assert!(!members[0].peer_accepts(Some(&self_signed()), &both));
+    assert!(!members[0].peer_accepts(None, &both));
+    for m in &members {
+        m.write_files(&leaf(&new), None);
+    }
+    for m in &members {
+        assert!(
+            writes(m, &new_client, &only_new, "k-new").await,
+            "{}",
+            m.log()
+        );
+    }
+
+    // Step three: every member restarted onto the new CA alone.
+    for i in [1, 2, 0] {
+        members[i].stop();
+        members[i].write_files(&leaf(&new), Some(&only_new));
+        members[i].start(&initial);
+        wait_serving(&members[i], &new_client, &only_new).await;
+    }
+    for m in &members {
+        assert!(!writes(m, &old_client, &only_new, "refused").await);
+        assert!(!m.peer_accepts(Some(&leaf(&old)), &only_new));
+        assert!(m.peer_accepts(Some(&leaf(&new)), &only_new));
+    }
+    let mut c = client(&members[2], &new_client, &only_new).await.unwrap();
+    let got = c.get("k-old", None).await.unwrap();
+    assert_eq!(got.kvs().len(), 1, "a write of step two is still there");
+}
