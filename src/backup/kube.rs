@@ -5,13 +5,14 @@
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::Recorder;
 use kube::{Client, Resource};
 use serde_json::json;
 
 use crate::api::EtcdCluster;
 use crate::api::backup::{EtcdBackup, EtcdBackupStatus};
 use crate::controller::fence::Fence;
+use crate::kube_api::event;
 
 use super::credentials::SecretData;
 
@@ -117,19 +118,7 @@ impl BackupKube for KubeBackupApi {
         self.fence
             .check("record an Event")
             .map_err(|e| e.to_string())?;
-        let mut note = note.to_string();
-        note.truncate(1000);
-        let event = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: reason.to_string(),
-            note: Some(note),
-            action: "Backup".to_string(),
-            secondary: None,
-        };
+        let event = event(warning, reason, note, "Backup");
         self.recorder
             .publish(&event, &backup.object_ref(&()))
             .await

@@ -3,10 +3,7 @@
 use std::sync::Arc;
 
 use actix::{Actor, AsyncContext};
-use futures::StreamExt;
-use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::{WatchStreamExt, watcher};
-use slog::{Logger, warn};
+use slog::Logger;
 
 use crate::api::backup::EtcdBackup;
 use crate::backup::actor::{BackupConfig, BackupDeps};
@@ -16,7 +13,7 @@ use crate::backup::store::StoreTimeouts;
 use crate::backup::supervisor::{BackupEvent, BackupSupervisor};
 
 use super::fence::Fence;
-use super::{Clients, Settings, api, watch_config};
+use super::{Clients, Settings, api, logged_watch, recorder};
 
 /// Starts the Backup supervisor: one Backup actor per EtcdBackup, each write behind `fence`.
 pub(super) fn start_backups(
@@ -27,29 +24,12 @@ pub(super) fn start_backups(
     metrics: BackupMetrics,
     log: &Logger,
 ) -> actix::Addr<BackupSupervisor> {
-    let watch_log = log.clone();
-    let events = watcher(
-        api::<EtcdBackup>(&clients.watches, &settings.namespace),
-        watch_config(),
-    )
-    .default_backoff()
-    .filter_map(move |item| {
-        let log = watch_log.clone();
-        async move {
-            match item {
-                Ok(event) => Some(BackupEvent::from(event)),
-                Err(e) => {
-                    warn!(log, "EtcdBackup watch error"; "error" => %e);
-                    None
-                }
-            }
-        }
-    });
-    let reporter = Reporter {
-        controller: "etcd-operator".into(),
-        instance: Some(identity.to_string()),
-    };
-    let recorder = Recorder::new(clients.calls.clone(), reporter);
+    let events = logged_watch::<EtcdBackup, BackupEvent>(
+        api(&clients.watches, &settings.namespace),
+        "EtcdBackup",
+        log,
+    );
+    let recorder = recorder(clients, identity);
     let deps = BackupDeps {
         kube: Arc::new(KubeBackupApi::new(
             clients.calls.clone(),

@@ -61,6 +61,43 @@ fn watch_config() -> watcher::Config {
     watcher::Config::default().timeout(WATCH_TIMEOUT_S)
 }
 
+/// The events of a watch on every `K` of `api`, as `E`; a watch error is logged (naming
+/// `kind`) and skipped, the watcher retrying with its default backoff.
+fn logged_watch<K, E>(
+    api: Api<K>,
+    kind: &'static str,
+    log: &Logger,
+) -> impl Stream<Item = E> + use<K, E>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    E: From<watcher::Event<K>>,
+{
+    let log = log.clone();
+    watcher(api, watch_config())
+        .default_backoff()
+        .filter_map(move |item| {
+            let log = log.clone();
+            async move {
+                match item {
+                    Ok(event) => Some(E::from(event)),
+                    Err(e) => {
+                        warn!(log, "{} watch error", kind; "error" => %e);
+                        None
+                    }
+                }
+            }
+        })
+}
+
+/// The Event recorder of this replica (`identity`), writing through the calls client.
+fn recorder(clients: &Clients, identity: &str) -> Recorder {
+    let reporter = Reporter {
+        controller: "etcd-operator".into(),
+        instance: Some(identity.to_string()),
+    };
+    Recorder::new(clients.calls.clone(), reporter)
+}
+
 /// The API clients: one for calls (reads and writes that answer at once), one for the
 /// informers' lists and watches.
 struct Clients {
@@ -239,10 +276,6 @@ fn start_supervisor(
         writer,
         log.clone(),
     );
-    let reporter = Reporter {
-        controller: "etcd-operator".into(),
-        instance: Some(identity.to_string()),
-    };
     let kube = KubeWiring {
         client: clients.calls.clone(),
         caches: Caches {
@@ -252,7 +285,7 @@ fn start_supervisor(
             budgets,
             claims,
         },
-        recorder: Recorder::new(clients.calls.clone(), reporter),
+        recorder: recorder(clients, identity),
         etcd_timeout: settings.etcd_timeout,
         identities: Identities::default(),
         operator_image: settings.operator_image.clone(),

@@ -4,12 +4,9 @@
 use std::sync::Arc;
 
 use actix::{Actor, AsyncContext};
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::Api;
-use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::{WatchStreamExt, watcher};
 use slog::{Logger, info, warn};
 
 use crate::api::restore::EtcdRestore;
@@ -18,7 +15,7 @@ use crate::restore::actor::{RestoreActor, RestoreEvent};
 use crate::restore::kube::KubeRestoreApi;
 
 use super::fence::Fence;
-use super::{Clients, Settings, api, watch_config};
+use super::{Clients, Settings, api, logged_watch, recorder};
 
 /// Starts the Restore actor: every EtcdRestore's steps, each write behind `fence`.
 pub(super) fn start_restores(
@@ -28,29 +25,12 @@ pub(super) fn start_restores(
     fence: &Fence,
     log: &Logger,
 ) -> actix::Addr<RestoreActor> {
-    let watch_log = log.clone();
-    let events = watcher(
-        api::<EtcdRestore>(&clients.watches, &settings.namespace),
-        watch_config(),
-    )
-    .default_backoff()
-    .filter_map(move |item| {
-        let log = watch_log.clone();
-        async move {
-            match item {
-                Ok(event) => Some(RestoreEvent::from(event)),
-                Err(e) => {
-                    warn!(log, "EtcdRestore watch error"; "error" => %e);
-                    None
-                }
-            }
-        }
-    });
-    let reporter = Reporter {
-        controller: "etcd-operator".into(),
-        instance: Some(identity.to_string()),
-    };
-    let recorder = Recorder::new(clients.calls.clone(), reporter);
+    let events = logged_watch::<EtcdRestore, RestoreEvent>(
+        api(&clients.watches, &settings.namespace),
+        "EtcdRestore",
+        log,
+    );
+    let recorder = recorder(clients, identity);
     let kube = Arc::new(KubeRestoreApi::new(
         clients.calls.clone(),
         recorder,

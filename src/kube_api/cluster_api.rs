@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod, Se
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType as KubeEventType, Recorder};
+use kube::runtime::events::Recorder;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
@@ -676,25 +676,15 @@ impl ClusterApi for KubeClusterApi {
 
     async fn record_event(&self, event: &EventRecord) -> Result<(), ApiError> {
         let cluster = self.cluster()?;
-        let type_ = match event.kind {
-            EventType::Normal => KubeEventType::Normal,
-            EventType::Warning => KubeEventType::Warning,
-        };
-        let mut note = event.note.clone();
-        note.truncate(1000);
-        let ev = Event {
-            type_,
-            reason: event.reason.clone(),
-            note: Some(note),
-            action: event.action.clone(),
-            secondary: event.member.as_ref().map(|name| ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Pod".into()),
-                namespace: Some(self.topology.namespace.clone()),
-                name: Some(name.clone()),
-                ..ObjectReference::default()
-            }),
-        };
+        let warning = matches!(event.kind, EventType::Warning);
+        let mut ev = super::event(warning, &event.reason, &event.note, &event.action);
+        ev.secondary = event.member.as_ref().map(|name| ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            namespace: Some(self.topology.namespace.clone()),
+            name: Some(name.clone()),
+            ..ObjectReference::default()
+        });
         self.recorder
             .publish(&ev, &cluster.object_ref(&()))
             .await

@@ -3,6 +3,7 @@
 mod claims;
 mod cluster_api;
 mod error;
+mod events;
 mod expectations;
 mod pod_view;
 mod status_patch;
@@ -10,3 +11,5 @@ mod tls;
 
 pub use cluster_api::{Caches, KubeClusterApi};
 pub use tls::Identities;
+
+pub(crate) use events::event;

@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::Recorder;
 use kube::{Client, Resource};
 use serde_json::json;
 
@@ -12,6 +12,7 @@ use crate::api::restore::{EtcdRestore, EtcdRestoreStatus};
 use crate::backup::credentials::SecretData;
 use crate::backup::kube::{BackupKube, KubeBackupApi};
 use crate::controller::fence::Fence;
+use crate::kube_api::event;
 
 /// What creating the new EtcdCluster did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,19 +126,7 @@ impl RestoreKube for KubeRestoreApi {
         note: &str,
     ) -> Result<(), String> {
         self.check("record an Event")?;
-        let mut note = note.to_string();
-        note.truncate(1000);
-        let event = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: reason.to_string(),
-            note: Some(note),
-            action: "Restore".to_string(),
-            secondary: None,
-        };
+        let event = event(warning, reason, note, "Restore");
         self.recorder
             .publish(&event, &restore.object_ref(&()))
             .await
