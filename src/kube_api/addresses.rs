@@ -1,10 +1,12 @@
-//! Where the operator dials a member: its pod's address from the pod cache, so that its
-//! calls never ask the cluster DNS for a member's name before the pod's address is
-//! published (a miss the DNS then caches for its negative TTL).
+//! Members' addresses: where the operator dials a member (its pod's address from the pod
+//! cache, so that its calls never ask the cluster DNS for a member's name before the pod's
+//! address is published, a miss the DNS then caches for its negative TTL), and whether
+//! the cluster DNS publishes it yet (the headless Service's EndpointSlices list it).
 
 use std::net::IpAddr;
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 
@@ -31,6 +33,29 @@ fn pod_address(pod: &Pod, cluster: &str) -> Option<IpAddr> {
         return None;
     }
     pod.status.as_ref()?.pod_ip.as_deref()?.parse().ok()
+}
+
+/// The label the EndpointSlice controller puts on each slice of a Service.
+const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+/// Whether `pod`'s current address is listed for it in one of `slices` of Service
+/// `service` (the cluster DNS serves a headless Service's records from them).
+pub fn is_published<'a>(
+    pod: &Pod,
+    service: &str,
+    slices: impl IntoIterator<Item = &'a EndpointSlice>,
+) -> bool {
+    let Some(ip) = pod.status.as_ref().and_then(|s| s.pod_ip.as_deref()) else {
+        return false;
+    };
+    let name = pod.name_any();
+    slices
+        .into_iter()
+        .filter(|s| s.namespace() == pod.namespace())
+        .filter(|s| s.labels().get(SERVICE_NAME_LABEL).map(String::as_str) == Some(service))
+        .flat_map(|s| s.endpoints.iter())
+        .filter(|e| e.target_ref.as_ref().and_then(|t| t.name.as_deref()) == Some(&name))
+        .any(|e| e.addresses.iter().any(|a| a == ip))
 }
 
 #[cfg(test)]
@@ -67,6 +92,48 @@ mod tests {
         }
         writer.apply_watcher_event(&Event::InitDone);
         reader
+    }
+
+    fn slice(service: &str, entries: &[(&str, &str)]) -> EndpointSlice {
+        use k8s_openapi::api::core::v1::ObjectReference;
+        use k8s_openapi::api::discovery::v1::Endpoint;
+        EndpointSlice {
+            metadata: ObjectMeta {
+                name: Some(format!("{service}-x1")),
+                namespace: Some("prod".into()),
+                labels: Some([(SERVICE_NAME_LABEL.to_string(), service.to_string())].into()),
+                ..ObjectMeta::default()
+            },
+            address_type: "IPv4".into(),
+            endpoints: entries
+                .iter()
+                .map(|(pod, ip)| Endpoint {
+                    addresses: vec![ip.to_string()],
+                    target_ref: Some(ObjectReference {
+                        kind: Some("Pod".into()),
+                        name: Some(pod.to_string()),
+                        ..ObjectReference::default()
+                    }),
+                    ..Endpoint::default()
+                })
+                .collect(),
+            ports: None,
+        }
+    }
+
+    #[test]
+    fn a_pod_is_published_once_its_current_address_is_in_its_services_slices() {
+        let member = pod("demo-aaaaa", "demo", Some("10.244.1.4"));
+        let listed = slice("demo", &[("demo-aaaaa", "10.244.1.4")]);
+        assert!(is_published(&member, "demo", [&listed]));
+        // Its old address (a pod made again under the same name), another Service's
+        // slice, another pod's entry, or no address yet: not published.
+        let old = slice("demo", &[("demo-aaaaa", "10.244.1.3")]);
+        let client = slice("demo-client", &[("demo-aaaaa", "10.244.1.4")]);
+        let other = slice("demo", &[("demo-bbbbb", "10.244.1.4")]);
+        assert!(!is_published(&member, "demo", [&old, &client, &other]));
+        let unaddressed = pod("demo-aaaaa", "demo", None);
+        assert!(!is_published(&unaddressed, "demo", [&listed]));
     }
 
     #[test]

@@ -31,8 +31,6 @@ const DATA_VOLUME: &str = "etcd-data";
 const DATA_MOUNT: &str = "/var/etcd";
 /// etcd's data directory inside the volume.
 const DATA_DIR: &str = "/var/etcd/data";
-/// Init container image when the pod policy names none.
-const DEFAULT_BUSYBOX: &str = "busybox:1.36";
 
 /// The image for `version`: `<repository>:v<version>`.
 pub fn image(repository: &str, version: &str) -> String {
@@ -98,18 +96,6 @@ pub(crate) fn etcd_flags(topology: &Topology, member: &MemberPod, tls: TlsMode) 
     flags
 }
 
-/// A shell loop that waits until `host` resolves (with `getent` or busybox's `nslookup`),
-/// checking five times a second, giving up after `timeout_secs` when that is positive.
-fn dns_wait_script(host: &str, timeout_secs: i64) -> String {
-    let tries = timeout_secs.saturating_mul(5);
-    format!(
-        "i=0; until (getent hosts {host} || nslookup {host}) >/dev/null 2>&1; do \
-         i=$((i+1)); if [ {tries} -gt 0 ] && [ $i -ge {tries} ]; then \
-         echo \"timed out waiting for DNS name {host}\"; exit 1; fi; \
-         sleep 0.2 2>/dev/null || sleep 1; done; echo \"{host} resolves\""
-    )
-}
-
 fn env_from_field(name: &str, path: &str) -> EnvVar {
     EnvVar {
         name: name.to_string(),
@@ -164,7 +150,6 @@ pub(crate) fn member_pod(cluster: &EtcdCluster, member: &MemberPod) -> Pod {
     let namespace = cluster.namespace().unwrap_or_default();
     let topology = Topology::new(&namespace, &name);
     let policy = cluster.spec.pod.clone().unwrap_or_default();
-    let host = topology.member_host(&member.name);
     let affinity = policy
         .affinity
         .clone()
@@ -186,7 +171,13 @@ pub(crate) fn member_pod(cluster: &EtcdCluster, member: &MemberPod) -> Pod {
             // replacement. One that keeps failing is reported (`CrashLooping`) and
             // replaced only when its last words say its data is unusable.
             restart_policy: Some("Always".into()),
-            init_containers: Some(vec![dns_wait_container(&policy, &host)]),
+            // No init container waits for the member's own DNS name: etcd (3.4 and
+            // later) does not resolve it to start, and a name asked for before the pod's
+            // address is published is cached by the cluster DNS as unknown for its
+            // negative TTL (5 s with CoreDNS's default, 30 s as kubeadm sets it up),
+            // which each member start then paid in full. A member joins only once the
+            // others' addresses are published (`WaitingForMemberAddresses`), so the names
+            // it asks for resolve; the others reach it over the connections it opens.
             containers: vec![etcd_container(cluster, &topology, member, &policy)],
             volumes: Some(volumes(cluster, &policy, &member.name)),
             node_selector: policy.node_selector.clone(),
@@ -292,24 +283,6 @@ fn http_readiness_probe() -> Probe {
         timeout_seconds: Some(2),
         failure_threshold: Some(3),
         ..Probe::default()
-    }
-}
-
-/// The init container that waits until the member's own DNS name resolves.
-fn dns_wait_container(policy: &PodPolicy, host: &str) -> Container {
-    let image = policy
-        .busybox_image
-        .clone()
-        .unwrap_or_else(|| DEFAULT_BUSYBOX.into());
-    Container {
-        name: "check-dns".into(),
-        image: Some(image),
-        command: Some(vec![
-            "/bin/sh".into(),
-            "-c".into(),
-            dns_wait_script(host, policy.dns_timeout_in_second.unwrap_or(0)),
-        ]),
-        ..Container::default()
     }
 }
 
