@@ -106,7 +106,14 @@ async fn the_budget_lets_one_of_three_voters_be_evicted_and_follows_the_size() {
         .await
         .expect("the first eviction is allowed");
 
-    // The evicted member is replaced; the data is all there.
+    // The evicted member is replaced; the data is all there. (Right after the eviction
+    // the status may still list it ready: wait until it is gone from the status first.)
+    let evicted = ready[0].clone();
+    let what = format!("{evicted} gone from the ready members");
+    wait_status(&ns.0, "budgeted", &what, Duration::from_secs(180), |s| {
+        !s.members.ready.contains(&evicted)
+    })
+    .await;
     let healed = wait_running(&ns.0, "budgeted", 3, Duration::from_secs(180)).await;
     let mut client_etcd = etcd(&ns.0, &healed).await;
     assert_keys(&mut client_etcd, "budget", 100).await;
@@ -146,6 +153,10 @@ async fn a_drain_waits_while_a_member_on_another_node_is_down_and_completes_once
     assert_eq!(nodes.len(), 3, "the members share nodes: {nodes:?}");
     let mut client_etcd = etcd(&ns.0, &ready[..2]).await;
     write_keys(&mut client_etcd, "drain", 100).await;
+    // The disruption controller counts all three pods healthy first: right after the
+    // cluster is Running a pod may not count yet, and "no disruption allowed" would then
+    // hold before the power cut below had any effect.
+    wait_budget(&ns.0, "drained", 2, 3).await;
 
     // A power cut takes one member down: two voters of three are left, no eviction may go,
     // even while the node controller still counts the dead member's pod ready (the
