@@ -49,6 +49,7 @@ fn healthy(n: u64) -> Observation {
             restarts: 0,
             crash: None,
             tls: TlsMode::Off,
+            published: true,
         });
         let mut h = MemberHealth::healthy(V);
         h.leader = Some(1);

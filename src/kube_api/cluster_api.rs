@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -24,6 +25,7 @@ use etcd_operator_actors::ports::{
 use etcd_operator_actors::report::StatusReport;
 use etcd_operator_actors::topology::Topology;
 
+use super::addresses::is_published;
 use super::claims::{ClassCache, claim_view, class_of};
 use super::error::api_error;
 use super::expectations::Expectations;
@@ -54,6 +56,8 @@ pub struct Caches {
     pub budgets: Store<PodDisruptionBudget>,
     /// Members' PersistentVolumeClaims made by the operator.
     pub claims: Store<PersistentVolumeClaim>,
+    /// The EndpointSlices of the operator's Services (they carry the Services' labels).
+    pub slices: Store<EndpointSlice>,
 }
 
 /// The Kubernetes side of one cluster.
@@ -401,7 +405,15 @@ impl KubeClusterApi {
         let cached = self.cached_pods(cluster);
         let names: Vec<String> = cached.iter().map(|p| p.name_any()).collect();
         let (created, deleted) = self.expectations.reconcile(&names);
-        let mut pods: Vec<PodView> = cached.iter().map(|p| pod_view(p)).collect();
+        let slices = self.caches.slices.state();
+        let slices = || slices.iter().map(AsRef::as_ref);
+        let mut pods: Vec<PodView> = cached
+            .iter()
+            .map(|p| PodView {
+                published: is_published(p, &self.topology.name, slices()),
+                ..pod_view(p)
+            })
+            .collect();
         for pod in &mut pods {
             if deleted.contains(&pod.name) {
                 pod.terminating = true;
@@ -423,6 +435,7 @@ impl KubeClusterApi {
                 crash: None,
                 // Made by this operator from the current spec.
                 tls: cluster.spec.tls_mode(),
+                published: false,
             });
         }
         self.expectations.correct_versions(&mut pods);

@@ -193,6 +193,7 @@ fn api_of(
             services: service_store,
             budgets: budget_store,
             claims: claim_store,
+            slices: reflector::store().0,
         },
         Recorder::new(client, reporter),
         Identities::default(),

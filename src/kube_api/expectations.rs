@@ -124,6 +124,7 @@ mod tests {
             restarts: 0,
             crash: None,
             tls: Default::default(),
+            published: true,
         };
         let e = Expectations::default();
         e.version_set("m1", "3.5.35");

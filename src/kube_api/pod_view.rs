@@ -46,6 +46,8 @@ pub fn pod_view(pod: &Pod) -> PodView {
         tls: annotation(pod, TLS_ANNOTATION)
             .and_then(|m| TlsMode::parse(&m))
             .unwrap_or(TlsMode::Off),
+        // Known from the cluster's EndpointSlices, not from the pod (`published_in`).
+        published: false,
     }
 }
 

@@ -32,8 +32,6 @@ pub(crate) const DATA_VOLUME: &str = "etcd-data";
 pub(crate) const DATA_MOUNT: &str = "/var/etcd";
 /// etcd's data directory inside the volume.
 pub(crate) const DATA_DIR: &str = "/var/etcd/data";
-/// Init container image when the pod policy names none.
-const DEFAULT_BUSYBOX: &str = "busybox:1.36";
 
 /// The image for `version`: `<repository>:v<version>`.
 pub fn image(repository: &str, version: &str) -> String {
@@ -97,18 +95,6 @@ pub(crate) fn etcd_flags(topology: &Topology, member: &MemberPod, tls: TlsMode) 
         InitialState::Existing => flags.push("--initial-cluster-state=existing".into()),
     }
     flags
-}
-
-/// A shell loop that waits until `host` resolves (with `getent` or busybox's `nslookup`),
-/// checking five times a second, giving up after `timeout_secs` when that is positive.
-fn dns_wait_script(host: &str, timeout_secs: i64) -> String {
-    let tries = timeout_secs.saturating_mul(5);
-    format!(
-        "i=0; until (getent hosts {host} || nslookup {host}) >/dev/null 2>&1; do \
-         i=$((i+1)); if [ {tries} -gt 0 ] && [ $i -ge {tries} ]; then \
-         echo \"timed out waiting for DNS name {host}\"; exit 1; fi; \
-         sleep 0.2 2>/dev/null || sleep 1; done; echo \"{host} resolves\""
-    )
 }
 
 fn env_from_field(name: &str, path: &str) -> EnvVar {
@@ -191,13 +177,14 @@ pub(crate) fn member_pod(
             // replacement. One that keeps failing is reported (`CrashLooping`) and
             // replaced only when its last words say its data is unusable.
             restart_policy: Some("Always".into()),
-            init_containers: Some(init_containers(
-                cluster,
-                &topology,
-                member,
-                &policy,
-                operator_image,
-            )),
+            // No init container waits for the member's own DNS name: etcd (3.4 and
+            // later) does not resolve it to start, and a name asked for before the pod's
+            // address is published is cached by the cluster DNS as unknown for its
+            // negative TTL (5 s with CoreDNS's default, 30 s as kubeadm sets it up),
+            // which each member start then paid in full. A member joins only once the
+            // others' addresses are published (`WaitingForMemberAddresses`), so the names
+            // it asks for resolve; the others reach it over the connections it opens.
+            init_containers: init_containers(cluster, &topology, member, operator_image),
             containers: vec![etcd_container(cluster, &topology, member, &policy)],
             volumes: Some(volumes(cluster, &policy, member)),
             node_selector: policy.node_selector.clone(),
@@ -211,32 +198,27 @@ pub(crate) fn member_pod(
     }
 }
 
-/// The DNS wait, then for a seed born from a snapshot the restore's three steps.
+/// For a seed born from a snapshot, the restore's three steps; no init container otherwise.
 fn init_containers(
     cluster: &EtcdCluster,
     topology: &Topology,
     member: &MemberPod,
-    policy: &PodPolicy,
     operator_image: Option<&str>,
-) -> Vec<Container> {
-    let mut containers = vec![dns_wait_container(
-        policy,
-        &topology.member_host(&member.name),
-    )];
-    if let (Some(source), Some(operator)) = (&member.restore, operator_image) {
-        let etcd = image(
-            cluster.spec.repository_or_default(),
-            &member.version.to_string(),
-        );
-        containers.extend(restore_containers(
-            topology,
-            member,
-            source,
-            (operator, etcd),
-            cluster.spec.tls_mode(),
-        ));
-    }
-    containers
+) -> Option<Vec<Container>> {
+    let (Some(source), Some(operator)) = (&member.restore, operator_image) else {
+        return None;
+    };
+    let etcd = image(
+        cluster.spec.repository_or_default(),
+        &member.version.to_string(),
+    );
+    Some(restore_containers(
+        topology,
+        member,
+        source,
+        (operator, etcd),
+        cluster.spec.tls_mode(),
+    ))
 }
 
 /// The user's labels, then the cluster's own (which win), and the voter label.
@@ -335,24 +317,6 @@ fn http_readiness_probe() -> Probe {
         timeout_seconds: Some(2),
         failure_threshold: Some(3),
         ..Probe::default()
-    }
-}
-
-/// The init container that waits until the member's own DNS name resolves.
-fn dns_wait_container(policy: &PodPolicy, host: &str) -> Container {
-    let image = policy
-        .busybox_image
-        .clone()
-        .unwrap_or_else(|| DEFAULT_BUSYBOX.into());
-    Container {
-        name: "check-dns".into(),
-        image: Some(image),
-        command: Some(vec![
-            "/bin/sh".into(),
-            "-c".into(),
-            dns_wait_script(host, policy.dns_timeout_in_second.unwrap_or(0)),
-        ]),
-        ..Container::default()
     }
 }
 

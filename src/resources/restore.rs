@@ -114,7 +114,7 @@ pub(crate) fn restore_command(
     command
 }
 
-/// The three init containers, in order, after the DNS wait: fetch, restore, place.
+/// The three init containers, in order: fetch, restore, place.
 pub(crate) fn restore_containers(
     topology: &Topology,
     member: &MemberPod,

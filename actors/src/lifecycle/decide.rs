@@ -850,6 +850,27 @@ fn dead_or_unhealthy_member(
     }))
 }
 
+/// Why a member may not join yet: some member's pod is not in the cluster DNS. The
+/// joiner would ask for that name at once and the DNS would cache the miss.
+fn unpublished_members(view: &ClusterView<'_>) -> Option<Why> {
+    let waiting: Vec<&str> = view
+        .members
+        .iter()
+        .filter(|m| view.obs.pod(&m.name).is_some_and(|p| !p.published))
+        .map(|m| m.name.as_str())
+        .collect();
+    (!waiting.is_empty()).then(|| {
+        Why::new(
+            Reason::WaitingForMemberAddresses,
+            format!(
+                "waiting until the cluster DNS publishes the address of {} before a new \
+                 member joins",
+                waiting.join(", ")
+            ),
+        )
+    })
+}
+
 fn scale(
     state: State,
     view: &ClusterView<'_>,
@@ -858,6 +879,9 @@ fn scale(
     scaling: Phase,
 ) -> Decision {
     if view.members.len() < size {
+        if let Some(why) = unpublished_members(view) {
+            return settle(state, scaling, vec![], why);
+        }
         let learner = view
             .running_versions()
             .map(|(oldest, _)| oldest)

@@ -134,6 +134,7 @@ impl World {
             restarts: 0,
             crash: None,
             tls: TlsMode::Off,
+            published: true,
         });
         self
     }

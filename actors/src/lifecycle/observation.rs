@@ -57,6 +57,11 @@ pub struct PodView {
     /// once it has: it is restarted in place with its data, so this stays as the
     /// evidence of a crash loop.
     pub crash: Option<String>,
+    /// The pod's current address is in its cluster's headless Service's EndpointSlices:
+    /// the cluster DNS answers for the member's name. A member that joins resolves the
+    /// others' names at once, and a name asked for before it is published is cached by the
+    /// DNS as unknown for its negative TTL (5 to 30 s).
+    pub published: bool,
 }
 
 impl PodView {
@@ -76,6 +81,7 @@ impl PodView {
             restarts: 0,
             crash: None,
             tls: TlsMode::Off,
+            published: true,
         }
     }
 

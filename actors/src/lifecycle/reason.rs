@@ -79,6 +79,9 @@ reasons! {
     RollingBackMember,
     /// Waiting for every member to be healthy before the next step.
     WaitingForHealthyMembers,
+    /// Waiting until the cluster DNS publishes every member's address before a member
+    /// joins (it resolves the others' names at once).
+    WaitingForMemberAddresses,
     /// The cluster matches its spec.
     Converged,
     // Refusals and blocks.
