@@ -223,6 +223,7 @@ fn event_reason(action: &Action) -> &'static str {
         Action::EnsureServices => "ServicesEnsured",
         Action::CreateSeed { .. } => "SeedCreated",
         Action::StartSeed { .. } => "SeedStarted",
+        Action::PrepareJoiner { .. } => "JoinerPrepared",
         Action::AddMember { .. } => "MemberAdded",
         Action::ResumeJoin { .. } => "JoinResumed",
         Action::RestartMember { .. } => "MemberRestarted",

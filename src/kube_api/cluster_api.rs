@@ -421,6 +421,7 @@ impl KubeClusterApi {
         }
         for name in created {
             pods.push(PodView {
+                prepared_with: self.expectations.prepared_with(&name),
                 name,
                 phase: etcd_operator_actors::lifecycle::PodPhase::Pending,
                 ready: false,
@@ -476,6 +477,7 @@ impl ClusterApi for KubeClusterApi {
             recorded,
             name_conflict,
             tls,
+            prepares_joiners: self.operator_image.is_some(),
         })
     }
 
@@ -557,6 +559,12 @@ impl ClusterApi for KubeClusterApi {
                 member.name
             )));
         }
+        if member.prepared_with.is_some() && self.operator_image.is_none() {
+            return Err(ApiError::Other(format!(
+                "prepared joiner {}'s gate runs the operator's own image, which is unknown",
+                member.name
+            )));
+        }
         let policy = cluster.spec.pod.clone().unwrap_or_default();
         if let Some(spec) = policy.persistent_volume_claim_spec {
             let pvc = PersistentVolumeClaim {
@@ -576,7 +584,10 @@ impl ClusterApi for KubeClusterApi {
         let mut pod = member_pod(&cluster, member, self.operator_image.as_deref());
         record_trust(&mut pod, self.tls.trust(&cluster).await?.as_deref());
         if self.create_if_missing(&cluster, Kind::Pod, &pod).await? == Created::New {
-            self.expectations.created(&member.name);
+            match &member.prepared_with {
+                Some(peers) => self.expectations.created_prepared(&member.name, peers),
+                None => self.expectations.created(&member.name),
+            }
         }
         Ok(())
     }

@@ -372,6 +372,7 @@ fn seed(name: &str) -> MemberPod {
         },
         voter: true,
         restore: None,
+        prepared_with: None,
     }
 }
 

@@ -1,5 +1,5 @@
-//! The pod of one etcd member: the exact etcd flags, the DNS-wait init container, and the
-//! user's pod policy.
+//! The pod of one etcd member: the exact etcd flags, the gate of a prepared joiner, and
+//! the user's pod policy.
 
 use std::collections::BTreeMap;
 
@@ -17,10 +17,14 @@ use etcd_operator_actors::ports::{InitialState, MemberPod};
 use etcd_operator_actors::topology::{CLIENT_PORT, PEER_PORT, Topology};
 
 use super::labels::{
-    POD_TEMPLATE_ANNOTATION, TLS_ANNOTATION, VOTER_LABEL, object_labels, owner_reference, selector,
+    POD_TEMPLATE_ANNOTATION, PREPARED_ANNOTATION, TLS_ANNOTATION, VOTER_LABEL, object_labels,
+    owner_reference, selector,
 };
-use super::restore::{credentials_volume, restore_containers};
-use super::tls::{etcd_tls_flags, tls_mounts, tls_readiness_probe, tls_volumes};
+use super::restore::{credentials_volume, restore_containers, restricted};
+use super::tls::{
+    etcd_tls_flags, gate_tls_args, gate_tls_mount, gate_tls_volume, tls_mounts,
+    tls_readiness_probe, tls_volumes,
+};
 use crate::api::{EtcdCluster, PodPolicy};
 use crate::tls::secret_names;
 
@@ -145,8 +149,12 @@ fn anti_affinity(cluster: &str, required: bool) -> Affinity {
     }
 }
 
+/// Name of the init container that holds a prepared joiner's etcd back.
+pub(crate) const GATE_CONTAINER: &str = "await-membership";
+
 /// The pod of `member` in `cluster`. A seed that restores a snapshot gets the restore's
-/// init containers, which run `operator_image` (the caller makes sure it is known).
+/// init containers, a prepared joiner its gate; both run `operator_image` (the caller
+/// makes sure it is known).
 pub(crate) fn member_pod(
     cluster: &EtcdCluster,
     member: &MemberPod,
@@ -165,7 +173,7 @@ pub(crate) fn member_pod(
             name: Some(member.name.clone()),
             namespace: Some(namespace),
             labels: Some(pod_labels(&name, &policy, member.voter)),
-            annotations: Some(pod_annotations(cluster, &policy)),
+            annotations: Some(pod_annotations(cluster, &policy, member)),
             owner_references: Some(vec![owner_reference(cluster)]),
             ..ObjectMeta::default()
         },
@@ -198,16 +206,25 @@ pub(crate) fn member_pod(
     }
 }
 
-/// For a seed born from a snapshot, the restore's three steps; no init container otherwise.
+/// For a seed born from a snapshot, the restore's three steps; for a prepared joiner, its
+/// gate; no init container otherwise.
 fn init_containers(
     cluster: &EtcdCluster,
     topology: &Topology,
     member: &MemberPod,
     operator_image: Option<&str>,
 ) -> Option<Vec<Container>> {
-    let (Some(source), Some(operator)) = (&member.restore, operator_image) else {
-        return None;
-    };
+    let operator = operator_image?;
+    if let Some(peers) = &member.prepared_with {
+        return Some(vec![gate_container(
+            topology,
+            member,
+            peers,
+            operator,
+            cluster.spec.tls_mode(),
+        )]);
+    }
+    let source = member.restore.as_ref()?;
     let etcd = image(
         cluster.spec.repository_or_default(),
         &member.version.to_string(),
@@ -221,6 +238,50 @@ fn init_containers(
     ))
 }
 
+/// The arguments of `etcd-operator await-membership` for prepared joiner `member`, built
+/// to join `peers`: its own peer URL, the others' (never its own name: the gate does not
+/// look it up), and with TLS the pod's peer certificate.
+pub(crate) fn gate_args(
+    topology: &Topology,
+    member: &MemberPod,
+    peers: &[String],
+    tls: TlsMode,
+) -> Vec<String> {
+    let urls: Vec<String> = peers
+        .iter()
+        .filter(|p| **p != member.name)
+        .map(|p| topology.peer_url(p, tls))
+        .collect();
+    let mut args = vec![
+        "await-membership".to_string(),
+        format!("--peer-url={}", topology.peer_url(&member.name, tls)),
+        format!("--peers={}", urls.join(",")),
+    ];
+    if tls.enabled() {
+        args.extend(gate_tls_args());
+    }
+    args
+}
+
+/// The init container of a prepared joiner: the operator's image, waiting until the
+/// members list the joiner's peer URL (then etcd starts and joins them).
+fn gate_container(
+    topology: &Topology,
+    member: &MemberPod,
+    peers: &[String],
+    operator_image: &str,
+    tls: TlsMode,
+) -> Container {
+    Container {
+        name: GATE_CONTAINER.into(),
+        image: Some(operator_image.to_string()),
+        args: Some(gate_args(topology, member, peers, tls)),
+        volume_mounts: tls.enabled().then(|| vec![gate_tls_mount()]),
+        security_context: Some(restricted()),
+        ..Container::default()
+    }
+}
+
 /// The user's labels, then the cluster's own (which win), and the voter label.
 fn pod_labels(cluster: &str, policy: &PodPolicy, voter: bool) -> BTreeMap<String, String> {
     let mut labels = policy.labels.clone().unwrap_or_default();
@@ -231,8 +292,13 @@ fn pod_labels(cluster: &str, policy: &PodPolicy, voter: bool) -> BTreeMap<String
     labels
 }
 
-/// The user's annotations plus the digest of the pod policy the pod was made from.
-fn pod_annotations(cluster: &EtcdCluster, policy: &PodPolicy) -> BTreeMap<String, String> {
+/// The user's annotations plus the digest of the pod policy the pod was made from (and
+/// for a prepared joiner, the members it was built to join).
+fn pod_annotations(
+    cluster: &EtcdCluster,
+    policy: &PodPolicy,
+    member: &MemberPod,
+) -> BTreeMap<String, String> {
     let mut annotations = policy.annotations.clone().unwrap_or_default();
     annotations.insert(
         POD_TEMPLATE_ANNOTATION.to_string(),
@@ -242,6 +308,9 @@ fn pod_annotations(cluster: &EtcdCluster, policy: &PodPolicy) -> BTreeMap<String
         TLS_ANNOTATION.to_string(),
         cluster.spec.tls_mode().as_str().to_string(),
     );
+    if let Some(peers) = &member.prepared_with {
+        annotations.insert(PREPARED_ANNOTATION.to_string(), peers.join(","));
+    }
     annotations
 }
 
@@ -254,6 +323,9 @@ fn volumes(cluster: &EtcdCluster, policy: &PodPolicy, member: &MemberPod) -> Vec
     }
     if let Some(names) = secret_names(&cluster.name_any(), cluster.spec.tls.as_ref()) {
         volumes.extend(tls_volumes(&names));
+        if member.prepared_with.is_some() {
+            volumes.extend(gate_tls_volume(&names));
+        }
     }
     volumes
 }

@@ -75,6 +75,48 @@ pub(crate) fn tls_mounts() -> Vec<VolumeMount> {
         .collect()
 }
 
+/// Name of the volume of the peer Secret as a prepared joiner's gate reads it.
+const GATE_TLS_VOLUME: &str = "peer-tls-gate";
+/// Where the gate mounts it.
+pub(crate) const GATE_TLS_DIR: &str = "/etc/etcdtls/gate/peer-tls";
+
+/// The peer Secret once more, for a prepared joiner's gate: it runs the operator's image
+/// as that image's non-root user, which cannot read the etcd container's copy (readable
+/// by its owner only), so this copy is readable by any user; only the gate mounts it.
+pub(crate) fn gate_tls_volume(names: &SecretNames) -> Option<Volume> {
+    Some(Volume {
+        name: GATE_TLS_VOLUME.into(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(names.of(Role::Peer)?.to_string()),
+            default_mode: Some(0o444),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    })
+}
+
+/// Where the gate mounts its copy of the peer Secret.
+pub(crate) fn gate_tls_mount() -> VolumeMount {
+    VolumeMount {
+        name: GATE_TLS_VOLUME.into(),
+        mount_path: GATE_TLS_DIR.into(),
+        read_only: Some(true),
+        ..VolumeMount::default()
+    }
+}
+
+/// The gate's TLS flags: the peer CA, and the pod's peer certificate (etcd's peer
+/// listener asks for a client certificate), from its copy of the peer Secret.
+pub(crate) fn gate_tls_args() -> Vec<String> {
+    let peer = Role::Peer;
+    let file = |key: &str| format!("{GATE_TLS_DIR}/{key}");
+    vec![
+        format!("--cacert={}", file(peer.ca_key())),
+        format!("--cert={}", file(peer.cert_key())),
+        format!("--key={}", file(peer.key_key())),
+    ]
+}
+
 /// Readiness over TLS: `etcdctl endpoint health` against the member's own loopback
 /// listener (`localhost`, which the server certificate covers), with the operator's
 /// client certificate, so a member that refuses the operator is not ready.

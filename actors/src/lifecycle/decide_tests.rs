@@ -54,6 +54,7 @@ fn add(learner: bool, version: &str) -> Action {
     Action::AddMember {
         learner,
         version: version.parse().unwrap(),
+        prepared: None,
     }
 }
 

@@ -1,0 +1,249 @@
+//! The gate of a prepared joiner (`etcd-operator await-membership`): the init container
+//! that holds a new member's etcd back until etcd's member list holds its peer URL.
+//!
+//! The operator makes a joiner's pod before its `member add`, so that the cluster DNS
+//! publishes the new member's name before the leader first asks for it (a name asked for
+//! too early is cached as unknown for the DNS's negative TTL, during which the leader
+//! cannot reach its new member). Its etcd must not start before the add: it would find a
+//! cluster that does not know it, and exit. So the gate asks the members already there,
+//! on their peer listener (`GET <peer URL>/members`, the call a joining etcd makes
+//! itself), until they list the joiner's peer URL; then it exits and etcd starts.
+//!
+//! It asks only the other members: it never looks up its own name (which would put a miss
+//! in the DNS's cache, the very thing the order avoids). With TLS it presents the pod's
+//! peer certificate (etcd's peer listener asks for one) and trusts the peer CA.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+/// How long a member that lists the joiner may be waited for by the other members that
+/// answer without it yet (they apply the add moments later): past it, one member listing
+/// the joiner is enough. etcd, once started, asks them in turn and retries when one lags.
+const LAGGARD_GRACE: Duration = Duration::from_secs(5);
+
+/// What the gate waits for, and how it asks.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    /// This member's own peer URL, as the operator adds it.
+    pub peer_url: String,
+    /// The peer URLs of the members it joins (never its own).
+    pub peers: Vec<String>,
+    /// With TLS: the peer CA bundle, the pod's peer certificate and its key.
+    pub tls: Option<GateTls>,
+    /// Time between two rounds of questions.
+    pub interval: Duration,
+    /// Deadline of one question (connecting included).
+    pub timeout: Duration,
+}
+
+/// The files of the pod's peer certificate.
+#[derive(Debug, Clone)]
+pub struct GateTls {
+    /// CA bundle the members' peer certificates are signed by.
+    pub ca: PathBuf,
+    /// The pod's peer certificate (etcd's peer listener asks for a client certificate).
+    pub cert: PathBuf,
+    /// Its private key.
+    pub key: PathBuf,
+}
+
+/// One member of etcd's peer `/members` answer; only the peer URLs matter here.
+#[derive(Debug, Deserialize)]
+struct PeerMember {
+    #[serde(rename = "peerURLs", default)]
+    peer_urls: Vec<String>,
+}
+
+/// What one round of questions found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Round {
+    /// No member answered.
+    NoAnswer(String),
+    /// Some members answered; `listed` of them hold the joiner, `without` do not.
+    Answered { listed: usize, without: Vec<String> },
+}
+
+/// Builds the HTTP client the gate asks with.
+fn client(gate: &Gate) -> Result<reqwest::Client, String> {
+    // reqwest's TLS takes the process's default provider: ring, the one compiled in (an
+    // error only says one is installed already).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut builder = reqwest::Client::builder()
+        .connect_timeout(gate.timeout)
+        .timeout(gate.timeout)
+        .no_proxy();
+    if let Some(tls) = &gate.tls {
+        let read = |path: &PathBuf| {
+            std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))
+        };
+        let ca = reqwest::Certificate::from_pem_bundle(&read(&tls.ca)?)
+            .map_err(|e| format!("the peer CA bundle {}: {e}", tls.ca.display()))?;
+        let mut identity = read(&tls.cert)?;
+        identity.push(b'\n');
+        identity.extend(read(&tls.key)?);
+        let identity = reqwest::Identity::from_pem(&identity)
+            .map_err(|e| format!("the peer certificate {}: {e}", tls.cert.display()))?;
+        builder = builder.tls_certs_only(ca).identity(identity);
+    }
+    builder
+        .build()
+        .map_err(|e| format!("building the HTTP client: {e}"))
+}
+
+/// The URL of a member's peer `/members`.
+fn members_url(peer: &str) -> String {
+    format!("{}/members", peer.trim_end_matches('/'))
+}
+
+fn same_url(a: &str, b: &str) -> bool {
+    a.trim_end_matches('/') == b.trim_end_matches('/')
+}
+
+/// Asks one member whether it lists `own`.
+async fn ask(client: &reqwest::Client, peer: &str, own: &str) -> Result<bool, String> {
+    let response = client
+        .get(members_url(peer))
+        .send()
+        .await
+        .map_err(|e| format!("{peer}: {}", error_chain(&e)))?;
+    let status = response.status();
+    if !status.is_success() {
+        return Err(format!("{peer}: HTTP {status}"));
+    }
+    let body = response
+        .bytes()
+        .await
+        .map_err(|e| format!("{peer}: reading the member list: {}", error_chain(&e)))?;
+    let members: Vec<PeerMember> = serde_json::from_slice(&body)
+        .map_err(|e| format!("{peer}: the member list is not etcd's: {e}"))?;
+    Ok(members
+        .iter()
+        .any(|m| m.peer_urls.iter().any(|u| same_url(u, own))))
+}
+
+/// An error with its sources, which say what really failed (refused, TLS, timeout).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// Asks every member at once.
+async fn round(client: &reqwest::Client, gate: &Gate) -> Round {
+    let answers =
+        futures::future::join_all(gate.peers.iter().map(|p| ask(client, p, &gate.peer_url))).await;
+    let mut listed = 0;
+    let mut without = Vec::new();
+    let mut errors = Vec::new();
+    for (peer, answer) in gate.peers.iter().zip(answers) {
+        match answer {
+            Ok(true) => listed += 1,
+            Ok(false) => without.push(peer.clone()),
+            Err(e) => errors.push(e),
+        }
+    }
+    if listed == 0 && without.is_empty() {
+        return Round::NoAnswer(errors.join("; "));
+    }
+    Round::Answered { listed, without }
+}
+
+/// Waits until the members list `gate.peer_url`: every member that answers lists it, or
+/// one has listed it for [`LAGGARD_GRACE`]. Never gives up (the operator deletes a
+/// joiner it will not add); `progress` hears what it waits for whenever that changes.
+pub async fn await_membership(
+    gate: &Gate,
+    mut progress: impl FnMut(&str),
+) -> Result<String, String> {
+    if gate.peers.is_empty() {
+        return Err("no member to ask (--peers is empty)".into());
+    }
+    if gate.peers.iter().any(|p| same_url(p, &gate.peer_url)) {
+        return Err(format!(
+            "--peers names this member's own peer URL {}: the gate never asks about its own name",
+            gate.peer_url
+        ));
+    }
+    let client = client(gate)?;
+    let mut first_listed: Option<Instant> = None;
+    let mut said = String::new();
+    loop {
+        let found = round(&client, gate).await;
+        let waiting = match &found {
+            Round::Answered { listed, without } if *listed > 0 => {
+                let since = *first_listed.get_or_insert_with(Instant::now);
+                if without.is_empty() || since.elapsed() >= LAGGARD_GRACE {
+                    return Ok(format!(
+                        "{} is a member ({listed} of {} members list it): etcd may start",
+                        gate.peer_url,
+                        gate.peers.len()
+                    ));
+                }
+                format!(
+                    "{} list {} already, waiting for {} to apply the add",
+                    listed,
+                    gate.peer_url,
+                    without.join(", ")
+                )
+            }
+            Round::Answered { without, .. } => format!(
+                "not a member yet: {} do not list {}",
+                without.join(", "),
+                gate.peer_url
+            ),
+            Round::NoAnswer(errors) => format!("no member answers: {errors}"),
+        };
+        if waiting != said {
+            progress(&waiting);
+            said = waiting;
+        }
+        tokio::time::sleep(gate.interval).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peer_urls_compare_without_a_trailing_slash() {
+        assert!(same_url("http://a:2380/", "http://a:2380"));
+        assert!(!same_url("http://a:2380", "https://a:2380"));
+        assert_eq!(members_url("http://a:2380/"), "http://a:2380/members");
+    }
+
+    #[test]
+    fn the_peer_members_answer_is_read_as_etcd_writes_it() {
+        let body = r#"[{"id":12345678901234567890,"peerURLs":["http://a:2380"],"name":"a",
+            "clientURLs":["http://a:2379"]},{"id":2,"peerURLs":["http://b:2380"],"name":"",
+            "clientURLs":[],"isLearner":true}]"#;
+        let members: Vec<PeerMember> = serde_json::from_str(body).unwrap();
+        assert_eq!(members.len(), 2);
+        assert_eq!(members[1].peer_urls, vec!["http://b:2380".to_string()]);
+    }
+
+    #[tokio::test]
+    async fn a_gate_that_would_ask_about_its_own_name_refuses_to_start() {
+        let gate = Gate {
+            peer_url: "http://m3.demo.default.svc:2380".into(),
+            peers: vec!["http://m3.demo.default.svc:2380".into()],
+            tls: None,
+            interval: Duration::from_millis(10),
+            timeout: Duration::from_millis(10),
+        };
+        let error = await_membership(&gate, |_| {}).await.unwrap_err();
+        assert!(error.contains("own peer URL"), "{error}");
+        let none = Gate {
+            peers: vec![],
+            ..gate
+        };
+        assert!(await_membership(&none, |_| {}).await.is_err());
+    }
+}
