@@ -70,9 +70,12 @@ fn client(gate: &Gate) -> Result<reqwest::Client, String> {
     // reqwest's TLS takes the process's default provider: ring, the one compiled in (an
     // error only says one is installed already).
     let _ = rustls::crypto::ring::default_provider().install_default();
+    // HTTP/1.1, as a joining etcd asks: etcd's peer listener closes HTTP/2 streams of
+    // this path.
     let mut builder = reqwest::Client::builder()
         .connect_timeout(gate.timeout)
         .timeout(gate.timeout)
+        .http1_only()
         .no_proxy();
     if let Some(tls) = &gate.tls {
         let read = |path: &PathBuf| {
