@@ -965,6 +965,18 @@ fn grow(
             );
             return settle(state, scaling, vec![], why);
         }
+        if let Some(problem) = &pod.problem {
+            // Its gate (or etcd's image) cannot run: an add now would leave a member that
+            // never starts, removed after its deadline, and prepared again.
+            let why = Why::new(
+                Reason::WaitingForJoin,
+                format!(
+                    "prepared joiner {} cannot run yet ({problem}); it is added once it can",
+                    pod.name
+                ),
+            );
+            return settle(state, scaling, vec![], why);
+        }
         let why = Why::new(
             Reason::AddingMember,
             format!(

@@ -48,6 +48,9 @@ fn now_and_after_grace(world: impl Fn() -> World, size: u32) -> (Decision, Decis
     (first, second)
 }
 
+/// A world built anew on each call.
+type WorldOf = Box<dyn Fn() -> World>;
+
 fn adds(d: &Decision) -> bool {
     d.actions
         .iter()
@@ -146,7 +149,7 @@ fn a_leftover_prepared_joiner_is_added_or_deleted_never_both() {
     let now = Instant::now();
     // An operator that stopped between the two steps finds the joiner it prepared: still
     // wanted, it is added, before and after the grace of pods without a member.
-    let wanted = || {
+    let wanted = move || {
         World::healthy(now, 2, VERSION)
             .preparing_joiners()
             .prepared("m3", &["m1", "m2"])
@@ -158,7 +161,7 @@ fn a_leftover_prepared_joiner_is_added_or_deleted_never_both() {
     // No longer wanted (the spec lowered to the members there are, built for another
     // membership, or for another version): deleted after the grace, never added, and no
     // other joiner is prepared meanwhile.
-    let unwanted: [(&str, Box<dyn Fn() -> World>, u32); 3] = [
+    let unwanted: [(&str, WorldOf, u32); 3] = [
         ("size lowered", Box::new(wanted), 2),
         (
             "another membership",
@@ -181,7 +184,7 @@ fn a_leftover_prepared_joiner_is_added_or_deleted_never_both() {
         ),
     ];
     for (case, world, size) in unwanted {
-        let (first, second) = now_and_after_grace(|| world(), size);
+        let (first, second) = now_and_after_grace(&world, size);
         for d in [&first, &second] {
             assert!(!adds(d), "{case}: {:?}", d.actions);
             assert!(
@@ -292,4 +295,17 @@ fn a_joiner_added_while_the_membership_differed_gets_a_new_pod() {
         "{:?}",
         d.actions
     );
+}
+
+#[test]
+fn a_prepared_joiner_that_cannot_run_is_not_added_and_says_why() {
+    let world = World::healthy(Instant::now(), 2, VERSION)
+        .preparing_joiners()
+        .prepared("m3", &["m1", "m2"])
+        .pod("m3", |p| {
+            p.problem = Some("await-membership: ErrImagePull: not found".into())
+        });
+    let d = run(running_state(), &world.build(), 3);
+    assert_idle(&d, Reason::WaitingForJoin);
+    assert!(d.why.message.contains("ErrImagePull"), "{}", d.why.message);
 }
