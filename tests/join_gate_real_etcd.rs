@@ -8,17 +8,15 @@
 mod support;
 
 use std::fs;
-use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use etcd_operator::api::KeyType;
 use etcd_operator::etcd_api::EtcdClientApi;
-use etcd_operator::tls::{Ca, ClusterNames, Lifetime, new_ca};
+use etcd_operator::tls::Ca;
 use etcd_operator_actors::ports::{EtcdApi, EtcdErrorKind, NewMember};
-use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, Issuer, KeyPair, SanType};
 use support::etcd_process::{EtcdProcess, Loopback, etcd_bin};
+use support::loopback_certs::{self, Pair, leaf};
 use support::tls_etcd::free_port;
 
 /// How long the gate is watched waiting before the member is added.
@@ -145,40 +143,15 @@ async fn the_gate_waits_while_the_joiner_is_no_member_and_lets_etcd_join_once_it
     let _ = fs::remove_dir_all(&dir);
 }
 
-/// A certificate for peers (server and client alike), naming `localhost` and 127.0.0.1,
-/// issued by `ca`: (certificate, key) in PEM.
-fn peer_leaf(ca: &Ca) -> (String, String) {
-    let issuer =
-        Issuer::from_ca_cert_pem(&ca.cert_pem, KeyPair::from_pem(&ca.key_pem).unwrap()).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
-    params
-        .subject_alt_names
-        .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
-    params.extended_key_usages = vec![
-        ExtendedKeyUsagePurpose::ServerAuth,
-        ExtendedKeyUsagePurpose::ClientAuth,
-    ];
-    let cert = params.signed_by(&key, &issuer).unwrap();
-    (cert.pem(), key.serialize_pem())
-}
-
 fn a_ca(name: &str) -> Ca {
-    let now = jiff::Timestamp::now().as_second();
-    let names = ClusterNames::new("gate", name, "");
-    new_ca(
-        &names,
-        KeyType::EcdsaP256,
-        Lifetime::starting(now - 60, 3600),
-    )
-    .unwrap()
+    loopback_certs::a_ca("gate", name)
 }
 
 /// Writes a peer certificate of `ca` and the CA bundle into `dir` as the peer Secret's
 /// keys; returns the gate's TLS flags for them.
 fn peer_files(dir: &Path, ca: &Ca, trusted: &Ca) -> Vec<String> {
     fs::create_dir_all(dir).unwrap();
-    let (cert, key) = peer_leaf(ca);
+    let Pair { cert, key } = leaf(ca);
     let file = |name: &str, text: &str| {
         let path = dir.join(name);
         fs::write(&path, text).unwrap();

@@ -954,27 +954,7 @@ fn grow(
     let kind = if learner { "learner" } else { "voting member" };
     let count = view.members.len() + 1;
     if let Some(pod) = joiner {
-        if !pod.published {
-            let why = Why::new(
-                Reason::WaitingForMemberAddresses,
-                format!(
-                    "waiting until the cluster DNS publishes the address of prepared joiner \
-                     {} before its member add",
-                    pod.name
-                ),
-            );
-            return settle(state, scaling, vec![], why);
-        }
-        if let Some(problem) = &pod.problem {
-            // Its gate (or etcd's image) cannot run: an add now would leave a member that
-            // never starts, removed after its deadline, and prepared again.
-            let why = Why::new(
-                Reason::WaitingForJoin,
-                format!(
-                    "prepared joiner {} cannot run yet ({problem}); it is added once it can",
-                    pod.name
-                ),
-            );
+        if let Some(why) = joiner_not_ready(pod) {
             return settle(state, scaling, vec![], why);
         }
         let why = Why::new(
@@ -1031,6 +1011,31 @@ fn grow(
         prepared: None,
     };
     settle(state, scaling, vec![action], why)
+}
+
+/// Why prepared joiner `pod` may not be added yet: the cluster DNS does not publish its
+/// address (the leader would ask for its name at once), or it cannot run (its gate or
+/// etcd's image: an add would leave a member that never starts, removed after its
+/// deadline, and prepared again).
+fn joiner_not_ready(pod: &PodView) -> Option<Why> {
+    if !pod.published {
+        return Some(Why::new(
+            Reason::WaitingForMemberAddresses,
+            format!(
+                "waiting until the cluster DNS publishes the address of prepared joiner {} \
+                 before its member add",
+                pod.name
+            ),
+        ));
+    }
+    let problem = pod.problem.as_ref()?;
+    Some(Why::new(
+        Reason::WaitingForJoin,
+        format!(
+            "prepared joiner {} cannot run yet ({problem}); it is added once it can",
+            pod.name
+        ),
+    ))
 }
 
 /// The pods of prepared joiners that have no member yet (their etcd never ran), by name.
