@@ -54,13 +54,23 @@ pub struct AwaitArgs {
     /// This member's peer URL, as the operator adds it.
     #[arg(long)]
     pub peer_url: String,
-    /// The peer URLs of the members it joins, comma-separated.
-    #[arg(long, value_delimiter = ',', required = true)]
+    /// The peer URLs of the members it joins, comma-separated: asked on their peer
+    /// listener (`GET /members`).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        required_unless_present = "endpoints",
+        conflicts_with = "endpoints"
+    )]
     pub peers: Vec<String>,
-    /// With TLS: the peer CA bundle.
+    /// The client URLs of the members it joins, comma-separated: asked on their client
+    /// listener (etcd's JSON gateway, `/v3/cluster/member/list`).
+    #[arg(long, value_delimiter = ',')]
+    pub endpoints: Vec<String>,
+    /// With TLS: the CA bundle of the members' certificates on the listener asked.
     #[arg(long, requires_all = ["cert", "key"])]
     pub cacert: Option<std::path::PathBuf>,
-    /// With TLS: the pod's peer certificate.
+    /// With TLS: the client certificate to present.
     #[arg(long, requires_all = ["cacert", "key"])]
     pub cert: Option<std::path::PathBuf>,
     /// With TLS: its private key.
@@ -235,7 +245,7 @@ pub fn main() -> ExitCode {
 }
 
 fn await_membership(args: &AwaitArgs) -> Result<String, String> {
-    use crate::join_gate::{Gate, GateTls};
+    use crate::join_gate::{Api, Gate, GateTls};
     let tls = match (&args.cacert, &args.cert, &args.key) {
         (Some(ca), Some(cert), Some(key)) => Some(GateTls {
             ca: ca.clone(),
@@ -244,9 +254,14 @@ fn await_membership(args: &AwaitArgs) -> Result<String, String> {
         }),
         _ => None,
     };
+    let (ask, api) = match args.endpoints.is_empty() {
+        true => (args.peers.clone(), Api::Peer),
+        false => (args.endpoints.clone(), Api::Client),
+    };
     let gate = Gate {
         peer_url: args.peer_url.clone(),
-        peers: args.peers.clone(),
+        ask,
+        api,
         tls,
         interval: Duration::from_millis(args.interval_ms),
         timeout: Duration::from_millis(args.timeout_ms),

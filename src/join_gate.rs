@@ -5,32 +5,58 @@
 //! publishes the new member's name before the leader first asks for it (a name asked for
 //! too early is cached as unknown for the DNS's negative TTL, during which the leader
 //! cannot reach its new member). Its etcd must not start before the add: it would find a
-//! cluster that does not know it, and exit. So the gate asks the members already there,
-//! on their peer listener (`GET <peer URL>/members`, the call a joining etcd makes
-//! itself), until they list the joiner's peer URL; then it exits and etcd starts.
+//! cluster that does not know it, and exit. So the gate asks the members already there
+//! until they list the joiner's peer URL; then it exits and etcd starts. It never looks up
+//! its own name (which would put a miss in the DNS's cache, the very thing the order
+//! avoids).
 //!
-//! It asks only the other members: it never looks up its own name (which would put a miss
-//! in the DNS's cache, the very thing the order avoids). With TLS it presents the pod's
-//! peer certificate (etcd's peer listener asks for one) and trusts the peer CA.
+//! Two ways to ask ([`Api`]): the members' peer listener (`GET <peer URL>/members`, the
+//! call a joining etcd makes itself), used without TLS; and their client listener (etcd's
+//! `MemberList` over gRPC, through the operator's own etcd adapter), used with TLS and the
+//! operator's client certificate that member pods mount (not etcd's JSON gateway: it
+//! dials etcd with the member's server certificate as a client certificate, which the
+//! operator's server certificates are not made for). Why not the peer listener
+//! with the pod's peer certificate: etcd checks a client certificate that carries names
+//! against the connecting address by a reverse lookup, and the gate's first questions may
+//! come before the pod's address is published, a miss the cluster DNS would then cache,
+//! refusing the gate and the joiner's own etcd for the negative TTL. The operator's client
+//! certificate carries no names: nothing is looked up.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use etcd_operator_actors::ports::EtcdApi;
 use serde::Deserialize;
+
+use crate::etcd_api::EtcdClientApi;
+use crate::tls::ClientIdentity;
 
 /// How long a member that lists the joiner may be waited for by the other members that
 /// answer without it yet (they apply the add moments later): past it, one member listing
 /// the joiner is enough. etcd, once started, asks them in turn and retries when one lags.
 const LAGGARD_GRACE: Duration = Duration::from_secs(5);
 
+/// Which listener of the members the gate asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// The peer listener: `GET <peer URL>/members`.
+    Peer,
+    /// The client listener: etcd's `MemberList` over gRPC.
+    Client,
+}
+
 /// What the gate waits for, and how it asks.
 #[derive(Debug, Clone)]
 pub struct Gate {
     /// This member's own peer URL, as the operator adds it.
     pub peer_url: String,
-    /// The peer URLs of the members it joins (never its own).
-    pub peers: Vec<String>,
-    /// With TLS: the peer CA bundle, the pod's peer certificate and its key.
+    /// The URLs of the members it joins (never its own), on the listener `api` names.
+    pub ask: Vec<String>,
+    /// Which listener `ask` names.
+    pub api: Api,
+    /// With TLS: the CA bundle of the members' certificates on that listener, and the
+    /// certificate (and key) the gate presents.
     pub tls: Option<GateTls>,
     /// Time between two rounds of questions.
     pub interval: Duration,
@@ -38,18 +64,19 @@ pub struct Gate {
     pub timeout: Duration,
 }
 
-/// The files of the pod's peer certificate.
+/// The certificate files the gate uses.
 #[derive(Debug, Clone)]
 pub struct GateTls {
-    /// CA bundle the members' peer certificates are signed by.
+    /// CA bundle the members' certificates are signed by.
     pub ca: PathBuf,
-    /// The pod's peer certificate (etcd's peer listener asks for a client certificate).
+    /// The certificate the gate presents (etcd asks for a client certificate).
     pub cert: PathBuf,
     /// Its private key.
     pub key: PathBuf,
 }
 
-/// One member of etcd's peer `/members` answer; only the peer URLs matter here.
+/// One member of etcd's peer `/members` answer, or of the gateway's member list; only
+/// the peer URLs matter here.
 #[derive(Debug, Deserialize)]
 struct PeerMember {
     #[serde(rename = "peerURLs", default)]
@@ -65,8 +92,35 @@ enum Round {
     Answered { listed: usize, without: Vec<String> },
 }
 
-/// Builds the HTTP client the gate asks with.
-fn client(gate: &Gate) -> Result<reqwest::Client, String> {
+/// How the gate asks: over HTTP (the peer listener) or through the etcd adapter (the
+/// client listener).
+enum Asker {
+    Peer(reqwest::Client),
+    Client(EtcdClientApi),
+}
+
+/// Reads the certificate files.
+fn identity(tls: &GateTls) -> Result<ClientIdentity, String> {
+    let read = |path: &PathBuf| {
+        std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))
+    };
+    Ok(ClientIdentity {
+        ca_pem: read(&tls.ca)?,
+        cert_pem: read(&tls.cert)?,
+        key_pem: read(&tls.key)?,
+    })
+}
+
+/// Builds what the gate asks with.
+fn asker(gate: &Gate) -> Result<Asker, String> {
+    let identity = gate.tls.as_ref().map(identity).transpose()?;
+    if gate.api == Api::Client {
+        let api = EtcdClientApi::new(gate.timeout);
+        return Ok(Asker::Client(match identity {
+            Some(id) => api.with_identity(Arc::new(move || Some(id.clone()))),
+            None => api,
+        }));
+    }
     // reqwest's TLS takes the process's default provider: ring, the one compiled in (an
     // error only says one is installed already).
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -77,22 +131,20 @@ fn client(gate: &Gate) -> Result<reqwest::Client, String> {
         .timeout(gate.timeout)
         .http1_only()
         .no_proxy();
-    if let Some(tls) = &gate.tls {
-        let read = |path: &PathBuf| {
-            std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))
-        };
-        let ca = reqwest::Certificate::from_pem_bundle(&read(&tls.ca)?)
-            .map_err(|e| format!("the peer CA bundle {}: {e}", tls.ca.display()))?;
-        let mut identity = read(&tls.cert)?;
-        identity.push(b'\n');
-        identity.extend(read(&tls.key)?);
-        let identity = reqwest::Identity::from_pem(&identity)
-            .map_err(|e| format!("the peer certificate {}: {e}", tls.cert.display()))?;
+    if let (Some(tls), Some(id)) = (&gate.tls, identity) {
+        let ca = reqwest::Certificate::from_pem_bundle(&id.ca_pem)
+            .map_err(|e| format!("the CA bundle {}: {e}", tls.ca.display()))?;
+        let mut pem = id.cert_pem;
+        pem.push(b'\n');
+        pem.extend(id.key_pem);
+        let identity = reqwest::Identity::from_pem(&pem)
+            .map_err(|e| format!("the certificate {}: {e}", tls.cert.display()))?;
         builder = builder.tls_certs_only(ca).identity(identity);
     }
-    builder
+    let client = builder
         .build()
-        .map_err(|e| format!("building the HTTP client: {e}"))
+        .map_err(|e| format!("building the HTTP client: {e}"))?;
+    Ok(Asker::Peer(client))
 }
 
 /// The URL of a member's peer `/members`.
@@ -105,25 +157,42 @@ fn same_url(a: &str, b: &str) -> bool {
 }
 
 /// Asks one member whether it lists `own`.
-async fn ask(client: &reqwest::Client, peer: &str, own: &str) -> Result<bool, String> {
-    let response = client
-        .get(members_url(peer))
+async fn ask(asker: &Asker, url: &str, own: &str) -> Result<bool, String> {
+    let peer_urls: Vec<Vec<String>> = match asker {
+        Asker::Peer(client) => {
+            let body = fetch(client.get(members_url(url)), url).await?;
+            serde_json::from_slice::<Vec<PeerMember>>(&body)
+                .map_err(|e| format!("{url}: the member list is not etcd's: {e}"))?
+                .into_iter()
+                .map(|m| m.peer_urls)
+                .collect()
+        }
+        Asker::Client(api) => api
+            .list(&[url.to_string()])
+            .await
+            .map_err(|e| format!("{url}: {e}"))?
+            .members
+            .into_iter()
+            .map(|m| m.peer_urls)
+            .collect(),
+    };
+    Ok(peer_urls.iter().flatten().any(|u| same_url(u, own)))
+}
+
+/// Sends `request` to member `url`; the body of a successful answer.
+async fn fetch(request: reqwest::RequestBuilder, url: &str) -> Result<bytes::Bytes, String> {
+    let response = request
         .send()
         .await
-        .map_err(|e| format!("{peer}: {}", error_chain(&e)))?;
+        .map_err(|e| format!("{url}: {}", error_chain(&e)))?;
     let status = response.status();
     if !status.is_success() {
-        return Err(format!("{peer}: HTTP {status}"));
+        return Err(format!("{url}: HTTP {status}"));
     }
-    let body = response
+    response
         .bytes()
         .await
-        .map_err(|e| format!("{peer}: reading the member list: {}", error_chain(&e)))?;
-    let members: Vec<PeerMember> = serde_json::from_slice(&body)
-        .map_err(|e| format!("{peer}: the member list is not etcd's: {e}"))?;
-    Ok(members
-        .iter()
-        .any(|m| m.peer_urls.iter().any(|u| same_url(u, own))))
+        .map_err(|e| format!("{url}: reading the member list: {}", error_chain(&e)))
 }
 
 /// An error with its sources, which say what really failed (refused, TLS, timeout).
@@ -139,13 +208,13 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 /// Asks every member at once.
-async fn round(client: &reqwest::Client, gate: &Gate) -> Round {
-    let answers =
-        futures::future::join_all(gate.peers.iter().map(|p| ask(client, p, &gate.peer_url))).await;
+async fn round(asker: &Asker, gate: &Gate) -> Round {
+    let questions = gate.ask.iter().map(|url| ask(asker, url, &gate.peer_url));
+    let answers = futures::future::join_all(questions).await;
     let mut listed = 0;
     let mut without = Vec::new();
     let mut errors = Vec::new();
-    for (peer, answer) in gate.peers.iter().zip(answers) {
+    for (peer, answer) in gate.ask.iter().zip(answers) {
         match answer {
             Ok(true) => listed += 1,
             Ok(false) => without.push(peer.clone()),
@@ -165,20 +234,20 @@ pub async fn await_membership(
     gate: &Gate,
     mut progress: impl FnMut(&str),
 ) -> Result<String, String> {
-    if gate.peers.is_empty() {
-        return Err("no member to ask (--peers is empty)".into());
+    if gate.ask.is_empty() {
+        return Err("no member to ask".into());
     }
-    if gate.peers.iter().any(|p| same_url(p, &gate.peer_url)) {
+    if gate.ask.iter().any(|p| same_url(p, &gate.peer_url)) {
         return Err(format!(
-            "--peers names this member's own peer URL {}: the gate never asks about its own name",
+            "asked to ask this member's own peer URL {}: the gate never asks about its own name",
             gate.peer_url
         ));
     }
-    let client = client(gate)?;
+    let asker = asker(gate)?;
     let mut first_listed: Option<Instant> = None;
     let mut said = String::new();
     loop {
-        let found = round(&client, gate).await;
+        let found = round(&asker, gate).await;
         let waiting = match &found {
             Round::Answered { listed, without } if *listed > 0 => {
                 let since = *first_listed.get_or_insert_with(Instant::now);
@@ -186,7 +255,7 @@ pub async fn await_membership(
                     return Ok(format!(
                         "{} is a member ({listed} of {} members list it): etcd may start",
                         gate.peer_url,
-                        gate.peers.len()
+                        gate.ask.len()
                     ));
                 }
                 format!(
@@ -236,7 +305,8 @@ mod tests {
     async fn a_gate_that_would_ask_about_its_own_name_refuses_to_start() {
         let gate = Gate {
             peer_url: "http://m3.demo.default.svc:2380".into(),
-            peers: vec!["http://m3.demo.default.svc:2380".into()],
+            ask: vec!["http://m3.demo.default.svc:2380".into()],
+            api: Api::Peer,
             tls: None,
             interval: Duration::from_millis(10),
             timeout: Duration::from_millis(10),
@@ -244,7 +314,7 @@ mod tests {
         let error = await_membership(&gate, |_| {}).await.unwrap_err();
         assert!(error.contains("own peer URL"), "{error}");
         let none = Gate {
-            peers: vec![],
+            ask: vec![],
             ..gate
         };
         assert!(await_membership(&none, |_| {}).await.is_err());

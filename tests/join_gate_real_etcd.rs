@@ -1,9 +1,10 @@
 //! The gate of a prepared joiner (`etcd-operator await-membership`, the operator's own
 //! binary) against real etcd processes: it waits while the cluster does not know the
 //! joiner, and exits 0 soon after `member add` registers its peer URL; etcd then joins
-//! with the `--initial-cluster` the joiner was prepared with. Over TLS too, presenting a
-//! peer certificate from the cluster's CA on the members' peer listener, which requires
-//! one (a certificate from another CA is refused, and the gate keeps waiting).
+//! with the `--initial-cluster` the joiner was prepared with. Over TLS too: on the
+//! members' client listener with the operator's client certificate made by the operator's
+//! own code (what member pods use), and on their peer listener with a peer certificate;
+//! a certificate from another CA is refused, and that gate keeps waiting.
 
 mod support;
 
@@ -12,12 +13,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use etcd_operator::etcd_api::EtcdClientApi;
-use etcd_operator::tls::Ca;
+use std::sync::Arc;
+
+use etcd_operator::api::KeyType;
+use etcd_operator::etcd_api::{EtcdClientApi, IdentitySource};
+use etcd_operator::tls::{Ca, ClientIdentity, ClusterNames, Lifetime, Role, issue_leaf};
 use etcd_operator_actors::ports::{EtcdApi, EtcdErrorKind, NewMember};
 use support::etcd_process::{EtcdProcess, Loopback, etcd_bin};
 use support::loopback_certs::{self, Pair, leaf};
-use support::tls_etcd::free_port;
+use support::tls_etcd::{TlsMember, free_port};
 
 /// How long the gate is watched waiting before the member is added.
 const WAITING: Duration = Duration::from_millis(1500);
@@ -32,13 +36,18 @@ struct GateProcess {
 
 impl GateProcess {
     fn start(dir: &Path, own: &str, peers: &[String], tls: &[String]) -> Self {
+        Self::start_asking(dir, own, "--peers", peers, tls)
+    }
+
+    /// Asks `urls` given as `flag` (`--peers`, `--endpoints`).
+    fn start_asking(dir: &Path, own: &str, flag: &str, urls: &[String], tls: &[String]) -> Self {
         fs::create_dir_all(dir).unwrap();
         let log = dir.join("gate.log");
         let out = fs::File::create(&log).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_etcd-operator"))
             .arg("await-membership")
             .arg(format!("--peer-url={own}"))
-            .arg(format!("--peers={}", peers.join(",")))
+            .arg(format!("{flag}={}", urls.join(",")))
             .args(tls)
             .args(["--interval-ms=100", "--timeout-ms=500"])
             .stdin(Stdio::null())
@@ -88,7 +97,15 @@ fn scratch(name: &str) -> PathBuf {
 /// `member add` of `peer_url` as a learner through the operator's own etcd adapter, tried
 /// again while etcd says "not yet".
 async fn add_learner(endpoint: &str, peer_url: &str) -> u64 {
-    let api = EtcdClientApi::new(Duration::from_secs(2));
+    add_learner_with(
+        EtcdClientApi::new(Duration::from_secs(2)),
+        endpoint,
+        peer_url,
+    )
+    .await
+}
+
+async fn add_learner_with(api: EtcdClientApi, endpoint: &str, peer_url: &str) -> u64 {
     let new = NewMember {
         peer_url: peer_url.to_string(),
         learner: true,
@@ -247,7 +264,7 @@ impl Drop for TlsPeerSeed {
 }
 
 #[tokio::test]
-async fn over_tls_the_gate_presents_the_pods_peer_certificate_and_exits_once_added() {
+async fn over_tls_on_the_peer_listener_the_gate_presents_a_peer_certificate_and_exits_once_added() {
     let ca = a_ca("demo");
     let seed = TlsPeerSeed::start(&ca).await;
     let own = format!("https://127.0.0.1:{}", free_port());
@@ -287,4 +304,68 @@ async fn over_tls_the_gate_presents_the_pods_peer_certificate_and_exits_once_add
     );
     let _ = fs::remove_dir_all(&dir);
     let _ = fs::remove_dir_all(&other_dir);
+}
+
+fn names() -> ClusterNames {
+    ClusterNames::new("default", "demo", "")
+}
+
+fn lifetime() -> Lifetime {
+    let now = jiff::Timestamp::now().as_second();
+    Lifetime::starting(now - 60, 3600)
+}
+
+#[tokio::test]
+async fn over_tls_on_the_client_listener_the_gate_presents_the_operators_certificate_and_exits_once_added()
+ {
+    // As in a cluster: the member serves clients with an operator-made server certificate,
+    // the gate presents the operator's client certificate (it names nothing, so etcd looks
+    // nothing up about the gate's address) and trusts the CA of the server certificates.
+    let ca = a_ca("demo");
+    let issue = |role| issue_leaf(&ca, role, &names(), KeyType::EcdsaP256, lifetime()).unwrap();
+    let (server, client) = (issue(Role::Server), issue(Role::Client));
+    let mut member = TlsMember::start("gated", &server, &ca);
+    let identity = ClientIdentity {
+        ca_pem: ca.cert_pem.clone().into_bytes(),
+        cert_pem: client.cert_pem.clone().into_bytes(),
+        key_pem: client.key_pem.clone().into_bytes(),
+    };
+    let source: IdentitySource = Arc::new(move || Some(identity.clone()));
+    let api = || EtcdClientApi::new(Duration::from_secs(2)).with_identity(source.clone());
+    let url = member.client_url.clone();
+    member
+        .wait_until(|| {
+            let (api, url) = (api(), url.clone());
+            async move { api.status(&url).await.is_ok() }
+        })
+        .await;
+
+    let dir = scratch("tls-client");
+    fs::create_dir_all(&dir).unwrap();
+    let file = |name: &str, text: &str| {
+        let path = dir.join(name);
+        fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let tls = [
+        format!("--cacert={}", file("etcd-client-ca.crt", &ca.cert_pem)),
+        format!("--cert={}", file("etcd-client.crt", &client.cert_pem)),
+        format!("--key={}", file("etcd-client.key", &client.key_pem)),
+    ];
+    let own = format!("https://127.0.0.1:{}", free_port());
+    let mut gate =
+        GateProcess::start_asking(&dir, &own, "--endpoints", std::slice::from_ref(&url), &tls);
+
+    assert_eq!(gate.exit_within(WAITING).await, None, "{}", gate.log());
+    assert!(gate.log().contains("not a member yet"), "{}", gate.log());
+
+    add_learner_with(api(), &url, &own).await;
+    let status = gate.exit_within(SOON).await;
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the gate did not exit 0 within {SOON:?} of the add ({status:?}):\n{}\n{}",
+        gate.log(),
+        member.log()
+    );
+    let _ = fs::remove_dir_all(&dir);
 }

@@ -239,26 +239,30 @@ fn init_containers(
 }
 
 /// The arguments of `etcd-operator await-membership` for prepared joiner `member`, built
-/// to join `peers`: its own peer URL, the others' (never its own name: the gate does not
-/// look it up), and with TLS the pod's peer certificate.
+/// to join `peers`: its own peer URL, and whom to ask (never its own name: the gate does
+/// not look it up). Without TLS, the others' peer listeners; with TLS, their client
+/// listeners, with the operator's client certificate the pod mounts: it carries no names,
+/// so etcd looks nothing up about the gate's address, which may not be published yet when
+/// the gate first asks (the pod's peer certificate carries names: etcd would look the
+/// address up, and the cluster DNS cache the miss).
 pub(crate) fn gate_args(
     topology: &Topology,
     member: &MemberPod,
     peers: &[String],
     tls: TlsMode,
 ) -> Vec<String> {
-    let urls: Vec<String> = peers
-        .iter()
-        .filter(|p| **p != member.name)
-        .map(|p| topology.peer_url(p, tls))
-        .collect();
+    let others = peers.iter().filter(|p| **p != member.name);
     let mut args = vec![
         "await-membership".to_string(),
         format!("--peer-url={}", topology.peer_url(&member.name, tls)),
-        format!("--peers={}", urls.join(",")),
     ];
     if tls.enabled() {
+        let urls: Vec<String> = others.map(|p| topology.client_url(p, tls)).collect();
+        args.push(format!("--endpoints={}", urls.join(",")));
         args.extend(gate_tls_args());
+    } else {
+        let urls: Vec<String> = others.map(|p| topology.peer_url(p, tls)).collect();
+        args.push(format!("--peers={}", urls.join(",")));
     }
     args
 }

@@ -606,30 +606,32 @@ fn a_prepared_joiners_etcd_waits_behind_a_gate_asking_the_others_about_its_own_p
 }
 
 #[test]
-fn a_prepared_joiners_gate_presents_the_pods_peer_certificate_from_its_own_readable_copy() {
+fn with_tls_a_prepared_joiners_gate_asks_the_client_listeners_with_the_operators_certificate() {
     let c = cluster(static_tls_spec());
     let pod = member_pod(&c, &prepared_joiner(TlsMode::Static), Some("op:1"));
     let gate = init_containers(&pod).remove(0);
     let args = gate.args.clone().unwrap();
-    for wanted in [
-        "--peer-url=https://demo-join3.demo.prod.svc:2380",
-        "--peers=https://demo-seed1.demo.prod.svc:2380,https://demo-join2.demo.prod.svc:2380",
-        "--cacert=/etc/etcdtls/gate/peer-tls/peer-ca.crt",
-        "--cert=/etc/etcdtls/gate/peer-tls/peer.crt",
-        "--key=/etc/etcdtls/gate/peer-tls/peer.key",
-    ] {
-        assert!(args.iter().any(|a| a == wanted), "{wanted} not in {args:?}");
-    }
+    assert_eq!(
+        args,
+        vec![
+            "await-membership",
+            "--peer-url=https://demo-join3.demo.prod.svc:2380",
+            "--endpoints=https://demo-seed1.demo.prod.svc:2379,https://demo-join2.demo.prod.svc:2379",
+            "--cacert=/etc/etcdtls/gate/client-tls/etcd-client-ca.crt",
+            "--cert=/etc/etcdtls/gate/client-tls/etcd-client.crt",
+            "--key=/etc/etcdtls/gate/client-tls/etcd-client.key",
+        ]
+    );
     let mounts = gate.volume_mounts.clone().unwrap();
     assert_eq!(mounts.len(), 1);
-    assert_eq!(mounts[0].mount_path, "/etc/etcdtls/gate/peer-tls");
+    assert_eq!(mounts[0].mount_path, "/etc/etcdtls/gate/client-tls");
     assert_eq!(mounts[0].read_only, Some(true));
     let volumes = pod.spec.clone().unwrap().volumes.unwrap();
     let copy = volumes.iter().find(|v| v.name == mounts[0].name).unwrap();
     let secret = copy.secret.as_ref().unwrap();
-    assert_eq!(secret.secret_name.as_deref(), Some("etcd-peer-tls"));
+    assert_eq!(secret.secret_name.as_deref(), Some("etcd-client-tls"));
     assert_eq!(secret.default_mode, Some(0o444));
-    // The etcd container keeps its own, owner-only copy, and never mounts the gate's.
+    // The etcd container keeps its own, owner-only copies, and never mounts the gate's.
     let etcd = &pod.spec.unwrap().containers[0];
     assert!(
         !etcd

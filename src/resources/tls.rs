@@ -75,19 +75,21 @@ pub(crate) fn tls_mounts() -> Vec<VolumeMount> {
         .collect()
 }
 
-/// Name of the volume of the peer Secret as a prepared joiner's gate reads it.
-const GATE_TLS_VOLUME: &str = "peer-tls-gate";
+/// Name of the volume of the operator's client Secret as a prepared joiner's gate reads
+/// it.
+const GATE_TLS_VOLUME: &str = "client-tls-gate";
 /// Where the gate mounts it.
-pub(crate) const GATE_TLS_DIR: &str = "/etc/etcdtls/gate/peer-tls";
+pub(crate) const GATE_TLS_DIR: &str = "/etc/etcdtls/gate/client-tls";
 
-/// The peer Secret once more, for a prepared joiner's gate: it runs the operator's image
-/// as that image's non-root user, which cannot read the etcd container's copy (readable
-/// by its owner only), so this copy is readable by any user; only the gate mounts it.
+/// The operator's client Secret once more, for a prepared joiner's gate: it runs the
+/// operator's image as that image's non-root user, which cannot read the etcd container's
+/// copy (readable by its owner only), so this copy is readable by any user; only the gate
+/// mounts it. (The pod mounts that Secret already, for its readiness probe.)
 pub(crate) fn gate_tls_volume(names: &SecretNames) -> Option<Volume> {
     Some(Volume {
         name: GATE_TLS_VOLUME.into(),
         secret: Some(SecretVolumeSource {
-            secret_name: Some(names.of(Role::Peer)?.to_string()),
+            secret_name: Some(names.of(Role::Client)?.to_string()),
             default_mode: Some(0o444),
             ..SecretVolumeSource::default()
         }),
@@ -95,7 +97,7 @@ pub(crate) fn gate_tls_volume(names: &SecretNames) -> Option<Volume> {
     })
 }
 
-/// Where the gate mounts its copy of the peer Secret.
+/// Where the gate mounts its copy of the operator's client Secret.
 pub(crate) fn gate_tls_mount() -> VolumeMount {
     VolumeMount {
         name: GATE_TLS_VOLUME.into(),
@@ -105,15 +107,15 @@ pub(crate) fn gate_tls_mount() -> VolumeMount {
     }
 }
 
-/// The gate's TLS flags: the peer CA, and the pod's peer certificate (etcd's peer
-/// listener asks for a client certificate), from its copy of the peer Secret.
+/// The gate's TLS flags: the CA of the members' server certificates, and the operator's
+/// client certificate (no names in it: etcd looks nothing up about the gate's address).
 pub(crate) fn gate_tls_args() -> Vec<String> {
-    let peer = Role::Peer;
+    let client = Role::Client;
     let file = |key: &str| format!("{GATE_TLS_DIR}/{key}");
     vec![
-        format!("--cacert={}", file(peer.ca_key())),
-        format!("--cert={}", file(peer.cert_key())),
-        format!("--key={}", file(peer.key_key())),
+        format!("--cacert={}", file(client.ca_key())),
+        format!("--cert={}", file(client.cert_key())),
+        format!("--key={}", file(client.key_key())),
     ]
 }
 
