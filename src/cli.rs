@@ -76,6 +76,10 @@ pub struct AwaitArgs {
     /// With TLS: its private key.
     #[arg(long, requires_all = ["cacert", "cert"])]
     pub key: Option<std::path::PathBuf>,
+    /// The member's data directory: when etcd has written its member there, the pod ran
+    /// as a member before, and etcd starts without waiting.
+    #[arg(long)]
+    pub data_dir: Option<std::path::PathBuf>,
     /// Milliseconds between two rounds of questions.
     #[arg(long, default_value_t = 250)]
     pub interval_ms: u64,
@@ -265,6 +269,7 @@ fn await_membership(args: &AwaitArgs) -> Result<String, String> {
         tls,
         interval: Duration::from_millis(args.interval_ms),
         timeout: Duration::from_millis(args.timeout_ms),
+        data_dir: args.data_dir.clone(),
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

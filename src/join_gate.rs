@@ -62,6 +62,11 @@ pub struct Gate {
     pub interval: Duration,
     /// Deadline of one question (connecting included).
     pub timeout: Duration,
+    /// The member's data directory: when etcd has written its member there, the pod ran
+    /// as a member before (its sandbox was made again, say after a node restart) and
+    /// starts without asking anyone: the members it was built to join may be gone, and
+    /// waiting for them could keep a cluster that still has a quorum from coming back.
+    pub data_dir: Option<PathBuf>,
 }
 
 /// The certificate files the gate uses.
@@ -243,6 +248,15 @@ pub async fn await_membership(
             gate.peer_url
         ));
     }
+    if let Some(dir) = &gate.data_dir
+        && dir.join("member").exists()
+    {
+        return Ok(format!(
+            "{} has run as a member already (its data is in {}): etcd may start",
+            gate.peer_url,
+            dir.display()
+        ));
+    }
     let asker = asker(gate)?;
     let mut first_listed: Option<Instant> = None;
     let mut said = String::new();
@@ -310,6 +324,7 @@ mod tests {
             tls: None,
             interval: Duration::from_millis(10),
             timeout: Duration::from_millis(10),
+            data_dir: None,
         };
         let error = await_membership(&gate, |_| {}).await.unwrap_err();
         assert!(error.contains("own peer URL"), "{error}");
@@ -318,5 +333,27 @@ mod tests {
             ..gate
         };
         assert!(await_membership(&none, |_| {}).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_pod_whose_etcd_already_ran_as_a_member_starts_without_asking_anyone() {
+        let dir = std::env::temp_dir().join(format!("gate-data-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("member/wal")).unwrap();
+        // Nobody answers at this address: asking would wait for ever.
+        let gate = Gate {
+            peer_url: "http://m3.demo.default.svc:2380".into(),
+            ask: vec!["http://127.0.0.1:9".into()],
+            api: Api::Peer,
+            tls: None,
+            interval: Duration::from_millis(10),
+            timeout: Duration::from_millis(10),
+            data_dir: Some(dir.clone()),
+        };
+        let done = tokio::time::timeout(Duration::from_secs(5), await_membership(&gate, |_| {}))
+            .await
+            .expect("no waiting")
+            .unwrap();
+        assert!(done.contains("has run as a member already"), "{done}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -255,6 +255,7 @@ pub(crate) fn gate_args(
     let mut args = vec![
         "await-membership".to_string(),
         format!("--peer-url={}", topology.peer_url(&member.name, tls)),
+        format!("--data-dir={DATA_DIR}"),
     ];
     if tls.enabled() {
         let urls: Vec<String> = others.map(|p| topology.client_url(p, tls)).collect();
@@ -280,7 +281,18 @@ fn gate_container(
         name: GATE_CONTAINER.into(),
         image: Some(operator_image.to_string()),
         args: Some(gate_args(topology, member, peers, tls)),
-        volume_mounts: tls.enabled().then(|| vec![gate_tls_mount()]),
+        // The data volume, read only: a member that ran already starts without waiting
+        // (after its pod's sandbox was made again, the members it joined may be gone).
+        volume_mounts: Some(
+            std::iter::once(VolumeMount {
+                name: DATA_VOLUME.into(),
+                mount_path: DATA_MOUNT.into(),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            })
+            .chain(tls.enabled().then(gate_tls_mount))
+            .collect(),
+        ),
         security_context: Some(restricted()),
         ..Container::default()
     }

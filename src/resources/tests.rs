@@ -581,6 +581,7 @@ fn a_prepared_joiners_etcd_waits_behind_a_gate_asking_the_others_about_its_own_p
         vec![
             "await-membership",
             "--peer-url=http://demo-join3.demo.prod.svc:2380",
+            "--data-dir=/var/etcd/data",
             "--peers=http://demo-seed1.demo.prod.svc:2380,http://demo-join2.demo.prod.svc:2380",
         ]
     );
@@ -590,7 +591,14 @@ fn a_prepared_joiners_etcd_waits_behind_a_gate_asking_the_others_about_its_own_p
             .and_then(|s| s.run_as_non_root),
         Some(true)
     );
-    assert!(gate.volume_mounts.is_none(), "no certificate without TLS");
+    // Its data volume, read only (a member that ran already starts without waiting), and
+    // no certificate without TLS.
+    let mounts = gate.volume_mounts.clone().unwrap();
+    assert_eq!(mounts.len(), 1);
+    assert_eq!(
+        (mounts[0].mount_path.as_str(), mounts[0].read_only),
+        ("/var/etcd", Some(true))
+    );
     // etcd then joins the members it was built for, plus itself.
     let flags = etcd_flags(
         &Topology::new("prod", "demo"),
@@ -616,6 +624,7 @@ fn with_tls_a_prepared_joiners_gate_asks_the_client_listeners_with_the_operators
         vec![
             "await-membership",
             "--peer-url=https://demo-join3.demo.prod.svc:2380",
+            "--data-dir=/var/etcd/data",
             "--endpoints=https://demo-seed1.demo.prod.svc:2379,https://demo-join2.demo.prod.svc:2379",
             "--cacert=/etc/etcdtls/gate/client-tls/etcd-client-ca.crt",
             "--cert=/etc/etcdtls/gate/client-tls/etcd-client.crt",
@@ -623,11 +632,11 @@ fn with_tls_a_prepared_joiners_gate_asks_the_client_listeners_with_the_operators
         ]
     );
     let mounts = gate.volume_mounts.clone().unwrap();
-    assert_eq!(mounts.len(), 1);
-    assert_eq!(mounts[0].mount_path, "/etc/etcdtls/gate/client-tls");
-    assert_eq!(mounts[0].read_only, Some(true));
+    assert_eq!(mounts.len(), 2);
+    assert_eq!(mounts[1].mount_path, "/etc/etcdtls/gate/client-tls");
+    assert_eq!(mounts[1].read_only, Some(true));
     let volumes = pod.spec.clone().unwrap().volumes.unwrap();
-    let copy = volumes.iter().find(|v| v.name == mounts[0].name).unwrap();
+    let copy = volumes.iter().find(|v| v.name == mounts[1].name).unwrap();
     let secret = copy.secret.as_ref().unwrap();
     assert_eq!(secret.secret_name.as_deref(), Some("etcd-client-tls"));
     assert_eq!(secret.default_mode, Some(0o444));
@@ -639,7 +648,7 @@ fn with_tls_a_prepared_joiners_gate_asks_the_client_listeners_with_the_operators
             .as_ref()
             .unwrap()
             .iter()
-            .any(|m| m.name == mounts[0].name)
+            .any(|m| m.name == mounts[1].name)
     );
 }
 
