@@ -49,6 +49,8 @@ fn healthy(n: u64) -> Observation {
             restarts: 0,
             crash: None,
             tls: TlsMode::Off,
+            published: true,
+            prepared_with: None,
         });
         let mut h = MemberHealth::healthy(V);
         h.leader = Some(1);
@@ -73,6 +75,7 @@ fn healthy(n: u64) -> Observation {
         },
         name_conflict: None,
         tls: Default::default(),
+        prepares_joiners: false,
         endpoints: Vec::new(),
         membership: Membership::Listed {
             cluster_id: CLUSTER_ID,

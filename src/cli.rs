@@ -1,4 +1,5 @@
-//! Command-line interface: `etcd-operator [run] [flags]` and `etcd-operator crd`.
+//! Command-line interface: `etcd-operator [run] [flags]`, `etcd-operator crd`, and the
+//! one-shot steps member pods run in their init containers.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -41,6 +42,50 @@ pub enum Command {
     /// Move a restored data directory into place unless the member has one, and remove
     /// the fetched snapshot (the last init container of a restoring seed).
     SnapshotPlace(PlaceArgs),
+    /// Wait until the members list this member's peer URL, asking them on their peer
+    /// listener (the init container of a prepared joiner: its etcd starts once it is a
+    /// member). Never asks about its own name.
+    AwaitMembership(AwaitArgs),
+}
+
+/// Flags of `await-membership`.
+#[derive(Debug, Clone, Args)]
+pub struct AwaitArgs {
+    /// This member's peer URL, as the operator adds it.
+    #[arg(long)]
+    pub peer_url: String,
+    /// The peer URLs of the members it joins, comma-separated: asked on their peer
+    /// listener (`GET /members`).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        required_unless_present = "endpoints",
+        conflicts_with = "endpoints"
+    )]
+    pub peers: Vec<String>,
+    /// The client URLs of the members it joins, comma-separated: asked on their client
+    /// listener (etcd's JSON gateway, `/v3/cluster/member/list`).
+    #[arg(long, value_delimiter = ',')]
+    pub endpoints: Vec<String>,
+    /// With TLS: the CA bundle of the members' certificates on the listener asked.
+    #[arg(long, requires_all = ["cert", "key"])]
+    pub cacert: Option<std::path::PathBuf>,
+    /// With TLS: the client certificate to present.
+    #[arg(long, requires_all = ["cacert", "key"])]
+    pub cert: Option<std::path::PathBuf>,
+    /// With TLS: its private key.
+    #[arg(long, requires_all = ["cacert", "cert"])]
+    pub key: Option<std::path::PathBuf>,
+    /// The member's data directory: when etcd has written its member there, the pod ran
+    /// as a member before, and etcd starts without waiting.
+    #[arg(long)]
+    pub data_dir: Option<std::path::PathBuf>,
+    /// Milliseconds between two rounds of questions.
+    #[arg(long, default_value_t = 250)]
+    pub interval_ms: u64,
+    /// Deadline of one question, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub timeout_ms: u64,
 }
 
 /// Flags of `snapshot-fetch`.
@@ -198,8 +243,41 @@ pub fn main() -> ExitCode {
         Some(Command::Run(args)) => run(args),
         Some(Command::SnapshotFetch(args)) => report(fetch(&args)),
         Some(Command::SnapshotPlace(args)) => report(place(&args)),
+        Some(Command::AwaitMembership(args)) => report(await_membership(&args)),
         None => run(cli.run),
     }
+}
+
+fn await_membership(args: &AwaitArgs) -> Result<String, String> {
+    use crate::join_gate::{Api, Gate, GateTls};
+    let tls = match (&args.cacert, &args.cert, &args.key) {
+        (Some(ca), Some(cert), Some(key)) => Some(GateTls {
+            ca: ca.clone(),
+            cert: cert.clone(),
+            key: key.clone(),
+        }),
+        _ => None,
+    };
+    let (ask, api) = match args.endpoints.is_empty() {
+        true => (args.peers.clone(), Api::Peer),
+        false => (args.endpoints.clone(), Api::Client),
+    };
+    let gate = Gate {
+        peer_url: args.peer_url.clone(),
+        ask,
+        api,
+        tls,
+        interval: Duration::from_millis(args.interval_ms),
+        timeout: Duration::from_millis(args.timeout_ms),
+        data_dir: args.data_dir.clone(),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting the runtime: {e}"))?;
+    runtime.block_on(crate::join_gate::await_membership(&gate, |waiting| {
+        println!("{waiting}")
+    }))
 }
 
 /// Prints what a one-shot subcommand did (or why it failed) and exits accordingly.

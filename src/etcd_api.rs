@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -35,14 +36,21 @@ const MAX_CACHED_CLIENTS: usize = 64;
 /// connection (a renewed certificate is used from the next connection on).
 pub type IdentitySource = Arc<dyn Fn() -> Option<ClientIdentity> + Send + Sync>;
 
-/// A cached client: by endpoint list and the fingerprint of the identity it was made with.
-type ClientKey = (Vec<String>, u64);
+/// Where a member is reached, asked at every connection with the host of its URL
+/// (`<member>.<cluster>.<ns>.svc`): its pod's address when the operator's cache knows it;
+/// `None` leaves the name to DNS.
+pub type AddressSource = Arc<dyn Fn(&str) -> Option<IpAddr> + Send + Sync>;
+
+/// A cached client: by endpoint list, the URLs it dialed, and the fingerprint of the
+/// identity it was made with.
+type ClientKey = (Vec<String>, Vec<String>, u64);
 
 /// [`EtcdApi`] over gRPC with `etcd-client`.
 pub struct EtcdClientApi {
     timeout: Duration,
     clients: Mutex<HashMap<ClientKey, Client>>,
     identity: Option<IdentitySource>,
+    addresses: Option<AddressSource>,
 }
 
 impl EtcdClientApi {
@@ -53,7 +61,17 @@ impl EtcdClientApi {
             timeout,
             clients: Mutex::new(HashMap::new()),
             identity: None,
+            addresses: None,
         }
+    }
+
+    /// The same, dialing a member at the address `addresses` gives for its name (TLS still
+    /// verifies the member by that name). A name asked of the cluster DNS before the pod's
+    /// address is published is cached there as unknown for the DNS's negative TTL (5 to
+    /// 30 s), so the first calls to every new member would wait that long.
+    pub fn with_addresses(mut self, addresses: AddressSource) -> Self {
+        self.addresses = Some(addresses);
+        self
     }
 
     /// The same, presenting the client certificate `identity` gives to `https` endpoints
@@ -64,17 +82,22 @@ impl EtcdClientApi {
         self
     }
 
-    /// Connection options; with TLS, the identity to present.
-    fn options(&self, identity: Option<&ClientIdentity>) -> ConnectOptions {
+    /// Connection options; with TLS, the identity to present and, when members are
+    /// dialed by address, the name their certificates are verified by.
+    fn options(&self, identity: Option<&ClientIdentity>, name: Option<&str>) -> ConnectOptions {
         let options = ConnectOptions::new()
             .with_connect_timeout(self.timeout)
             .with_timeout(self.timeout);
         match identity {
-            Some(id) => options.with_tls(
-                TlsOptions::new()
+            Some(id) => {
+                let tls = TlsOptions::new()
                     .ca_certificate(Certificate::from_pem(&id.ca_pem))
-                    .identity(Identity::from_pem(&id.cert_pem, &id.key_pem)),
-            ),
+                    .identity(Identity::from_pem(&id.cert_pem, &id.key_pem));
+                options.with_tls(match name {
+                    Some(name) => tls.domain_name(name),
+                    None => tls,
+                })
+            }
             None => options,
         }
     }
@@ -84,7 +107,7 @@ impl EtcdClientApi {
     }
 
     fn forget(&self, endpoints: &[String]) {
-        self.lock().retain(|(key, _), _| key != endpoints);
+        self.lock().retain(|(key, _, _), _| key != endpoints);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ClientKey, Client>> {
@@ -114,14 +137,20 @@ impl EtcdClientApi {
 
     async fn client(&self, endpoints: &[String]) -> Result<Client, etcd_client::Error> {
         let identity = self.identity_for(endpoints)?;
+        let plan = match &self.addresses {
+            Some(addresses) => dial_plan(endpoints, addresses.as_ref()),
+            None => DialPlan::by_name(endpoints),
+        };
         let key = (
             endpoints.to_vec(),
+            plan.urls.clone(),
             identity.as_ref().map_or(0, ClientIdentity::fingerprint),
         );
         if let Some(client) = self.cached(&key) {
             return Ok(client);
         }
-        let client = Client::connect(endpoints, Some(self.options(identity.as_ref()))).await?;
+        let options = self.options(identity.as_ref(), plan.name.as_deref());
+        let client = Client::connect(&plan.urls, Some(options)).await?;
         let mut clients = self.lock();
         if clients.len() >= MAX_CACHED_CLIENTS {
             clients.clear();
@@ -278,6 +307,59 @@ impl EtcdApi for EtcdClientApi {
 }
 
 /// The cache key of an endpoint list: order and repeats do not matter.
+/// The URLs a client dials for an endpoint list, and the name TLS verifies members by
+/// when some are dialed by address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct DialPlan {
+    urls: Vec<String>,
+    name: Option<String>,
+}
+
+impl DialPlan {
+    fn by_name(endpoints: &[String]) -> Self {
+        DialPlan {
+            urls: endpoints.to_vec(),
+            name: None,
+        }
+    }
+}
+
+/// Each endpoint `scheme://host:port` whose host `address` knows becomes
+/// `scheme://address:port`; the first such host is the name TLS verifies every member by
+/// (one client per list; members' certificates cover every member's name, as CoreOS's
+/// wildcard `*.<cluster>.<ns>.svc` does).
+fn dial_plan(
+    endpoints: &[String],
+    address: &(dyn Fn(&str) -> Option<IpAddr> + Send + Sync),
+) -> DialPlan {
+    let mut name = None;
+    let urls = endpoints
+        .iter()
+        .map(|endpoint| {
+            let Some((scheme, rest)) = endpoint.split_once("://") else {
+                return endpoint.clone();
+            };
+            let (host, port) = rest.rsplit_once(':').unwrap_or((rest, ""));
+            match address(host) {
+                Some(ip) => {
+                    name.get_or_insert_with(|| host.to_string());
+                    let ip = match ip {
+                        IpAddr::V4(v4) => v4.to_string(),
+                        IpAddr::V6(v6) => format!("[{v6}]"),
+                    };
+                    if port.is_empty() {
+                        format!("{scheme}://{ip}")
+                    } else {
+                        format!("{scheme}://{ip}:{port}")
+                    }
+                }
+                None => endpoint.clone(),
+            }
+        })
+        .collect();
+    DialPlan { urls, name }
+}
+
 fn endpoint_key(endpoints: &[String]) -> Vec<String> {
     let mut key: Vec<String> = endpoints
         .iter()
@@ -445,6 +527,39 @@ mod tests {
     use etcd_operator_actors::ports::EtcdErrorKind;
 
     use super::*;
+
+    fn known(host: &str) -> Option<IpAddr> {
+        match host {
+            "a.demo.prod.svc" => Some(IpAddr::from([10, 244, 1, 5])),
+            "b.demo.prod.svc" => Some("fd00::7".parse().unwrap()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn members_whose_pod_address_is_known_are_dialed_by_it_and_verified_by_their_name() {
+        let endpoints = [
+            "https://c.demo.prod.svc:2379".to_string(),
+            "https://a.demo.prod.svc:2379".to_string(),
+            "https://b.demo.prod.svc:2379".to_string(),
+        ];
+        let plan = dial_plan(&endpoints, &known);
+        assert_eq!(
+            plan.urls,
+            [
+                "https://c.demo.prod.svc:2379",
+                "https://10.244.1.5:2379",
+                "https://[fd00::7]:2379"
+            ]
+        );
+        assert_eq!(plan.name.as_deref(), Some("a.demo.prod.svc"));
+    }
+
+    #[test]
+    fn members_without_a_known_address_are_left_to_dns() {
+        let endpoints = ["http://c.demo.prod.svc:2379".to_string()];
+        assert_eq!(dial_plan(&endpoints, &known), DialPlan::by_name(&endpoints));
+    }
 
     /// The kind of a status etcd (or tonic) answered with `code` and `message`.
     fn kind(code: Code, message: &str) -> EtcdErrorKind {

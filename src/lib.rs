@@ -14,6 +14,8 @@
 //!   the certificates the operator makes;
 //! - [`controller`]: the watch stream, leader election and wiring of the actors;
 //! - [`http`]: `/healthz`, `/readyz`, `/metrics` and the debug endpoints;
+//! - [`join_gate`]: the init container that holds a prepared joiner's etcd back until it
+//!   is a member (`etcd-operator await-membership`);
 //! - [`logging`]: slog setup;
 //! - [`Error`]: what running the operator can fail with.
 
@@ -24,6 +26,7 @@ pub(crate) mod controller;
 mod error;
 pub mod etcd_api;
 pub(crate) mod http;
+pub mod join_gate;
 pub(crate) mod kube_api;
 pub(crate) mod logging;
 pub(crate) mod resources;

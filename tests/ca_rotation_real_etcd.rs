@@ -13,68 +13,18 @@
 mod support;
 
 use std::fs;
-use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
-use etcd_operator::api::KeyType;
-use etcd_operator::tls::{Ca, ClusterNames, Lifetime, new_ca};
-use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, Issuer, KeyPair, SanType};
+use etcd_operator::tls::Ca;
 use support::etcd_process::etcd_bin;
+use support::loopback_certs::{self, Pair, leaf, self_signed};
 use support::tls_etcd::free_port;
 
-/// A certificate and its key, PEM.
-#[derive(Clone)]
-struct Pair {
-    cert: String,
-    key: String,
-}
-
 fn a_ca(name: &str) -> Ca {
-    let now = jiff::Timestamp::now().as_second();
-    let names = ClusterNames::new("rotation", name, "");
-    new_ca(
-        &names,
-        KeyType::EcdsaP256,
-        Lifetime::starting(now - 60, 3600),
-    )
-    .unwrap()
-}
-
-fn params() -> CertificateParams {
-    let mut params = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
-    params
-        .subject_alt_names
-        .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
-    params.extended_key_usages = vec![
-        ExtendedKeyUsagePurpose::ServerAuth,
-        ExtendedKeyUsagePurpose::ClientAuth,
-    ];
-    params
-}
-
-/// A certificate for peers, servers and clients alike, issued by `ca`.
-fn leaf(ca: &Ca) -> Pair {
-    let issuer =
-        Issuer::from_ca_cert_pem(&ca.cert_pem, KeyPair::from_pem(&ca.key_pem).unwrap()).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let cert = params().signed_by(&key, &issuer).unwrap();
-    Pair {
-        cert: cert.pem(),
-        key: key.serialize_pem(),
-    }
-}
-
-/// A certificate that signs itself: no CA vouches for it.
-fn self_signed() -> Pair {
-    let key = KeyPair::generate().unwrap();
-    let cert = params().self_signed(&key).unwrap();
-    Pair {
-        cert: cert.pem(),
-        key: key.serialize_pem(),
-    }
+    loopback_certs::a_ca("rotation", name)
 }
 
 fn bundle(cas: &[&Ca]) -> String {

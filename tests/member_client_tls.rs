@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use etcd_operator::api::KeyType;
-use etcd_operator::etcd_api::{EtcdClientApi, IdentitySource};
+use etcd_operator::etcd_api::{AddressSource, EtcdClientApi, IdentitySource};
 use etcd_operator::tls::{
     Ca, ClientIdentity, ClusterNames, Leaf, Lifetime, Role, issue_leaf, new_ca,
 };
@@ -165,4 +165,52 @@ async fn a_renewed_client_certificate_is_used_from_the_next_connection() {
     *current.lock().unwrap() = identity(&ca, &ca);
     let health = api.status(&member.client_url).await.unwrap();
     assert!(health.is_healthy(), "{health:?}");
+}
+
+/// The member's URL by its DNS name in cluster `demo` (never resolved: the address source
+/// answers for it, as the pod cache does in the operator), and an API dialing it at the
+/// member's loopback address.
+fn dialed_by_address(member: &TlsMember, ca: &Ca) -> (String, Arc<EtcdClientApi>) {
+    let port = member.client_url.rsplit_once(':').unwrap().1.to_string();
+    let host = "tls1.demo.default.svc";
+    let addresses: AddressSource = Arc::new(move |asked| {
+        assert_eq!(asked, host, "only the member's name is looked up");
+        Some(std::net::IpAddr::from([127, 0, 0, 1]))
+    });
+    let identity = Some(identity(ca, ca));
+    let source: IdentitySource = Arc::new(move || identity.clone());
+    let api = EtcdClientApi::new(CALL_TIMEOUT)
+        .with_identity(source)
+        .with_addresses(addresses);
+    (format!("https://{host}:{port}"), Arc::new(api))
+}
+
+#[actix_rt::test]
+async fn a_member_dialed_at_its_pods_address_is_verified_by_its_dns_name() {
+    let (ca, member) = tls_member().await;
+    let (url, api) = dialed_by_address(&member, &ca);
+    let health = api.status(&url).await.expect("status over TLS by address");
+    assert!(health.is_healthy(), "{health:?}");
+    let list = api.list(std::slice::from_ref(&url)).await.unwrap();
+    assert_eq!(list.members[0].name, "tls1");
+}
+
+#[actix_rt::test]
+async fn a_member_dialed_by_address_whose_certificate_is_another_clusters_is_not_trusted() {
+    let ca = ca();
+    let other = ClusterNames::new("default", "other", "");
+    let member = TlsMember::start("tls1", &leaf(&ca, Role::Server, &other), &ca);
+    // `localhost` is among its names, so it does answer a client that verifies that name.
+    let by_localhost = api_with(Some(identity(&ca, &ca)));
+    let mut member = member;
+    let url = member.client_url.clone();
+    member
+        .wait_until(|| {
+            let (api, url) = (by_localhost.clone(), url.clone());
+            async move { api.status(&url).await.is_ok() }
+        })
+        .await;
+    let (url, api) = dialed_by_address(&member, &ca);
+    let err = api.status(&url).await.unwrap_err();
+    assert_eq!(err.kind, EtcdErrorKind::Unavailable, "{err:?}");
 }

@@ -207,6 +207,10 @@ pub struct KubeView {
     pub name_conflict: Option<String>,
     /// The cluster's certificates (checked, with their expiries), when it asks for TLS.
     pub tls: crate::lifecycle::TlsObservation,
+    /// Joiners' pods can be made before their `member add`: the operator's own image is
+    /// known, which their gate (an init container holding etcd back until the member is
+    /// added) runs.
+    pub prepares_joiners: bool,
 }
 
 /// How a member's pod joins.
@@ -237,6 +241,10 @@ pub struct MemberPod {
     /// The snapshot the pod restores into its data directory before etcd starts (a seed
     /// of a cluster made by an EtcdRestore); `None` for every other pod.
     pub restore: Option<SnapshotSource>,
+    /// A prepared joiner, made before its `member add`: the members it joins, by name (its
+    /// `--initial-cluster` is them plus itself). An init container holds its etcd back
+    /// until one of them lists its peer URL. `None` for every other pod.
+    pub prepared_with: Option<Vec<String>>,
 }
 
 /// A new etcd image for a member's pod, and the marks that go with it (`None` removes a

@@ -223,6 +223,7 @@ fn event_reason(action: &Action) -> &'static str {
         Action::EnsureServices => "ServicesEnsured",
         Action::CreateSeed { .. } => "SeedCreated",
         Action::StartSeed { .. } => "SeedStarted",
+        Action::PrepareJoiner { .. } => "JoinerPrepared",
         Action::AddMember { .. } => "MemberAdded",
         Action::ResumeJoin { .. } => "JoinResumed",
         Action::RestartMember { .. } => "MemberRestarted",
@@ -262,7 +263,12 @@ fn members(decision: &Decision, obs: &Observation) -> (Vec<String>, Vec<String>,
         }
         Membership::Unreachable { .. } if Birth::of(&decision.state, obs).is_born() => {
             unready.extend(obs.recorded.members.iter().cloned());
-            unready.extend(obs.pods.iter().map(|p| p.name.clone()));
+            unready.extend(
+                obs.pods
+                    .iter()
+                    .filter(|p| !p.awaits_membership())
+                    .map(|p| p.name.clone()),
+            );
         }
         Membership::Unreachable { .. } => {}
     }

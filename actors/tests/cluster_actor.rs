@@ -133,6 +133,43 @@ async fn a_three_member_cluster_converges_from_nothing_through_seed_learner_adds
 }
 
 #[actix_rt::test]
+async fn with_prepared_joiners_each_joiners_pod_exists_before_its_member_add() {
+    tokio::time::pause();
+    let fake = FakeCluster::new(demo());
+    fake.set_prepares_joiners(true);
+    let actor = start(&fake, DesiredCluster::new(3, V), ClusterConfig::default());
+
+    until(&actor, &fake, "3 running members", running_with(3)).await;
+
+    assert_eq!(
+        event_reasons(&fake),
+        [
+            "SeedCreated",
+            "JoinerPrepared",
+            "MemberAdded",
+            "LearnerPromoted",
+            "JoinerPrepared",
+            "MemberAdded",
+            "LearnerPromoted"
+        ]
+    );
+    let created = fake.created_pods();
+    assert_eq!(created.len(), 3, "no pod made twice: {created:#?}");
+    assert_eq!(created[0].prepared_with, None, "the seed is made as before");
+    // Each joiner was built to join the members there were, and its --initial-cluster
+    // names them and itself.
+    assert_eq!(created[1].prepared_with.as_ref().map(Vec::len), Some(1));
+    assert_eq!(created[2].prepared_with.as_ref().map(Vec::len), Some(2));
+    assert_eq!(created[2].initial_cluster.matches('=').count(), 3);
+    assert!(!created[1].voter && !created[2].voter);
+    let calls = fake.calls();
+    assert_eq!((calls.add, calls.promote, calls.remove), (2, 2, 0));
+    assert_eq!(calls.delete_pod, 0);
+    assert_eq!(calls.max_membership_in_flight, 1);
+    assert!(fake.pods().iter().all(|p| p.voter), "{:#?}", fake.pods());
+}
+
+#[actix_rt::test]
 async fn an_adopted_running_cluster_starts_as_starting_and_moves_straight_to_running() {
     tokio::time::pause();
     let fake = FakeCluster::running(demo(), 3, V);

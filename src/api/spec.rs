@@ -105,13 +105,17 @@ pub struct PodPolicy {
     /// Keep member data on a PersistentVolumeClaim instead of an emptyDir.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub persistent_volume_claim_spec: Option<PersistentVolumeClaimSpec>,
-    /// Image of the init container that waits for the member's DNS name.
+    /// Accepted for CoreOS manifests and unused: CoreOS ran an init container in this
+    /// image that waited for the member's DNS name; members here start at once (etcd 3.4
+    /// and later do not resolve their own name to start, and asking for it before it is
+    /// published made the cluster DNS cache the miss for its negative TTL).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busybox_image: Option<String>,
     /// Cluster domain appended to member names (default: none, `<member>.<cluster>.<ns>.svc`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_domain: Option<String>,
-    /// Seconds the init container waits for the member's DNS name (0: forever).
+    /// Accepted for CoreOS manifests and unused (see `busyboxImage`): no member waits
+    /// for its DNS name.
     #[serde(
         rename = "DNSTimeoutInSecond",
         default,

@@ -23,6 +23,7 @@ use std::time::Duration;
 use actix::{Actor, AsyncContext};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::Api;
 use kube::runtime::events::{Recorder, Reporter};
@@ -171,9 +172,10 @@ where
 }
 
 /// The cluster a member pod belongs to.
-fn pod_cluster(pod: &Pod) -> Option<Topology> {
-    let cluster = pod.labels().get(CLUSTER_LABEL)?;
-    Some(Topology::new(&pod.namespace()?, cluster))
+/// The cluster an object of the operator's belongs to, by its cluster label.
+fn labelled_cluster(object: &impl ResourceExt) -> Option<Topology> {
+    let cluster = object.labels().get(CLUSTER_LABEL)?;
+    Some(Topology::new(&object.namespace()?, cluster))
 }
 
 fn supervisor_events(
@@ -204,26 +206,36 @@ struct WarmCaches {
     services: Store<Service>,
     budgets: Store<PodDisruptionBudget>,
     claims: Store<PersistentVolumeClaim>,
+    slices: Store<EndpointSlice>,
     nudged: tokio::sync::mpsc::Receiver<PodChanged>,
 }
 
 /// Starts the caches of the operator's objects (pods, Services, PodDisruptionBudgets,
-/// PersistentVolumeClaims) and waits until all have synced.
+/// PersistentVolumeClaims, and the EndpointSlices of its Services) and waits until all
+/// have synced.
 async fn warm_caches(client: &Client, namespace: &str, log: &Logger) -> Result<WarmCaches, Error> {
     let selector = format!("app=etcd,{MANAGED_BY_LABEL}={MANAGER}");
     // Pod changes wake their Cluster actor at once (a member that died is seen without
     // waiting for the next interval). Nudges are hints: when the channel is full, the
     // next tick sees the change anyway.
     let (nudges, nudged) = tokio::sync::mpsc::channel::<PodChanged>(1024);
+    let pod_nudges = nudges.clone();
     let pods: Store<Pod> = cache(api(client, namespace), &selector, log, move |pod| {
-        if let Some(cluster) = pod_cluster(pod) {
-            let _ = nudges.try_send(PodChanged(cluster));
+        if let Some(cluster) = labelled_cluster(pod) {
+            let _ = pod_nudges.try_send(PodChanged(cluster));
         }
     });
     let services: Store<Service> = cache(api(client, namespace), &selector, log, |_| {});
     let budgets: Store<PodDisruptionBudget> = cache(api(client, namespace), &selector, log, |_| {});
     let claims: Store<PersistentVolumeClaim> =
         cache(api(client, namespace), &selector, log, |_| {});
+    // A member's address published in its Service's EndpointSlices (which carry the
+    // Service's labels) lets the next member join: that wakes its Cluster actor too.
+    let slices: Store<EndpointSlice> = cache(api(client, namespace), &selector, log, move |s| {
+        if let Some(cluster) = labelled_cluster(s) {
+            let _ = nudges.try_send(PodChanged(cluster));
+        }
+    });
     let synced = |cache| move |source| Error::CacheSync { cache, source };
     pods.wait_until_ready().await.map_err(synced("pod"))?;
     services
@@ -238,15 +250,20 @@ async fn warm_caches(client: &Client, namespace: &str, log: &Logger) -> Result<W
         .wait_until_ready()
         .await
         .map_err(synced("PersistentVolumeClaim"))?;
+    slices
+        .wait_until_ready()
+        .await
+        .map_err(synced("EndpointSlice"))?;
     info!(
         log,
-        "pod, Service, PodDisruptionBudget and PersistentVolumeClaim caches synced"
+        "pod, Service, PodDisruptionBudget, PersistentVolumeClaim and EndpointSlice caches synced"
     );
     Ok(WarmCaches {
         pods,
         services,
         budgets,
         claims,
+        slices,
         nudged,
     })
 }
@@ -266,6 +283,7 @@ fn start_supervisor(
         services,
         budgets,
         claims,
+        slices,
         mut nudged,
     } = caches;
     // What a standby was nudged about is seen by the first tick of every cluster anyway.
@@ -284,6 +302,7 @@ fn start_supervisor(
             services,
             budgets,
             claims,
+            slices,
         },
         recorder: recorder(clients, identity),
         etcd_timeout: settings.etcd_timeout,

@@ -12,8 +12,8 @@ use etcd_operator_actors::supervisor::ClusterWiring;
 use etcd_operator_actors::topology::Topology;
 
 use super::fence::{Fence, FencedClusterApi, FencedEtcdApi};
-use crate::etcd_api::{EtcdClientApi, IdentitySource};
-use crate::kube_api::{Caches, Identities, KubeClusterApi};
+use crate::etcd_api::{AddressSource, EtcdClientApi, IdentitySource};
+use crate::kube_api::{Caches, Identities, KubeClusterApi, member_address};
 
 /// Wires Cluster actors to the real Kubernetes API and real etcd.
 pub struct KubeWiring {
@@ -48,7 +48,13 @@ impl ClusterWiring for KubeWiring {
     fn etcd_api(&self, cluster: &Topology) -> Arc<dyn EtcdApi> {
         let (identities, cluster) = (self.identities.clone(), cluster.clone());
         let source: IdentitySource = Arc::new(move || identities.get(&cluster));
-        Arc::new(EtcdClientApi::new(self.etcd_timeout).with_identity(source))
+        let pods = self.caches.pods.clone();
+        let addresses: AddressSource = Arc::new(move |host| member_address(&pods, host));
+        Arc::new(
+            EtcdClientApi::new(self.etcd_timeout)
+                .with_identity(source)
+                .with_addresses(addresses),
+        )
     }
 }
 

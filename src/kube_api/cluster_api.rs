@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -24,6 +25,7 @@ use etcd_operator_actors::ports::{
 use etcd_operator_actors::report::StatusReport;
 use etcd_operator_actors::topology::Topology;
 
+use super::addresses::is_published;
 use super::claims::{ClassCache, claim_view, class_of};
 use super::error::api_error;
 use super::expectations::Expectations;
@@ -54,6 +56,8 @@ pub struct Caches {
     pub budgets: Store<PodDisruptionBudget>,
     /// Members' PersistentVolumeClaims made by the operator.
     pub claims: Store<PersistentVolumeClaim>,
+    /// The EndpointSlices of the operator's Services (they carry the Services' labels).
+    pub slices: Store<EndpointSlice>,
 }
 
 /// The Kubernetes side of one cluster.
@@ -401,7 +405,15 @@ impl KubeClusterApi {
         let cached = self.cached_pods(cluster);
         let names: Vec<String> = cached.iter().map(|p| p.name_any()).collect();
         let (created, deleted) = self.expectations.reconcile(&names);
-        let mut pods: Vec<PodView> = cached.iter().map(|p| pod_view(p)).collect();
+        let slices = self.caches.slices.state();
+        let slices = || slices.iter().map(AsRef::as_ref);
+        let mut pods: Vec<PodView> = cached
+            .iter()
+            .map(|p| PodView {
+                published: is_published(p, &self.topology.name, slices()),
+                ..pod_view(p)
+            })
+            .collect();
         for pod in &mut pods {
             if deleted.contains(&pod.name) {
                 pod.terminating = true;
@@ -409,6 +421,7 @@ impl KubeClusterApi {
         }
         for name in created {
             pods.push(PodView {
+                prepared_with: self.expectations.prepared_with(&name),
                 name,
                 phase: etcd_operator_actors::lifecycle::PodPhase::Pending,
                 ready: false,
@@ -423,6 +436,7 @@ impl KubeClusterApi {
                 crash: None,
                 // Made by this operator from the current spec.
                 tls: cluster.spec.tls_mode(),
+                published: false,
             });
         }
         self.expectations.correct_versions(&mut pods);
@@ -463,6 +477,7 @@ impl ClusterApi for KubeClusterApi {
             recorded,
             name_conflict,
             tls,
+            prepares_joiners: self.operator_image.is_some(),
         })
     }
 
@@ -544,6 +559,12 @@ impl ClusterApi for KubeClusterApi {
                 member.name
             )));
         }
+        if member.prepared_with.is_some() && self.operator_image.is_none() {
+            return Err(ApiError::Other(format!(
+                "prepared joiner {}'s gate runs the operator's own image, which is unknown",
+                member.name
+            )));
+        }
         let policy = cluster.spec.pod.clone().unwrap_or_default();
         if let Some(spec) = policy.persistent_volume_claim_spec {
             let pvc = PersistentVolumeClaim {
@@ -563,7 +584,16 @@ impl ClusterApi for KubeClusterApi {
         let mut pod = member_pod(&cluster, member, self.operator_image.as_deref());
         record_trust(&mut pod, self.tls.trust(&cluster).await?.as_deref());
         if self.create_if_missing(&cluster, Kind::Pod, &pod).await? == Created::New {
-            self.expectations.created(&member.name);
+            match &member.prepared_with {
+                Some(peers) => {
+                    self.expectations.created_prepared(&member.name, peers);
+                    // Until the cache shows it, the joiner is seen at the version it was
+                    // made with: the decision adds it, and never takes it for a leftover.
+                    let version = member.version.to_string();
+                    self.expectations.version_set(&member.name, &version);
+                }
+                None => self.expectations.created(&member.name),
+            }
         }
         Ok(())
     }

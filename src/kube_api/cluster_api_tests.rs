@@ -193,6 +193,7 @@ fn api_of(
             services: service_store,
             budgets: budget_store,
             claims: claim_store,
+            slices: reflector::store().0,
         },
         Recorder::new(client, reporter),
         Identities::default(),
@@ -371,6 +372,7 @@ fn seed(name: &str) -> MemberPod {
         },
         voter: true,
         restore: None,
+        prepared_with: None,
     }
 }
 
@@ -616,4 +618,48 @@ async fn the_members_own_claims_are_observed_by_member_name_with_their_phase() {
         ("foo-e".to_string(), ClaimPhase::Deleting),
     ]);
     assert_eq!(phases, expected);
+}
+
+/// Prepared joiner `name` of cluster foo, built to join `foo-aaaaa`.
+fn prepared(name: &str) -> MemberPod {
+    MemberPod {
+        state: InitialState::Existing,
+        voter: false,
+        prepared_with: Some(vec!["foo-aaaaa".into()]),
+        ..seed(name)
+    }
+}
+
+#[tokio::test]
+async fn a_prepared_joiner_the_cache_does_not_show_yet_is_observed_as_one_at_its_version() {
+    let fake = FakeApi::default();
+    let made = pod("foo-bcdfg", "foo", UID);
+    fake.answer("POST", "/api/v1/namespaces/ns/pods", 201, to_json(&made));
+    let api = api_with(&fake, our_services(), vec![]).with_operator_image(Some("op:1".into()));
+    assert!(api.observe().await.unwrap().prepares_joiners);
+    api.create_member_pod(&prepared("foo-bcdfg")).await.unwrap();
+    let view = api.observe().await.unwrap();
+    let joiner = view.pods.iter().find(|p| p.name == "foo-bcdfg").unwrap();
+    // Not taken for a pod without a member, nor for another joiner to prepare again.
+    assert_eq!(joiner.prepared_with, Some(vec!["foo-aaaaa".to_string()]));
+    assert!(joiner.awaits_membership());
+    assert_eq!(joiner.version.as_deref(), Some("3.5.35"));
+    assert!(!joiner.voter && !joiner.published);
+}
+
+#[tokio::test]
+async fn without_the_operators_image_no_joiner_is_prepared() {
+    let fake = FakeApi::default();
+    let api = api_with(&fake, our_services(), vec![]);
+    assert!(!api.observe().await.unwrap().prepares_joiners);
+    let error = api
+        .create_member_pod(&prepared("foo-bcdfg"))
+        .await
+        .expect_err("a gate needs the operator's image");
+    assert!(error.message().contains("operator's own image"), "{error}");
+    assert!(
+        !fake.calls().iter().any(|c| c.starts_with("POST")),
+        "{:?}",
+        fake.calls()
+    );
 }

@@ -24,6 +24,8 @@ struct Inner {
     deleted: BTreeMap<String, Instant>,
     /// Pods whose etcd image was changed, with the version asked for.
     versions: BTreeMap<String, (String, Instant)>,
+    /// Created pods of prepared joiners, with the members they were built to join.
+    prepared: BTreeMap<String, Vec<String>>,
 }
 
 impl Expectations {
@@ -34,10 +36,24 @@ impl Expectations {
         inner.created.insert(name.to_string(), Instant::now());
     }
 
+    /// Records that pod `name` of a prepared joiner, built to join `peers`, was created.
+    pub fn created_prepared(&self, name: &str, peers: &[String]) {
+        self.created(name);
+        self.lock()
+            .prepared
+            .insert(name.to_string(), peers.to_vec());
+    }
+
+    /// The members an expected pod of a prepared joiner was built to join.
+    pub fn prepared_with(&self, name: &str) -> Option<Vec<String>> {
+        self.lock().prepared.get(name).cloned()
+    }
+
     /// Records that pod `name` was deleted.
     pub fn deleted(&self, name: &str) {
         let mut inner = self.lock();
         inner.created.remove(name);
+        inner.prepared.remove(name);
         inner.deleted.insert(name.to_string(), Instant::now());
     }
 
@@ -77,6 +93,10 @@ impl Expectations {
         inner
             .created
             .retain(|name, at| fresh(at) && !cached.contains(name));
+        let Inner {
+            created, prepared, ..
+        } = &mut *inner;
+        prepared.retain(|name, _| created.contains_key(name));
         inner
             .deleted
             .retain(|name, at| fresh(at) && cached.contains(name));
@@ -94,6 +114,16 @@ impl Expectations {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_expected_prepared_joiner_keeps_its_members_until_the_cache_shows_it() {
+        let e = Expectations::default();
+        e.created_prepared("m3", &["m1".into(), "m2".into()]);
+        assert_eq!(e.reconcile(&[]).0, vec!["m3"]);
+        assert_eq!(e.prepared_with("m3"), Some(vec!["m1".into(), "m2".into()]));
+        e.reconcile(&["m3".into()]);
+        assert_eq!(e.prepared_with("m3"), None);
+    }
 
     #[test]
     fn created_pod_is_expected_until_the_cache_shows_it() {
@@ -124,6 +154,8 @@ mod tests {
             restarts: 0,
             crash: None,
             tls: Default::default(),
+            published: true,
+            prepared_with: None,
         };
         let e = Expectations::default();
         e.version_set("m1", "3.5.35");

@@ -1,5 +1,6 @@
 //! The Kubernetes side of a cluster: the actors' `ClusterApi` port over kube-rs.
 
+mod addresses;
 mod claims;
 mod cluster_api;
 mod error;
@@ -9,6 +10,7 @@ mod pod_view;
 mod status_patch;
 mod tls;
 
+pub use addresses::member_address;
 pub use cluster_api::{Caches, KubeClusterApi};
 pub use tls::Identities;
 

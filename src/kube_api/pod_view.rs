@@ -6,7 +6,8 @@ use kube::ResourceExt;
 use etcd_operator_actors::lifecycle::{PodPhase, PodView, TlsMode};
 
 use crate::resources::labels::{
-    POD_TEMPLATE_ANNOTATION, TLS_ANNOTATION, UPGRADE_FROM_ANNOTATION, VOTER_LABEL,
+    POD_TEMPLATE_ANNOTATION, PREPARED_ANNOTATION, TLS_ANNOTATION, UPGRADE_FROM_ANNOTATION,
+    VOTER_LABEL,
 };
 use crate::resources::{ETCD_CONTAINER, version_of_image};
 
@@ -46,6 +47,15 @@ pub fn pod_view(pod: &Pod) -> PodView {
         tls: annotation(pod, TLS_ANNOTATION)
             .and_then(|m| TlsMode::parse(&m))
             .unwrap_or(TlsMode::Off),
+        // Known from the cluster's EndpointSlices, not from the pod (`published_in`).
+        published: false,
+        prepared_with: annotation(pod, PREPARED_ANNOTATION).map(|peers| {
+            peers
+                .split(',')
+                .filter(|p| !p.is_empty())
+                .map(str::to_string)
+                .collect()
+        }),
     }
 }
 

@@ -28,6 +28,11 @@ pub(crate) const POD_TEMPLATE_ANNOTATION: &str = "etcd.database.coreos.com/pod-t
 /// without it were made before TLS existed and run plain HTTP.
 pub(crate) const TLS_ANNOTATION: &str = "etcd.database.coreos.com/tls";
 
+/// Pod annotation of a prepared joiner (a pod made before its `member add`): the members
+/// it was built to join, by name, comma-separated. Its etcd waits in an init container
+/// until the member list holds its peer URL.
+pub(crate) const PREPARED_ANNOTATION: &str = "etcd.database.coreos.com/prepared-with";
+
 /// Pod label of voting members (`"true"`): the client Service selects it, so learners,
 /// which refuse client requests, never receive clients.
 pub(crate) const VOTER_LABEL: &str = "etcd.database.coreos.com/voter";

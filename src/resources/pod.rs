@@ -1,5 +1,5 @@
-//! The pod of one etcd member: the exact etcd flags, the DNS-wait init container, and the
-//! user's pod policy.
+//! The pod of one etcd member: the exact etcd flags, the gate of a prepared joiner, and
+//! the user's pod policy.
 
 use std::collections::BTreeMap;
 
@@ -17,10 +17,14 @@ use etcd_operator_actors::ports::{InitialState, MemberPod};
 use etcd_operator_actors::topology::{CLIENT_PORT, PEER_PORT, Topology};
 
 use super::labels::{
-    POD_TEMPLATE_ANNOTATION, TLS_ANNOTATION, VOTER_LABEL, object_labels, owner_reference, selector,
+    POD_TEMPLATE_ANNOTATION, PREPARED_ANNOTATION, TLS_ANNOTATION, VOTER_LABEL, object_labels,
+    owner_reference, selector,
 };
-use super::restore::{credentials_volume, restore_containers};
-use super::tls::{etcd_tls_flags, tls_mounts, tls_readiness_probe, tls_volumes};
+use super::restore::{credentials_volume, restore_containers, restricted};
+use super::tls::{
+    etcd_tls_flags, gate_tls_args, gate_tls_mount, gate_tls_volume, tls_mounts,
+    tls_readiness_probe, tls_volumes,
+};
 use crate::api::{EtcdCluster, PodPolicy};
 use crate::tls::secret_names;
 
@@ -32,8 +36,6 @@ pub(crate) const DATA_VOLUME: &str = "etcd-data";
 pub(crate) const DATA_MOUNT: &str = "/var/etcd";
 /// etcd's data directory inside the volume.
 pub(crate) const DATA_DIR: &str = "/var/etcd/data";
-/// Init container image when the pod policy names none.
-const DEFAULT_BUSYBOX: &str = "busybox:1.36";
 
 /// The image for `version`: `<repository>:v<version>`.
 pub fn image(repository: &str, version: &str) -> String {
@@ -99,18 +101,6 @@ pub(crate) fn etcd_flags(topology: &Topology, member: &MemberPod, tls: TlsMode) 
     flags
 }
 
-/// A shell loop that waits until `host` resolves (with `getent` or busybox's `nslookup`),
-/// checking five times a second, giving up after `timeout_secs` when that is positive.
-fn dns_wait_script(host: &str, timeout_secs: i64) -> String {
-    let tries = timeout_secs.saturating_mul(5);
-    format!(
-        "i=0; until (getent hosts {host} || nslookup {host}) >/dev/null 2>&1; do \
-         i=$((i+1)); if [ {tries} -gt 0 ] && [ $i -ge {tries} ]; then \
-         echo \"timed out waiting for DNS name {host}\"; exit 1; fi; \
-         sleep 0.2 2>/dev/null || sleep 1; done; echo \"{host} resolves\""
-    )
-}
-
 fn env_from_field(name: &str, path: &str) -> EnvVar {
     EnvVar {
         name: name.to_string(),
@@ -159,8 +149,12 @@ fn anti_affinity(cluster: &str, required: bool) -> Affinity {
     }
 }
 
+/// Name of the init container that holds a prepared joiner's etcd back.
+pub(crate) const GATE_CONTAINER: &str = "await-membership";
+
 /// The pod of `member` in `cluster`. A seed that restores a snapshot gets the restore's
-/// init containers, which run `operator_image` (the caller makes sure it is known).
+/// init containers, a prepared joiner its gate; both run `operator_image` (the caller
+/// makes sure it is known).
 pub(crate) fn member_pod(
     cluster: &EtcdCluster,
     member: &MemberPod,
@@ -179,7 +173,7 @@ pub(crate) fn member_pod(
             name: Some(member.name.clone()),
             namespace: Some(namespace),
             labels: Some(pod_labels(&name, &policy, member.voter)),
-            annotations: Some(pod_annotations(cluster, &policy)),
+            annotations: Some(pod_annotations(cluster, &policy, member)),
             owner_references: Some(vec![owner_reference(cluster)]),
             ..ObjectMeta::default()
         },
@@ -191,13 +185,14 @@ pub(crate) fn member_pod(
             // replacement. One that keeps failing is reported (`CrashLooping`) and
             // replaced only when its last words say its data is unusable.
             restart_policy: Some("Always".into()),
-            init_containers: Some(init_containers(
-                cluster,
-                &topology,
-                member,
-                &policy,
-                operator_image,
-            )),
+            // No init container waits for the member's own DNS name: etcd (3.4 and
+            // later) does not resolve it to start, and a name asked for before the pod's
+            // address is published is cached by the cluster DNS as unknown for its
+            // negative TTL (5 s with CoreDNS's default, 30 s as kubeadm sets it up),
+            // which each member start then paid in full. A member joins only once the
+            // others' addresses are published (`WaitingForMemberAddresses`), so the names
+            // it asks for resolve; the others reach it over the connections it opens.
+            init_containers: init_containers(cluster, &topology, member, operator_image),
             containers: vec![etcd_container(cluster, &topology, member, &policy)],
             volumes: Some(volumes(cluster, &policy, member)),
             node_selector: policy.node_selector.clone(),
@@ -211,32 +206,96 @@ pub(crate) fn member_pod(
     }
 }
 
-/// The DNS wait, then for a seed born from a snapshot the restore's three steps.
+/// For a seed born from a snapshot, the restore's three steps; for a prepared joiner, its
+/// gate; no init container otherwise.
 fn init_containers(
     cluster: &EtcdCluster,
     topology: &Topology,
     member: &MemberPod,
-    policy: &PodPolicy,
     operator_image: Option<&str>,
-) -> Vec<Container> {
-    let mut containers = vec![dns_wait_container(
-        policy,
-        &topology.member_host(&member.name),
-    )];
-    if let (Some(source), Some(operator)) = (&member.restore, operator_image) {
-        let etcd = image(
-            cluster.spec.repository_or_default(),
-            &member.version.to_string(),
-        );
-        containers.extend(restore_containers(
+) -> Option<Vec<Container>> {
+    let operator = operator_image?;
+    if let Some(peers) = &member.prepared_with {
+        return Some(vec![gate_container(
             topology,
             member,
-            source,
-            (operator, etcd),
+            peers,
+            operator,
             cluster.spec.tls_mode(),
-        ));
+        )]);
     }
-    containers
+    let source = member.restore.as_ref()?;
+    let etcd = image(
+        cluster.spec.repository_or_default(),
+        &member.version.to_string(),
+    );
+    Some(restore_containers(
+        topology,
+        member,
+        source,
+        (operator, etcd),
+        cluster.spec.tls_mode(),
+    ))
+}
+
+/// The arguments of `etcd-operator await-membership` for prepared joiner `member`, built
+/// to join `peers`: its own peer URL, and whom to ask (never its own name: the gate does
+/// not look it up). Without TLS, the others' peer listeners; with TLS, their client
+/// listeners, with the operator's client certificate the pod mounts: it carries no names,
+/// so etcd looks nothing up about the gate's address, which may not be published yet when
+/// the gate first asks (the pod's peer certificate carries names: etcd would look the
+/// address up, and the cluster DNS cache the miss).
+pub(crate) fn gate_args(
+    topology: &Topology,
+    member: &MemberPod,
+    peers: &[String],
+    tls: TlsMode,
+) -> Vec<String> {
+    let others = peers.iter().filter(|p| **p != member.name);
+    let mut args = vec![
+        "await-membership".to_string(),
+        format!("--peer-url={}", topology.peer_url(&member.name, tls)),
+        format!("--data-dir={DATA_DIR}"),
+    ];
+    if tls.enabled() {
+        let urls: Vec<String> = others.map(|p| topology.client_url(p, tls)).collect();
+        args.push(format!("--endpoints={}", urls.join(",")));
+        args.extend(gate_tls_args());
+    } else {
+        let urls: Vec<String> = others.map(|p| topology.peer_url(p, tls)).collect();
+        args.push(format!("--peers={}", urls.join(",")));
+    }
+    args
+}
+
+/// The init container of a prepared joiner: the operator's image, waiting until the
+/// members list the joiner's peer URL (then etcd starts and joins them).
+fn gate_container(
+    topology: &Topology,
+    member: &MemberPod,
+    peers: &[String],
+    operator_image: &str,
+    tls: TlsMode,
+) -> Container {
+    Container {
+        name: GATE_CONTAINER.into(),
+        image: Some(operator_image.to_string()),
+        args: Some(gate_args(topology, member, peers, tls)),
+        // The data volume, read only: a member that ran already starts without waiting
+        // (after its pod's sandbox was made again, the members it joined may be gone).
+        volume_mounts: Some(
+            std::iter::once(VolumeMount {
+                name: DATA_VOLUME.into(),
+                mount_path: DATA_MOUNT.into(),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            })
+            .chain(tls.enabled().then(gate_tls_mount))
+            .collect(),
+        ),
+        security_context: Some(restricted()),
+        ..Container::default()
+    }
 }
 
 /// The user's labels, then the cluster's own (which win), and the voter label.
@@ -249,8 +308,13 @@ fn pod_labels(cluster: &str, policy: &PodPolicy, voter: bool) -> BTreeMap<String
     labels
 }
 
-/// The user's annotations plus the digest of the pod policy the pod was made from.
-fn pod_annotations(cluster: &EtcdCluster, policy: &PodPolicy) -> BTreeMap<String, String> {
+/// The user's annotations plus the digest of the pod policy the pod was made from (and
+/// for a prepared joiner, the members it was built to join).
+fn pod_annotations(
+    cluster: &EtcdCluster,
+    policy: &PodPolicy,
+    member: &MemberPod,
+) -> BTreeMap<String, String> {
     let mut annotations = policy.annotations.clone().unwrap_or_default();
     annotations.insert(
         POD_TEMPLATE_ANNOTATION.to_string(),
@@ -260,6 +324,9 @@ fn pod_annotations(cluster: &EtcdCluster, policy: &PodPolicy) -> BTreeMap<String
         TLS_ANNOTATION.to_string(),
         cluster.spec.tls_mode().as_str().to_string(),
     );
+    if let Some(peers) = &member.prepared_with {
+        annotations.insert(PREPARED_ANNOTATION.to_string(), peers.join(","));
+    }
     annotations
 }
 
@@ -272,6 +339,9 @@ fn volumes(cluster: &EtcdCluster, policy: &PodPolicy, member: &MemberPod) -> Vec
     }
     if let Some(names) = secret_names(&cluster.name_any(), cluster.spec.tls.as_ref()) {
         volumes.extend(tls_volumes(&names));
+        if member.prepared_with.is_some() {
+            volumes.extend(gate_tls_volume(&names));
+        }
     }
     volumes
 }
@@ -335,24 +405,6 @@ fn http_readiness_probe() -> Probe {
         timeout_seconds: Some(2),
         failure_threshold: Some(3),
         ..Probe::default()
-    }
-}
-
-/// The init container that waits until the member's own DNS name resolves.
-fn dns_wait_container(policy: &PodPolicy, host: &str) -> Container {
-    let image = policy
-        .busybox_image
-        .clone()
-        .unwrap_or_else(|| DEFAULT_BUSYBOX.into());
-    Container {
-        name: "check-dns".into(),
-        image: Some(image),
-        command: Some(vec![
-            "/bin/sh".into(),
-            "-c".into(),
-            dns_wait_script(host, policy.dns_timeout_in_second.unwrap_or(0)),
-        ]),
-        ..Container::default()
     }
 }
 

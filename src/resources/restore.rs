@@ -39,7 +39,7 @@ fn data_mount() -> VolumeMount {
 
 /// The operator's image as the init containers run it: as its image's non-root user,
 /// read-only, without privileges.
-fn restricted() -> SecurityContext {
+pub(crate) fn restricted() -> SecurityContext {
     SecurityContext {
         allow_privilege_escalation: Some(false),
         read_only_root_filesystem: Some(true),
@@ -114,7 +114,7 @@ pub(crate) fn restore_command(
     command
 }
 
-/// The three init containers, in order, after the DNS wait: fetch, restore, place.
+/// The three init containers, in order: fetch, restore, place.
 pub(crate) fn restore_containers(
     topology: &Topology,
     member: &MemberPod,

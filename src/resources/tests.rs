@@ -39,6 +39,7 @@ fn seed() -> MemberPod {
         },
         voter: true,
         restore: None,
+        prepared_with: None,
     }
 }
 
@@ -52,6 +53,7 @@ fn joiner() -> MemberPod {
         state: InitialState::Existing,
         voter: false,
         restore: None,
+        prepared_with: None,
     }
 }
 
@@ -118,18 +120,21 @@ fn member_pod_has_hostname_subdomain_owner_and_restarts_in_place() {
 }
 
 #[test]
-fn init_container_waits_for_the_members_own_dns_name() {
-    let pod = member_pod(&cluster(spec(3, "3.5.21")), &seed(), None);
-    let init = &pod.spec.unwrap().init_containers.unwrap()[0];
-    let script = &init.command.as_ref().unwrap()[2];
-    assert!(
-        script.contains("getent hosts demo-seed1.demo.prod.svc"),
-        "{script}"
-    );
-    assert!(
-        script.contains("nslookup demo-seed1.demo.prod.svc"),
-        "{script}"
-    );
+fn a_member_pod_starts_etcd_at_once_without_waiting_for_its_dns_name() {
+    // CoreOS's DNS-wait init container asked for the member's name before its address was
+    // published, and the cluster DNS then cached the miss: 5 to 30 s per member start.
+    let mut s = spec(3, "3.5.21");
+    s.pod = Some(PodPolicy {
+        busybox_image: Some("busybox:1.36".into()),
+        dns_timeout_in_second: Some(60),
+        ..PodPolicy::default()
+    });
+    for member in [seed(), joiner()] {
+        let pod = member_pod(&cluster(s.clone()), &member, None);
+        let spec = pod.spec.unwrap();
+        assert_eq!(spec.init_containers, None, "{:?}", spec.init_containers);
+        assert_eq!(spec.containers.len(), 1);
+    }
 }
 
 #[test]
@@ -421,7 +426,11 @@ fn restoring_seed(version: &str) -> MemberPod {
 fn init_containers(
     pod: &k8s_openapi::api::core::v1::Pod,
 ) -> Vec<k8s_openapi::api::core::v1::Container> {
-    pod.spec.clone().unwrap().init_containers.unwrap()
+    pod.spec
+        .clone()
+        .unwrap()
+        .init_containers
+        .unwrap_or_default()
 }
 
 #[test]
@@ -434,17 +443,9 @@ fn a_restoring_seed_fetches_restores_and_places_its_data_before_etcd_starts() {
     );
     let inits = init_containers(&pod);
     let names: Vec<&str> = inits.iter().map(|c| c.name.as_str()).collect();
-    assert_eq!(
-        names,
-        [
-            "check-dns",
-            "fetch-snapshot",
-            "restore-snapshot",
-            "place-data"
-        ]
-    );
+    assert_eq!(names, ["fetch-snapshot", "restore-snapshot", "place-data"]);
     // Fetch: the operator's image, the exact object and its sha256 and size, the Secret.
-    let fetch = &inits[1];
+    let fetch = &inits[0];
     assert_eq!(fetch.image.as_deref(), Some("localhost/etcd-operator:dev"));
     let args = fetch.args.clone().unwrap();
     assert_eq!(args[0], "snapshot-fetch");
@@ -467,7 +468,7 @@ fn a_restoring_seed_fetches_restores_and_places_its_data_before_etcd_starts() {
         Some(true)
     );
     // Restore: etcd's own tool in the member's etcd image, as the seed of the new cluster.
-    let restore = &inits[2];
+    let restore = &inits[1];
     assert_eq!(
         restore.image.as_deref(),
         Some("quay.io/coreos/etcd:v3.5.35")
@@ -499,7 +500,7 @@ fn a_restoring_seed_fetches_restores_and_places_its_data_before_etcd_starts() {
         assert!(command.contains(&want), "{want} missing from {command:?}");
     }
     // Place: then etcd starts on /var/etcd/data as any seed does.
-    assert_eq!(inits[3].args.clone().unwrap()[0], "snapshot-place");
+    assert_eq!(inits[2].args.clone().unwrap()[0], "snapshot-place");
     let volumes = pod.spec.unwrap().volumes.unwrap();
     let secret = volumes
         .iter()
@@ -515,7 +516,7 @@ fn a_restoring_seed_fetches_restores_and_places_its_data_before_etcd_starts() {
 fn etcd_3_4_restores_with_etcdctl_and_other_pods_get_no_restore_steps() {
     let c = cluster(spec(3, "3.4.23"));
     let pod = member_pod(&c, &restoring_seed("3.4.23"), Some("op:1"));
-    let restore = &init_containers(&pod)[2];
+    let restore = &init_containers(&pod)[1];
     assert_eq!(
         restore.command.clone().unwrap()[0],
         "/usr/local/bin/etcdctl"
@@ -527,7 +528,7 @@ fn etcd_3_4_restores_with_etcdctl_and_other_pods_get_no_restore_steps() {
     );
     for member in [seed(), joiner()] {
         let pod = member_pod(&c, &member, Some("op:1"));
-        assert_eq!(init_containers(&pod).len(), 1, "only the DNS wait");
+        assert!(init_containers(&pod).is_empty(), "no init container");
         assert!(
             !pod.spec
                 .unwrap()
@@ -537,4 +538,132 @@ fn etcd_3_4_restores_with_etcdctl_and_other_pods_get_no_restore_steps() {
                 .any(|v| v.name == "restore-credentials")
         );
     }
+}
+
+/// Joiner `demo-join3` prepared to join `demo-seed1` and `demo-join2`, before its add.
+fn prepared_joiner(tls: TlsMode) -> MemberPod {
+    let t = Topology::new("prod", "demo");
+    let peers = vec!["demo-seed1".to_string(), "demo-join2".to_string()];
+    let mut all = peers.clone();
+    all.push("demo-join3".into());
+    MemberPod {
+        name: "demo-join3".into(),
+        initial_cluster: t.initial_cluster(&all, tls),
+        prepared_with: Some(peers),
+        ..joiner()
+    }
+}
+
+#[test]
+fn a_prepared_joiners_etcd_waits_behind_a_gate_asking_the_others_about_its_own_peer_url() {
+    let c = cluster(spec(3, "3.5.21"));
+    let pod = member_pod(&c, &prepared_joiner(TlsMode::Off), Some("op:1"));
+    let annotations = pod.metadata.annotations.clone().unwrap();
+    assert_eq!(
+        annotations["etcd.database.coreos.com/prepared-with"],
+        "demo-seed1,demo-join2"
+    );
+    // Never behind the client Service: not a voter before etcd says so.
+    assert!(
+        !pod.metadata
+            .labels
+            .clone()
+            .unwrap()
+            .contains_key("etcd.database.coreos.com/voter")
+    );
+    let inits = init_containers(&pod);
+    assert_eq!(inits.len(), 1);
+    let gate = &inits[0];
+    assert_eq!(gate.name, "await-membership");
+    assert_eq!(gate.image.as_deref(), Some("op:1"));
+    assert_eq!(
+        gate.args.clone().unwrap(),
+        vec![
+            "await-membership",
+            "--peer-url=http://demo-join3.demo.prod.svc:2380",
+            "--data-dir=/var/etcd/data",
+            "--peers=http://demo-seed1.demo.prod.svc:2380,http://demo-join2.demo.prod.svc:2380",
+        ]
+    );
+    assert_eq!(
+        gate.security_context
+            .as_ref()
+            .and_then(|s| s.run_as_non_root),
+        Some(true)
+    );
+    // Its data volume, read only (a member that ran already starts without waiting), and
+    // no certificate without TLS.
+    let mounts = gate.volume_mounts.clone().unwrap();
+    assert_eq!(mounts.len(), 1);
+    assert_eq!(
+        (mounts[0].mount_path.as_str(), mounts[0].read_only),
+        ("/var/etcd", Some(true))
+    );
+    // etcd then joins the members it was built for, plus itself.
+    let flags = etcd_flags(
+        &Topology::new("prod", "demo"),
+        &prepared_joiner(TlsMode::Off),
+        TlsMode::Off,
+    );
+    assert!(flags.contains(&"--initial-cluster-state=existing".to_string()));
+    assert!(
+        flags
+            .iter()
+            .any(|f| f.starts_with("--initial-cluster=") && f.matches('=').count() == 4)
+    );
+}
+
+#[test]
+fn with_tls_a_prepared_joiners_gate_asks_the_client_listeners_with_the_operators_certificate() {
+    let c = cluster(static_tls_spec());
+    let pod = member_pod(&c, &prepared_joiner(TlsMode::Static), Some("op:1"));
+    let gate = init_containers(&pod).remove(0);
+    let args = gate.args.clone().unwrap();
+    assert_eq!(
+        args,
+        vec![
+            "await-membership",
+            "--peer-url=https://demo-join3.demo.prod.svc:2380",
+            "--data-dir=/var/etcd/data",
+            "--endpoints=https://demo-seed1.demo.prod.svc:2379,https://demo-join2.demo.prod.svc:2379",
+            "--cacert=/etc/etcdtls/gate/client-tls/etcd-client-ca.crt",
+            "--cert=/etc/etcdtls/gate/client-tls/etcd-client.crt",
+            "--key=/etc/etcdtls/gate/client-tls/etcd-client.key",
+        ]
+    );
+    let mounts = gate.volume_mounts.clone().unwrap();
+    assert_eq!(mounts.len(), 2);
+    assert_eq!(mounts[1].mount_path, "/etc/etcdtls/gate/client-tls");
+    assert_eq!(mounts[1].read_only, Some(true));
+    let volumes = pod.spec.clone().unwrap().volumes.unwrap();
+    let copy = volumes.iter().find(|v| v.name == mounts[1].name).unwrap();
+    let secret = copy.secret.as_ref().unwrap();
+    assert_eq!(secret.secret_name.as_deref(), Some("etcd-client-tls"));
+    assert_eq!(secret.default_mode, Some(0o444));
+    // The etcd container keeps its own, owner-only copies, and never mounts the gate's.
+    let etcd = &pod.spec.unwrap().containers[0];
+    assert!(
+        !etcd
+            .volume_mounts
+            .as_ref()
+            .unwrap()
+            .iter()
+            .any(|m| m.name == mounts[1].name)
+    );
+}
+
+#[test]
+fn a_prepared_joiners_pod_template_digest_is_every_other_members() {
+    // The gate, its annotation and its volume are no part of the digest that decides
+    // rolling restarts: no existing member is restarted because of them.
+    let c = cluster(static_tls_spec());
+    let joiner_pod = member_pod(&c, &prepared_joiner(TlsMode::Static), Some("op:1"));
+    let member_pod_ = member_pod(&c, &joiner(), Some("op:1"));
+    let template = |p: &k8s_openapi::api::core::v1::Pod| {
+        p.metadata.annotations.clone().unwrap()["etcd.database.coreos.com/pod-template"].clone()
+    };
+    assert_eq!(template(&joiner_pod), template(&member_pod_));
+    // Without the operator's image there is no gate (the adapter refuses such a pod).
+    let ungated = member_pod(&c, &prepared_joiner(TlsMode::Static), None);
+    assert!(init_containers(&ungated).is_empty());
 }

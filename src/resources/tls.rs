@@ -75,6 +75,50 @@ pub(crate) fn tls_mounts() -> Vec<VolumeMount> {
         .collect()
 }
 
+/// Name of the volume of the operator's client Secret as a prepared joiner's gate reads
+/// it.
+const GATE_TLS_VOLUME: &str = "client-tls-gate";
+/// Where the gate mounts it.
+pub(crate) const GATE_TLS_DIR: &str = "/etc/etcdtls/gate/client-tls";
+
+/// The operator's client Secret once more, for a prepared joiner's gate: it runs the
+/// operator's image as that image's non-root user, which cannot read the etcd container's
+/// copy (readable by its owner only), so this copy is readable by any user; only the gate
+/// mounts it. (The pod mounts that Secret already, for its readiness probe.)
+pub(crate) fn gate_tls_volume(names: &SecretNames) -> Option<Volume> {
+    Some(Volume {
+        name: GATE_TLS_VOLUME.into(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(names.of(Role::Client)?.to_string()),
+            default_mode: Some(0o444),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    })
+}
+
+/// Where the gate mounts its copy of the operator's client Secret.
+pub(crate) fn gate_tls_mount() -> VolumeMount {
+    VolumeMount {
+        name: GATE_TLS_VOLUME.into(),
+        mount_path: GATE_TLS_DIR.into(),
+        read_only: Some(true),
+        ..VolumeMount::default()
+    }
+}
+
+/// The gate's TLS flags: the CA of the members' server certificates, and the operator's
+/// client certificate (no names in it: etcd looks nothing up about the gate's address).
+pub(crate) fn gate_tls_args() -> Vec<String> {
+    let client = Role::Client;
+    let file = |key: &str| format!("{GATE_TLS_DIR}/{key}");
+    vec![
+        format!("--cacert={}", file(client.ca_key())),
+        format!("--cert={}", file(client.cert_key())),
+        format!("--key={}", file(client.key_key())),
+    ]
+}
+
 /// Readiness over TLS: `etcdctl endpoint health` against the member's own loopback
 /// listener (`localhost`, which the server certificate covers), with the operator's
 /// client certificate, so a member that refuses the operator is not ready.

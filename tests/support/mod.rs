@@ -4,5 +4,6 @@
 #![allow(dead_code)]
 
 pub mod etcd_process;
+pub mod loopback_certs;
 pub mod s3_server;
 pub mod tls_etcd;

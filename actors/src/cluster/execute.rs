@@ -159,7 +159,17 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
             );
             Ok(Done::member(note, name))
         }
-        Action::AddMember { learner, version } => add_member(fx, *learner, version).await,
+        Action::PrepareJoiner { version, peers } => prepare_joiner(fx, version, peers).await,
+        Action::AddMember {
+            learner,
+            version,
+            prepared: Some(name),
+        } => add_prepared(fx, name, *learner, version).await,
+        Action::AddMember {
+            learner,
+            version,
+            prepared: None,
+        } => add_member(fx, *learner, version).await,
         Action::ResumeJoin { id, name, version } => resume_join(fx, *id, name, version).await,
         Action::RestartMember {
             name,
@@ -174,6 +184,7 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
                 state: InitialState::Existing,
                 voter: *voter,
                 restore: None,
+                prepared_with: None,
             };
             let created = fx.kube.create_member_pod(&pod).await;
             created.map_err(|e| format!("creating pod {name}: {e}"))?;
@@ -289,7 +300,62 @@ async fn create_seed(
     Ok(Done::member(note, &name))
 }
 
-/// `member add` under a new name, then the new member's pod.
+/// The pod of the next member under a new name, before its `member add`: built to join
+/// `peers`, its etcd held back until the member list holds its peer URL. Never a voter
+/// (not behind the client Service, not in the disruption budget) until etcd says so.
+async fn prepare_joiner(
+    fx: &Effectors<'_>,
+    version: &Version,
+    peers: &[String],
+) -> Result<Done, Failure> {
+    let name = fx.topology.new_member_name(&mut rand::rng());
+    let mut names = peers.to_vec();
+    names.push(name.clone());
+    let pod = MemberPod {
+        name: name.clone(),
+        version: version.clone(),
+        initial_cluster: fx.topology.initial_cluster(&names, fx.tls),
+        state: InitialState::Existing,
+        voter: false,
+        restore: None,
+        prepared_with: Some(peers.to_vec()),
+    };
+    fx.kube
+        .create_member_pod(&pod)
+        .await
+        .map_err(|e| format!("creating prepared joiner pod {name}: {e}"))?;
+    let note = format!("prepared joiner {name} (etcd {version}): its pod waits for its member add");
+    Ok(Done::member(note, &name))
+}
+
+/// `member add` of a prepared joiner, whose pod exists: its gate lets its etcd start once
+/// the member list holds its peer URL.
+async fn add_prepared(
+    fx: &Effectors<'_>,
+    name: &str,
+    learner: bool,
+    version: &Version,
+) -> Result<Done, Failure> {
+    let call = AddMember {
+        endpoints: fx.endpoints.clone(),
+        member: NewMember {
+            peer_url: fx.topology.peer_url(name, fx.tls),
+            learner,
+        },
+    };
+    let added = membership(fx, call, format!("member add {name}")).await?;
+    let kind = if learner { "learner" } else { "member" };
+    let note = format!(
+        "added {kind} {name} (id {:x}, etcd {version}); its prepared pod starts etcd",
+        added.id
+    );
+    Ok(Done::member(note, name))
+}
+
+/// `member add` under a new name, then the new member's pod: the order when no joiner can
+/// be prepared (the operator's image, which a prepared joiner's gate runs, is unknown).
+/// The leader then asks the cluster DNS for the new name before its pod exists, and the
+/// DNS caches the miss for its negative TTL.
 async fn add_member(fx: &Effectors<'_>, learner: bool, version: &Version) -> Result<Done, Failure> {
     let name = fx.topology.new_member_name(&mut rand::rng());
     let call = AddMember {
@@ -373,6 +439,7 @@ async fn start_seed(
         },
         voter: true,
         restore: restore.cloned(),
+        prepared_with: None,
     };
     fx.kube
         .create_member_pod(&pod)
@@ -406,6 +473,7 @@ async fn start_joining_pod(
         state: InitialState::Existing,
         voter: members.iter().any(|m| m.id == id && !m.is_learner),
         restore: None,
+        prepared_with: None,
     };
     fx.kube
         .create_member_pod(&pod)

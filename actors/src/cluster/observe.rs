@@ -58,6 +58,7 @@ pub(crate) async fn observe(
         membership,
         health,
         tls: view.tls,
+        prepares_joiners: view.prepares_joiners,
     })
 }
 
@@ -110,9 +111,13 @@ fn of_this_cluster(health: MemberHealth, cluster_id: u64) -> MemberHealth {
 }
 
 /// Client URLs to reach etcd through: the ready member pods, or when none is ready (a
-/// seed starting, a cluster recovering) every live one.
+/// seed starting, a cluster recovering) every live one. Never a prepared joiner whose etcd
+/// waits for its member add: nothing answers there.
 pub(crate) fn client_endpoints(pods: &[PodView], topology: &Topology, tls: TlsMode) -> Vec<String> {
-    let live = || pods.iter().filter(|p| !p.is_dead());
+    let live = || {
+        pods.iter()
+            .filter(|p| !p.is_dead() && !p.awaits_membership())
+    };
     let ready: Vec<String> = live()
         .filter(|p| p.ready)
         .map(|p| topology.client_url(&p.name, tls))

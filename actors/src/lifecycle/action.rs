@@ -46,13 +46,28 @@ pub enum Action {
         /// The snapshot the seed's pod restores first, as for `CreateSeed`.
         restore: Option<SnapshotSource>,
     },
-    /// `member add` a new member (as a learner when `learner`), then start its pod with
-    /// `--initial-cluster` built from the member list etcd returned.
+    /// Make the pod of the next member before its `member add`, under a new name: its etcd
+    /// waits in an init container until etcd's member list holds its peer URL, then joins
+    /// with `--initial-cluster` = `peers` plus itself. The pod is no member yet: it is
+    /// published in the cluster DNS before any member asks for its name (a name asked for
+    /// too early is cached as unknown for the DNS's negative TTL).
+    PrepareJoiner {
+        /// etcd version of the new member.
+        version: Version,
+        /// The members now, by name: the membership the joiner is built to join.
+        peers: Vec<String>,
+    },
+    /// `member add` a new member (as a learner when `learner`): the prepared joiner
+    /// `prepared`, whose pod exists and waits; or, when no joiner can be prepared (the
+    /// operator's image is unknown), a new name, and then its pod with `--initial-cluster`
+    /// built from the member list etcd returned.
     AddMember {
         /// Add as a non-voting learner (etcd 3.4+), to be promoted once caught up.
         learner: bool,
         /// etcd version of the new member.
         version: Version,
+        /// The prepared joiner to add (its pod exists); `None`: add, then make the pod.
+        prepared: Option<String>,
     },
     /// Start the pod of a member that was added but whose pod does not exist (the
     /// operator stopped between `member add` and pod creation).
@@ -163,6 +178,7 @@ impl Action {
             Action::EnsureServices => "ensure_services",
             Action::CreateSeed { .. } => "create_seed",
             Action::StartSeed { .. } => "start_seed",
+            Action::PrepareJoiner { .. } => "prepare_joiner",
             Action::AddMember { .. } => "add_member",
             Action::ResumeJoin { .. } => "resume_join",
             Action::RestartMember { .. } => "restart_member",

@@ -550,6 +550,10 @@ fn with_member_list(
     if let Some(d) = orphan_pods(&state, view) {
         return d(state);
     }
+    let joiner = wanted_joiner(view, spec, &join_version);
+    if let Some(d) = leftover_joiners(&state, view, joiner) {
+        return d(state);
+    }
     if let Some(d) = unstarted_member(&state, view, deadlines, &scaling, &join_version) {
         return d(state);
     }
@@ -569,7 +573,7 @@ fn with_member_list(
         return d(state);
     }
     if view.members.len() != size {
-        return scale(state, view, size, &join_version, scaling);
+        return scale(state, view, size, (&join_version, joiner), scaling);
     }
     upgrade::upgrade(state, view, target, spec)
 }
@@ -680,6 +684,8 @@ fn orphan_pods(state: &State, view: &ClusterView<'_>) -> Option<Step> {
         .orphan_since
         .iter()
         .filter(|(_, since)| now.saturating_duration_since(**since) >= ORPHAN_POD_GRACE)
+        // Prepared joiners have no member until they are added: `leftover_joiners`.
+        .filter(|(name, _)| !view.obs.pod(name).is_some_and(PodView::awaits_membership))
         .map(|(name, _)| Action::DeletePod { name: name.clone() })
         .collect();
     if due.is_empty() {
@@ -730,6 +736,20 @@ fn unstarted_member(
             ),
         );
         (actions, why)
+    } else if let Some(pod) = pod.filter(|p| built_for_another_membership(p, view)) {
+        // Added while the member list differed from the one its pod was built with (its
+        // `--initial-cluster` would not match): its etcd never ran, so the pod holds no
+        // data and gets a new one from the current list.
+        let why = Why::new(
+            Reason::ResumingJoin,
+            format!(
+                "member {name} was added but its pod was prepared for another membership \
+                 ({}): deleting it to start it again",
+                pod.prepared_with.as_deref().unwrap_or_default().join(", ")
+            ),
+        );
+        let action = Action::DeletePod { name: name.clone() };
+        (vec![action], why)
     } else if pod.is_none() {
         let why = Why::new(
             Reason::ResumingJoin,
@@ -850,32 +870,36 @@ fn dead_or_unhealthy_member(
     }))
 }
 
+/// Why a member may not join yet: some member's pod is not in the cluster DNS. The
+/// joiner would ask for that name at once and the DNS would cache the miss.
+fn unpublished_members(view: &ClusterView<'_>) -> Option<Why> {
+    let waiting: Vec<&str> = view
+        .members
+        .iter()
+        .filter(|m| view.obs.pod(&m.name).is_some_and(|p| !p.published))
+        .map(|m| m.name.as_str())
+        .collect();
+    (!waiting.is_empty()).then(|| {
+        Why::new(
+            Reason::WaitingForMemberAddresses,
+            format!(
+                "waiting until the cluster DNS publishes the address of {} before a new \
+                 member joins",
+                waiting.join(", ")
+            ),
+        )
+    })
+}
+
 fn scale(
     state: State,
     view: &ClusterView<'_>,
     size: usize,
-    version: &Version,
+    (version, joiner): (&Version, Option<&PodView>),
     scaling: Phase,
 ) -> Decision {
     if view.members.len() < size {
-        let learner = view
-            .running_versions()
-            .map(|(oldest, _)| oldest)
-            .unwrap_or_else(|| version.clone())
-            .supports_learners();
-        let kind = if learner { "learner" } else { "voting member" };
-        let why = Why::new(
-            Reason::AddingMember,
-            format!(
-                "adding a {kind}: {} of {size} members",
-                view.members.len() + 1
-            ),
-        );
-        let action = Action::AddMember {
-            learner,
-            version: version.clone(),
-        };
-        return settle(state, scaling, vec![action], why);
+        return grow(state, view, size, (version, joiner), scaling);
     }
     // Every member is healthy here (checked before scaling), so removing a follower is
     // safe at any size, 2 -> 1 included: the change needs both members, then one is a
@@ -904,4 +928,219 @@ fn scale(
         },
     ];
     settle(state, scaling, actions, why)
+}
+
+/// One member more, in two steps when joiners can be prepared: first the joiner's pod
+/// (`PrepareJoiner`), then, once the cluster DNS publishes its address, its `member add`.
+/// The leader asks for the new member's name right after the add; with the pod published
+/// first the name resolves at once, instead of being cached as unknown by the DNS for its
+/// negative TTL (5 s with CoreDNS's default, 30 s as kubeadm sets it up), during which
+/// the leader cannot reach its new member.
+fn grow(
+    state: State,
+    view: &ClusterView<'_>,
+    size: usize,
+    (version, joiner): (&Version, Option<&PodView>),
+    scaling: Phase,
+) -> Decision {
+    if let Some(why) = unpublished_members(view) {
+        return settle(state, scaling, vec![], why);
+    }
+    let learner = view
+        .running_versions()
+        .map(|(oldest, _)| oldest)
+        .unwrap_or_else(|| version.clone())
+        .supports_learners();
+    let kind = if learner { "learner" } else { "voting member" };
+    let count = view.members.len() + 1;
+    if let Some(pod) = joiner {
+        if let Some(why) = joiner_not_ready(pod) {
+            return settle(state, scaling, vec![], why);
+        }
+        let why = Why::new(
+            Reason::AddingMember,
+            format!(
+                "adding prepared joiner {} as a {kind}: {count} of {size} members",
+                pod.name
+            ),
+        );
+        let action = Action::AddMember {
+            learner,
+            version: version.clone(),
+            prepared: Some(pod.name.clone()),
+        };
+        return settle(state, scaling, vec![action], why);
+    }
+    if let Some(pod) = prepared_joiners(view).next() {
+        // Built for another membership, version or template: deleted after its grace.
+        let why = Why::new(
+            Reason::WaitingForJoin,
+            format!(
+                "waiting for prepared joiner {} to go before preparing another",
+                pod.name
+            ),
+        );
+        return settle(state, scaling, vec![], why);
+    }
+    if view.obs.prepares_joiners {
+        let peers = view
+            .members
+            .iter()
+            .filter_map(MemberView::pod_name)
+            .collect();
+        let why = Why::new(
+            Reason::PreparingJoiner,
+            format!(
+                "preparing the pod of a new {kind} before its member add: {count} of {size} \
+                 members"
+            ),
+        );
+        let action = Action::PrepareJoiner {
+            version: version.clone(),
+            peers,
+        };
+        return settle(state, scaling, vec![action], why);
+    }
+    let why = Why::new(
+        Reason::AddingMember,
+        format!("adding a {kind}: {count} of {size} members"),
+    );
+    let action = Action::AddMember {
+        learner,
+        version: version.clone(),
+        prepared: None,
+    };
+    settle(state, scaling, vec![action], why)
+}
+
+/// Why prepared joiner `pod` may not be added yet: the cluster DNS does not publish its
+/// address (the leader would ask for its name at once), or it cannot run (its gate or
+/// etcd's image: an add would leave a member that never starts, removed after its
+/// deadline, and prepared again).
+fn joiner_not_ready(pod: &PodView) -> Option<Why> {
+    if !pod.published {
+        return Some(Why::new(
+            Reason::WaitingForMemberAddresses,
+            format!(
+                "waiting until the cluster DNS publishes the address of prepared joiner {} \
+                 before its member add",
+                pod.name
+            ),
+        ));
+    }
+    let problem = pod.problem.as_ref()?;
+    Some(Why::new(
+        Reason::WaitingForJoin,
+        format!(
+            "prepared joiner {} cannot run yet ({problem}); it is added once it can",
+            pod.name
+        ),
+    ))
+}
+
+/// The pods of prepared joiners that have no member yet (their etcd never ran), by name.
+fn prepared_joiners<'v>(view: &'v ClusterView<'_>) -> impl Iterator<Item = &'v PodView> {
+    let members: BTreeSet<String> = view
+        .members
+        .iter()
+        .filter_map(MemberView::pod_name)
+        .collect();
+    let mut pods: Vec<&PodView> = view
+        .obs
+        .pods
+        .iter()
+        .filter(|p| p.awaits_membership() && !members.contains(&p.name))
+        .collect();
+    pods.sort_by(|a, b| a.name.cmp(&b.name));
+    pods.into_iter()
+}
+
+/// The prepared joiner the next scale-up adds: the first one (by name) that is alive,
+/// built for exactly the members there are now, at the version a new member runs and
+/// from the current pod template, while the cluster has fewer members than the spec asks.
+fn wanted_joiner<'v>(
+    view: &'v ClusterView<'_>,
+    spec: &DesiredCluster,
+    version: &Version,
+) -> Option<&'v PodView> {
+    if view.members.len() >= spec.size as usize {
+        return None;
+    }
+    let members: BTreeSet<String> = view
+        .members
+        .iter()
+        .filter_map(MemberView::pod_name)
+        .collect();
+    let version = version.to_string();
+    prepared_joiners(view).find(|p| {
+        let peers: Option<BTreeSet<String>> =
+            p.prepared_with.clone().map(|v| v.into_iter().collect());
+        !p.is_dead()
+            && peers.as_ref() == Some(&members)
+            && p.version.as_deref() == Some(version.as_str())
+            && !super::is_stale(p, spec, view.obs)
+    })
+}
+
+/// Prepared joiners that will not be added (built for another membership, version or
+/// template, a second one, dead, or no member wanted any more) are deleted once they have
+/// had no member for [`ORPHAN_POD_GRACE`] (a member list read from a member that has not
+/// applied a recent add yet cannot cost a joiner its pod). Their etcd never ran: they hold
+/// no data. Never the joiner the scale-up is about to add.
+fn leftover_joiners(
+    state: &State,
+    view: &ClusterView<'_>,
+    wanted: Option<&PodView>,
+) -> Option<Step> {
+    let now = view.obs.now;
+    let wanted = wanted.map(|p| p.name.as_str());
+    let due: Vec<Action> = prepared_joiners(view)
+        .filter(|p| Some(p.name.as_str()) != wanted && !p.terminating)
+        .filter(|p| {
+            state
+                .orphan_since
+                .get(&p.name)
+                .is_some_and(|since| now.saturating_duration_since(*since) >= ORPHAN_POD_GRACE)
+        })
+        .map(|p| Action::DeletePod {
+            name: p.name.clone(),
+        })
+        .collect();
+    if due.is_empty() {
+        return None;
+    }
+    let why = Why::new(
+        Reason::DeletingPreparedJoiner,
+        format!(
+            "deleting {} prepared joiner pod(s) that will not be added (built for another \
+             membership, version or pod template, or no member is wanted any more); their \
+             etcd never ran",
+            due.len()
+        ),
+    );
+    Some(Box::new(move |state: State| {
+        let phase = transition::continuing(&state.phase);
+        settle(state, phase, due, why)
+    }))
+}
+
+/// Whether `pod` is a prepared joiner whose etcd never ran, built to join other members
+/// than etcd lists now (itself included).
+fn built_for_another_membership(pod: &PodView, view: &ClusterView<'_>) -> bool {
+    let Some(peers) = pod
+        .prepared_with
+        .as_ref()
+        .filter(|_| pod.awaits_membership())
+    else {
+        return false;
+    };
+    let mut built: BTreeSet<&str> = peers.iter().map(String::as_str).collect();
+    built.insert(pod.name.as_str());
+    let names: Vec<String> = view
+        .members
+        .iter()
+        .filter_map(MemberView::pod_name)
+        .collect();
+    let listed: BTreeSet<&str> = names.iter().map(String::as_str).collect();
+    built != listed
 }

@@ -54,6 +54,7 @@ fn add(learner: bool, version: &str) -> Action {
     Action::AddMember {
         learner,
         version: version.parse().unwrap(),
+        prepared: None,
     }
 }
 
@@ -1512,4 +1513,30 @@ fn a_born_cluster_never_reads_its_snapshot_again() {
     let running = World::healthy(Instant::now(), 3, "3.5.35").build();
     let d = run(running_state(), &running, &restoring(3, "3.5.35", "3.4.23"));
     assert_ne!(d.why.reason, Reason::RestoreRefused);
+}
+
+#[test]
+fn no_member_joins_until_the_cluster_dns_publishes_every_members_address() {
+    let now = Instant::now();
+    let world = || World::healthy(now, 2, VERSION);
+    let seed_unpublished = world().pod("m1", |p| p.published = false);
+    let d = on_running(seed_unpublished, 3, VERSION);
+    assert_idle(&d, Reason::WaitingForMemberAddresses);
+    assert!(d.why.message.contains("m1"), "{}", d.why.message);
+    assert!(
+        matches!(d.state.phase, Phase::Scaling { .. }),
+        "{:?}",
+        d.state.phase
+    );
+
+    let d = on_running(world(), 3, VERSION);
+    assert_eq!(d.actions, vec![add(true, VERSION)]);
+}
+
+#[test]
+fn an_unpublished_address_never_holds_back_a_scale_down() {
+    let now = Instant::now();
+    let world = World::healthy(now, 3, VERSION).pod("m2", |p| p.published = false);
+    let d = on_running(world, 1, VERSION);
+    assert_eq!(d.why.reason, Reason::RemovingMember, "{}", d.why.message);
 }

@@ -41,6 +41,7 @@ impl World {
                 },
                 health: BTreeMap::new(),
                 tls: TlsObservation::default(),
+                prepares_joiners: false,
             },
             members: Vec::new(),
             listed: false,
@@ -134,7 +135,28 @@ impl World {
             restarts: 0,
             crash: None,
             tls: TlsMode::Off,
+            published: true,
+            prepared_with: None,
         });
+        self
+    }
+
+    /// Joiners' pods may be prepared before their `member add` (the operator's image is
+    /// known).
+    pub(crate) fn preparing_joiners(mut self) -> Self {
+        self.obs.prepares_joiners = true;
+        self
+    }
+
+    /// Adds the pod of prepared joiner `name`, built to join `peers`, published, its etcd
+    /// waiting for its member add.
+    pub(crate) fn prepared(mut self, name: &str, peers: &[&str]) -> Self {
+        let mut pod = PodView::running(name, "3.5.21");
+        pod.ready = false;
+        pod.voter = false;
+        pod.started = false;
+        pod.prepared_with = Some(peers.iter().map(ToString::to_string).collect());
+        self.obs.pods.push(pod);
         self
     }
 

@@ -22,6 +22,8 @@ mod decide_tests;
 #[cfg(test)]
 pub(crate) mod fixtures;
 #[cfg(test)]
+mod joiner_tests;
+#[cfg(test)]
 mod rollout_tests;
 #[cfg(test)]
 mod rotation_tests;

@@ -57,6 +57,16 @@ pub struct PodView {
     /// once it has: it is restarted in place with its data, so this stays as the
     /// evidence of a crash loop.
     pub crash: Option<String>,
+    /// The pod's current address is in its cluster's headless Service's EndpointSlices:
+    /// the cluster DNS answers for the member's name. A member that joins resolves the
+    /// others' names at once, and a name asked for before it is published is cached by the
+    /// DNS as unknown for its negative TTL (5 to 30 s).
+    pub published: bool,
+    /// A joiner's pod made before its `member add` (a prepared joiner): the members it
+    /// was built to join, by name (its `--initial-cluster` without itself). Its etcd is
+    /// held back by an init container until etcd's member list holds its peer URL.
+    /// `None` for every other pod.
+    pub prepared_with: Option<Vec<String>>,
 }
 
 impl PodView {
@@ -76,7 +86,16 @@ impl PodView {
             restarts: 0,
             crash: None,
             tls: TlsMode::Off,
+            published: true,
+            prepared_with: None,
         }
+    }
+
+    /// A prepared joiner's pod whose etcd has never run: it holds no data, and no etcd
+    /// answers in it (its etcd waits until its member is added). Never a member's running
+    /// pod, never a voter, never ready.
+    pub fn awaits_membership(&self) -> bool {
+        self.prepared_with.is_some() && !self.started
     }
 
     /// A pod whose member can never come back: failed, succeeded, or being deleted.
@@ -261,6 +280,10 @@ pub struct Observation {
     pub health: BTreeMap<u64, MemberHealth>,
     /// The cluster's certificates, when the spec asks for TLS.
     pub tls: TlsObservation,
+    /// A joiner's pod may be made before its `member add` (the Kubernetes side knows the
+    /// operator's own image, which the pod's gate runs). Without it a member is added
+    /// first and its pod made after.
+    pub prepares_joiners: bool,
 }
 
 impl Observation {

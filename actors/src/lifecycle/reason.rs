@@ -39,6 +39,11 @@ reasons! {
     RecreatingSeed,
     /// Operator-managed certificates are being made or renewed.
     IssuingCertificates,
+    /// The next member's pod is being made before its `member add` (a prepared joiner).
+    PreparingJoiner,
+    /// A prepared joiner's pod is deleted: it was built for another membership, version
+    /// or pod template, or no member is wanted any more (it holds no data).
+    DeletingPreparedJoiner,
     /// A member is being added.
     AddingMember,
     /// A member was added to etcd but has no pod; its pod is being created.
@@ -79,6 +84,9 @@ reasons! {
     RollingBackMember,
     /// Waiting for every member to be healthy before the next step.
     WaitingForHealthyMembers,
+    /// Waiting until the cluster DNS publishes every member's address before a member
+    /// joins (it resolves the others' names at once).
+    WaitingForMemberAddresses,
     /// The cluster matches its spec.
     Converged,
     // Refusals and blocks.

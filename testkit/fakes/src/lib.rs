@@ -110,6 +110,9 @@ struct World {
     /// Deadline of one etcd call; `None` (a fresh world) means [`FAKE_CALL_TIMEOUT`].
     call_timeout: Option<Duration>,
     kube_hang: bool,
+    /// Joiners' pods are made before their member add (as the real adapter does when it
+    /// knows the operator's image).
+    prepares_joiners: bool,
     /// Versions whose image cannot be run (pulled): a pod set to one does not serve.
     unrunnable: Vec<String>,
     latency: Duration,
@@ -291,6 +294,12 @@ impl FakeCluster {
     /// Pods set to etcd `version` cannot run it (as with an image that cannot be pulled).
     pub fn make_unrunnable(&self, version: &str) {
         self.lock().unrunnable.push(version.to_string());
+    }
+
+    /// Whether the Kubernetes side offers to prepare joiners' pods before their member
+    /// add (a prepared pod's etcd starts once a member add names its peer URL).
+    pub fn set_prepares_joiners(&self, prepares: bool) {
+        self.lock().prepares_joiners = prepares;
     }
 
     /// While `hang` is true, every `observe` of the Kubernetes side never returns.
@@ -500,6 +509,25 @@ impl EtcdApi for FakeCluster {
             client_urls: Vec::new(),
             is_learner: learner,
         });
+        // A prepared joiner's gate sees its peer URL listed: its etcd starts and joins.
+        let prepared = w
+            .pods
+            .iter()
+            .find(|p| {
+                p.awaits_membership() && self.topology.peer_url(&p.name, TlsMode::Off) == *peer_url
+            })
+            .map(|p| p.name.clone());
+        if let Some(name) = prepared {
+            let client_url = self.topology.client_url(&name, TlsMode::Off);
+            if let Some(m) = w.members.iter_mut().find(|m| m.id == id) {
+                m.name = name.clone();
+                m.client_urls = vec![client_url];
+            }
+            if let Some(pod) = w.pods.iter_mut().find(|p| p.name == name) {
+                pod.started = true;
+                pod.ready = true;
+            }
+        }
         Ok(AddedMember {
             id,
             members: w.members.clone(),
@@ -593,6 +621,7 @@ impl ClusterApi for FakeCluster {
             recorded: w.recorded.clone(),
             name_conflict: None,
             tls: Default::default(),
+            prepares_joiners: w.prepares_joiners,
         })
     }
 
@@ -643,6 +672,15 @@ impl ClusterApi for FakeCluster {
         }
         let mut view = PodView::running(&pod.name, &pod.version.to_string());
         view.voter = pod.voter;
+        if let Some(peers) = &pod.prepared_with {
+            // A prepared joiner: its etcd waits (not started, not ready) until a member
+            // add names it.
+            view.prepared_with = Some(peers.clone());
+            view.started = false;
+            view.ready = false;
+            w.pods.push(view);
+            return Ok(());
+        }
         match &pod.state {
             InitialState::New { .. } => {
                 // A new cluster of one: the seed starts and forms it.
@@ -838,6 +876,7 @@ mod tests {
             state: InitialState::New { token: "t".into() },
             voter: true,
             restore: None,
+            prepared_with: None,
         };
         fake.create_member_pod(&seed).await.unwrap();
         let list = fake.list(&endpoints(&fake)).await.unwrap();
@@ -873,8 +912,41 @@ mod tests {
             state: InitialState::Existing,
             voter: false,
             restore: None,
+            prepared_with: None,
         };
         fake.create_member_pod(&pod).await.unwrap();
+        fake.promote(&eps, added.id).await.unwrap();
+        assert!(fake.is_converged(2, "3.5.21"));
+    }
+
+    #[tokio::test]
+    async fn a_prepared_joiner_waits_without_a_member_and_starts_once_added() {
+        let fake = FakeCluster::running(demo(), 1, "3.5.21");
+        let eps = endpoints(&fake);
+        let pod = MemberPod {
+            name: "demo-new".into(),
+            version: "3.5.21".parse().unwrap(),
+            initial_cluster: String::new(),
+            state: InitialState::Existing,
+            voter: false,
+            restore: None,
+            prepared_with: Some(vec!["demo-m0".into()]),
+        };
+        fake.create_member_pod(&pod).await.unwrap();
+        assert_eq!(fake.members().len(), 1);
+        let waiting = fake
+            .pods()
+            .into_iter()
+            .find(|p| p.name == "demo-new")
+            .unwrap();
+        assert!(waiting.awaits_membership() && !waiting.ready);
+        let added = fake.add(&eps, &new_member("demo-new")).await.unwrap();
+        let joined = fake
+            .members()
+            .into_iter()
+            .find(|m| m.id == added.id)
+            .unwrap();
+        assert!(joined.started() && joined.is_learner);
         fake.promote(&eps, added.id).await.unwrap();
         assert!(fake.is_converged(2, "3.5.21"));
     }
