@@ -41,6 +41,7 @@ impl World {
                 },
                 health: BTreeMap::new(),
                 tls: TlsObservation::default(),
+                newest_backup: None,
             },
             members: Vec::new(),
             listed: false,
@@ -134,6 +135,7 @@ impl World {
             restarts: 0,
             crash: None,
             tls: TlsMode::Off,
+            force_new_cluster: false,
         });
         self
     }

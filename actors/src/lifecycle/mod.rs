@@ -7,6 +7,7 @@ mod crash;
 mod decide;
 mod observation;
 mod reason;
+mod recovery;
 mod restore;
 mod rollout;
 mod spec;
@@ -22,6 +23,8 @@ mod decide_tests;
 #[cfg(test)]
 pub(crate) mod fixtures;
 #[cfg(test)]
+mod recovery_tests;
+#[cfg(test)]
 mod rollout_tests;
 #[cfg(test)]
 mod rotation_tests;
@@ -35,6 +38,10 @@ pub use observation::{
     PodView,
 };
 pub use reason::{Reason, Why};
+pub use recovery::{
+    DEFAULT_QUORUM_LOSS, RECOVER_ANNOTATION, RecoveryPolicy, RecoveryRecord, RecoverySpec,
+    check_fence,
+};
 pub use restore::{SnapshotSource, Unreadable, check_readable, restores_with_etcdutl};
 pub use spec::{DesiredCluster, Storage};
 pub use state::{Deadlines, Phase, State};

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use super::{Recorded, TlsMode, TlsObservation, Version};
+use super::{Recorded, SnapshotSource, TlsMode, TlsObservation, Version};
 
 /// Lifecycle phase of a pod as Kubernetes reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -57,6 +57,9 @@ pub struct PodView {
     /// once it has: it is restarted in place with its data, so this stays as the
     /// evidence of a crash loop.
     pub crash: Option<String>,
+    /// The pod restarts its member alone with `--force-new-cluster` (a recovery from a
+    /// survivor); such a pod is made again without the flag once the member runs alone.
+    pub force_new_cluster: bool,
 }
 
 impl PodView {
@@ -76,6 +79,7 @@ impl PodView {
             restarts: 0,
             crash: None,
             tls: TlsMode::Off,
+            force_new_cluster: false,
         }
     }
 
@@ -185,6 +189,11 @@ pub struct MemberHealth {
     pub errors: Vec<String>,
     /// The etcd cluster the answer came from (the response header's cluster ID).
     pub cluster_id: Option<u64>,
+    /// The member's raft index: how far its log goes (the survivor with the highest one
+    /// has every committed entry any survivor has).
+    pub raft_index: Option<u64>,
+    /// The revision of the member's key-value store.
+    pub revision: Option<i64>,
 }
 
 impl MemberHealth {
@@ -196,6 +205,8 @@ impl MemberHealth {
             leader: None,
             errors: Vec::new(),
             cluster_id: None,
+            raft_index: None,
+            revision: None,
         }
     }
 
@@ -207,6 +218,8 @@ impl MemberHealth {
             leader: None,
             errors: vec![why.to_string()],
             cluster_id: None,
+            raft_index: None,
+            revision: None,
         }
     }
 
@@ -261,6 +274,9 @@ pub struct Observation {
     pub health: BTreeMap<u64, MemberHealth>,
     /// The cluster's certificates, when the spec asks for TLS.
     pub tls: TlsObservation,
+    /// The newest verified backup of `spec.recovery.backup`, looked up only while the
+    /// quorum is lost (`None`: not looked up, or no store is named), or why there is none.
+    pub newest_backup: Option<Result<SnapshotSource, String>>,
 }
 
 impl Observation {

@@ -31,7 +31,7 @@ use async_trait::async_trait;
 
 use etcd_operator_actors::lifecycle::{
     BootstrapRecord, CaRotationStep, MemberHealth, MemberView, PodPhase, PodView, Recorded,
-    TlsMode, Version,
+    RecoveryRecord, SnapshotSource, TlsMode, Version, check_fence,
 };
 use etcd_operator_actors::ports::{
     AddedMember, ApiError, ClusterApi, EtcdApi, EtcdError, EtcdErrorKind, EventRecord,
@@ -565,6 +565,8 @@ impl EtcdApi for FakeCluster {
             leader: w.leader(),
             errors: Vec::new(),
             cluster_id: Some(w.cluster_id),
+            raft_index: Some(100 + member.id),
+            revision: Some(50),
         })
     }
 }
@@ -655,6 +657,11 @@ impl ClusterApi for FakeCluster {
                     client_urls: vec![self.topology.client_url(&pod.name, TlsMode::Off)],
                     is_learner: false,
                 }];
+            }
+            InitialState::ForceNewCluster => {
+                // etcd drops every other member and keeps this one, with its data.
+                w.members.retain(|m| m.name == pod.name);
+                view.force_new_cluster = true;
             }
             InitialState::Existing => {
                 let client_url = self.topology.client_url(&pod.name, TlsMode::Off);
@@ -754,6 +761,18 @@ impl ClusterApi for FakeCluster {
         w.calls.record_event += 1;
         w.events.push(event.clone());
         Ok(())
+    }
+
+    async fn record_recovery(&self, record: &RecoveryRecord) -> Result<(), ApiError> {
+        let mut w = self.lock();
+        check_fence(w.recorded.recovery.as_ref(), record).map_err(ApiError::Conflict)?;
+        w.recorded.recovery = Some(record.clone());
+        Ok(())
+    }
+
+    async fn newest_backup(&self) -> Result<Option<SnapshotSource>, ApiError> {
+        // The fake has no object store.
+        Ok(None)
     }
 }
 

@@ -1,0 +1,1 @@
+//! Recovery from a permanent loss of quorum: every case of the decision.
