@@ -252,7 +252,9 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
             let pod = MemberPod {
                 name: name.clone(),
                 version: version.clone(),
-                initial_cluster: fx.topology.initial_cluster(std::slice::from_ref(name), fx.tls),
+                initial_cluster: fx
+                    .topology
+                    .initial_cluster(std::slice::from_ref(name), fx.tls),
                 state: InitialState::ForceNewCluster,
                 voter: true,
                 restore: None,
@@ -327,7 +329,8 @@ fn recovery_note(r: &RecoveryRecord) -> String {
     let what = match (&r.survivor, &r.backup) {
         (Some(s), _) => format!(
             "from survivor {s} (raft index {})",
-            r.raft_index.map_or_else(|| "unknown".into(), |i| i.to_string())
+            r.raft_index
+                .map_or_else(|| "unknown".into(), |i| i.to_string())
         ),
         (None, Some(b)) => format!(
             "from backup {} (revision {}) into seed {}",

@@ -340,11 +340,12 @@ pub(super) fn quorum_lost(
         );
         return blocked(state, why);
     }
-    let reason = if loss.survivors.is_empty() && !matches!(obs.membership, Membership::Listed { .. }) {
-        Reason::AllMembersLost
-    } else {
-        Reason::QuorumLost
-    };
+    let reason =
+        if loss.survivors.is_empty() && !matches!(obs.membership, Membership::Listed { .. }) {
+            Reason::AllMembersLost
+        } else {
+            Reason::QuorumLost
+        };
     if policy == RecoveryPolicy::Manual {
         let why = Why::new(reason, format!("{facts}. {}", how_to_trigger(&loss)));
         return blocked(state, why);
@@ -372,10 +373,7 @@ pub(super) fn quorum_lost(
     };
     match begun {
         Ok((actions, message)) => {
-            let why = Why::new(
-                policy_reason(policy),
-                format!("{facts}. {message}"),
-            );
+            let why = Why::new(policy_reason(policy), format!("{facts}. {message}"));
             settle(state, Phase::Recovering, actions, why)
         }
         Err(problem) => blocked(
