@@ -49,6 +49,7 @@ fn healthy(n: u64) -> Observation {
             restarts: 0,
             crash: None,
             tls: TlsMode::Off,
+            force_new_cluster: false,
         });
         let mut h = MemberHealth::healthy(V);
         h.leader = Some(1);
@@ -70,6 +71,8 @@ fn healthy(n: u64) -> Observation {
             members: Vec::new(),
             reason: "Converged".into(),
             failed_version: None,
+            recovery: None,
+            revision: None,
         },
         name_conflict: None,
         tls: Default::default(),
@@ -79,6 +82,7 @@ fn healthy(n: u64) -> Observation {
             members,
         },
         health,
+        newest_backup: None,
     }
 }
 

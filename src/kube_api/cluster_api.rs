@@ -16,14 +16,16 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
 use etcd_operator_actors::lifecycle::{
-    BootstrapRecord, CaRotationStep, Claim, ClaimClass, PodView, Recorded,
+    BootstrapRecord, CaRotationStep, Claim, ClaimClass, PodView, RECOVER_ANNOTATION, Recorded,
+    RecoveryRecord, SnapshotSource, check_fence,
 };
 use etcd_operator_actors::ports::{
-    ApiError, ClusterApi, EventRecord, EventType, KubeView, MemberPod, VersionChange,
+    ApiError, ClusterApi, EventRecord, EventType, InitialState, KubeView, MemberPod, VersionChange,
 };
 use etcd_operator_actors::report::StatusReport;
 use etcd_operator_actors::topology::Topology;
 
+use super::backups::BackupLookups;
 use super::claims::{ClassCache, claim_view, class_of};
 use super::error::api_error;
 use super::expectations::Expectations;
@@ -31,7 +33,7 @@ use super::pod_view::pod_view;
 use super::status_patch::status_from_report;
 use super::tls::{Identities, TlsSide};
 use crate::api::names::name_problem;
-use crate::api::{BootstrapStatus, EtcdCluster, EtcdClusterStatus};
+use crate::api::{BootstrapStatus, EtcdCluster, EtcdClusterStatus, RecoveryStatus};
 use crate::resources::labels::{
     MANAGED_BY_LABEL, MANAGER, UPGRADE_FROM_ANNOTATION, VOTER_LABEL, client_selector,
     object_labels, owner_reference,
@@ -65,6 +67,13 @@ pub struct KubeClusterApi {
     expectations: Expectations,
     /// The bootstrap record this operator wrote, until the cache shows it.
     written_bootstrap: Mutex<Option<BootstrapRecord>>,
+    /// The recovery record this operator wrote last, until the cache shows it.
+    written_recovery: Mutex<Option<RecoveryRecord>>,
+    /// Lookups of the newest backup `spec.recovery.backup` holds.
+    backups: BackupLookups,
+    /// Pods this operator created with `--force-new-cluster`, so that one the cache does
+    /// not show yet is not taken for the survivor's pod from before the recovery.
+    forced: Mutex<BTreeSet<String>>,
     /// Pods and PVCs whose create found them owned by someone else: checked again on
     /// every observation until they are gone (or ours).
     conflicts: Mutex<BTreeSet<(Kind, String)>>,
@@ -174,6 +183,9 @@ impl KubeClusterApi {
             recorder,
             expectations: Expectations::default(),
             written_bootstrap: Mutex::default(),
+            written_recovery: Mutex::default(),
+            backups: BackupLookups::default(),
+            forced: Mutex::default(),
             conflicts: Mutex::default(),
             classes: ClassCache::default(),
             operator_image: None,
@@ -202,6 +214,15 @@ impl KubeClusterApi {
             *written = None;
         } else {
             recorded.bootstrap = written.clone();
+        }
+        let mut recovery = self
+            .written_recovery
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if recorded.recovery == *recovery {
+            *recovery = None;
+        } else if recovery.is_some() {
+            recorded.recovery = recovery.clone();
         }
         recorded
     }
@@ -408,6 +429,11 @@ impl KubeClusterApi {
             }
         }
         for name in created {
+            let forced = self
+                .forced
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(&name);
             pods.push(PodView {
                 name,
                 phase: etcd_operator_actors::lifecycle::PodPhase::Pending,
@@ -423,6 +449,7 @@ impl KubeClusterApi {
                 crash: None,
                 // Made by this operator from the current spec.
                 tls: cluster.spec.tls_mode(),
+                force_new_cluster: forced,
             });
         }
         self.expectations.correct_versions(&mut pods);
@@ -559,6 +586,14 @@ impl ClusterApi for KubeClusterApi {
             };
             self.create_if_missing(&cluster, Kind::PersistentVolumeClaim, &pvc)
                 .await?;
+        }
+        {
+            let mut forced = self.forced.lock().unwrap_or_else(|p| p.into_inner());
+            if member.state == InitialState::ForceNewCluster {
+                forced.insert(member.name.clone());
+            } else {
+                forced.remove(&member.name);
+            }
         }
         let mut pod = member_pod(&cluster, member, self.operator_image.as_deref());
         record_trust(&mut pod, self.tls.trust(&cluster).await?.as_deref());
@@ -699,6 +734,67 @@ impl ClusterApi for KubeClusterApi {
             .publish(&ev, &cluster.object_ref(&()))
             .await
             .map_err(|e| api_error("recording event", &e))
+    }
+
+    async fn record_recovery(&self, record: &RecoveryRecord) -> Result<(), ApiError> {
+        let api: Api<EtcdCluster> = Api::namespaced(self.client.clone(), &self.topology.namespace);
+        // Read fresh, not from the cache: this is the fence of every recovery.
+        let fresh = api
+            .get_status(&self.topology.name)
+            .await
+            .map_err(|e| api_error("reading the EtcdCluster before recording a recovery", &e))?;
+        let stored = fresh.status.as_ref().and_then(|s| s.recovery.as_ref());
+        check_fence(stored.map(RecoveryStatus::to_record).as_ref(), record)
+            .map_err(ApiError::Conflict)?;
+        let now = jiff::Timestamp::now().to_string();
+        let started = stored
+            .filter(|_| record.finished)
+            .and_then(|s| s.started.clone());
+        let status = RecoveryStatus::from_record(record, started, &now);
+        // The resourceVersion makes this a compare-and-swap, as for the bootstrap record.
+        let patch = json!({
+            "metadata": {"resourceVersion": fresh.resource_version()},
+            "status": {"recovery": status.merge_patch()},
+        });
+        api.patch_status(
+            &self.topology.name,
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await
+        .map_err(|e| api_error("recording the recovery in status", &e))?;
+        *self
+            .written_recovery
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(record.clone());
+        if !record.finished && fresh.annotations().contains_key(RECOVER_ANNOTATION) {
+            // The annotation asks for one recovery: it is used up once recorded.
+            let patch = json!({"metadata": {"annotations": {RECOVER_ANNOTATION: null}}});
+            api.patch(
+                &self.topology.name,
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+            .map_err(|e| api_error(&format!("removing annotation {RECOVER_ANNOTATION}"), &e))?;
+        }
+        Ok(())
+    }
+
+    async fn newest_backup(&self) -> Result<Option<SnapshotSource>, ApiError> {
+        let cluster = self.cluster()?;
+        let Some(backup) = cluster
+            .spec
+            .recovery
+            .as_ref()
+            .and_then(|r| r.backup.as_ref())
+        else {
+            return Ok(None);
+        };
+        self.backups
+            .newest(&self.client, &self.topology.namespace, backup)
+            .await
+            .map(Some)
     }
 }
 

@@ -123,6 +123,7 @@ mod tests {
             pod_template: None,
             restarts: 0,
             crash: None,
+            force_new_cluster: false,
             tls: Default::default(),
         };
         let e = Expectations::default();

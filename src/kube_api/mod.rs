@@ -1,5 +1,6 @@
 //! The Kubernetes side of a cluster: the actors' `ClusterApi` port over kube-rs.
 
+mod backups;
 mod claims;
 mod cluster_api;
 mod error;

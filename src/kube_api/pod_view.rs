@@ -6,7 +6,8 @@ use kube::ResourceExt;
 use etcd_operator_actors::lifecycle::{PodPhase, PodView, TlsMode};
 
 use crate::resources::labels::{
-    POD_TEMPLATE_ANNOTATION, TLS_ANNOTATION, UPGRADE_FROM_ANNOTATION, VOTER_LABEL,
+    FORCE_NEW_CLUSTER_ANNOTATION, POD_TEMPLATE_ANNOTATION, TLS_ANNOTATION, UPGRADE_FROM_ANNOTATION,
+    VOTER_LABEL,
 };
 use crate::resources::{ETCD_CONTAINER, version_of_image};
 
@@ -46,6 +47,7 @@ pub fn pod_view(pod: &Pod) -> PodView {
         tls: annotation(pod, TLS_ANNOTATION)
             .and_then(|m| TlsMode::parse(&m))
             .unwrap_or(TlsMode::Off),
+        force_new_cluster: annotation(pod, FORCE_NEW_CLUSTER_ANNOTATION).as_deref() == Some("true"),
     }
 }
 

@@ -28,6 +28,11 @@ pub(crate) const POD_TEMPLATE_ANNOTATION: &str = "etcd.database.coreos.com/pod-t
 /// without it were made before TLS existed and run plain HTTP.
 pub(crate) const TLS_ANNOTATION: &str = "etcd.database.coreos.com/tls";
 
+/// Pod annotation (`"true"`): the pod restarts its member alone with `--force-new-cluster`
+/// (a recovery from a survivor). Such a pod is made again without the flag once the
+/// member runs alone, so that no restart of its container drops members added later.
+pub(crate) const FORCE_NEW_CLUSTER_ANNOTATION: &str = "etcd.database.coreos.com/force-new-cluster";
+
 /// Pod label of voting members (`"true"`): the client Service selects it, so learners,
 /// which refuse client requests, never receive clients.
 pub(crate) const VOTER_LABEL: &str = "etcd.database.coreos.com/voter";

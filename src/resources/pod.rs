@@ -17,7 +17,8 @@ use etcd_operator_actors::ports::{InitialState, MemberPod};
 use etcd_operator_actors::topology::{CLIENT_PORT, PEER_PORT, Topology};
 
 use super::labels::{
-    POD_TEMPLATE_ANNOTATION, TLS_ANNOTATION, VOTER_LABEL, object_labels, owner_reference, selector,
+    FORCE_NEW_CLUSTER_ANNOTATION, POD_TEMPLATE_ANNOTATION, TLS_ANNOTATION, VOTER_LABEL,
+    object_labels, owner_reference, selector,
 };
 use super::restore::{credentials_volume, restore_containers};
 use super::tls::{etcd_tls_flags, tls_mounts, tls_readiness_probe, tls_volumes};
@@ -65,7 +66,7 @@ pub(crate) fn member_of_claim(claim: &str) -> Option<&str> {
 /// downward API); every advertised URL uses the member's DNS name, never an IP. With TLS
 /// the URLs are `https`, clients also reach the member on its own loopback address (the
 /// readiness probe), and both sides need certificates.
-pub(crate) fn etcd_flags(topology: &Topology, member: &MemberPod, tls: TlsMode) -> Vec<String> {
+pub fn etcd_flags(topology: &Topology, member: &MemberPod, tls: TlsMode) -> Vec<String> {
     let scheme = tls.scheme();
     let mut listen_clients = format!("{scheme}://$(POD_IP):{CLIENT_PORT}");
     if tls.enabled() {
@@ -95,6 +96,12 @@ pub(crate) fn etcd_flags(topology: &Topology, member: &MemberPod, tls: TlsMode) 
             flags.push(format!("--initial-cluster-token={token}"));
         }
         InitialState::Existing => flags.push("--initial-cluster-state=existing".into()),
+        InitialState::ForceNewCluster => {
+            // The member's own data directory says which cluster it is; etcd keeps it
+            // (cluster ID, keys) and drops every other member.
+            flags.push("--initial-cluster-state=existing".into());
+            flags.push("--force-new-cluster".into());
+        }
     }
     flags
 }
@@ -179,7 +186,7 @@ pub(crate) fn member_pod(
             name: Some(member.name.clone()),
             namespace: Some(namespace),
             labels: Some(pod_labels(&name, &policy, member.voter)),
-            annotations: Some(pod_annotations(cluster, &policy)),
+            annotations: Some(pod_annotations(cluster, &policy, member)),
             owner_references: Some(vec![owner_reference(cluster)]),
             ..ObjectMeta::default()
         },
@@ -250,7 +257,11 @@ fn pod_labels(cluster: &str, policy: &PodPolicy, voter: bool) -> BTreeMap<String
 }
 
 /// The user's annotations plus the digest of the pod policy the pod was made from.
-fn pod_annotations(cluster: &EtcdCluster, policy: &PodPolicy) -> BTreeMap<String, String> {
+fn pod_annotations(
+    cluster: &EtcdCluster,
+    policy: &PodPolicy,
+    member: &MemberPod,
+) -> BTreeMap<String, String> {
     let mut annotations = policy.annotations.clone().unwrap_or_default();
     annotations.insert(
         POD_TEMPLATE_ANNOTATION.to_string(),
@@ -260,6 +271,9 @@ fn pod_annotations(cluster: &EtcdCluster, policy: &PodPolicy) -> BTreeMap<String
         TLS_ANNOTATION.to_string(),
         cluster.spec.tls_mode().as_str().to_string(),
     );
+    if member.state == InitialState::ForceNewCluster {
+        annotations.insert(FORCE_NEW_CLUSTER_ANNOTATION.to_string(), "true".to_string());
+    }
     annotations
 }
 
