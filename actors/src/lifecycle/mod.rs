@@ -39,8 +39,8 @@ pub use observation::{
 };
 pub use reason::{Reason, Why};
 pub use recovery::{
-    DEFAULT_QUORUM_LOSS, RECOVER_ANNOTATION, RecoveryPolicy, RecoveryRecord, RecoverySpec,
-    check_fence,
+    DEFAULT_QUORUM_LOSS, FORCE_NEW_CLUSTER_VERIFIED, RECOVER_ANNOTATION, RecoveryPolicy,
+    RecoveryRecord, RecoverySpec, check_fence, force_new_cluster_is_safe,
 };
 pub use restore::{SnapshotSource, Unreadable, check_readable, restores_with_etcdutl};
 pub use spec::{DesiredCluster, Storage};

@@ -151,6 +151,25 @@ impl RecoveryRecord {
     }
 }
 
+/// The oldest etcd of each minor version whose `--force-new-cluster` this project has
+/// seen keep every committed key for the members that join afterwards
+/// (`tests/recovery_real_etcd.rs`). Older ones are refused: etcd 3.4.23 was seen to give a
+/// new member one key fewer than the survivor serves (etcd-io/etcd#14009, and the later
+/// fixes of etcd-io/etcd#20009 in 3.5 and 3.6).
+pub const FORCE_NEW_CLUSTER_VERIFIED: &[(u64, u64, u64)] = &[(3, 5, 35), (3, 6, 16)];
+
+/// Whether etcd `version` may restart a survivor with `--force-new-cluster`: at least the
+/// verified release of its minor version ([`FORCE_NEW_CLUSTER_VERIFIED`]), or a later
+/// minor than any verified one.
+pub fn force_new_cluster_is_safe(version: &Version) -> bool {
+    let v = (version.major, version.minor, version.patch);
+    let newest = FORCE_NEW_CLUSTER_VERIFIED.iter().max();
+    FORCE_NEW_CLUSTER_VERIFIED
+        .iter()
+        .any(|&(major, minor, patch)| (v.0, v.1) == (major, minor) && v.2 >= patch)
+        || newest.is_some_and(|&(major, minor, _)| (v.0, v.1) > (major, minor))
+}
+
 /// The fence of every recovery: whether `new` may be written over `stored` (the status's
 /// record, read fresh). A recovery starts only when none is under way and its incident
 /// was never recovered; it finishes only the unfinished recovery of its own incident.
@@ -496,6 +515,25 @@ fn from_survivor(
         .into_iter()
         .max_by(|a, b| (a.raft_index, &b.name).cmp(&(b.raft_index, &a.name)))
         .expect("at least one survivor");
+    let version = chosen
+        .version
+        .as_deref()
+        .and_then(|v| v.parse::<Version>().ok());
+    if !version.as_ref().is_some_and(force_new_cluster_is_safe) {
+        let verified: Vec<String> = FORCE_NEW_CLUSTER_VERIFIED
+            .iter()
+            .map(|(a, b, c)| format!("{a}.{b}.{c}"))
+            .collect();
+        return Err(format!(
+            "FromSurvivor cannot proceed: survivor {} runs etcd {}, whose --force-new-cluster \
+             is not known to keep every committed key for the members that join after it \
+             (etcd-io/etcd#14009, #20009); it is used from etcd {} on. Restore from a backup \
+             ({RECOVER_ANNOTATION}=FromBackup) or recover by hand",
+            chosen.name,
+            chosen.version.as_deref().unwrap_or("(unknown)"),
+            verified.join(" and ")
+        ));
+    }
     let record = RecoveryRecord {
         incident: loss.incident.clone(),
         policy: RecoveryPolicy::FromSurvivor,

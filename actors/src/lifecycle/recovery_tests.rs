@@ -7,7 +7,7 @@ use tokio::time::Instant;
 use super::fixtures::{CLUSTER_ID, World, assert_idle, running_state};
 use super::*;
 
-const VERSION: &str = "3.5.21";
+const VERSION: &str = "3.5.35";
 const DEADLINE: Duration = Duration::from_secs(60);
 
 fn spec(policy: RecoveryPolicy) -> DesiredCluster {
@@ -213,6 +213,30 @@ fn from_survivor_on_empty_dir_members_says_why_and_does_nothing() {
     let (_, d) = after_deadline(empty_dir, &spec(RecoveryPolicy::FromSurvivor));
     assert_idle(&d, Reason::RecoveryRefused);
     assert!(d.why.message.contains("emptyDir"), "{}", d.why.message);
+}
+
+#[test]
+fn from_survivor_refuses_an_etcd_whose_force_new_cluster_may_lose_committed_keys() {
+    let old = |now| {
+        let mut obs = losing(now, 3, &[2, 3]);
+        obs.health.get_mut(&1).unwrap().version = "3.4.23".parse().ok();
+        obs
+    };
+    let (_, d) = after_deadline(old, &spec(RecoveryPolicy::FromSurvivor));
+    assert_idle(&d, Reason::RecoveryRefused);
+    assert!(d.why.message.contains("3.4.23"), "{}", d.why.message);
+    for (version, safe) in [
+        ("3.4.23", false),
+        ("3.5.21", false),
+        ("3.5.35", true),
+        ("3.5.40", true),
+        ("3.6.0", false),
+        ("3.6.16", true),
+        ("3.7.0", true),
+    ] {
+        let v: Version = version.parse().unwrap();
+        assert_eq!(force_new_cluster_is_safe(&v), safe, "{version}");
+    }
 }
 
 #[test]
