@@ -374,12 +374,13 @@ pub(super) fn quorum_lost(
         .map(|since| obs.now.saturating_duration_since(since))
         .unwrap_or_default();
     if waited < spec.recovery.quorum_loss {
-        let left = spec.recovery.quorum_loss - waited;
+        // No countdown in the message: it would rewrite the status on every tick.
         let why = Why::new(
             reason,
             format!(
-                "{facts}. A {policy} recovery may start in {}s if no quorum comes back",
-                left.as_secs()
+                "{facts}. A {policy} recovery starts once the loss has lasted {}s \
+                 (spec.recovery.quorumLossSeconds), unless a quorum comes back",
+                spec.recovery.quorum_loss.as_secs()
             ),
         );
         return blocked(state, why);

@@ -86,7 +86,7 @@ fn before_the_deadline_a_permanent_loss_is_only_reported() {
     let d = run(running_state(), &losing(t0, 3, &[2, 3]), &spec);
     assert_idle(&d, Reason::QuorumLost);
     assert!(
-        d.why.message.contains("may start in 60s"),
+        d.why.message.contains("once the loss has lasted 60s"),
         "{}",
         d.why.message
     );
