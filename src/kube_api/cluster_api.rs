@@ -227,6 +227,43 @@ impl KubeClusterApi {
         recorded
     }
 
+    fn clusters_api(&self) -> Api<EtcdCluster> {
+        Api::namespaced(self.client.clone(), &self.topology.namespace)
+    }
+
+    /// The EtcdCluster read from the API server, not from the cache, before `what`.
+    async fn read_fresh(&self, what: &str) -> Result<EtcdCluster, ApiError> {
+        self.clusters_api()
+            .get_status(&self.topology.name)
+            .await
+            .map_err(|e| api_error(&format!("reading the EtcdCluster before {what}"), &e))
+    }
+
+    /// Writes `status.<field>` as a compare-and-swap: the resourceVersion of `fresh` makes
+    /// a status written since it was read (by anyone) fail the patch instead of being
+    /// overwritten.
+    async fn swap_status(
+        &self,
+        fresh: &EtcdCluster,
+        field: &str,
+        value: serde_json::Value,
+        what: &str,
+    ) -> Result<(), ApiError> {
+        let patch = json!({
+            "metadata": {"resourceVersion": fresh.resource_version()},
+            "status": {field: value},
+        });
+        self.clusters_api()
+            .patch_status(
+                &self.topology.name,
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| api_error(what, &e))
+    }
+
     fn cluster(&self) -> Result<Arc<EtcdCluster>, ApiError> {
         let key = ObjectRef::new(&self.topology.name).within(&self.topology.namespace);
         self.caches.clusters.get(&key).ok_or_else(|| {
@@ -671,12 +708,8 @@ impl ClusterApi for KubeClusterApi {
     }
 
     async fn record_bootstrap(&self, record: &BootstrapRecord) -> Result<(), ApiError> {
-        let api: Api<EtcdCluster> = Api::namespaced(self.client.clone(), &self.topology.namespace);
         // Read fresh, not from the cache: this is the one check before a cluster is born.
-        let fresh = api
-            .get_status(&self.topology.name)
-            .await
-            .map_err(|e| api_error("reading the EtcdCluster before recording its seed", &e))?;
+        let fresh = self.read_fresh("recording its seed").await?;
         let recorded = fresh
             .status
             .as_ref()
@@ -689,19 +722,14 @@ impl ClusterApi for KubeClusterApi {
                 recorded.bootstrap, recorded.members
             )));
         }
-        // The resourceVersion makes this a compare-and-swap: a status written since the
-        // read above (by anyone) fails the patch instead of being overwritten.
-        let patch = json!({
-            "metadata": {"resourceVersion": fresh.resource_version()},
-            "status": {"bootstrap": BootstrapStatus::from_record(record)},
-        });
-        api.patch_status(
-            &self.topology.name,
-            &PatchParams::default(),
-            &Patch::Merge(patch),
+        let bootstrap = json!(BootstrapStatus::from_record(record));
+        self.swap_status(
+            &fresh,
+            "bootstrap",
+            bootstrap,
+            "recording the seed in status",
         )
-        .await
-        .map_err(|e| api_error("recording the seed in status", &e))?;
+        .await?;
         *self
             .written_bootstrap
             .lock()
@@ -737,12 +765,8 @@ impl ClusterApi for KubeClusterApi {
     }
 
     async fn record_recovery(&self, record: &RecoveryRecord) -> Result<(), ApiError> {
-        let api: Api<EtcdCluster> = Api::namespaced(self.client.clone(), &self.topology.namespace);
         // Read fresh, not from the cache: this is the fence of every recovery.
-        let fresh = api
-            .get_status(&self.topology.name)
-            .await
-            .map_err(|e| api_error("reading the EtcdCluster before recording a recovery", &e))?;
+        let fresh = self.read_fresh("recording a recovery").await?;
         let stored = fresh.status.as_ref().and_then(|s| s.recovery.as_ref());
         check_fence(stored.map(RecoveryStatus::to_record).as_ref(), record)
             .map_err(ApiError::Conflict)?;
@@ -751,18 +775,9 @@ impl ClusterApi for KubeClusterApi {
             .filter(|_| record.finished)
             .and_then(|s| s.started.clone());
         let status = RecoveryStatus::from_record(record, started, &now);
-        // The resourceVersion makes this a compare-and-swap, as for the bootstrap record.
-        let patch = json!({
-            "metadata": {"resourceVersion": fresh.resource_version()},
-            "status": {"recovery": status.merge_patch()},
-        });
-        api.patch_status(
-            &self.topology.name,
-            &PatchParams::default(),
-            &Patch::Merge(patch),
-        )
-        .await
-        .map_err(|e| api_error("recording the recovery in status", &e))?;
+        let what = "recording the recovery in status";
+        self.swap_status(&fresh, "recovery", status.merge_patch(), what)
+            .await?;
         *self
             .written_recovery
             .lock()
@@ -770,13 +785,14 @@ impl ClusterApi for KubeClusterApi {
         if !record.finished && fresh.annotations().contains_key(RECOVER_ANNOTATION) {
             // The annotation asks for one recovery: it is used up once recorded.
             let patch = json!({"metadata": {"annotations": {RECOVER_ANNOTATION: null}}});
-            api.patch(
-                &self.topology.name,
-                &PatchParams::default(),
-                &Patch::Merge(patch),
-            )
-            .await
-            .map_err(|e| api_error(&format!("removing annotation {RECOVER_ANNOTATION}"), &e))?;
+            self.clusters_api()
+                .patch(
+                    &self.topology.name,
+                    &PatchParams::default(),
+                    &Patch::Merge(patch),
+                )
+                .await
+                .map_err(|e| api_error(&format!("removing annotation {RECOVER_ANNOTATION}"), &e))?;
         }
         Ok(())
     }

@@ -78,6 +78,24 @@ pub async fn write_keys(endpoint: &str, count: usize) {
     }
 }
 
+/// The keys `key-*` read through `endpoint`: how many, the last one's value, and the
+/// revision the answer came at.
+pub async fn read_keys(endpoint: &str) -> (usize, String, i64) {
+    let mut client = etcd_client::Client::connect([endpoint], None)
+        .await
+        .unwrap();
+    let all = client
+        .get("key-", Some(etcd_client::GetOptions::new().with_prefix()))
+        .await
+        .unwrap();
+    let last = all
+        .kvs()
+        .last()
+        .map(|kv| kv.value_str().unwrap().to_string())
+        .unwrap_or_default();
+    (all.kvs().len(), last, all.header().unwrap().revision())
+}
+
 /// A `/24` of loopback addresses that one test has to itself: `127.77.N.M`.
 #[derive(Debug, Clone, Copy)]
 pub struct Loopback {
