@@ -462,14 +462,12 @@ fn backup_record() -> RecoveryRecord {
         lost: vec!["m1".into(), "m2".into(), "m3".into()],
         survivor: None,
         raft_index: None,
-        version: Some(VERSION.into()),
         backup: Some(backup(120, VERSION)),
         last_revision: Some(500),
-        restored_revision: None,
         seed: Some("s1".into()),
         token: Some("demo-recovery".into()),
         cluster_id: None,
-        finished: false,
+        ..survivor_record(false)
     }
 }
 
