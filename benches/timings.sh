@@ -34,7 +34,10 @@
 #   default StorageClass): delete a follower's pod and time until a new pod of the same
 #   member is ready on its claim and the cluster is Running with 3 ready members; its
 #   floor is the floor's restart of one member on its data directory (restart1), which is
-#   what the operator does there. The namespace is deleted at the end.
+#   what the operator does there. Last, a 3-member cluster with operator-managed TLS
+#   (`TLS: {auto: {}}`: a CA and three certificates issued first), timed as the plain
+#   one and reported against the operator's plain 3-member create of the same run. The
+#   namespace is deleted at the end.
 # Each replacement starts SETTLE_S seconds after its cluster became Ready, in both cases.
 #
 # Environment:
@@ -317,11 +320,14 @@ operator_ready() {
     [[ -z ${3:-} || " $names " != *" $3 "* ]]
 }
 
-# Applies an EtcdCluster $1 of size $2 (on 1Gi claims when $3 is "claims"); RESULT = the
-# seconds until it is ready.
+# Applies an EtcdCluster $1 of size $2 (on 1Gi claims when $3 is "claims", with
+# operator-managed TLS when it is "tls"); RESULT = the seconds until it is ready.
 operator_create() {
     local name=$1 size=$2 start pod=""
-    [[ ${3:-} == claims ]] && pod=$'  pod:\n    persistentVolumeClaimSpec:\n      accessModes: [ReadWriteOnce]\n      resources: {requests: {storage: 1Gi}}'
+    case ${3:-} in
+        claims) pod=$'  pod:\n    persistentVolumeClaimSpec:\n      accessModes: [ReadWriteOnce]\n      resources: {requests: {storage: 1Gi}}' ;;
+        tls) pod=$'  TLS:\n    auto: {}' ;;
+    esac
     start=$(now)
     kubectl -n "$NS" apply -f - >/dev/null <<EOF
 apiVersion: etcd.database.coreos.com/v1beta2
@@ -467,6 +473,8 @@ for ((run = 1; run <= RUNS; run++)); do
         sleep "$SETTLE_S"
         operator_repod "v3-$run" 3; record OPER repod1
         operator_delete "v3-$run"
+        operator_create "s3-$run" 3 tls; record OPER create3tls
+        operator_delete "s3-$run"
     fi
 done
 
@@ -504,6 +512,12 @@ for s in create3 create5 create3v restart1 restart3 repod1 replace3; do
     printf '%-28s | %8s | %10s | %6s\n' "$label" "$f" "$o" "$(ratio "$f" "$o")"
 done
 [[ $SKIP_OPERATOR == 1 ]] && echo "(SKIP_OPERATOR=1: operator not measured)"
+# TLS against the same operator without it, in the same run (the floor is plain etcd).
+plain=$(median "${OPER[create3]:-}")
+tls=$(median "${OPER[create3tls]:-}")
+echo
+printf '%-28s | %8s | %10s | %6s\n' "operator, 3 members" "plain s" "TLS auto s" ratio
+printf '%-28s | %8s | %10s | %6s\n' "create (CA + 3 certificates)" "$plain" "$tls" "$(ratio "$plain" "$tls")"
 cat <<'EOF'
 
 For reference (from the issue): seed-then-add by hand on etcd 3.4.23 here took about
