@@ -51,6 +51,7 @@ fn healthy(n: u64) -> Observation {
             tls: TlsMode::Off,
             published: true,
             prepared_with: None,
+            force_new_cluster: false,
         });
         let mut h = MemberHealth::healthy(V);
         h.leader = Some(1);
@@ -72,6 +73,8 @@ fn healthy(n: u64) -> Observation {
             members: Vec::new(),
             reason: "Converged".into(),
             failed_version: None,
+            recovery: None,
+            revision: None,
         },
         name_conflict: None,
         tls: Default::default(),
@@ -82,6 +85,7 @@ fn healthy(n: u64) -> Observation {
             members,
         },
         health,
+        newest_backup: None,
     }
 }
 

@@ -300,6 +300,8 @@ impl EtcdApi for EtcdClientApi {
             let resp = client.status().await?;
             let mut health = health(resp.version(), resp.leader(), resp.errors());
             health.cluster_id = resp.header().map(|h| h.cluster_id());
+            health.revision = resp.header().map(|h| h.revision());
+            health.raft_index = Some(resp.raft_index());
             Ok(health)
         })
         .await
@@ -390,6 +392,8 @@ fn health(version: &str, leader: u64, errors: &[String]) -> MemberHealth {
         leader: (leader != 0).then_some(leader),
         errors: errors.to_vec(),
         cluster_id: None,
+        raft_index: None,
+        revision: None,
     }
 }
 

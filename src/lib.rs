@@ -34,3 +34,5 @@ pub mod restore;
 pub mod tls;
 
 pub use error::Error;
+/// The etcd command line of a member pod (tests run real etcd with it).
+pub use resources::etcd_flags;

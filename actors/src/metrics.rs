@@ -11,7 +11,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::lifecycle::{BootstrapRecord, CaRotationStep, MemberHealth};
+use crate::lifecycle::{
+    BootstrapRecord, CaRotationStep, MemberHealth, RecoveryRecord, SnapshotSource,
+};
 use crate::ports::{
     AddedMember, ApiError, ClusterApi, EtcdApi, EtcdError, EventRecord, KubeView, MemberList,
     MemberPod, NewMember, VersionChange,
@@ -226,6 +228,14 @@ impl ClusterApi for CountedClusterApi {
 
     async fn record_event(&self, event: &EventRecord) -> Result<(), ApiError> {
         self.counted(self.inner.record_event(event).await)
+    }
+
+    async fn record_recovery(&self, record: &RecoveryRecord) -> Result<(), ApiError> {
+        self.counted(self.inner.record_recovery(record).await)
+    }
+
+    async fn newest_backup(&self) -> Result<Option<SnapshotSource>, ApiError> {
+        self.counted(self.inner.newest_backup().await)
     }
 }
 

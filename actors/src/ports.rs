@@ -6,8 +6,8 @@ use async_trait::async_trait;
 use serde::Serialize;
 
 use crate::lifecycle::{
-    BootstrapRecord, CaRotationStep, MemberHealth, MemberView, PodView, Recorded, SnapshotSource,
-    Version,
+    BootstrapRecord, CaRotationStep, MemberHealth, MemberView, PodView, Recorded, RecoveryRecord,
+    SnapshotSource, Version,
 };
 use crate::report::StatusReport;
 
@@ -223,6 +223,9 @@ pub enum InitialState {
     },
     /// Joining an existing cluster after `member add`.
     Existing,
+    /// A surviving member restarted alone on its own data with `--force-new-cluster`
+    /// (a recovery from a loss of quorum): etcd drops every other member.
+    ForceNewCluster,
 }
 
 /// Everything needed to create a member's pod.
@@ -327,6 +330,16 @@ pub trait ClusterApi: Send + Sync + 'static {
     async fn record_bootstrap(&self, record: &BootstrapRecord) -> Result<(), ApiError>;
     /// Records an Event on the EtcdCluster.
     async fn record_event(&self, event: &EventRecord) -> Result<(), ApiError>;
+    /// Writes a recovery record into the status (`status.recovery`). An unfinished record
+    /// is written before the recovery acts, and refused when the status (read fresh) holds
+    /// an unfinished one already, or a record of the same incident; a finished record
+    /// replaces the unfinished one of its incident. Starting a recovery also removes the
+    /// recovery annotation, which asks for one recovery only.
+    async fn record_recovery(&self, record: &RecoveryRecord) -> Result<(), ApiError>;
+    /// The newest verified backup in `spec.recovery.backup`'s store (its metadata checked;
+    /// the seed's pod checks the bytes while fetching them); `None` when the spec names no
+    /// store.
+    async fn newest_backup(&self) -> Result<Option<SnapshotSource>, ApiError>;
 }
 
 #[cfg(test)]

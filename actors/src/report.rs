@@ -72,6 +72,10 @@ pub struct StatusReport {
     pub failed_version: Option<String>,
     /// TLS, when the spec asks for it.
     pub tls: Option<TlsReport>,
+    /// The newest revision a member reports, else the one last published: the last known
+    /// revision a recovery from a backup measures its loss against. (`status.recovery`
+    /// is written by the recovery itself, never by the status report.)
+    pub revision: Option<i64>,
 }
 
 /// `status.TLS`: how the cluster's traffic is secured, and its certificates.
@@ -184,6 +188,9 @@ fn outcome_event(outcome: &ActionOutcome) -> Option<EventRecord> {
                 Action::EnsureServices
                     | Action::LabelVoter { .. }
                     | Action::SetDisruptionBudget { .. }
+                    // Their Events are raised as they run, before the recovery acts.
+                    | Action::BeginRecovery { .. }
+                    | Action::FinishRecovery { .. }
             ) =>
         {
             return None;
@@ -237,6 +244,10 @@ fn event_reason(action: &Action) -> &'static str {
         Action::ConfirmUpgrade { .. } => "UpgradeConfirmed",
         Action::LabelVoter { .. } => "VoterLabelled",
         Action::SetDisruptionBudget { .. } => "DisruptionBudgetSet",
+        Action::BeginRecovery { .. } => "RecoveryStarted",
+        Action::ForceNewCluster { .. } => "SurvivorRestartedAlone",
+        Action::StartRecoverySeed { .. } => "RecoverySeedStarted",
+        Action::FinishRecovery { .. } => "RecoveryFinished",
     }
 }
 
@@ -476,6 +487,12 @@ pub(crate) fn summarize(
             .map(ToString::to_string)
             .filter(|v| *v == spec.version),
         tls: tls_report(obs, spec),
+        revision: obs
+            .health
+            .values()
+            .filter_map(|h| h.revision)
+            .max()
+            .or(obs.recorded.revision),
     }
 }
 

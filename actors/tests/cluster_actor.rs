@@ -613,3 +613,51 @@ async fn an_object_replaced_under_the_same_name_inherits_nothing_from_the_old_on
         .count();
     assert_eq!(seeds, 1, "the new object was seeded");
 }
+
+#[actix_rt::test]
+async fn two_members_lost_with_their_claims_are_recovered_from_the_survivor_once_and_grown_back() {
+    use etcd_operator_actors::lifecycle::{RecoveryPolicy, RecoverySpec};
+    tokio::time::pause();
+    const SAFE: &str = "3.5.35";
+    let fake = FakeCluster::running(demo(), 3, SAFE).on_claims();
+    let mut spec = DesiredCluster::new(3, SAFE);
+    spec.recovery = RecoverySpec {
+        policy: RecoveryPolicy::FromSurvivor,
+        requested: None,
+        quorum_loss: Duration::from_secs(30),
+    };
+    let actor = start(&fake, spec, ClusterConfig::default());
+    until(&actor, &fake, "running", |_, f| f.is_converged(3, SAFE)).await;
+    fake.lose_member_data("demo-m1");
+    fake.lose_member_data("demo-m2");
+
+    let recovered = |_: &Value, f: &FakeCluster| {
+        f.recovery().is_some_and(|r| r.finished) && f.is_converged(3, SAFE)
+    };
+    until(&actor, &fake, "recovered and grown back to 3", recovered).await;
+
+    let record = fake.recovery().unwrap();
+    assert_eq!(record.survivor.as_deref(), Some("demo-m0"));
+    assert_eq!(record.lost, ["demo-m1", "demo-m2"]);
+    assert_eq!(record.restored_revision, Some(50));
+    let members = fake.members();
+    assert!(members.iter().any(|m| m.name == "demo-m0"), "{members:?}");
+    let reasons = event_reasons(&fake);
+    let started = reasons.iter().position(|r| r == "RecoveryStarted");
+    let stopped = reasons.iter().position(|r| r == "PodRecreated");
+    assert!(started.is_some() && started < stopped, "{reasons:?}");
+    assert_eq!(
+        reasons.iter().filter(|r| *r == "RecoveryStarted").count(),
+        1,
+        "{reasons:?}"
+    );
+    let forced: Vec<_> = fake
+        .created_pods()
+        .into_iter()
+        .filter(|p| p.state == InitialState::ForceNewCluster)
+        .collect();
+    assert_eq!(forced.len(), 1, "{forced:?}");
+    assert_eq!(forced[0].name, "demo-m0");
+    // The survivor runs again without the flag.
+    assert!(fake.pods().iter().all(|p| !p.force_new_cluster));
+}

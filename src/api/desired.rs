@@ -6,7 +6,8 @@ use kube::ResourceExt;
 use super::EtcdCluster;
 use super::names::name_problem;
 use super::quantity;
-use super::restore::ClusterRestore;
+use super::recovery::{ClusterRecovery, requested};
+use super::restore::{ClusterRestore, RestoreStorageType, S3RestoreSource};
 
 /// The lifecycle's view of an EtcdCluster's spec.
 pub(crate) fn desired_cluster(cluster: &EtcdCluster) -> DesiredCluster {
@@ -26,6 +27,29 @@ pub(crate) fn desired_cluster(cluster: &EtcdCluster) -> DesiredCluster {
         pod_template: spec.pod_template_digest(),
         storage: storage(cluster),
         restore: spec.restore.as_ref().map(snapshot_source),
+        recovery: ClusterRecovery::to_spec(
+            spec.recovery.as_ref(),
+            requested(cluster.annotations()),
+        ),
+    }
+}
+
+/// A snapshot as `spec.restore` (and `status.recovery.backup`) write it: the reverse of
+/// [`snapshot_source`].
+pub(crate) fn cluster_restore(source: &SnapshotSource) -> ClusterRestore {
+    ClusterRestore {
+        backup_storage_type: RestoreStorageType::S3,
+        s3: S3RestoreSource {
+            path: source.path(),
+            aws_secret: source.secret.clone(),
+            endpoint: source.endpoint.clone(),
+            force_path_style: source.force_path_style,
+        },
+        sha256: source.sha256.clone(),
+        size: i64::try_from(source.size).unwrap_or(i64::MAX),
+        etcd_version: source.etcd_version.clone(),
+        revision: source.revision,
+        restore_name: None,
     }
 }
 

@@ -5,6 +5,7 @@ mod crd;
 mod desired;
 pub mod names;
 pub(crate) mod quantity;
+mod recovery;
 pub mod restore;
 mod spec;
 mod status;
@@ -14,6 +15,7 @@ mod tests;
 pub(crate) use crd::crd_yaml;
 pub use crd::{CrdSelection, crd};
 pub(crate) use desired::desired_cluster;
+pub use recovery::{ClusterRecovery, RecoveryBackup, RecoveryPolicyName, RecoveryStatus};
 pub use spec::{
     AutoTls, EtcdCluster, EtcdClusterSpec, KeyType, MemberSecret, PodPolicy, StaticTls, TlsPolicy,
 };

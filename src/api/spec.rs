@@ -67,6 +67,11 @@ pub struct EtcdClusterSpec {
         "reason": "FieldValueForbidden",
     }]))]
     pub restore: Option<super::restore::ClusterRestore>,
+    /// What the operator does when a majority of the voting members is gone with its
+    /// data: `Manual` (default: report, and wait for the annotation
+    /// `etcd.database.coreos.com/recover`), `FromSurvivor` or `FromBackup`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<super::recovery::ClusterRecovery>,
 }
 
 /// How member pods are built.

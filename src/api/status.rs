@@ -1,6 +1,8 @@
 //! `EtcdCluster.status`: the CoreOS fields plus `observedGeneration` and current conditions.
 
 use etcd_operator_actors::lifecycle::{BootstrapRecord, Recorded};
+
+use super::recovery::RecoveryStatus;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -56,6 +58,14 @@ pub struct EtcdClusterStatus {
     /// bootstrapped again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bootstrap: Option<BootstrapStatus>,
+    /// The last recovery from a permanent loss of quorum (`spec.recovery`): written by the
+    /// recovery itself before it acts, and when the cluster is back; never written empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<RecoveryStatus>,
+    /// The newest revision a member reported: the last known revision a recovery from a
+    /// backup measures its loss against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
     /// An etcd version an upgraded member could not run: the upgrade to it is halted
     /// (`UpgradeFailed`) while `spec.version` asks for it.
     #[serde(default)]
@@ -207,6 +217,8 @@ impl EtcdClusterStatus {
                 .collect(),
             reason: self.reason.clone(),
             failed_version: self.failed_version.clone(),
+            recovery: self.recovery.as_ref().map(RecoveryStatus::to_record),
+            revision: self.revision,
         }
     }
 }

@@ -16,7 +16,9 @@ use async_trait::async_trait;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use etcd_operator_actors::lifecycle::{BootstrapRecord, CaRotationStep, MemberHealth};
+use etcd_operator_actors::lifecycle::{
+    BootstrapRecord, CaRotationStep, MemberHealth, RecoveryRecord, SnapshotSource,
+};
 use etcd_operator_actors::ports::{
     AddedMember, ApiError, ClusterApi, EtcdApi, EtcdError, EtcdErrorKind, EventRecord, KubeView,
     MemberList, MemberPod, NewMember, VersionChange,
@@ -271,6 +273,15 @@ impl ClusterApi for FencedClusterApi {
     async fn record_event(&self, event: &EventRecord) -> Result<(), ApiError> {
         self.pass(&format!("record Event {}", event.reason))?;
         self.inner.record_event(event).await
+    }
+
+    async fn record_recovery(&self, record: &RecoveryRecord) -> Result<(), ApiError> {
+        self.pass("write the recovery record into the EtcdCluster status")?;
+        self.inner.record_recovery(record).await
+    }
+
+    async fn newest_backup(&self) -> Result<Option<SnapshotSource>, ApiError> {
+        self.inner.newest_backup().await
     }
 }
 

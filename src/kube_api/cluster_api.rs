@@ -17,15 +17,17 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
 use etcd_operator_actors::lifecycle::{
-    BootstrapRecord, CaRotationStep, Claim, ClaimClass, PodView, Recorded,
+    BootstrapRecord, CaRotationStep, Claim, ClaimClass, PodView, RECOVER_ANNOTATION, Recorded,
+    RecoveryRecord, SnapshotSource, check_fence,
 };
 use etcd_operator_actors::ports::{
-    ApiError, ClusterApi, EventRecord, EventType, KubeView, MemberPod, VersionChange,
+    ApiError, ClusterApi, EventRecord, EventType, InitialState, KubeView, MemberPod, VersionChange,
 };
 use etcd_operator_actors::report::StatusReport;
 use etcd_operator_actors::topology::Topology;
 
 use super::addresses::is_published;
+use super::backups::BackupLookups;
 use super::claims::{ClassCache, claim_view, class_of};
 use super::error::api_error;
 use super::expectations::Expectations;
@@ -33,7 +35,7 @@ use super::pod_view::pod_view;
 use super::status_patch::status_from_report;
 use super::tls::{Identities, TlsSide};
 use crate::api::names::name_problem;
-use crate::api::{BootstrapStatus, EtcdCluster, EtcdClusterStatus};
+use crate::api::{BootstrapStatus, EtcdCluster, EtcdClusterStatus, RecoveryStatus};
 use crate::resources::labels::{
     MANAGED_BY_LABEL, MANAGER, UPGRADE_FROM_ANNOTATION, VOTER_LABEL, client_selector,
     object_labels, owner_reference,
@@ -69,6 +71,13 @@ pub struct KubeClusterApi {
     expectations: Expectations,
     /// The bootstrap record this operator wrote, until the cache shows it.
     written_bootstrap: Mutex<Option<BootstrapRecord>>,
+    /// The recovery record this operator wrote last, until the cache shows it.
+    written_recovery: Mutex<Option<RecoveryRecord>>,
+    /// Lookups of the newest backup `spec.recovery.backup` holds.
+    backups: BackupLookups,
+    /// Pods this operator created with `--force-new-cluster`, so that one the cache does
+    /// not show yet is not taken for the survivor's pod from before the recovery.
+    forced: Mutex<BTreeSet<String>>,
     /// Pods and PVCs whose create found them owned by someone else: checked again on
     /// every observation until they are gone (or ours).
     conflicts: Mutex<BTreeSet<(Kind, String)>>,
@@ -178,6 +187,9 @@ impl KubeClusterApi {
             recorder,
             expectations: Expectations::default(),
             written_bootstrap: Mutex::default(),
+            written_recovery: Mutex::default(),
+            backups: BackupLookups::default(),
+            forced: Mutex::default(),
             conflicts: Mutex::default(),
             classes: ClassCache::default(),
             operator_image: None,
@@ -207,7 +219,53 @@ impl KubeClusterApi {
         } else {
             recorded.bootstrap = written.clone();
         }
+        let mut recovery = self
+            .written_recovery
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if recorded.recovery == *recovery {
+            *recovery = None;
+        } else if recovery.is_some() {
+            recorded.recovery = recovery.clone();
+        }
         recorded
+    }
+
+    fn clusters_api(&self) -> Api<EtcdCluster> {
+        Api::namespaced(self.client.clone(), &self.topology.namespace)
+    }
+
+    /// The EtcdCluster read from the API server, not from the cache, before `what`.
+    async fn read_fresh(&self, what: &str) -> Result<EtcdCluster, ApiError> {
+        self.clusters_api()
+            .get_status(&self.topology.name)
+            .await
+            .map_err(|e| api_error(&format!("reading the EtcdCluster before {what}"), &e))
+    }
+
+    /// Writes `status.<field>` as a compare-and-swap: the resourceVersion of `fresh` makes
+    /// a status written since it was read (by anyone) fail the patch instead of being
+    /// overwritten.
+    async fn swap_status(
+        &self,
+        fresh: &EtcdCluster,
+        field: &str,
+        value: serde_json::Value,
+        what: &str,
+    ) -> Result<(), ApiError> {
+        let patch = json!({
+            "metadata": {"resourceVersion": fresh.resource_version()},
+            "status": {field: value},
+        });
+        self.clusters_api()
+            .patch_status(
+                &self.topology.name,
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| api_error(what, &e))
     }
 
     fn cluster(&self) -> Result<Arc<EtcdCluster>, ApiError> {
@@ -420,6 +478,11 @@ impl KubeClusterApi {
             }
         }
         for name in created {
+            let forced = self
+                .forced
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(&name);
             pods.push(PodView {
                 prepared_with: self.expectations.prepared_with(&name),
                 name,
@@ -437,6 +500,7 @@ impl KubeClusterApi {
                 // Made by this operator from the current spec.
                 tls: cluster.spec.tls_mode(),
                 published: false,
+                force_new_cluster: forced,
             });
         }
         self.expectations.correct_versions(&mut pods);
@@ -581,6 +645,14 @@ impl ClusterApi for KubeClusterApi {
             self.create_if_missing(&cluster, Kind::PersistentVolumeClaim, &pvc)
                 .await?;
         }
+        {
+            let mut forced = self.forced.lock().unwrap_or_else(|p| p.into_inner());
+            if member.state == InitialState::ForceNewCluster {
+                forced.insert(member.name.clone());
+            } else {
+                forced.remove(&member.name);
+            }
+        }
         let mut pod = member_pod(&cluster, member, self.operator_image.as_deref());
         record_trust(&mut pod, self.tls.trust(&cluster).await?.as_deref());
         if self.create_if_missing(&cluster, Kind::Pod, &pod).await? == Created::New {
@@ -666,12 +738,8 @@ impl ClusterApi for KubeClusterApi {
     }
 
     async fn record_bootstrap(&self, record: &BootstrapRecord) -> Result<(), ApiError> {
-        let api: Api<EtcdCluster> = Api::namespaced(self.client.clone(), &self.topology.namespace);
         // Read fresh, not from the cache: this is the one check before a cluster is born.
-        let fresh = api
-            .get_status(&self.topology.name)
-            .await
-            .map_err(|e| api_error("reading the EtcdCluster before recording its seed", &e))?;
+        let fresh = self.read_fresh("recording its seed").await?;
         let recorded = fresh
             .status
             .as_ref()
@@ -684,19 +752,14 @@ impl ClusterApi for KubeClusterApi {
                 recorded.bootstrap, recorded.members
             )));
         }
-        // The resourceVersion makes this a compare-and-swap: a status written since the
-        // read above (by anyone) fails the patch instead of being overwritten.
-        let patch = json!({
-            "metadata": {"resourceVersion": fresh.resource_version()},
-            "status": {"bootstrap": BootstrapStatus::from_record(record)},
-        });
-        api.patch_status(
-            &self.topology.name,
-            &PatchParams::default(),
-            &Patch::Merge(patch),
+        let bootstrap = json!(BootstrapStatus::from_record(record));
+        self.swap_status(
+            &fresh,
+            "bootstrap",
+            bootstrap,
+            "recording the seed in status",
         )
-        .await
-        .map_err(|e| api_error("recording the seed in status", &e))?;
+        .await?;
         *self
             .written_bootstrap
             .lock()
@@ -719,6 +782,55 @@ impl ClusterApi for KubeClusterApi {
             .publish(&ev, &cluster.object_ref(&()))
             .await
             .map_err(|e| api_error("recording event", &e))
+    }
+
+    async fn record_recovery(&self, record: &RecoveryRecord) -> Result<(), ApiError> {
+        // Read fresh, not from the cache: this is the fence of every recovery.
+        let fresh = self.read_fresh("recording a recovery").await?;
+        let stored = fresh.status.as_ref().and_then(|s| s.recovery.as_ref());
+        check_fence(stored.map(RecoveryStatus::to_record).as_ref(), record)
+            .map_err(ApiError::Conflict)?;
+        let now = jiff::Timestamp::now().to_string();
+        let started = stored
+            .filter(|_| record.finished)
+            .and_then(|s| s.started.clone());
+        let status = RecoveryStatus::from_record(record, started, &now);
+        let what = "recording the recovery in status";
+        self.swap_status(&fresh, "recovery", status.merge_patch(), what)
+            .await?;
+        *self
+            .written_recovery
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(record.clone());
+        if !record.finished && fresh.annotations().contains_key(RECOVER_ANNOTATION) {
+            // The annotation asks for one recovery: it is used up once recorded.
+            let patch = json!({"metadata": {"annotations": {RECOVER_ANNOTATION: null}}});
+            self.clusters_api()
+                .patch(
+                    &self.topology.name,
+                    &PatchParams::default(),
+                    &Patch::Merge(patch),
+                )
+                .await
+                .map_err(|e| api_error(&format!("removing annotation {RECOVER_ANNOTATION}"), &e))?;
+        }
+        Ok(())
+    }
+
+    async fn newest_backup(&self) -> Result<Option<SnapshotSource>, ApiError> {
+        let cluster = self.cluster()?;
+        let Some(backup) = cluster
+            .spec
+            .recovery
+            .as_ref()
+            .and_then(|r| r.backup.as_ref())
+        else {
+            return Ok(None);
+        };
+        self.backups
+            .newest(&self.client, &self.topology.namespace, backup)
+            .await
+            .map(Some)
     }
 }
 

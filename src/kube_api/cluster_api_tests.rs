@@ -620,7 +620,6 @@ async fn the_members_own_claims_are_observed_by_member_name_with_their_phase() {
     assert_eq!(phases, expected);
 }
 
-/// Prepared joiner `name` of cluster foo, built to join `foo-aaaaa`.
 fn prepared(name: &str) -> MemberPod {
     MemberPod {
         state: InitialState::Existing,
@@ -662,4 +661,72 @@ async fn without_the_operators_image_no_joiner_is_prepared() {
         "{:?}",
         fake.calls()
     );
+}
+
+const CLUSTER: &str = "/apis/etcd.database.coreos.com/v1beta2/namespaces/ns/etcdclusters/foo";
+
+/// A recovery of `foo` from survivor `foo-a`, started or finished.
+fn recovery(finished: bool) -> etcd_operator_actors::lifecycle::RecoveryRecord {
+    etcd_operator_actors::lifecycle::RecoveryRecord {
+        incident: "dead: lost foo-b, foo-c".into(),
+        policy: etcd_operator_actors::lifecycle::RecoveryPolicy::FromSurvivor,
+        lost: vec!["foo-b".into(), "foo-c".into()],
+        survivor: Some("foo-a".into()),
+        raft_index: Some(9),
+        version: Some("3.5.35".into()),
+        backup: None,
+        last_revision: Some(5),
+        restored_revision: finished.then_some(5),
+        seed: None,
+        token: None,
+        cluster_id: Some(0xdead),
+        finished,
+    }
+}
+
+#[tokio::test]
+async fn a_recovery_is_recorded_from_a_fresh_read_once_and_uses_up_the_annotation() {
+    let fake = FakeApi::default();
+    let mut stored = cluster("foo", UID);
+    stored.metadata.annotations = Some(BTreeMap::from([(
+        etcd_operator_actors::lifecycle::RECOVER_ANNOTATION.to_string(),
+        "FromSurvivor".to_string(),
+    )]));
+    fake.holds(&format!("{CLUSTER}/status"), &stored);
+    fake.answer("PATCH", &format!("{CLUSTER}/status"), 200, to_json(&stored));
+    fake.answer("PATCH", CLUSTER, 200, to_json(&stored));
+    let api = api_with(&fake, our_services(), vec![]);
+    api.record_recovery(&recovery(false)).await.unwrap();
+    fake.assert_called(&format!("GET {CLUSTER}/status"));
+    fake.assert_called(&format!("PATCH {CLUSTER}/status"));
+    fake.assert_called(&format!("PATCH {CLUSTER}"));
+    // The cache does not show it yet; the next observation does.
+    let recorded = api.observe().await.unwrap().recorded;
+    assert_eq!(recorded.recovery, Some(recovery(false)));
+
+    // A status that records it (read fresh) refuses a second start, writing nothing.
+    let fake = FakeApi::default();
+    let mut recorded = cluster("foo", UID);
+    recorded.status = Some(crate::api::EtcdClusterStatus {
+        recovery: Some(crate::api::RecoveryStatus::from_record(
+            &recovery(false),
+            None,
+            "2026-01-01T00:00:00Z",
+        )),
+        ..Default::default()
+    });
+    fake.holds(&format!("{CLUSTER}/status"), &recorded);
+    let api = api_with(&fake, our_services(), vec![]);
+    let err = api.record_recovery(&recovery(false)).await.unwrap_err();
+    assert!(conflict_message(&err).contains("has not finished"), "{err}");
+    assert!(!fake.calls().iter().any(|c| c.starts_with("PATCH")));
+    // Its own finish is allowed.
+    fake.answer(
+        "PATCH",
+        &format!("{CLUSTER}/status"),
+        200,
+        to_json(&recorded),
+    );
+    api.record_recovery(&recovery(true)).await.unwrap();
+    fake.assert_called(&format!("PATCH {CLUSTER}/status"));
 }

@@ -153,6 +153,7 @@ mod tests {
             pod_template: None,
             restarts: 0,
             crash: None,
+            force_new_cluster: false,
             tls: Default::default(),
             published: true,
             prepared_with: None,

@@ -1,6 +1,7 @@
 //! The Kubernetes side of a cluster: the actors' `ClusterApi` port over kube-rs.
 
 mod addresses;
+mod backups;
 mod claims;
 mod cluster_api;
 mod error;

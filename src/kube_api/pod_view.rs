@@ -6,8 +6,8 @@ use kube::ResourceExt;
 use etcd_operator_actors::lifecycle::{PodPhase, PodView, TlsMode};
 
 use crate::resources::labels::{
-    POD_TEMPLATE_ANNOTATION, PREPARED_ANNOTATION, TLS_ANNOTATION, UPGRADE_FROM_ANNOTATION,
-    VOTER_LABEL,
+    FORCE_NEW_CLUSTER_ANNOTATION, POD_TEMPLATE_ANNOTATION, PREPARED_ANNOTATION, TLS_ANNOTATION,
+    UPGRADE_FROM_ANNOTATION, VOTER_LABEL,
 };
 use crate::resources::{ETCD_CONTAINER, version_of_image};
 
@@ -56,6 +56,7 @@ pub fn pod_view(pod: &Pod) -> PodView {
                 .map(str::to_string)
                 .collect()
         }),
+        force_new_cluster: annotation(pod, FORCE_NEW_CLUSTER_ANNOTATION).as_deref() == Some("true"),
     }
 }
 

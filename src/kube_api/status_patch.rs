@@ -62,6 +62,9 @@ pub fn status_from_report(
         target_version: report.target_version.clone(),
         observed_generation: Some(report.observed_generation),
         bootstrap,
+        // Written by the recovery itself (`record_recovery`), never by a report.
+        recovery: None,
+        revision: report.revision,
         failed_version: report.failed_version.clone(),
         tls: report.tls.as_ref().map(tls_status),
     }
@@ -147,6 +150,7 @@ mod tests {
                 cluster_id: Some(0xabc),
             }),
             failed_version: None,
+            revision: None,
             tls: None,
         }
     }

@@ -32,6 +32,10 @@ pub(crate) const TLS_ANNOTATION: &str = "etcd.database.coreos.com/tls";
 /// it was built to join, by name, comma-separated. Its etcd waits in an init container
 /// until the member list holds its peer URL.
 pub(crate) const PREPARED_ANNOTATION: &str = "etcd.database.coreos.com/prepared-with";
+/// Pod annotation (`"true"`): the pod restarts its member alone with `--force-new-cluster`
+/// (a recovery from a survivor). Such a pod is made again without the flag once the
+/// member runs alone, so that no restart of its container drops members added later.
+pub(crate) const FORCE_NEW_CLUSTER_ANNOTATION: &str = "etcd.database.coreos.com/force-new-cluster";
 
 /// Pod label of voting members (`"true"`): the client Service selects it, so learners,
 /// which refuse client requests, never receive clients.

@@ -8,6 +8,7 @@ mod service;
 mod tls;
 
 pub(crate) use budget::{disruption_budget, min_available};
+pub use pod::etcd_flags;
 pub(crate) use pod::{
     ETCD_CONTAINER, image, member_of_claim, member_pod, pvc_name, version_of_image,
 };

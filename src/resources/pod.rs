@@ -17,8 +17,8 @@ use etcd_operator_actors::ports::{InitialState, MemberPod};
 use etcd_operator_actors::topology::{CLIENT_PORT, PEER_PORT, Topology};
 
 use super::labels::{
-    POD_TEMPLATE_ANNOTATION, PREPARED_ANNOTATION, TLS_ANNOTATION, VOTER_LABEL, object_labels,
-    owner_reference, selector,
+    FORCE_NEW_CLUSTER_ANNOTATION, POD_TEMPLATE_ANNOTATION, PREPARED_ANNOTATION, TLS_ANNOTATION,
+    VOTER_LABEL, object_labels, owner_reference, selector,
 };
 use super::restore::{credentials_volume, restore_containers, restricted};
 use super::tls::{
@@ -67,7 +67,7 @@ pub(crate) fn member_of_claim(claim: &str) -> Option<&str> {
 /// downward API); every advertised URL uses the member's DNS name, never an IP. With TLS
 /// the URLs are `https`, clients also reach the member on its own loopback address (the
 /// readiness probe), and both sides need certificates.
-pub(crate) fn etcd_flags(topology: &Topology, member: &MemberPod, tls: TlsMode) -> Vec<String> {
+pub fn etcd_flags(topology: &Topology, member: &MemberPod, tls: TlsMode) -> Vec<String> {
     let scheme = tls.scheme();
     let mut listen_clients = format!("{scheme}://$(POD_IP):{CLIENT_PORT}");
     if tls.enabled() {
@@ -97,6 +97,12 @@ pub(crate) fn etcd_flags(topology: &Topology, member: &MemberPod, tls: TlsMode) 
             flags.push(format!("--initial-cluster-token={token}"));
         }
         InitialState::Existing => flags.push("--initial-cluster-state=existing".into()),
+        InitialState::ForceNewCluster => {
+            // The member's own data directory says which cluster it is; etcd keeps it
+            // (cluster ID, keys) and drops every other member.
+            flags.push("--initial-cluster-state=existing".into());
+            flags.push("--force-new-cluster".into());
+        }
     }
     flags
 }
@@ -309,7 +315,8 @@ fn pod_labels(cluster: &str, policy: &PodPolicy, voter: bool) -> BTreeMap<String
 }
 
 /// The user's annotations plus the digest of the pod policy the pod was made from (and
-/// for a prepared joiner, the members it was built to join).
+/// for a prepared joiner, the members it was built to join; for a survivor restarted
+/// alone, that it is).
 fn pod_annotations(
     cluster: &EtcdCluster,
     policy: &PodPolicy,
@@ -326,6 +333,9 @@ fn pod_annotations(
     );
     if let Some(peers) = &member.prepared_with {
         annotations.insert(PREPARED_ANNOTATION.to_string(), peers.join(","));
+    }
+    if member.state == InitialState::ForceNewCluster {
+        annotations.insert(FORCE_NEW_CLUSTER_ANNOTATION.to_string(), "true".to_string());
     }
     annotations
 }

@@ -96,6 +96,35 @@ fn joining_member_flags_use_existing_state_and_the_live_member_list() {
 }
 
 #[test]
+fn a_survivor_restarted_alone_keeps_its_data_and_forces_a_new_cluster_and_says_so() {
+    let t = Topology::new("prod", "demo");
+    let survivor = MemberPod {
+        name: "demo-seed1".into(),
+        initial_cluster: t.initial_cluster(&["demo-seed1".into()], TlsMode::Off),
+        state: InitialState::ForceNewCluster,
+        voter: true,
+        ..joiner()
+    };
+    let flags = etcd_flags(&t, &survivor, TlsMode::Off);
+    assert_eq!(
+        flags[flags.len() - 2..],
+        ["--initial-cluster-state=existing", "--force-new-cluster"]
+    );
+    assert!(flags.contains(&"--data-dir=/var/etcd/data".to_string()));
+    let pod = member_pod(&cluster(spec(3, "3.5.21")), &survivor, None);
+    let annotations = pod.metadata.annotations.unwrap();
+    assert_eq!(
+        annotations
+            .get(labels::FORCE_NEW_CLUSTER_ANNOTATION)
+            .map(String::as_str),
+        Some("true")
+    );
+    let seed_pod = member_pod(&cluster(spec(3, "3.5.21")), &seed(), None);
+    let seed_annotations = seed_pod.metadata.annotations.unwrap();
+    assert!(!seed_annotations.contains_key(labels::FORCE_NEW_CLUSTER_ANNOTATION));
+}
+
+#[test]
 fn member_pod_has_hostname_subdomain_owner_and_restarts_in_place() {
     let pod = member_pod(&cluster(spec(3, "3.5.21")), &seed(), None);
     let s = pod.spec.as_ref().unwrap();

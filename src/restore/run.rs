@@ -182,7 +182,19 @@ async fn open_store(
             reason: "SecretNotFound",
             message: format!("secret {secret} does not exist"),
         })?;
-    let credentials = S3Credentials::from_secret(&data).map_err(|e| Refusal {
+    store_for(s3, lookup, &data, timeouts)
+}
+
+/// The store `s3` names, for `lookup`, opened with the credentials in `data` (the data of
+/// the Secret `s3.awsSecret`).
+pub(crate) fn store_for(
+    s3: &S3RestoreSource,
+    lookup: &Lookup,
+    data: &crate::backup::credentials::SecretData,
+    timeouts: StoreTimeouts,
+) -> Result<BackupStore, Refusal> {
+    let secret = &s3.aws_secret;
+    let credentials = S3Credentials::from_secret(data).map_err(|e| Refusal {
         reason: "InvalidSecret",
         message: format!("secret {secret}: {e}"),
     })?;

@@ -14,6 +14,7 @@ mod helm;
 mod leader;
 mod lifecycle;
 mod names;
+mod recovery;
 mod restore;
 mod safety;
 mod scale;

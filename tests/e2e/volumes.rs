@@ -10,7 +10,7 @@ use etcd_client::{Client as Etcd, ConnectOptions};
 use crate::support::*;
 
 /// A cluster of `size` members, each on a 1Gi claim of the default StorageClass.
-fn claimed_cluster_yaml(ns: &str, name: &str, size: u32) -> String {
+pub(crate) fn claimed_cluster_yaml(ns: &str, name: &str, size: u32) -> String {
     format!(
         "{}  pod:\n    persistentVolumeClaimSpec:\n      accessModes: [ReadWriteOnce]\n      \
          resources:\n        requests:\n          storage: 1Gi\n",

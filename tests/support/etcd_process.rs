@@ -43,6 +43,59 @@ pub fn etcd_bin() -> PathBuf {
     bin
 }
 
+/// A binary of the cached etcd 3.5 (`etcd`, `etcdctl`, `etcdutl`), as
+/// `testkit/env/build-binaries.sh etcd` leaves it.
+pub fn cached_etcd35(tool: &str) -> PathBuf {
+    cached_etcd("v3.5", tool)
+}
+
+/// A binary of a cached etcd release series (`v3.5`, `v3.6`).
+pub fn cached_etcd(series: &str, tool: &str) -> PathBuf {
+    let cache = std::env::var_os("ETCD_OPERATOR_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/etcd-operator")
+        });
+    let bin = cache.join("etcd").join(series).join("bin").join(tool);
+    assert!(
+        bin.exists(),
+        "no {} : build it with testkit/env/build-binaries.sh etcd",
+        bin.display()
+    );
+    bin
+}
+
+/// Writes `count` keys `key-NNNNN` = `value-NNNNN` through `endpoint`.
+pub async fn write_keys(endpoint: &str, count: usize) {
+    let mut client = etcd_client::Client::connect([endpoint], None)
+        .await
+        .unwrap();
+    for i in 0..count {
+        client
+            .put(format!("key-{i:05}"), format!("value-{i:05}"), None)
+            .await
+            .unwrap();
+    }
+}
+
+/// The keys `key-*` read through `endpoint`: how many, the last one's value, and the
+/// revision the answer came at.
+pub async fn read_keys(endpoint: &str) -> (usize, String, i64) {
+    let mut client = etcd_client::Client::connect([endpoint], None)
+        .await
+        .unwrap();
+    let all = client
+        .get("key-", Some(etcd_client::GetOptions::new().with_prefix()))
+        .await
+        .unwrap();
+    let last = all
+        .kvs()
+        .last()
+        .map(|kv| kv.value_str().unwrap().to_string())
+        .unwrap_or_default();
+    (all.kvs().len(), last, all.header().unwrap().revision())
+}
+
 /// A `/24` of loopback addresses that one test has to itself: `127.77.N.M`.
 #[derive(Debug, Clone, Copy)]
 pub struct Loopback {
@@ -118,8 +171,13 @@ impl EtcdProcess {
     /// Starts the seed of a new one-member cluster as member `m` of `net` and waits until it
     /// has elected itself leader.
     pub async fn start_seed(net: &Loopback, m: u8, name: &str) -> Self {
+        Self::start_seed_with(&etcd_bin(), net, m, name).await
+    }
+
+    /// [`EtcdProcess::start_seed`] with the etcd binary `bin`.
+    pub async fn start_seed_with(bin: &Path, net: &Loopback, m: u8, name: &str) -> Self {
         let initial_cluster = net.cluster_entry(name, m);
-        let mut member = Self::spawn(net, m, name, &initial_cluster, "new");
+        let mut member = Self::spawn_with(bin, net, m, name, &initial_cluster, "new");
         member.wait_ready().await;
         member
     }
@@ -129,13 +187,36 @@ impl EtcdProcess {
     /// (every member's `name=peer URL`, this one's included). Waits until it answers with a
     /// leader.
     pub async fn join(net: &Loopback, m: u8, name: &str, initial_cluster: &str) -> Self {
-        let mut member = Self::spawn(net, m, name, initial_cluster, "existing");
+        Self::join_with(&etcd_bin(), net, m, name, initial_cluster).await
+    }
+
+    /// [`EtcdProcess::join`] with the etcd binary `bin`.
+    pub async fn join_with(
+        bin: &Path,
+        net: &Loopback,
+        m: u8,
+        name: &str,
+        initial_cluster: &str,
+    ) -> Self {
+        let mut member = Self::spawn_with(bin, net, m, name, initial_cluster, "existing");
         member.wait_ready().await;
         member
     }
 
     /// Starts the process without waiting for it.
     pub fn spawn(net: &Loopback, m: u8, name: &str, initial_cluster: &str, state: &str) -> Self {
+        Self::spawn_with(&etcd_bin(), net, m, name, initial_cluster, state)
+    }
+
+    /// [`EtcdProcess::spawn`] with the etcd binary `bin`.
+    pub fn spawn_with(
+        bin: &Path,
+        net: &Loopback,
+        m: u8,
+        name: &str,
+        initial_cluster: &str,
+        state: &str,
+    ) -> Self {
         let dir = std::env::temp_dir().join(format!(
             "etcd-operator-test-{}-{}-{name}",
             std::process::id(),
@@ -182,7 +263,7 @@ impl EtcdProcess {
             peer_url,
             args,
             dir,
-            bin: etcd_bin(),
+            bin: bin.to_path_buf(),
             child: None,
         };
         member.launch();
@@ -338,6 +419,21 @@ impl EtcdProcess {
         self.stop();
         self.launch();
         self.wait_ready().await;
+    }
+
+    /// Stops the member, then starts it again on its data directory with the command
+    /// line `args` instead of its own (as a new pod of the same member would), and waits
+    /// until it is ready.
+    pub async fn relaunch_with(&mut self, args: Vec<String>) {
+        self.stop();
+        self.args = args;
+        self.launch();
+        self.wait_ready().await;
+    }
+
+    /// The member's data directory.
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.join("data")
     }
 
     /// The member's temporary directory (data and log).

@@ -4,12 +4,16 @@
 use actix::Addr;
 use serde::Serialize;
 
-use crate::lifecycle::{Action, BootstrapRecord, MemberView, SnapshotSource, TlsMode, Version};
+use crate::lifecycle::{
+    Action, BootstrapRecord, MemberView, RecoveryPolicy, RecoveryRecord, SnapshotSource, TlsMode,
+    Version,
+};
 use crate::member_client::{
     AddMember, ListMembers, MemberClient, PromoteMember, RemoveMember, ask,
 };
 use crate::ports::{
-    ClusterApi, EtcdError, EtcdErrorKind, InitialState, MemberPod, NewMember, VersionChange,
+    ClusterApi, EtcdError, EtcdErrorKind, EventRecord, EventType, InitialState, MemberPod,
+    NewMember, VersionChange,
 };
 use crate::topology::Topology;
 
@@ -254,7 +258,110 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
             let note = format!("member {name} is healthy on etcd {version}");
             set_version(fx, name, version, None, note).await
         }
+        Action::BeginRecovery { record } => begin_recovery(fx, record).await,
+        Action::ForceNewCluster { name, version } => {
+            let pod = MemberPod {
+                name: name.clone(),
+                version: version.clone(),
+                initial_cluster: fx
+                    .topology
+                    .initial_cluster(std::slice::from_ref(name), fx.tls),
+                state: InitialState::ForceNewCluster,
+                voter: true,
+                restore: None,
+                prepared_with: None,
+            };
+            let created = fx.kube.create_member_pod(&pod).await;
+            created.map_err(|e| format!("creating pod {name}: {e}"))?;
+            let note = format!(
+                "restarted survivor {name} alone with --force-new-cluster on its volume \
+                 (etcd {version})"
+            );
+            Ok(Done::member(note, name))
+        }
+        Action::StartRecoverySeed {
+            name,
+            token,
+            version,
+            restore,
+        } => {
+            start_seed(fx, name, token, version, Some(restore)).await?;
+            let note = format!(
+                "started recovery seed {name} (etcd {version}){}",
+                from_snapshot(Some(restore))
+            );
+            Ok(Done::member(note, name))
+        }
+        Action::FinishRecovery { record } => {
+            let note = recovery_note(record);
+            fx.kube
+                .record_recovery(record)
+                .await
+                .map_err(|e| format!("recording the end of the recovery in status: {e}"))?;
+            announce(fx, "RecoveryFinished", &note).await;
+            Ok(Done::cluster(note))
+        }
     }
+}
+
+/// Records a recovery (naming a restore's new seed first), then raises its Event: both
+/// before anything of the recovery is done.
+async fn begin_recovery(fx: &Effectors<'_>, record: &RecoveryRecord) -> Result<Done, Failure> {
+    let mut record = record.clone();
+    if record.policy == RecoveryPolicy::FromBackup && record.seed.is_none() {
+        let t = fx.topology;
+        record.seed = Some(t.new_member_name(&mut rand::rng()));
+        record.token = Some(format!("{}-{:016x}", t.name, rand::random::<u64>()));
+    }
+    fx.kube
+        .record_recovery(&record)
+        .await
+        .map_err(|e| format!("recording the recovery in status: {e}"))?;
+    let note = recovery_note(&record);
+    announce(fx, "RecoveryStarted", &note).await;
+    Ok(Done::cluster(note))
+}
+
+/// Raises a recovery's Warning Event now (not after the tick): it must precede the steps.
+async fn announce(fx: &Effectors<'_>, reason: &str, note: &str) {
+    let event = EventRecord {
+        kind: EventType::Warning,
+        reason: reason.to_string(),
+        action: "Recover".into(),
+        note: note.to_string(),
+        member: None,
+    };
+    // An Event that cannot be written must not stop the recovery: the status has it.
+    let _ = fx.kube.record_event(&event).await;
+}
+
+/// What a recovery record says, for people.
+fn recovery_note(r: &RecoveryRecord) -> String {
+    let rev = |r: Option<i64>| r.map_or_else(|| "unknown".to_string(), |r| r.to_string());
+    let what = match (&r.survivor, &r.backup) {
+        (Some(s), _) => format!(
+            "from survivor {s} (raft index {})",
+            r.raft_index
+                .map_or_else(|| "unknown".into(), |i| i.to_string())
+        ),
+        (None, Some(b)) => format!(
+            "from backup {} (revision {}) into seed {}",
+            b.path(),
+            b.revision,
+            r.seed.as_deref().unwrap_or("?")
+        ),
+        (None, None) => "with nothing to recover from".to_string(),
+    };
+    let state = if r.finished { "finished" } else { "started" };
+    format!(
+        "{} recovery {state} for incident {:?} (lost {}), {what}; last known revision {}, \
+         restored revision {}",
+        r.policy,
+        r.incident,
+        r.lost.join(", "),
+        rev(r.last_revision),
+        rev(r.restored_revision)
+    )
 }
 
 /// A membership call through the MemberClient; `context` names it in the error.

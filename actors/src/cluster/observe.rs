@@ -45,8 +45,17 @@ pub(crate) async fn observe(
         } => probe.all(list, *cluster_id, topology, tls).await,
         Membership::Unreachable { .. } => BTreeMap::new(),
     };
+    let newest_backup = if may_need_a_backup(&view, &membership, &health) {
+        kube.newest_backup()
+            .await
+            .map_err(|e| e.to_string())
+            .transpose()
+    } else {
+        None
+    };
     Ok(Observation {
         now: Instant::now(),
+        newest_backup,
         pods: view.pods,
         services_present: view.services_present,
         disruption_budget: view.disruption_budget,
@@ -60,6 +69,27 @@ pub(crate) async fn observe(
         tls: view.tls,
         prepares_joiners: view.prepares_joiners,
     })
+}
+
+/// Whether a recovery may need the newest backup: the cluster exists and no quorum of
+/// its voting members answers, healthy. Only then is the store read.
+fn may_need_a_backup(
+    view: &crate::ports::KubeView,
+    membership: &Membership,
+    health: &BTreeMap<u64, MemberHealth>,
+) -> bool {
+    let born = view.recorded.bootstrap.is_some() || !view.recorded.members.is_empty();
+    born && match membership {
+        Membership::Unreachable { .. } => true,
+        Membership::Listed { members, .. } => {
+            let voters: Vec<&MemberView> = members.iter().filter(|m| !m.is_learner).collect();
+            let healthy = voters
+                .iter()
+                .filter(|m| health.get(&m.id).is_some_and(MemberHealth::is_healthy))
+                .count();
+            healthy <= voters.len() / 2
+        }
+    }
 }
 
 /// Status probes of members: every started member at once, straight through the etcd port

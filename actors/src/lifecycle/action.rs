@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::{CaRotationStep, SnapshotSource, Version};
+use super::{CaRotationStep, RecoveryRecord, SnapshotSource, Version};
 
 /// One step the Cluster actor must perform. A decision returns a short list of these;
 /// the actor executes them in order and stops at the first failure.
@@ -160,6 +160,41 @@ pub enum Action {
         /// The quorum of the voting members.
         min_available: u32,
     },
+    /// Record a recovery from a loss of quorum in the status (`status.recovery`) and raise
+    /// its Event, before anything is touched: refused when the status holds a recovery
+    /// that has not finished. A restore from a backup gets its new seed's name and token
+    /// here, as a bootstrap does.
+    BeginRecovery {
+        /// The recovery.
+        record: RecoveryRecord,
+    },
+    /// Create the pod of a surviving member (on its own volume) that restarts it alone
+    /// with `--force-new-cluster`: etcd drops every other member and keeps the data.
+    ForceNewCluster {
+        /// Member (and pod) name.
+        name: String,
+        /// etcd version it ran.
+        version: Version,
+    },
+    /// Create the pod of the seed a recovery from a backup recorded: it restores the
+    /// backup into its data directory, then starts a new one-member cluster
+    /// (`--initial-cluster-state=new` under the recorded token).
+    StartRecoverySeed {
+        /// Recorded seed (and pod) name.
+        name: String,
+        /// Recorded `--initial-cluster-token`.
+        token: String,
+        /// etcd version to run.
+        version: Version,
+        /// The backup restored.
+        restore: SnapshotSource,
+    },
+    /// Record in the status that a recovery finished (with the revision the cluster came
+    /// back at), and raise its Event.
+    FinishRecovery {
+        /// The finished record.
+        record: RecoveryRecord,
+    },
     /// The member is healthy on its new version: drop its pod's upgrade mark.
     ConfirmUpgrade {
         /// Member (and pod) name.
@@ -192,6 +227,10 @@ impl Action {
             Action::ConfirmUpgrade { .. } => "confirm_upgrade",
             Action::LabelVoter { .. } => "label_voter",
             Action::SetDisruptionBudget { .. } => "set_disruption_budget",
+            Action::BeginRecovery { .. } => "begin_recovery",
+            Action::ForceNewCluster { .. } => "force_new_cluster",
+            Action::StartRecoverySeed { .. } => "start_recovery_seed",
+            Action::FinishRecovery { .. } => "finish_recovery",
         }
     }
 }

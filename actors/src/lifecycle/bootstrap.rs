@@ -9,7 +9,7 @@
 
 use serde::Serialize;
 
-use super::{Membership, Observation, State};
+use super::{Membership, Observation, RecoveryRecord, State};
 
 /// The durable record of a cluster's birth (`status.bootstrap`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -56,6 +56,10 @@ pub struct Recorded {
     pub reason: String,
     /// `status.failedVersion`: a version an upgraded member could not run.
     pub failed_version: Option<String>,
+    /// `status.recovery`: the last recovery from a loss of quorum, finished or not.
+    pub recovery: Option<RecoveryRecord>,
+    /// `status.revision`: the newest revision a member reported, as last published.
+    pub revision: Option<i64>,
 }
 
 /// Where a cluster stands with respect to its one bootstrap.

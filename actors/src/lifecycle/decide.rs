@@ -28,7 +28,7 @@ use super::{
     Action, Birth, Deadlines, DesiredCluster, MemberView, Membership, Observation, Phase, PodView,
     Reason, SnapshotSource, State, UpgradePath, Version, Why, check_readable,
 };
-use super::{crash, rollout, tls, volumes};
+use super::{crash, recovery, rollout, tls, volumes};
 use super::{transition, upgrade};
 
 /// Grace time before a pod that has no etcd member is deleted, so that a member list read
@@ -95,6 +95,10 @@ fn step(
         );
         return settle(state, Phase::Paused, vec![], why);
     }
+    recovery::track_loss(&mut state, obs);
+    if let Some(d) = recovery::in_progress(&state, obs, &target) {
+        return d;
+    }
     upgrade::track_upgrades(&mut state, obs, |pod| healthy_on_own_version(obs, pod));
     upgrade::note_failures(&mut state, obs, &target);
     if let Some(d) = upgrade::failed_upgrade(&mut state, obs, deadlines) {
@@ -112,7 +116,7 @@ fn step(
                 version: &target,
                 restore: spec.restore.as_ref(),
             };
-            without_member_list(state, obs, birth, error, seed)
+            without_member_list(state, obs, birth, error, (seed, spec))
         }
         Membership::Listed { members, .. } => {
             track_timers(&mut state, obs, members);
@@ -148,13 +152,7 @@ fn check_cluster_id(state: &mut State, obs: &Observation) -> Result<(), Why> {
     let Membership::Listed { cluster_id, .. } = &obs.membership else {
         return Ok(());
     };
-    let recorded = obs
-        .recorded
-        .bootstrap
-        .as_ref()
-        .and_then(|r| r.cluster_id)
-        .or(state.cluster_id);
-    match recorded {
+    match recovery::recorded_cluster_id(state, obs) {
         Some(expected) if expected != *cluster_id => Err(Why::new(
             Reason::ClusterIdMismatch,
             format!(
@@ -271,7 +269,7 @@ fn without_member_list(
     obs: &Observation,
     birth: Birth<'_>,
     error: &str,
-    seed: Seed<'_>,
+    (seed, spec): (Seed<'_>, &DesiredCluster),
 ) -> Decision {
     let target = seed.version;
     // Missing Services are recreated whatever else happens: without the headless Service
@@ -294,17 +292,19 @@ fn without_member_list(
         return d;
     }
     match birth {
-        Birth::Born { .. } if live.is_empty() => block(
-            state,
-            Why::new(
+        Birth::Born { .. } if live.is_empty() => {
+            let why = Why::new(
                 Reason::AllMembersLost,
                 "every member's pod is gone or dead and no member answers; the operator \
                  will not create an empty cluster in its place, nor delete the failed pods \
                  that may hold its data (restore from a backup, or delete and recreate the \
                  EtcdCluster)",
-            ),
-            actions,
-        ),
+            );
+            let mut d = recovery::quorum_lost(state, obs, spec, target, why);
+            actions.append(&mut d.actions);
+            d.actions = actions;
+            d
+        }
         Birth::Born { .. } => block(
             state,
             Why::new(
@@ -558,7 +558,7 @@ fn with_member_list(
         return d(state);
     }
     if view.healthy_voters < view.quorum() {
-        return quorum_lost(state, view);
+        return quorum_lost(state, view, spec, target);
     }
     if let Some(d) = dead_or_unhealthy_member(&state, view, deadlines) {
         return d(state);
@@ -591,7 +591,12 @@ fn on_volumes(state: State, on: volumes::OnVolumes) -> Decision {
     }
 }
 
-fn quorum_lost(mut state: State, view: &ClusterView<'_>) -> Decision {
+fn quorum_lost(
+    mut state: State,
+    view: &ClusterView<'_>,
+    spec: &DesiredCluster,
+    target: &Version,
+) -> Decision {
     // The unhealthy timers start afresh when quorum is back: time spent without quorum
     // says nothing about one member.
     state.unhealthy_since.clear();
@@ -605,7 +610,7 @@ fn quorum_lost(mut state: State, view: &ClusterView<'_>) -> Decision {
             view.quorum()
         ),
     );
-    blocked(state, why)
+    recovery::quorum_lost(state, view.obs, spec, target, why)
 }
 
 /// A learner that caught up is promoted.

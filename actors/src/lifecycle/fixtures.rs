@@ -42,6 +42,7 @@ impl World {
                 health: BTreeMap::new(),
                 tls: TlsObservation::default(),
                 prepares_joiners: false,
+                newest_backup: None,
             },
             members: Vec::new(),
             listed: false,
@@ -137,6 +138,7 @@ impl World {
             tls: TlsMode::Off,
             published: true,
             prepared_with: None,
+            force_new_cluster: false,
         });
         self
     }

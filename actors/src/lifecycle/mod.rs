@@ -7,6 +7,7 @@ mod crash;
 mod decide;
 mod observation;
 mod reason;
+mod recovery;
 mod restore;
 mod rollout;
 mod spec;
@@ -24,6 +25,8 @@ pub(crate) mod fixtures;
 #[cfg(test)]
 mod joiner_tests;
 #[cfg(test)]
+mod recovery_tests;
+#[cfg(test)]
 mod rollout_tests;
 #[cfg(test)]
 mod rotation_tests;
@@ -37,6 +40,10 @@ pub use observation::{
     PodView,
 };
 pub use reason::{Reason, Why};
+pub use recovery::{
+    DEFAULT_QUORUM_LOSS, FORCE_NEW_CLUSTER_VERIFIED, RECOVER_ANNOTATION, RecoveryPolicy,
+    RecoveryRecord, RecoverySpec, check_fence, force_new_cluster_is_safe,
+};
 pub use restore::{SnapshotSource, Unreadable, check_readable, restores_with_etcdutl};
 pub use spec::{DesiredCluster, Storage};
 pub use state::{Deadlines, Phase, State};

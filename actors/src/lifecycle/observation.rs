@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use super::{Recorded, TlsMode, TlsObservation, Version};
+use super::{Recorded, SnapshotSource, TlsMode, TlsObservation, Version};
 
 /// Lifecycle phase of a pod as Kubernetes reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -67,6 +67,9 @@ pub struct PodView {
     /// held back by an init container until etcd's member list holds its peer URL.
     /// `None` for every other pod.
     pub prepared_with: Option<Vec<String>>,
+    /// The pod restarts its member alone with `--force-new-cluster` (a recovery from a
+    /// survivor); such a pod is made again without the flag once the member runs alone.
+    pub force_new_cluster: bool,
 }
 
 impl PodView {
@@ -88,6 +91,7 @@ impl PodView {
             tls: TlsMode::Off,
             published: true,
             prepared_with: None,
+            force_new_cluster: false,
         }
     }
 
@@ -204,6 +208,11 @@ pub struct MemberHealth {
     pub errors: Vec<String>,
     /// The etcd cluster the answer came from (the response header's cluster ID).
     pub cluster_id: Option<u64>,
+    /// The member's raft index: how far its log goes (the survivor with the highest one
+    /// has every committed entry any survivor has).
+    pub raft_index: Option<u64>,
+    /// The revision of the member's key-value store.
+    pub revision: Option<i64>,
 }
 
 impl MemberHealth {
@@ -215,6 +224,8 @@ impl MemberHealth {
             leader: None,
             errors: Vec::new(),
             cluster_id: None,
+            raft_index: None,
+            revision: None,
         }
     }
 
@@ -226,6 +237,8 @@ impl MemberHealth {
             leader: None,
             errors: vec![why.to_string()],
             cluster_id: None,
+            raft_index: None,
+            revision: None,
         }
     }
 
@@ -284,6 +297,9 @@ pub struct Observation {
     /// operator's own image, which the pod's gate runs). Without it a member is added
     /// first and its pod made after.
     pub prepares_joiners: bool,
+    /// The newest verified backup of `spec.recovery.backup`, looked up only while the
+    /// quorum is lost (`None`: not looked up, or no store is named), or why there is none.
+    pub newest_backup: Option<Result<SnapshotSource, String>>,
 }
 
 impl Observation {

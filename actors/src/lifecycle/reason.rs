@@ -89,6 +89,13 @@ reasons! {
     WaitingForMemberAddresses,
     /// The cluster matches its spec.
     Converged,
+    /// A recorded recovery restarts the surviving member with the highest raft index
+    /// alone (`--force-new-cluster`).
+    RecoveringFromSurvivor,
+    /// A recorded recovery restores the newest verified backup into a new seed.
+    RecoveringFromBackup,
+    /// A recovery finished: the cluster runs again (and grows back with learners).
+    Recovered,
     // Refusals and blocks.
     /// `spec.paused`.
     Paused,
@@ -126,6 +133,9 @@ reasons! {
     UpgradeFailed,
     /// `spec.restore` names a snapshot the cluster's etcd version cannot read.
     RestoreRefused,
+    /// A recovery from a loss of quorum cannot proceed (no survivor, no backup, data on
+    /// emptyDir, already done for this incident); the message says why.
+    RecoveryRefused,
     /// The decision broke the state machine's rules (a bug); nothing was done.
     IllegalTransition,
 }
@@ -157,6 +167,7 @@ impl Reason {
                 | Reason::VersionSkipRefused
                 | Reason::UpgradeFailed
                 | Reason::RestoreRefused
+                | Reason::RecoveryRefused
                 | Reason::IllegalTransition
         )
     }

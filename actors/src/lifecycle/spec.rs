@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::{SnapshotSource, TlsMode};
+use super::{RecoverySpec, SnapshotSource, TlsMode};
 
 /// The desired shape of one etcd cluster, taken from its `EtcdCluster` spec.
 ///
@@ -34,6 +34,9 @@ pub struct DesiredCluster {
     /// The snapshot the seed restores before it starts (`spec.restore`, written by an
     /// EtcdRestore): read only while the cluster has never bootstrapped.
     pub restore: Option<SnapshotSource>,
+    /// What to do about a permanent loss of quorum (`spec.recovery` and the recovery
+    /// annotation).
+    pub recovery: RecoverySpec,
 }
 
 /// A storage request: as written, and in bytes.
@@ -59,6 +62,7 @@ impl DesiredCluster {
             pod_template: String::new(),
             storage: None,
             restore: None,
+            recovery: RecoverySpec::default(),
         }
     }
 }

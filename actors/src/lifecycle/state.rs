@@ -136,6 +136,11 @@ pub struct State {
     /// on its new version.
     #[serde(skip)]
     pub upgrade_since: BTreeMap<String, Instant>,
+    /// When a permanent loss of quorum (voting members gone with their data) was first
+    /// seen; cleared as soon as it is not seen. A recovery waits
+    /// `spec.recovery.quorumLossSeconds` from here.
+    #[serde(skip)]
+    pub quorum_lost_since: Option<Instant>,
 }
 
 impl Default for State {
@@ -148,6 +153,7 @@ impl Default for State {
             unstarted_since: BTreeMap::new(),
             orphan_since: BTreeMap::new(),
             upgrade_since: BTreeMap::new(),
+            quorum_lost_since: None,
         }
     }
 }

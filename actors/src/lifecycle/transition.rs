@@ -11,7 +11,9 @@
 //! | `Running`, `Scaling`, `Upgrading`, `Recovering`, `Restarting` | the cluster is born |
 //! | `Paused`, `Blocked` | always |
 //!
-//! And whatever the phase: a born cluster gets no seed action (`CreateSeed`, `StartSeed`).
+//! And whatever the phase: a born cluster gets no seed action (`CreateSeed`, `StartSeed`),
+//! and only a born cluster gets a recovery action (`BeginRecovery`, `ForceNewCluster`,
+//! `StartRecoverySeed`, `FinishRecovery`), in phase `Recovering`.
 //!
 //! A decision that breaks a rule is a bug in the decision function; it is replaced by
 //! `Blocked` with no actions, so a bug stops the operator instead of acting on a cluster.
@@ -41,8 +43,20 @@ pub fn check(
     let seeds = actions
         .iter()
         .any(|a| matches!(a, Action::CreateSeed { .. } | Action::StartSeed { .. }));
+    let recovers = actions.iter().any(|a| {
+        matches!(
+            a,
+            Action::BeginRecovery { .. }
+                | Action::ForceNewCluster { .. }
+                | Action::StartRecoverySeed { .. }
+                | Action::FinishRecovery { .. }
+        )
+    });
     let broken = match to {
         _ if born && seeds => Some("a cluster that exists is never seeded again"),
+        _ if recovers && !(born && *to == Phase::Recovering) => {
+            Some("only a cluster that exists is recovered, in phase Recovering")
+        }
         Phase::Starting => Some("Starting is only the phase of an actor that has not decided yet"),
         Phase::Bootstrapping if born && *from != Phase::Bootstrapping => {
             Some("a cluster that exists is never bootstrapped again")

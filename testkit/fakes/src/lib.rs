@@ -30,8 +30,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use etcd_operator_actors::lifecycle::{
-    BootstrapRecord, CaRotationStep, MemberHealth, MemberView, PodPhase, PodView, Recorded,
-    TlsMode, Version,
+    BootstrapRecord, CaRotationStep, Claim, ClaimPhase, MemberHealth, MemberView, PodPhase,
+    PodView, Recorded, RecoveryRecord, SnapshotSource, TlsMode, Version, check_fence,
 };
 use etcd_operator_actors::ports::{
     AddedMember, ApiError, ClusterApi, EtcdApi, EtcdError, EtcdErrorKind, EventRecord,
@@ -121,6 +121,8 @@ struct World {
     /// can: a network split between the operator and one member.
     cut_off: Vec<String>,
     calls: CallCounts,
+    /// Members keep their data on claims (`persistentVolumeClaimSpec`), by member name.
+    claims: Option<BTreeMap<String, Claim>>,
     etcd_in_flight: usize,
     membership_in_flight: usize,
 }
@@ -133,6 +135,10 @@ impl World {
 
     fn pod(&self, name: &str) -> Option<&PodView> {
         self.pods.iter().find(|p| p.name == name)
+    }
+
+    fn recovery_record(&self) -> Option<RecoveryRecord> {
+        self.recorded.recovery.clone()
     }
 
     /// Whether the etcd process of member `name` runs: its pod is Running and the member
@@ -270,6 +276,36 @@ impl FakeCluster {
     }
 
     // ---- knobs ----
+
+    /// Members keep their data on claims: every pod made from now on gets a Bound one,
+    /// and so does every pod there is.
+    pub fn on_claims(self) -> Self {
+        {
+            let mut w = self.lock();
+            let claims = w
+                .pods
+                .iter()
+                .map(|p| (p.name.clone(), Claim::new(ClaimPhase::Bound)))
+                .collect();
+            w.claims = Some(claims);
+        }
+        self
+    }
+
+    /// Member `name` is gone with its data: its pod and its claim deleted (it stays in
+    /// etcd's member list, answering nothing).
+    pub fn lose_member_data(&self, name: &str) {
+        let mut w = self.lock();
+        w.pods.retain(|p| p.name != name);
+        if let Some(claims) = w.claims.as_mut() {
+            claims.remove(name);
+        }
+    }
+
+    /// The recovery the status records (`record_recovery`).
+    pub fn recovery(&self) -> Option<RecoveryRecord> {
+        self.lock().recovery_record()
+    }
 
     /// Kills member `name`'s pod: it turns Failed and not ready, and the member, still in
     /// etcd's member list, stops answering. Returns whether the pod existed.
@@ -593,6 +629,8 @@ impl EtcdApi for FakeCluster {
             leader: w.leader(),
             errors: Vec::new(),
             cluster_id: Some(w.cluster_id),
+            raft_index: Some(100 + member.id),
+            revision: Some(50),
         })
     }
 }
@@ -616,7 +654,7 @@ impl ClusterApi for FakeCluster {
             pods: w.pods.clone(),
             services_present: w.services_present,
             disruption_budget: w.disruption_budget,
-            claims: Default::default(),
+            claims: w.claims.clone().unwrap_or_default(),
             claim_class: None,
             recorded: w.recorded.clone(),
             name_conflict: None,
@@ -670,6 +708,11 @@ impl ClusterApi for FakeCluster {
             // As the real adapter: creating a pod of ours that exists is done already.
             return Ok(());
         }
+        if let Some(claims) = w.claims.as_mut() {
+            claims
+                .entry(pod.name.clone())
+                .or_insert_with(|| Claim::new(ClaimPhase::Bound));
+        }
         let mut view = PodView::running(&pod.name, &pod.version.to_string());
         view.voter = pod.voter;
         if let Some(peers) = &pod.prepared_with {
@@ -694,6 +737,13 @@ impl ClusterApi for FakeCluster {
                     is_learner: false,
                 }];
             }
+            InitialState::ForceNewCluster => {
+                // etcd drops every other member and keeps this one, with its data.
+                w.members.retain(|m| m.name == pod.name);
+                view.force_new_cluster = true;
+            }
+            // A member that has started comes back on its claim with its data.
+            InitialState::Existing if w.members.iter().any(|m| m.name == pod.name) => {}
             InitialState::Existing => {
                 let client_url = self.topology.client_url(&pod.name, TlsMode::Off);
                 let joining = w
@@ -721,6 +771,9 @@ impl ClusterApi for FakeCluster {
         let mut w = self.lock();
         w.calls.delete_pod += 1;
         w.pods.retain(|p| p.name != name);
+        if let Some(claims) = w.claims.as_mut() {
+            claims.remove(name);
+        }
         Ok(())
     }
 
@@ -792,6 +845,18 @@ impl ClusterApi for FakeCluster {
         w.calls.record_event += 1;
         w.events.push(event.clone());
         Ok(())
+    }
+
+    async fn record_recovery(&self, record: &RecoveryRecord) -> Result<(), ApiError> {
+        let mut w = self.lock();
+        check_fence(w.recorded.recovery.as_ref(), record).map_err(ApiError::Conflict)?;
+        w.recorded.recovery = Some(record.clone());
+        Ok(())
+    }
+
+    async fn newest_backup(&self) -> Result<Option<SnapshotSource>, ApiError> {
+        // The fake has no object store.
+        Ok(None)
     }
 }
 

@@ -1,0 +1,811 @@
+//! Recovery from a permanent loss of quorum (`spec.recovery`), as data and pure decisions.
+//!
+//! A quorum is lost *permanently* when more voting members are gone than the cluster can
+//! lose: their pods are gone and their data with them (a claim lost or deleted, or an
+//! emptyDir whose pod is gone). Members that merely do not answer are not gone: their
+//! quorum may come back by itself, and nothing is done.
+//!
+//! Once a permanent loss has lasted `quorumLossSeconds`, the policy decides:
+//!
+//! - `Manual` reports what the operator knows (members gone and surviving, each
+//!   survivor's raft index and revision, the newest backup) and the annotation
+//!   ([`RECOVER_ANNOTATION`]) that triggers one of the two recoveries;
+//! - `FromSurvivor` restarts the survivor with the highest raft index alone, with
+//!   `--force-new-cluster`, on its own volume; the scale-up path then grows the cluster
+//!   back with learners;
+//! - `FromBackup`, when no member keeps any data, restores the newest verified backup
+//!   into a new seed of the same EtcdCluster (same name, same Services).
+//!
+//! Every recovery is fenced like the bootstrap: a [`RecoveryRecord`] is written into the
+//! status (refused if an unfinished one is there) and an Event raised *before* anything
+//! is touched; the record names the incident, and an incident that was recovered once is
+//! never recovered again.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::decide::settle;
+use super::{
+    Action, Decision, MemberView, Membership, Observation, Phase, Reason, SnapshotSource, State,
+    Version, Why, check_readable, volumes,
+};
+
+/// The annotation on an EtcdCluster that triggers a recovery whatever `spec.recovery`
+/// says: `FromSurvivor` or `FromBackup`. The operator removes it when it records the
+/// recovery.
+pub const RECOVER_ANNOTATION: &str = "etcd.database.coreos.com/recover";
+
+/// How long a permanent loss of quorum lasts before a recovery may start, by default.
+pub const DEFAULT_QUORUM_LOSS: Duration = Duration::from_secs(300);
+
+/// What the operator does about a permanent loss of quorum (`spec.recovery.policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub enum RecoveryPolicy {
+    /// Report only; a recovery starts when the user sets [`RECOVER_ANNOTATION`].
+    #[default]
+    Manual,
+    /// Restart the surviving member with the highest raft index alone, then grow back.
+    FromSurvivor,
+    /// Restore the newest verified backup in place, when no member keeps any data.
+    FromBackup,
+}
+
+impl RecoveryPolicy {
+    /// The policy as the spec and the annotation write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecoveryPolicy::Manual => "Manual",
+            RecoveryPolicy::FromSurvivor => "FromSurvivor",
+            RecoveryPolicy::FromBackup => "FromBackup",
+        }
+    }
+
+    /// The policy a spec or annotation value names, if any.
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::Manual, Self::FromSurvivor, Self::FromBackup]
+            .into_iter()
+            .find(|p| p.as_str() == text.trim())
+    }
+}
+
+impl fmt::Display for RecoveryPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `spec.recovery` and the recovery annotation, as the lifecycle decides on them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RecoverySpec {
+    /// `spec.recovery.policy`.
+    pub policy: RecoveryPolicy,
+    /// The recovery [`RECOVER_ANNOTATION`] asks for (it wins over `policy`).
+    pub requested: Option<RecoveryPolicy>,
+    /// `spec.recovery.quorumLossSeconds`: how long a permanent loss lasts before a
+    /// recovery may start.
+    pub quorum_loss: Duration,
+}
+
+impl Default for RecoverySpec {
+    fn default() -> Self {
+        RecoverySpec {
+            policy: RecoveryPolicy::Manual,
+            requested: None,
+            quorum_loss: DEFAULT_QUORUM_LOSS,
+        }
+    }
+}
+
+impl RecoverySpec {
+    /// The policy in force: the annotation's, else the spec's.
+    pub fn effective(&self) -> RecoveryPolicy {
+        self.requested.unwrap_or(self.policy)
+    }
+}
+
+/// The durable record of one recovery (`status.recovery`), written before it acts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecoveryRecord {
+    /// The incident: the etcd cluster and the members it lost. One incident is recovered
+    /// at most once.
+    pub incident: String,
+    /// `FromSurvivor` or `FromBackup`.
+    pub policy: RecoveryPolicy,
+    /// The voting members that were gone with their data.
+    pub lost: Vec<String>,
+    /// `FromSurvivor`: the member restarted alone.
+    pub survivor: Option<String>,
+    /// `FromSurvivor`: the survivor's raft index when it was chosen.
+    pub raft_index: Option<u64>,
+    /// `FromSurvivor`: the etcd version the survivor ran.
+    pub version: Option<String>,
+    /// `FromBackup`: the snapshot restored.
+    pub backup: Option<SnapshotSource>,
+    /// The newest revision a member was known to have before the loss.
+    pub last_revision: Option<i64>,
+    /// The revision the cluster came back at, once it did.
+    pub restored_revision: Option<i64>,
+    /// `FromBackup`: the new seed's name (and pod).
+    pub seed: Option<String>,
+    /// `FromBackup`: the new seed's `--initial-cluster-token`.
+    pub token: Option<String>,
+    /// The etcd cluster ID after the recovery (`FromSurvivor` keeps the old one; a
+    /// restore makes a new one, known once the seed answers).
+    pub cluster_id: Option<u64>,
+    /// The cluster came back: a later loss is a new incident.
+    pub finished: bool,
+}
+
+impl RecoveryRecord {
+    /// The cluster ID members must answer with: the recovered cluster's, when this record
+    /// says (`None` with a restore under way: the new seed's, whatever it is).
+    pub(crate) fn expected_cluster_id(&self) -> Option<Option<u64>> {
+        match (self.cluster_id, &self.seed) {
+            (Some(id), _) => Some(Some(id)),
+            (None, Some(_)) => Some(None),
+            (None, None) => None,
+        }
+    }
+}
+
+/// The oldest etcd of each minor version whose `--force-new-cluster` this project has
+/// seen keep every committed key for the members that join afterwards
+/// (`tests/recovery_real_etcd.rs`). Older ones are refused: etcd 3.4.23 was seen to give a
+/// new member one key fewer than the survivor serves (etcd-io/etcd#14009, and the later
+/// fixes of etcd-io/etcd#20009 in 3.5 and 3.6).
+pub const FORCE_NEW_CLUSTER_VERIFIED: &[(u64, u64, u64)] = &[(3, 5, 35), (3, 6, 16)];
+
+/// Whether etcd `version` may restart a survivor with `--force-new-cluster`: at least the
+/// verified release of its minor version ([`FORCE_NEW_CLUSTER_VERIFIED`]), or a later
+/// minor than any verified one.
+pub fn force_new_cluster_is_safe(version: &Version) -> bool {
+    let v = (version.major, version.minor, version.patch);
+    let newest = FORCE_NEW_CLUSTER_VERIFIED.iter().max();
+    FORCE_NEW_CLUSTER_VERIFIED
+        .iter()
+        .any(|&(major, minor, patch)| (v.0, v.1) == (major, minor) && v.2 >= patch)
+        || newest.is_some_and(|&(major, minor, _)| (v.0, v.1) > (major, minor))
+}
+
+/// The fence of every recovery: whether `new` may be written over `stored` (the status's
+/// record, read fresh). A recovery starts only when none is under way and its incident
+/// was never recovered; it finishes only the unfinished recovery of its own incident.
+pub fn check_fence(stored: Option<&RecoveryRecord>, new: &RecoveryRecord) -> Result<(), String> {
+    match (stored, new.finished) {
+        (None, false) => Ok(()),
+        (Some(old), false) if old.finished && old.incident != new.incident => Ok(()),
+        (Some(old), false) if !old.finished => Err(format!(
+            "refusing to start a recovery: the {} recovery of {:?} has not finished",
+            old.policy, old.incident
+        )),
+        (Some(old), false) => Err(format!(
+            "refusing to start a recovery: incident {:?} was recovered once already",
+            old.incident
+        )),
+        (Some(old), true) if !old.finished && old.incident == new.incident => Ok(()),
+        (_, true) => Err(format!(
+            "refusing to finish recovery {:?}: the status holds no unfinished recovery of it",
+            new.incident
+        )),
+    }
+}
+
+/// A voting member that keeps its data while the quorum is lost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Survivor {
+    name: String,
+    raft_index: Option<u64>,
+    revision: Option<i64>,
+    version: Option<String>,
+}
+
+/// A permanent loss of quorum: more voting members gone with their data than the
+/// cluster can lose.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Loss {
+    incident: String,
+    voters: usize,
+    lost: Vec<String>,
+    survivors: Vec<Survivor>,
+}
+
+/// Whether the members keep their data on claims (`spec.pod.persistentVolumeClaimSpec`).
+fn on_claims(obs: &Observation) -> bool {
+    !obs.claims.is_empty()
+}
+
+/// Whether member `name`'s data is gone: on claims, its claim is missing, lost or being
+/// deleted; on emptyDir, its pod is gone or dead.
+fn data_gone(obs: &Observation, name: &str) -> bool {
+    if on_claims(obs) {
+        return !volumes::on_a_volume(obs, name);
+    }
+    obs.pod(name).is_none_or(|p| p.is_dead())
+}
+
+/// The permanent loss `obs` shows, if any. `cluster` is the etcd cluster ID the incident
+/// is named after.
+fn assess(obs: &Observation, cluster: Option<u64>) -> Option<Loss> {
+    let cluster = cluster.map_or_else(|| "unknown".to_string(), |id| format!("{id:x}"));
+    match &obs.membership {
+        Membership::Listed { members, .. } => listed_loss(obs, members, &cluster),
+        Membership::Unreachable { .. } => total_loss(obs, &cluster),
+    }
+}
+
+fn listed_loss(obs: &Observation, members: &[MemberView], cluster: &str) -> Option<Loss> {
+    let voters: Vec<&MemberView> = members.iter().filter(|m| !m.is_learner).collect();
+    let quorum = voters.len() / 2 + 1;
+    let healthy = voters
+        .iter()
+        .filter(|m| m.started() && obs.health.get(&m.id).is_some_and(|h| h.is_healthy()))
+        .count();
+    let mut lost: Vec<String> = voters
+        .iter()
+        .filter_map(|m| m.pod_name())
+        .filter(|name| data_gone(obs, name))
+        .collect();
+    lost.sort();
+    // Not lost, or a quorum that may still come back by itself.
+    if healthy >= quorum || voters.len() - lost.len() >= quorum {
+        return None;
+    }
+    let survivors = voters
+        .iter()
+        .filter(|m| m.started() && !lost.contains(&m.name))
+        .map(|m| {
+            let health = obs.health.get(&m.id).filter(|h| h.reachable);
+            Survivor {
+                name: m.name.clone(),
+                raft_index: health.and_then(|h| h.raft_index),
+                revision: health.and_then(|h| h.revision),
+                version: health.and_then(|h| h.version.as_ref().map(ToString::to_string)),
+            }
+        })
+        .collect();
+    Some(Loss {
+        incident: format!("{cluster}: lost {}", lost.join(", ")),
+        voters: voters.len(),
+        lost,
+        survivors,
+    })
+}
+
+/// No member answers: a loss only when every member's data is gone (no live pod, no
+/// claim that holds data); the members are those the status remembered.
+fn total_loss(obs: &Observation, cluster: &str) -> Option<Loss> {
+    let live = obs.pods.iter().any(|p| !p.is_dead());
+    let held = obs.claims.values().any(|c| c.phase.holds_data());
+    if live || held {
+        return None;
+    }
+    let mut lost: Vec<String> = obs.recorded.members.clone();
+    lost.extend(obs.pods.iter().map(|p| p.name.clone()));
+    lost.sort();
+    lost.dedup();
+    Some(Loss {
+        incident: format!("{cluster}: lost every member"),
+        voters: lost.len(),
+        lost,
+        survivors: Vec::new(),
+    })
+}
+
+/// Starts or stops the quorum-loss timer: it runs while `obs` shows a permanent loss.
+pub(super) fn track_loss(state: &mut State, obs: &Observation) {
+    match assess(obs, expected_cluster_id(state, obs)) {
+        Some(_) => {
+            state.quorum_lost_since.get_or_insert(obs.now);
+        }
+        None => state.quorum_lost_since = None,
+    }
+}
+
+/// The cluster ID this cluster's members answer with, as recorded: the last recovery's,
+/// else the bootstrap's, else what this actor saw. `None` inside: a restore under way,
+/// whose new cluster ID is not known yet.
+pub(super) fn recorded_cluster_id(state: &State, obs: &Observation) -> Option<u64> {
+    let recovered = obs
+        .recorded
+        .recovery
+        .as_ref()
+        .and_then(RecoveryRecord::expected_cluster_id);
+    match recovered {
+        Some(id) => id,
+        None => obs
+            .recorded
+            .bootstrap
+            .as_ref()
+            .and_then(|r| r.cluster_id)
+            .or(state.cluster_id),
+    }
+}
+
+fn expected_cluster_id(state: &State, obs: &Observation) -> Option<u64> {
+    recorded_cluster_id(state, obs).or(state.cluster_id)
+}
+
+/// The decision when the quorum is lost (with or without a member list); `fallback` is
+/// what is reported when the loss is not permanent (members that may come back).
+pub(super) fn quorum_lost(
+    state: State,
+    obs: &Observation,
+    spec: &super::DesiredCluster,
+    target: &Version,
+    fallback: Why,
+) -> Decision {
+    let Some(loss) = assess(obs, expected_cluster_id(&state, obs)) else {
+        return blocked(state, fallback);
+    };
+    let facts = describe(&loss, obs);
+    let policy = spec.recovery.effective();
+    if let Some(done) = obs
+        .recorded
+        .recovery
+        .as_ref()
+        .filter(|r| r.incident == loss.incident)
+    {
+        let why = Why::new(
+            Reason::RecoveryRefused,
+            format!(
+                "{facts}. This incident ({}) was already recovered once ({} recovery); a \
+                 recovery is never repeated for the same incident: the operator changes \
+                 nothing more",
+                done.incident, done.policy
+            ),
+        );
+        return blocked(state, why);
+    }
+    let reason =
+        if loss.survivors.is_empty() && !matches!(obs.membership, Membership::Listed { .. }) {
+            Reason::AllMembersLost
+        } else {
+            Reason::QuorumLost
+        };
+    if policy == RecoveryPolicy::Manual {
+        let why = Why::new(reason, format!("{facts}. {}", how_to_trigger(&loss)));
+        return blocked(state, why);
+    }
+    let waited = state
+        .quorum_lost_since
+        .map(|since| obs.now.saturating_duration_since(since))
+        .unwrap_or_default();
+    if waited < spec.recovery.quorum_loss {
+        // No countdown in the message: it would rewrite the status on every tick.
+        let why = Why::new(
+            reason,
+            format!(
+                "{facts}. A {policy} recovery starts once the loss has lasted {}s \
+                 (spec.recovery.quorumLossSeconds), unless a quorum comes back",
+                spec.recovery.quorum_loss.as_secs()
+            ),
+        );
+        return blocked(state, why);
+    }
+    let last_revision = newest_revision(&loss, obs);
+    let begun = match policy {
+        RecoveryPolicy::FromSurvivor => from_survivor(&loss, obs, last_revision),
+        RecoveryPolicy::FromBackup => from_backup(&loss, obs, target, last_revision),
+        RecoveryPolicy::Manual => unreachable!("Manual returned above"),
+    };
+    match begun {
+        Ok((actions, message)) => {
+            let why = Why::new(policy_reason(policy), format!("{facts}. {message}"));
+            settle(state, Phase::Recovering, actions, why)
+        }
+        Err(problem) => blocked(
+            state,
+            Why::new(Reason::RecoveryRefused, format!("{facts}. {problem}")),
+        ),
+    }
+}
+
+fn policy_reason(policy: RecoveryPolicy) -> Reason {
+    match policy {
+        RecoveryPolicy::FromBackup => Reason::RecoveringFromBackup,
+        _ => Reason::RecoveringFromSurvivor,
+    }
+}
+
+fn blocked(state: State, why: Why) -> Decision {
+    settle(state, Phase::Blocked { reason: why.reason }, vec![], why)
+}
+
+/// The newest revision known before the loss: the survivors' and the status's.
+fn newest_revision(loss: &Loss, obs: &Observation) -> Option<i64> {
+    loss.survivors
+        .iter()
+        .filter_map(|s| s.revision)
+        .chain(obs.recorded.revision)
+        .max()
+}
+
+/// What the operator knows of a loss, for people.
+fn describe(loss: &Loss, obs: &Observation) -> String {
+    let survivors = if loss.survivors.is_empty() {
+        "no member survives with data".to_string()
+    } else {
+        let each: Vec<String> = loss
+            .survivors
+            .iter()
+            .map(|s| match (s.raft_index, s.revision) {
+                (Some(index), Some(rev)) => {
+                    format!("{} (raft index {index}, revision {rev})", s.name)
+                }
+                _ => format!("{} (does not answer)", s.name),
+            })
+            .collect();
+        format!("surviving with data: {}", each.join(", "))
+    };
+    let backup = match &obs.newest_backup {
+        Some(Ok(b)) => format!(
+            "; newest backup: {} (revision {}, etcd {})",
+            b.path(),
+            b.revision,
+            b.etcd_version
+        ),
+        Some(Err(e)) => format!("; no usable backup: {e}"),
+        None => String::new(),
+    };
+    format!(
+        "quorum is lost for good: {} of {} voting members are gone with their data ({}); \
+         {survivors}{backup}",
+        loss.lost.len(),
+        loss.voters,
+        loss.lost.join(", ")
+    )
+}
+
+/// The annotation that triggers the recovery this loss allows.
+fn how_to_trigger(loss: &Loss) -> String {
+    let policy = if loss.survivors.is_empty() {
+        RecoveryPolicy::FromBackup
+    } else {
+        RecoveryPolicy::FromSurvivor
+    };
+    format!(
+        "spec.recovery.policy is Manual: nothing is done. To recover, set the annotation \
+         {RECOVER_ANNOTATION}={policy} on this EtcdCluster (it acts after \
+         spec.recovery.quorumLossSeconds of loss, once)"
+    )
+}
+
+/// `FromSurvivor`: the survivor with the highest raft index, restarted alone.
+fn from_survivor(
+    loss: &Loss,
+    obs: &Observation,
+    last_revision: Option<i64>,
+) -> Result<(Vec<Action>, String), String> {
+    if loss.survivors.is_empty() {
+        return Err(format!(
+            "FromSurvivor cannot proceed: no member survives with data (set \
+             {RECOVER_ANNOTATION}=FromBackup to restore the newest backup)"
+        ));
+    }
+    if !on_claims(obs) {
+        return Err(
+            "FromSurvivor cannot proceed: the members keep their data on emptyDir volumes, \
+             and restarting the survivor in a new pod would lose it (members need \
+             spec.pod.persistentVolumeClaimSpec for this recovery)"
+                .to_string(),
+        );
+    }
+    let candidates: Vec<&Survivor> = loss
+        .survivors
+        .iter()
+        .filter(|s| s.raft_index.is_some())
+        .filter(|s| obs.pod(&s.name).is_some_and(|p| !p.is_dead()))
+        .collect();
+    if candidates.len() < loss.survivors.len() {
+        let silent: Vec<&str> = loss
+            .survivors
+            .iter()
+            .filter(|s| !candidates.iter().any(|c| c.name == s.name))
+            .map(|s| s.name.as_str())
+            .collect();
+        return Err(format!(
+            "FromSurvivor cannot proceed: survivor(s) {} do not report their raft index, so \
+             the most up-to-date one cannot be chosen; waiting for them to answer",
+            silent.join(", ")
+        ));
+    }
+    let chosen = candidates
+        .into_iter()
+        .max_by(|a, b| (a.raft_index, &b.name).cmp(&(b.raft_index, &a.name)))
+        .expect("at least one survivor");
+    let version = chosen
+        .version
+        .as_deref()
+        .and_then(|v| v.parse::<Version>().ok());
+    if !version.as_ref().is_some_and(force_new_cluster_is_safe) {
+        let verified: Vec<String> = FORCE_NEW_CLUSTER_VERIFIED
+            .iter()
+            .map(|(a, b, c)| format!("{a}.{b}.{c}"))
+            .collect();
+        return Err(format!(
+            "FromSurvivor cannot proceed: survivor {} runs etcd {}, whose --force-new-cluster \
+             is not known to keep every committed key for the members that join after it \
+             (etcd-io/etcd#14009, #20009); it is used from etcd {} on. Restore from a backup \
+             ({RECOVER_ANNOTATION}=FromBackup) or recover by hand",
+            chosen.name,
+            chosen.version.as_deref().unwrap_or("(unknown)"),
+            verified.join(" and ")
+        ));
+    }
+    let record = RecoveryRecord {
+        incident: loss.incident.clone(),
+        policy: RecoveryPolicy::FromSurvivor,
+        lost: loss.lost.clone(),
+        survivor: Some(chosen.name.clone()),
+        raft_index: chosen.raft_index,
+        version: chosen.version.clone(),
+        backup: None,
+        last_revision,
+        restored_revision: None,
+        seed: None,
+        token: None,
+        cluster_id: match &obs.membership {
+            Membership::Listed { cluster_id, .. } => Some(*cluster_id),
+            Membership::Unreachable { .. } => None,
+        },
+        finished: false,
+    };
+    let message = format!(
+        "recovering from survivor {} (raft index {}): recorded, then restarted alone with \
+         --force-new-cluster on its own volume",
+        chosen.name,
+        chosen.raft_index.unwrap_or_default()
+    );
+    let actions = vec![
+        Action::BeginRecovery { record },
+        Action::RecreatePod {
+            name: chosen.name.clone(),
+        },
+    ];
+    Ok((actions, message))
+}
+
+/// `FromBackup`: the newest verified backup, into a new seed.
+fn from_backup(
+    loss: &Loss,
+    obs: &Observation,
+    target: &Version,
+    last_revision: Option<i64>,
+) -> Result<(Vec<Action>, String), String> {
+    if !loss.survivors.is_empty() {
+        let names: Vec<&str> = loss.survivors.iter().map(|s| s.name.as_str()).collect();
+        return Err(format!(
+            "FromBackup cannot proceed: member(s) {} keep their data, which a restore would \
+             throw away (set {RECOVER_ANNOTATION}=FromSurvivor to recover from them)",
+            names.join(", ")
+        ));
+    }
+    let backup = match &obs.newest_backup {
+        Some(Ok(backup)) => backup,
+        Some(Err(problem)) => {
+            return Err(format!(
+                "FromBackup cannot proceed: no verified backup: {problem}"
+            ));
+        }
+        None => {
+            return Err(
+                "FromBackup cannot proceed: spec.recovery.backup names no store to restore from"
+                    .to_string(),
+            );
+        }
+    };
+    if let Err(problem) = check_readable(&backup.etcd_version, target) {
+        return Err(format!(
+            "FromBackup cannot proceed: backup {}: {problem}",
+            backup.path()
+        ));
+    }
+    let record = RecoveryRecord {
+        incident: loss.incident.clone(),
+        policy: RecoveryPolicy::FromBackup,
+        lost: loss.lost.clone(),
+        survivor: None,
+        raft_index: None,
+        version: Some(target.to_string()),
+        backup: Some(backup.clone()),
+        last_revision,
+        restored_revision: None,
+        seed: None,
+        token: None,
+        cluster_id: None,
+        finished: false,
+    };
+    let message = format!(
+        "recovering from backup {} (revision {}{}): recorded, then restored into a new seed \
+         of this cluster",
+        backup.path(),
+        backup.revision,
+        last_revision.map_or_else(String::new, |r| format!(
+            "; the last revision known was {r}"
+        ))
+    );
+    Ok((vec![Action::BeginRecovery { record }], message))
+}
+
+/// The steps of a recorded recovery that has not finished: they take precedence over
+/// everything else (the survivor must not be restarted the usual way, the dead members
+/// not be replaced).
+pub(super) fn in_progress(state: &State, obs: &Observation, target: &Version) -> Option<Decision> {
+    let record = obs.recorded.recovery.as_ref().filter(|r| !r.finished)?;
+    let state = state.clone();
+    Some(match record.policy {
+        RecoveryPolicy::FromBackup => backup_steps(state, obs, record, target),
+        _ => survivor_steps(state, obs, record, target),
+    })
+}
+
+fn progress(state: State, reason: Reason, actions: Vec<Action>, message: String) -> Decision {
+    settle(state, Phase::Recovering, actions, Why::new(reason, message))
+}
+
+fn survivor_steps(
+    state: State,
+    obs: &Observation,
+    record: &RecoveryRecord,
+    target: &Version,
+) -> Decision {
+    let name = record.survivor.clone().unwrap_or_default();
+    let reason = Reason::RecoveringFromSurvivor;
+    if !volumes::on_a_volume(obs, &name) {
+        let why = Why::new(
+            Reason::RecoveryRefused,
+            format!(
+                "the FromSurvivor recovery of {} cannot go on: survivor {name}'s claim no \
+                 longer holds its data; nothing more is done",
+                record.incident
+            ),
+        );
+        return blocked(state, why);
+    }
+    let Some(pod) = obs.pod(&name) else {
+        let version = record
+            .version
+            .as_deref()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| target.clone());
+        let message = format!(
+            "restarting survivor {name} alone with --force-new-cluster on its volume (etcd \
+             {version})"
+        );
+        return progress(
+            state,
+            reason,
+            vec![Action::ForceNewCluster { name, version }],
+            message,
+        );
+    };
+    if pod.terminating {
+        let message = format!("waiting for survivor {name}'s old pod to go");
+        return progress(state, reason, vec![], message);
+    }
+    if !pod.force_new_cluster {
+        let message = format!("stopping survivor {name} to restart it alone");
+        return progress(state, reason, vec![Action::RecreatePod { name }], message);
+    }
+    match alone(obs, &name) {
+        Some((cluster_id, revision)) => {
+            let finished = RecoveryRecord {
+                restored_revision: revision,
+                cluster_id: Some(cluster_id),
+                finished: true,
+                ..record.clone()
+            };
+            let message = format!(
+                "survivor {name} runs alone at revision {}: recovered; its pod is made again \
+                 without --force-new-cluster, then the cluster grows back with learners",
+                revision.map_or_else(|| "unknown".into(), |r| r.to_string())
+            );
+            let actions = vec![
+                Action::FinishRecovery { record: finished },
+                Action::RecreatePod { name },
+            ];
+            progress(state, Reason::Recovered, actions, message)
+        }
+        None => {
+            let message = format!("waiting for survivor {name} to come back as the only member");
+            progress(state, reason, vec![], message)
+        }
+    }
+}
+
+/// The member `name` answers, healthy, as the cluster's only member: the cluster ID and
+/// the revision it answers with.
+fn alone(obs: &Observation, name: &str) -> Option<(u64, Option<i64>)> {
+    let Membership::Listed {
+        cluster_id,
+        members,
+    } = &obs.membership
+    else {
+        return None;
+    };
+    let [only] = members.as_slice() else {
+        return None;
+    };
+    let health = obs.health.get(&only.id).filter(|h| h.is_healthy())?;
+    (only.name == name).then_some((*cluster_id, health.revision))
+}
+
+fn backup_steps(
+    state: State,
+    obs: &Observation,
+    record: &RecoveryRecord,
+    target: &Version,
+) -> Decision {
+    let reason = Reason::RecoveringFromBackup;
+    let (Some(seed), Some(token), Some(backup)) = (&record.seed, &record.token, &record.backup)
+    else {
+        let why = Why::new(
+            Reason::RecoveryRefused,
+            format!(
+                "the FromBackup recovery of {} names no seed or backup; nothing more is done",
+                record.incident
+            ),
+        );
+        return blocked(state, why);
+    };
+    let version = record
+        .version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| target.clone());
+    match obs.pod(seed) {
+        None => {
+            let message = format!(
+                "starting seed {seed}, which restores backup {} (revision {})",
+                backup.path(),
+                backup.revision
+            );
+            let action = Action::StartRecoverySeed {
+                name: seed.clone(),
+                token: token.clone(),
+                version,
+                restore: backup.clone(),
+            };
+            progress(state, reason, vec![action], message)
+        }
+        Some(pod) if pod.is_dead() && !pod.terminating => {
+            // It died before answering: it holds nothing but a copy of the backup.
+            let message = format!("seed {seed} died before it answered; starting it anew");
+            let action = Action::DeletePod { name: seed.clone() };
+            progress(state, reason, vec![action], message)
+        }
+        Some(_) => match alone(obs, seed) {
+            Some((cluster_id, revision)) => {
+                let restored = revision.or(Some(backup.revision));
+                let finished = RecoveryRecord {
+                    restored_revision: restored,
+                    cluster_id: Some(cluster_id),
+                    finished: true,
+                    ..record.clone()
+                };
+                let window = match (record.last_revision, restored) {
+                    (Some(last), Some(now)) if last > now => {
+                        format!("revisions {} to {last} are lost", now + 1)
+                    }
+                    (Some(_), Some(_)) => "no known revision is lost".to_string(),
+                    _ => "the last revision before the loss is unknown".to_string(),
+                };
+                let message = format!(
+                    "seed {seed} runs backup {} at revision {}: recovered ({window}); the \
+                     cluster grows back with learners",
+                    backup.path(),
+                    restored.unwrap_or_default()
+                );
+                let action = Action::FinishRecovery { record: finished };
+                progress(state, Reason::Recovered, vec![action], message)
+            }
+            None => {
+                let message = format!("waiting for seed {seed} to restore backup and answer");
+                progress(state, reason, vec![], message)
+            }
+        },
+    }
+}

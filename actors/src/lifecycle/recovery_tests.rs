@@ -1,0 +1,557 @@
+//! Recovery from a permanent loss of quorum: every case of the decision.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::fixtures::{CLUSTER_ID, World, assert_idle, running_state};
+use super::*;
+
+const VERSION: &str = "3.5.35";
+const DEADLINE: Duration = Duration::from_secs(60);
+
+fn spec(policy: RecoveryPolicy) -> DesiredCluster {
+    let mut spec = DesiredCluster::new(3, VERSION);
+    spec.recovery = RecoverySpec {
+        policy,
+        requested: None,
+        quorum_loss: DEADLINE,
+    };
+    spec
+}
+
+fn run(state: State, obs: &Observation, spec: &DesiredCluster) -> Decision {
+    decide(state, obs, spec, &Deadlines::default())
+}
+
+/// Member `name` is gone with its data: no pod, no claim, no answer.
+fn gone(obs: &mut Observation, id: u64, name: &str) {
+    obs.pods.retain(|p| p.name != name);
+    obs.claims.remove(name);
+    obs.health
+        .insert(id, MemberHealth::unreachable("connection refused"));
+}
+
+/// Member `id` answers its status call with `raft_index` and `revision`, and no leader.
+fn answers(obs: &mut Observation, id: u64, raft_index: u64, revision: i64) {
+    let health = obs.health.get_mut(&id).unwrap();
+    health.leader = None;
+    health.raft_index = Some(raft_index);
+    health.revision = Some(revision);
+}
+
+/// Members `m1..m<n>` on claims; those in `lost` gone with their data, the others
+/// answering with raft index `100 * id` and revision `10 * id`.
+fn losing(now: Instant, n: u64, lost: &[u64]) -> Observation {
+    let mut obs = World::healthy(now, n, VERSION).on_volumes().born().build();
+    for id in 1..=n {
+        if lost.contains(&id) {
+            gone(&mut obs, id, &format!("m{id}"));
+        } else {
+            answers(&mut obs, id, 100 * id, 10 * i64::try_from(id).unwrap());
+        }
+    }
+    obs
+}
+
+/// The decision once the loss in `at(now)` has lasted past the deadline.
+fn after_deadline(
+    at: impl Fn(Instant) -> Observation,
+    spec: &DesiredCluster,
+) -> (Decision, Decision) {
+    let t0 = Instant::now();
+    let first = run(running_state(), &at(t0), spec);
+    let later = run(
+        first.state.clone(),
+        &at(t0 + DEADLINE + Duration::from_secs(1)),
+        spec,
+    );
+    (first, later)
+}
+
+fn begun(d: &Decision) -> &RecoveryRecord {
+    match d.actions.first() {
+        Some(Action::BeginRecovery { record }) => record,
+        other => panic!(
+            "expected BeginRecovery first, got {other:?} ({})",
+            d.why.message
+        ),
+    }
+}
+
+#[test]
+fn before_the_deadline_a_permanent_loss_is_only_reported() {
+    let spec = spec(RecoveryPolicy::FromSurvivor);
+    let t0 = Instant::now();
+    let d = run(running_state(), &losing(t0, 3, &[2, 3]), &spec);
+    assert_idle(&d, Reason::QuorumLost);
+    assert!(
+        d.why.message.contains("once the loss has lasted 60s"),
+        "{}",
+        d.why.message
+    );
+    let almost = t0 + DEADLINE - Duration::from_secs(1);
+    let d = run(d.state, &losing(almost, 3, &[2, 3]), &spec);
+    assert_idle(&d, Reason::QuorumLost);
+}
+
+#[test]
+fn members_that_may_come_back_are_never_recovered_from() {
+    let spec = spec(RecoveryPolicy::FromSurvivor);
+    // Their pods run but do not answer: not gone, merely unreachable.
+    let unreachable = |now| {
+        let mut obs = losing(now, 3, &[]);
+        for id in [2, 3] {
+            obs.health
+                .insert(id, MemberHealth::unreachable("deadline exceeded"));
+        }
+        obs
+    };
+    let (_, d) = after_deadline(unreachable, &spec);
+    assert_idle(&d, Reason::QuorumLost);
+    assert!(d.state.quorum_lost_since.is_none());
+    // Their pods are gone but their claims keep their data: they are restarted on them.
+    let on_claims = |now| {
+        let mut obs = losing(now, 3, &[]);
+        for (id, name) in [(2, "m2"), (3, "m3")] {
+            obs.pods.retain(|p| p.name != name);
+            obs.health
+                .insert(id, MemberHealth::unreachable("connection refused"));
+        }
+        obs
+    };
+    let (_, d) = after_deadline(on_claims, &spec);
+    assert_eq!(d.why.reason, Reason::RestartingMembers, "{}", d.why.message);
+    assert!(
+        d.actions
+            .iter()
+            .all(|a| matches!(a, Action::RestartMember { .. })),
+        "{:?}",
+        d.actions
+    );
+}
+
+#[test]
+fn manual_reports_survivors_raft_index_revision_and_the_annotation_only() {
+    let (_, d) = after_deadline(|now| losing(now, 3, &[2, 3]), &spec(RecoveryPolicy::Manual));
+    assert_idle(&d, Reason::QuorumLost);
+    for words in [
+        "2 of 3 voting members are gone with their data (m2, m3)",
+        "m1 (raft index 100, revision 10)",
+        "etcd.database.coreos.com/recover=FromSurvivor",
+    ] {
+        assert!(d.why.message.contains(words), "{words}: {}", d.why.message);
+    }
+}
+
+#[test]
+fn manual_without_any_survivor_points_to_a_restore_from_backup() {
+    let spec = spec(RecoveryPolicy::Manual);
+    let (_, d) = after_deadline(|now| total_loss(now, None), &spec);
+    assert_idle(&d, Reason::AllMembersLost);
+    assert!(
+        d.why
+            .message
+            .contains("etcd.database.coreos.com/recover=FromBackup"),
+        "{}",
+        d.why.message
+    );
+}
+
+#[test]
+fn the_annotation_triggers_a_recovery_under_a_manual_policy() {
+    let mut spec = spec(RecoveryPolicy::Manual);
+    spec.recovery.requested = Some(RecoveryPolicy::FromSurvivor);
+    let (first, d) = after_deadline(|now| losing(now, 3, &[2, 3]), &spec);
+    assert_idle(&first, Reason::QuorumLost);
+    assert_eq!(d.why.reason, Reason::RecoveringFromSurvivor);
+    assert_eq!(begun(&d).survivor.as_deref(), Some("m1"));
+}
+
+#[test]
+fn from_survivor_records_first_then_stops_the_survivor_with_the_highest_raft_index() {
+    let five = |now| {
+        let mut obs = losing(now, 5, &[1, 2, 5]);
+        answers(&mut obs, 3, 900, 77);
+        answers(&mut obs, 4, 400, 60);
+        obs
+    };
+    let (_, d) = after_deadline(five, &spec(RecoveryPolicy::FromSurvivor));
+    assert_eq!(d.state.phase, Phase::Recovering);
+    let record = begun(&d);
+    assert_eq!(record.policy, RecoveryPolicy::FromSurvivor);
+    assert_eq!(record.survivor.as_deref(), Some("m3"));
+    assert_eq!(record.raft_index, Some(900));
+    assert_eq!(record.last_revision, Some(77));
+    assert_eq!(record.lost, ["m1", "m2", "m5"]);
+    assert_eq!(record.cluster_id, Some(CLUSTER_ID));
+    assert!(!record.finished);
+    assert_eq!(d.actions[1..], [Action::RecreatePod { name: "m3".into() }]);
+}
+
+#[test]
+fn from_survivor_without_any_survivor_says_why_and_does_nothing() {
+    let (_, d) = after_deadline(
+        |now| total_loss(now, None),
+        &spec(RecoveryPolicy::FromSurvivor),
+    );
+    assert_idle(&d, Reason::RecoveryRefused);
+    assert!(
+        d.why.message.contains("no member survives with data"),
+        "{}",
+        d.why.message
+    );
+}
+
+#[test]
+fn from_survivor_on_empty_dir_members_says_why_and_does_nothing() {
+    let empty_dir = |now| {
+        let mut obs = losing(now, 3, &[2, 3]);
+        obs.claims.clear();
+        obs
+    };
+    let (_, d) = after_deadline(empty_dir, &spec(RecoveryPolicy::FromSurvivor));
+    assert_idle(&d, Reason::RecoveryRefused);
+    assert!(d.why.message.contains("emptyDir"), "{}", d.why.message);
+}
+
+#[test]
+fn from_survivor_refuses_an_etcd_whose_force_new_cluster_may_lose_committed_keys() {
+    let old = |now| {
+        let mut obs = losing(now, 3, &[2, 3]);
+        obs.health.get_mut(&1).unwrap().version = "3.4.23".parse().ok();
+        obs
+    };
+    let (_, d) = after_deadline(old, &spec(RecoveryPolicy::FromSurvivor));
+    assert_idle(&d, Reason::RecoveryRefused);
+    assert!(d.why.message.contains("3.4.23"), "{}", d.why.message);
+    for (version, safe) in [
+        ("3.4.23", false),
+        ("3.5.21", false),
+        ("3.5.35", true),
+        ("3.5.40", true),
+        ("3.6.0", false),
+        ("3.6.16", true),
+        ("3.7.0", true),
+    ] {
+        let v: Version = version.parse().unwrap();
+        assert_eq!(force_new_cluster_is_safe(&v), safe, "{version}");
+    }
+}
+
+#[test]
+fn from_survivor_waits_for_a_survivor_that_does_not_report_its_raft_index() {
+    let silent = |now| {
+        let mut obs = losing(now, 5, &[1, 2, 3]);
+        obs.health.get_mut(&4).unwrap().raft_index = None;
+        obs
+    };
+    let (_, d) = after_deadline(silent, &spec(RecoveryPolicy::FromSurvivor));
+    assert_idle(&d, Reason::RecoveryRefused);
+    assert!(d.why.message.contains("m4"), "{}", d.why.message);
+}
+
+/// Every member gone with its data: no pod, no claim, no answer; the status remembers
+/// `m1..m3` and revision 500.
+fn total_loss(now: Instant, backup: Option<Result<SnapshotSource, String>>) -> Observation {
+    let mut obs = World::empty(now).born().build();
+    obs.recorded.members = vec!["m1".into(), "m2".into(), "m3".into()];
+    obs.recorded.revision = Some(500);
+    obs.newest_backup = backup;
+    obs
+}
+
+fn backup(revision: i64, etcd_version: &str) -> SnapshotSource {
+    SnapshotSource {
+        bucket: "backups".into(),
+        key: "demo/demo-r000000000120-20260101T000000Z.db".into(),
+        endpoint: Some("http://127.0.0.1:9000".into()),
+        force_path_style: true,
+        secret: "s3-credentials".into(),
+        sha256: "ab".repeat(32),
+        size: 4096,
+        etcd_version: etcd_version.into(),
+        revision,
+    }
+}
+
+#[test]
+fn from_backup_without_a_backup_says_why_and_does_nothing() {
+    let spec = spec(RecoveryPolicy::FromBackup);
+    let (_, d) = after_deadline(|now| total_loss(now, None), &spec);
+    assert_idle(&d, Reason::RecoveryRefused);
+    assert!(
+        d.why
+            .message
+            .contains("spec.recovery.backup names no store"),
+        "{}",
+        d.why.message
+    );
+    let missing = |now| total_loss(now, Some(Err("no snapshot under backups/demo".into())));
+    let (_, d) = after_deadline(missing, &spec);
+    assert_idle(&d, Reason::RecoveryRefused);
+    assert!(
+        d.why.message.contains("no snapshot under backups/demo"),
+        "{}",
+        d.why.message
+    );
+}
+
+#[test]
+fn from_backup_refuses_a_backup_its_version_cannot_read() {
+    let newer = |now| total_loss(now, Some(Ok(backup(120, "3.6.0"))));
+    let (_, d) = after_deadline(newer, &spec(RecoveryPolicy::FromBackup));
+    assert_idle(&d, Reason::RecoveryRefused);
+    assert!(d.why.message.contains("3.6.0"), "{}", d.why.message);
+}
+
+#[test]
+fn from_backup_never_throws_away_a_survivor_s_data() {
+    let (_, d) = after_deadline(
+        |now| losing(now, 3, &[2, 3]),
+        &spec(RecoveryPolicy::FromBackup),
+    );
+    assert_idle(&d, Reason::RecoveryRefused);
+    assert!(d.why.message.contains("m1"), "{}", d.why.message);
+}
+
+#[test]
+fn from_backup_records_the_newest_backup_and_the_last_known_revision_first() {
+    let found = |now| total_loss(now, Some(Ok(backup(120, VERSION))));
+    let (_, d) = after_deadline(found, &spec(RecoveryPolicy::FromBackup));
+    assert_eq!(
+        d.why.reason,
+        Reason::RecoveringFromBackup,
+        "{}",
+        d.why.message
+    );
+    assert_eq!(d.actions.len(), 1, "{:?}", d.actions);
+    let record = begun(&d);
+    assert_eq!(record.backup, Some(backup(120, VERSION)));
+    assert_eq!(record.last_revision, Some(500));
+    assert_eq!(record.lost, ["m1", "m2", "m3"]);
+    assert_eq!(record.seed, None, "named when it is recorded");
+}
+
+/// The record a recovery from survivor `m1` of a 3-member cluster wrote.
+fn survivor_record(finished: bool) -> RecoveryRecord {
+    RecoveryRecord {
+        incident: format!("{CLUSTER_ID:x}: lost m2, m3"),
+        policy: RecoveryPolicy::FromSurvivor,
+        lost: vec!["m2".into(), "m3".into()],
+        survivor: Some("m1".into()),
+        raft_index: Some(100),
+        version: Some(VERSION.into()),
+        backup: None,
+        last_revision: Some(10),
+        restored_revision: finished.then_some(10),
+        seed: None,
+        token: None,
+        cluster_id: Some(CLUSTER_ID),
+        finished,
+    }
+}
+
+#[test]
+fn a_recovered_incident_is_never_recovered_again() {
+    let recovered = |now| {
+        let mut obs = losing(now, 3, &[2, 3]);
+        obs.recorded.recovery = Some(survivor_record(true));
+        obs
+    };
+    let (first, d) = after_deadline(recovered, &spec(RecoveryPolicy::FromSurvivor));
+    for d in [first, d] {
+        assert_idle(&d, Reason::RecoveryRefused);
+        assert!(
+            d.why.message.contains("never repeated"),
+            "{}",
+            d.why.message
+        );
+    }
+}
+
+#[test]
+fn the_fence_lets_one_recovery_start_per_incident_and_only_its_own_finish() {
+    let started = survivor_record(false);
+    let finished = survivor_record(true);
+    let other = RecoveryRecord {
+        incident: "feed: lost every member".into(),
+        ..survivor_record(false)
+    };
+    assert_eq!(check_fence(None, &started), Ok(()));
+    assert!(check_fence(Some(&started), &started).is_err(), "twice");
+    assert!(
+        check_fence(Some(&started), &other).is_err(),
+        "one at a time"
+    );
+    assert!(
+        check_fence(Some(&finished), &started).is_err(),
+        "same incident"
+    );
+    assert_eq!(check_fence(Some(&finished), &other), Ok(()));
+    assert_eq!(check_fence(Some(&started), &finished), Ok(()));
+    assert!(check_fence(None, &finished).is_err(), "nothing to finish");
+    assert!(
+        check_fence(Some(&finished), &finished).is_err(),
+        "finished once"
+    );
+}
+
+/// `m1` survives with its claim; `m2` and `m3` are gone; the status records the recovery.
+fn recovering(now: Instant) -> Observation {
+    let mut obs = losing(now, 3, &[2, 3]);
+    obs.recorded.recovery = Some(survivor_record(false));
+    obs
+}
+
+#[test]
+fn a_recorded_recovery_from_a_survivor_stops_it_then_restarts_it_alone() {
+    let spec = spec(RecoveryPolicy::FromSurvivor);
+    let now = Instant::now();
+    // Its pod from before the loss: stopped (the claim stays).
+    let d = run(running_state(), &recovering(now), &spec);
+    assert_eq!(d.actions, [Action::RecreatePod { name: "m1".into() }]);
+    assert_eq!(d.why.reason, Reason::RecoveringFromSurvivor);
+    // Gone: a pod on the same claim with --force-new-cluster.
+    let mut obs = recovering(now);
+    obs.pods.clear();
+    obs.membership = Membership::Unreachable {
+        error: "no live member pods".into(),
+    };
+    let d = run(running_state(), &obs, &spec);
+    assert_eq!(
+        d.actions,
+        [Action::ForceNewCluster {
+            name: "m1".into(),
+            version: VERSION.parse().unwrap(),
+        }]
+    );
+}
+
+#[test]
+fn a_survivor_running_alone_finishes_the_recovery_and_drops_the_flag() {
+    let spec = spec(RecoveryPolicy::FromSurvivor);
+    let mut obs = World::healthy(Instant::now(), 1, VERSION)
+        .on_volumes()
+        .born()
+        .pod("m1", |p| p.force_new_cluster = true)
+        .build();
+    answers(&mut obs, 1, 105, 10);
+    obs.recorded.recovery = Some(survivor_record(false));
+    let d = run(running_state(), &obs, &spec);
+    assert_eq!(d.why.reason, Reason::Recovered, "{}", d.why.message);
+    let Some(Action::FinishRecovery { record }) = d.actions.first() else {
+        panic!("{:?}", d.actions);
+    };
+    assert!(record.finished);
+    assert_eq!(record.restored_revision, Some(10));
+    assert_eq!(d.actions[1], Action::RecreatePod { name: "m1".into() });
+    assert!(d.why.message.contains("revision 10"), "{}", d.why.message);
+    // Not alone yet (etcd still lists the others): wait.
+    let mut waiting = recovering(Instant::now());
+    waiting.pods[0].force_new_cluster = true;
+    let d = run(running_state(), &waiting, &spec);
+    assert_idle(&d, Reason::RecoveringFromSurvivor);
+}
+
+/// The record of a restore from backup into seed `s1`.
+fn backup_record() -> RecoveryRecord {
+    RecoveryRecord {
+        incident: format!("{CLUSTER_ID:x}: lost every member"),
+        policy: RecoveryPolicy::FromBackup,
+        lost: vec!["m1".into(), "m2".into(), "m3".into()],
+        survivor: None,
+        raft_index: None,
+        backup: Some(backup(120, VERSION)),
+        last_revision: Some(500),
+        seed: Some("s1".into()),
+        token: Some("demo-recovery".into()),
+        cluster_id: None,
+        ..survivor_record(false)
+    }
+}
+
+#[test]
+fn a_recorded_recovery_from_a_backup_starts_its_seed_from_the_backup() {
+    let mut obs = total_loss(Instant::now(), None);
+    obs.recorded.recovery = Some(backup_record());
+    let d = run(running_state(), &obs, &spec(RecoveryPolicy::FromBackup));
+    assert_eq!(
+        d.actions,
+        [Action::StartRecoverySeed {
+            name: "s1".into(),
+            token: "demo-recovery".into(),
+            version: VERSION.parse().unwrap(),
+            restore: backup(120, VERSION),
+        }]
+    );
+    assert_eq!(d.state.phase, Phase::Recovering);
+}
+
+#[test]
+fn a_restored_seed_of_a_new_cluster_finishes_the_recovery_with_the_revision_window() {
+    let new_cluster = 0xfeed;
+    let mut obs = World::empty(Instant::now()).born().build();
+    obs.pods.push(PodView::running("s1", VERSION));
+    let mut health = MemberHealth::healthy(VERSION);
+    health.revision = Some(121);
+    health.cluster_id = Some(new_cluster);
+    obs.health.insert(7, health);
+    obs.membership = Membership::Listed {
+        cluster_id: new_cluster,
+        members: vec![MemberView {
+            id: 7,
+            name: "s1".into(),
+            peer_urls: vec![super::fixtures::peer_url("s1")],
+            client_urls: vec![],
+            is_learner: false,
+        }],
+    };
+    obs.recorded.recovery = Some(backup_record());
+    // The bootstrap record names the old cluster: the restore's new one is accepted.
+    let d = run(running_state(), &obs, &spec(RecoveryPolicy::FromBackup));
+    assert_eq!(d.why.reason, Reason::Recovered, "{}", d.why.message);
+    let Some(Action::FinishRecovery { record }) = d.actions.first() else {
+        panic!("{:?}", d.actions);
+    };
+    assert_eq!(record.cluster_id, Some(new_cluster));
+    assert_eq!(record.restored_revision, Some(121));
+    assert!(
+        d.why.message.contains("revisions 122 to 500 are lost"),
+        "{}",
+        d.why.message
+    );
+    // Once finished, the new cluster is this cluster.
+    obs.recorded.recovery = Some(record.clone());
+    let d = run(running_state(), &obs, &spec(RecoveryPolicy::FromBackup));
+    assert_ne!(d.why.reason, Reason::ClusterIdMismatch, "{}", d.why.message);
+    assert!(
+        d.actions
+            .iter()
+            .any(|a| matches!(a, Action::AddMember { learner: true, .. })),
+        "{:?}",
+        d.actions
+    );
+}
+
+#[test]
+fn recovery_actions_are_refused_for_a_cluster_that_does_not_exist() {
+    let actions = [Action::BeginRecovery {
+        record: survivor_record(false),
+    }];
+    let err = transition::check(&Phase::Running, &Phase::Recovering, &actions, false).unwrap_err();
+    assert_eq!(
+        err.rule,
+        "only a cluster that exists is recovered, in phase Recovering"
+    );
+    assert!(transition::check(&Phase::Running, &Phase::Running, &actions, true).is_err());
+    transition::check(
+        &Phase::Blocked {
+            reason: Reason::QuorumLost,
+        },
+        &Phase::Recovering,
+        &actions,
+        true,
+    )
+    .unwrap();
+}
