@@ -1,11 +1,12 @@
-//! 1,000 Cluster actors under one Supervisor, each over a converged 3-member fake cluster:
+//! 10,000 Cluster actors under one Supervisor, each over a converged 3-member fake cluster:
 //! the time for all of them to complete one tick, and the memory each actor costs.
 //!
-//! `cargo bench --bench cluster_actors` (add `-- --quick` for a short run).
+//! `cargo bench --bench cluster_actors` (add `-- --quick` for a short run;
+//! `CLUSTER_ACTORS=1000` for another fleet size).
 //!
 //! A round sends every cluster a spec with a new generation through the Supervisor
 //! (`WatchEvent::Applied`), which wakes its actor at once (the tick interval is an hour, so
-//! no actor ticks on its own), and waits until the tick counter has advanced by 1,000.
+//! no actor ticks on its own), and waits until the tick counter has advanced by the fleet's size.
 //! Each of those ticks observes pods, lists members, asks each of the 3 members for its
 //! status, decides, and writes the status (its `observedGeneration` changed). The same
 //! round with an unchanged spec, which the actors ignore, is measured as the baseline cost
@@ -24,9 +25,19 @@ use etcd_operator_actors::topology::Topology;
 use etcd_operator_fakes::{FakeCluster, FakeWiring};
 use slog::{Logger, o};
 
-const CLUSTERS: usize = 1_000;
+/// Fleet size unless `CLUSTER_ACTORS` says otherwise.
+const DEFAULT_CLUSTERS: usize = 10_000;
 const MEMBERS: usize = 3;
 const VERSION: &str = "3.5.21";
+
+/// How many Cluster actors the fleet has (`CLUSTER_ACTORS`, default 10,000).
+fn fleet_size() -> usize {
+    std::env::var("CLUSTER_ACTORS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(DEFAULT_CLUSTERS)
+}
 
 /// Resident set size of this process, in KiB.
 fn rss_kib() -> u64 {
@@ -89,7 +100,7 @@ impl Fleet {
                 .do_send(WatchEvent::Relisted(c.clone(), fleet.spec()));
         }
         fleet.supervisor.do_send(WatchEvent::RelistDone);
-        fleet.ticks_reach(CLUSTERS as u64).await;
+        fleet.ticks_reach(fleet_size() as u64).await;
         fleet
     }
 
@@ -103,7 +114,7 @@ impl Fleet {
     /// One tick of every actor, woken by a new generation of its spec.
     async fn tick_round(&mut self) -> Duration {
         let started = Instant::now();
-        let target = self.ticks() + CLUSTERS as u64;
+        let target = self.ticks() + fleet_size() as u64;
         self.generation += 1;
         self.apply_all();
         self.ticks_reach(target).await;
@@ -123,14 +134,14 @@ impl Fleet {
 }
 
 fn per_tick(d: Duration) -> Duration {
-    d / CLUSTERS as u32
+    d / fleet_size() as u32
 }
 
 /// Starts the fleet (every actor's first tick done) and prints what it cost; returns the
 /// fleet and the memory per actor in bytes.
 fn start_fleet(system: &actix_rt::SystemRunner) -> (Fleet, f64) {
     let wiring = Arc::new(FakeWiring::new());
-    let clusters: Vec<Topology> = (0..CLUSTERS)
+    let clusters: Vec<Topology> = (0..fleet_size())
         .map(|i| Topology::new("bench", &format!("c{i:04}")))
         .collect();
     for c in &clusters {
@@ -141,18 +152,19 @@ fn start_fleet(system: &actix_rt::SystemRunner) -> (Fleet, f64) {
     let fleet = system.block_on(Fleet::start(wiring.clone(), clusters));
     let start_took = started.elapsed();
     let rss_after = rss_kib();
-    assert_eq!(fleet.telemetry.metrics.clusters.get(), CLUSTERS as i64);
+    assert_eq!(fleet.telemetry.metrics.clusters.get(), fleet_size() as i64);
     assert!(
         wiring.clusters().iter().all(|f| f
             .last_status()
             .is_some_and(|s| s.phase == etcd_operator_actors::lifecycle::Phase::Running)),
         "every cluster reported Running after its first tick"
     );
-    let per_actor = (rss_after.saturating_sub(rss_before)) as f64 * 1024.0 / CLUSTERS as f64;
+    let per_actor = (rss_after.saturating_sub(rss_before)) as f64 * 1024.0 / fleet_size() as f64;
     println!(
-        "cluster_actors: started {CLUSTERS} actors (+ first tick each) in {start_took:?}; \
+        "cluster_actors: started {} actors (+ first tick each) in {start_took:?}; \
          RSS {rss_before} KiB -> {rss_after} KiB = {:.1} KiB per actor \
          (Cluster actor + its MemberClient, first tick done)",
+        fleet_size(),
         per_actor / 1024.0
     );
     (fleet, per_actor)
@@ -205,12 +217,13 @@ fn main() {
     let (mut fleet, per_actor) = start_fleet(&system);
 
     let mut group = criterion.benchmark_group("cluster_actors");
-    group.throughput(Throughput::Elements(CLUSTERS as u64));
+    group.throughput(Throughput::Elements(fleet_size() as u64));
+    let n = fleet_size();
     for (name, round) in [
-        ("tick_round_1000_actors", Round::Tick),
-        ("event_round_1000_actors_baseline", Round::Event),
+        (format!("tick_round_{n}_actors"), Round::Tick),
+        (format!("event_round_{n}_actors_baseline"), Round::Event),
     ] {
-        group.bench_function(name, |b| {
+        group.bench_function(&name, |b| {
             b.iter_custom(|iters| {
                 system.block_on(async {
                     let mut total = Duration::ZERO;
@@ -228,15 +241,16 @@ fn main() {
     let [ticks, events] = plain_medians(&system, &mut fleet, 20);
     let (tick, event) = (ticks[ticks.len() / 2], events[events.len() / 2]);
     println!(
-        "cluster_actors: one tick of all {CLUSTERS} actors: median {tick:?} \
+        "cluster_actors: one tick of all {n} actors: median {tick:?} \
          (min {:?}) = {:?} per tick; event delivery alone: median {event:?} = {:?} per actor",
         ticks[0],
         per_tick(tick),
         per_tick(event)
     );
     println!(
-        "cluster_actors: memory {:.1} KiB per actor (RSS delta / {CLUSTERS})",
-        per_actor / 1024.0
+        "cluster_actors: memory {:.1} KiB per actor (RSS delta / {n}); whole process {} KiB",
+        per_actor / 1024.0,
+        rss_kib()
     );
     criterion.final_summary();
 }
