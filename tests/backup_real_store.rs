@@ -9,6 +9,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use etcd_operator::backup::credentials::S3Credentials;
+use etcd_operator::backup::dial::Dialer;
 use etcd_operator::backup::integrity::sha256_hex;
 use etcd_operator::backup::metadata::BackupMetadata;
 use etcd_operator::backup::naming::{BackupName, metadata_key};
@@ -54,6 +55,7 @@ fn request(cluster: &str, endpoints: Vec<String>) -> BackupRequest {
     BackupRequest {
         cluster: cluster.into(),
         endpoints,
+        dialer: Dialer::plain(),
         etcd_timeout: Duration::from_secs(3),
         timeout: Duration::from_secs(60),
     }
