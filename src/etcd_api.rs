@@ -504,7 +504,7 @@ fn answered_by_etcd(err: &etcd_client::Error) -> bool {
 ///
 /// `etcd-client`'s own `Display` is unhelpful for the two cases that matter: a gRPC status
 /// prints with its metadata, and a transport error prints only `transport error`.
-fn describe(err: &etcd_client::Error) -> String {
+pub(crate) fn describe(err: &etcd_client::Error) -> String {
     match err {
         etcd_client::Error::GRpcStatus(status) => {
             let message = with_causes(status.message(), status);

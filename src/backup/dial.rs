@@ -14,20 +14,21 @@ use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
 use crate::etcd_api::{AddressSource, DialPlan, dial_plan};
 use crate::tls::ClientIdentity;
 
-/// Why an endpoint was not dialed, or its connection failed.
+/// Why an endpoint was not dialed, or its connection failed (each says it without the
+/// endpoint, which callers name).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DialError {
     /// A plain `http` endpoint, while the backup uses TLS.
-    #[error("{0} is plain http while the backup uses TLS: nothing is sent to it unencrypted")]
+    #[error("plain http while the backup uses TLS: nothing is sent to it unencrypted")]
     PlaintextEndpoint(String),
     /// An `https` endpoint, while the backup has no client certificate.
     #[error(
-        "{0} is https but the backup has no client certificate (set clientTLSSecret): \
-         nothing is sent to it"
+        "https, but the backup has no client certificate (set clientTLSSecret): nothing is \
+         sent to it"
     )]
     NoClientCertificate(String),
     /// The connection failed.
-    #[error("{endpoint}: {message}")]
+    #[error("{message}")]
     Connect {
         /// The endpoint.
         endpoint: String,
@@ -112,7 +113,7 @@ impl Dialer {
         };
         match tokio::time::timeout(timeout, Client::connect(&plan.urls, Some(options))).await {
             Ok(Ok(client)) => Ok(client),
-            Ok(Err(e)) => Err(failed(crate::error::with_causes(&e.to_string(), &e))),
+            Ok(Err(e)) => Err(failed(crate::etcd_api::describe(&e))),
             Err(_) => Err(failed(format!("connecting took over {timeout:?}"))),
         }
     }

@@ -68,7 +68,7 @@ pub struct ChosenMember {
 }
 
 fn text(err: &etcd_client::Error) -> String {
-    crate::error::with_causes(&err.to_string(), err)
+    crate::etcd_api::describe(err)
 }
 
 async fn with_deadline<T>(
@@ -95,11 +95,12 @@ async fn member_list(
                 .map_err(|e| e.to_string())?;
             with_deadline(timeout, client.member_list())
                 .await
-                .map_err(|e| format!("{endpoint}: {}", text(&e)))
+                .map_err(|e| text(&e))
         };
         match answer.await {
             Ok(list) => return Ok(list),
-            Err(problem) => problems.push(problem),
+            Err(problem) if endpoints.len() == 1 => problems.push(problem),
+            Err(problem) => problems.push(format!("{endpoint}: {problem}")),
         }
     }
     Err(SnapshotError::Unavailable {
