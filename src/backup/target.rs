@@ -8,7 +8,6 @@ use std::time::Duration;
 use etcd_operator_actors::topology::{CLIENT_PORT, Topology};
 
 use crate::api::backup::{BackupStorageType, EtcdBackupSpec};
-
 use crate::tls::SecretProblem;
 
 use super::client_tls;
