@@ -308,17 +308,18 @@ impl EtcdApi for EtcdClientApi {
     }
 }
 
-/// The cache key of an endpoint list: order and repeats do not matter.
 /// The URLs a client dials for an endpoint list, and the name TLS verifies members by
 /// when some are dialed by address.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct DialPlan {
-    urls: Vec<String>,
-    name: Option<String>,
+pub(crate) struct DialPlan {
+    /// The URLs to dial.
+    pub(crate) urls: Vec<String>,
+    /// The name TLS verifies members by, when some are dialed by address.
+    pub(crate) name: Option<String>,
 }
 
 impl DialPlan {
-    fn by_name(endpoints: &[String]) -> Self {
+    pub(crate) fn by_name(endpoints: &[String]) -> Self {
         DialPlan {
             urls: endpoints.to_vec(),
             name: None,
@@ -330,7 +331,7 @@ impl DialPlan {
 /// `scheme://address:port`; the first such host is the name TLS verifies every member by
 /// (one client per list; members' certificates cover every member's name, as CoreOS's
 /// wildcard `*.<cluster>.<ns>.svc` does).
-fn dial_plan(
+pub(crate) fn dial_plan(
     endpoints: &[String],
     address: &(dyn Fn(&str) -> Option<IpAddr> + Send + Sync),
 ) -> DialPlan {
@@ -362,6 +363,7 @@ fn dial_plan(
     DialPlan { urls, name }
 }
 
+/// The cache key of an endpoint list: order and repeats do not matter.
 fn endpoint_key(endpoints: &[String]) -> Vec<String> {
     let mut key: Vec<String> = endpoints
         .iter()
@@ -502,7 +504,7 @@ fn answered_by_etcd(err: &etcd_client::Error) -> bool {
 ///
 /// `etcd-client`'s own `Display` is unhelpful for the two cases that matter: a gRPC status
 /// prints with its metadata, and a transport error prints only `transport error`.
-fn describe(err: &etcd_client::Error) -> String {
+pub(crate) fn describe(err: &etcd_client::Error) -> String {
     match err {
         etcd_client::Error::GRpcStatus(status) => {
             let message = with_causes(status.message(), status);

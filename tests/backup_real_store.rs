@@ -1,6 +1,8 @@
 //! Backups of real etcd processes into a real S3-compatible server (versitygw), both on
 //! loopback: the snapshot streamed, stored, verified and described; retention; failures
-//! reported with a reason and nothing deleted.
+//! reported with a reason and nothing deleted; a member serving clients over TLS backed
+//! up with a client certificate (made by the operator's own code) and verified by the
+//! name it is reached by, also when dialed at an address.
 
 mod support;
 
@@ -8,14 +10,21 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Duration;
 
+use etcd_operator::api::KeyType;
+use etcd_operator::backup::client_tls;
 use etcd_operator::backup::credentials::S3Credentials;
+use etcd_operator::backup::dial::Dialer;
+use etcd_operator::backup::integrity::SnapshotVerifier;
 use etcd_operator::backup::integrity::sha256_hex;
 use etcd_operator::backup::metadata::BackupMetadata;
 use etcd_operator::backup::naming::{BackupName, metadata_key};
 use etcd_operator::backup::run::{BackupError, BackupRequest, retain, take_backup};
 use etcd_operator::backup::store::{BackupStore, Location, StoreConfig, StoreTimeouts};
+use etcd_operator::etcd_api::AddressSource;
+use etcd_operator::tls::{Ca, ClusterNames, Lifetime, Role, issue_leaf, new_ca};
 use support::etcd_process::{EtcdProcess, Loopback};
 use support::s3_server::{ACCESS_KEY, S3Server, SECRET_KEY};
+use support::tls_etcd::TlsMember;
 
 const BUCKET: &str = "backups";
 const PREFIX: &str = "etcd/prod";
@@ -54,6 +63,7 @@ fn request(cluster: &str, endpoints: Vec<String>) -> BackupRequest {
     BackupRequest {
         cluster: cluster.into(),
         endpoints,
+        dialer: Dialer::plain(),
         etcd_timeout: Duration::from_secs(3),
         timeout: Duration::from_secs(60),
     }
@@ -252,4 +262,183 @@ async fn an_unreachable_cluster_is_reported_as_such_and_nothing_is_stored() {
     let err = failure(&store, vec![net.client_url(1)]).await;
     assert_eq!(err.reason(), "EtcdUnavailable", "{err}");
     assert_eq!(s3.keys(BUCKET), before);
+}
+
+/// The names of the TLS member's cluster: `demo` in `default`.
+fn tls_names() -> ClusterNames {
+    ClusterNames::new("default", "demo", "")
+}
+
+fn an_hour() -> Lifetime {
+    Lifetime::starting(jiff::Timestamp::now().as_second() - 60, 3600)
+}
+
+/// A client Secret's keys in CoreOS's layout, with a client certificate from `ca`.
+fn client_secret(ca: &Ca) -> BTreeMap<String, Vec<u8>> {
+    let leaf = issue_leaf(
+        ca,
+        Role::Client,
+        &tls_names(),
+        KeyType::EcdsaP256,
+        an_hour(),
+    )
+    .unwrap();
+    [
+        ("etcd-client.crt", leaf.cert_pem.into_bytes()),
+        ("etcd-client.key", leaf.key_pem.into_bytes()),
+        ("etcd-client-ca.crt", ca.cert_pem.clone().into_bytes()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// An etcd client over TLS trusting `ca`, presenting the certificate of `secret` if any.
+async fn tls_client(
+    url: &str,
+    ca: &Ca,
+    secret: Option<&BTreeMap<String, Vec<u8>>>,
+) -> Result<etcd_client::Client, etcd_client::Error> {
+    let mut tls = etcd_client::TlsOptions::new()
+        .ca_certificate(etcd_client::Certificate::from_pem(ca.cert_pem.as_bytes()));
+    if let Some(secret) = secret {
+        tls = tls.identity(etcd_client::Identity::from_pem(
+            &secret["etcd-client.crt"],
+            &secret["etcd-client.key"],
+        ));
+    }
+    let options = etcd_client::ConnectOptions::new()
+        .with_tls(tls)
+        .with_connect_timeout(Duration::from_secs(2))
+        .with_timeout(Duration::from_secs(5));
+    etcd_client::Client::connect([url], Some(options)).await
+}
+
+#[actix_rt::test]
+async fn a_tls_member_is_backed_up_with_the_client_certificate_and_refuses_a_client_without_one() {
+    let ca = new_ca(&tls_names(), KeyType::EcdsaP256, an_hour()).unwrap();
+    let server = issue_leaf(
+        &ca,
+        Role::Server,
+        &tls_names(),
+        KeyType::EcdsaP256,
+        an_hour(),
+    )
+    .unwrap();
+    let mut member = TlsMember::start("tls1", &server, &ca);
+    let secret = client_secret(&ca);
+    let url = member.client_url.clone();
+    member
+        .wait_until(|| {
+            let (url, ca, secret) = (url.clone(), ca.clone(), secret.clone());
+            async move {
+                match tls_client(&url, &ca, Some(&secret)).await {
+                    Ok(mut client) => client.status().await.is_ok(),
+                    Err(_) => false,
+                }
+            }
+        })
+        .await;
+    let mut writer = tls_client(&url, &ca, Some(&secret)).await.unwrap();
+    let value = "v".repeat(1024);
+    for i in 0..300 {
+        writer
+            .put(format!("key-{i:05}"), value.clone(), None)
+            .await
+            .unwrap();
+    }
+    let s3 = S3Server::start(&[BUCKET]);
+    let store = store_at(&s3.endpoint(), BUCKET, SECRET_KEY);
+
+    // The Secret passes the operator's checks and becomes the backup's dialer.
+    let now = jiff::Timestamp::now().as_second();
+    let identity = client_tls::identity("etcd-client-tls", Some(&secret), now).unwrap();
+    let tls_request = BackupRequest {
+        dialer: Dialer::tls(identity.clone()),
+        ..request("demo", vec![url.clone()])
+    };
+    let outcome = take_backup(&store, &tls_request)
+        .await
+        .unwrap_or_else(|e| panic!("backup over TLS failed: {e}\n{}", member.log()));
+    let stored = std::fs::read(s3.file(BUCKET, &outcome.key)).unwrap();
+    assert_eq!(stored.len() as u64, outcome.metadata.size);
+    assert_eq!(sha256_hex(&stored), outcome.metadata.sha256);
+    // etcd's integrity check of the stored object: pages, then their sha256.
+    let mut verifier = SnapshotVerifier::new();
+    verifier.update(&stored);
+    let verified = verifier.finish().expect("the stored snapshot is whole");
+    assert_eq!(verified.sha256, outcome.metadata.sha256);
+    assert!(outcome.metadata.revision >= 301, "{:?}", outcome.metadata);
+    if let Some(status) = snapshot_status(&s3.file(BUCKET, &outcome.key)) {
+        assert!(status["totalKey"].as_u64().unwrap() >= 300, "{status}");
+    }
+
+    // Dialed at an address, the member is still verified by the name it is reached by:
+    // its cluster DNS name (which its certificate covers) resolves to loopback here.
+    let port = url.rsplit_once(':').unwrap().1.to_string();
+    let host = "tls1.demo.default.svc";
+    let addresses: AddressSource = std::sync::Arc::new(move |asked: &str| {
+        (asked == host).then_some(std::net::IpAddr::from([127, 0, 0, 1]))
+    });
+    let by_address = BackupRequest {
+        dialer: Dialer::tls(identity.clone()).with_addresses(addresses),
+        ..request("demo", vec![format!("https://{host}:{port}")])
+    };
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    take_backup(&store, &by_address)
+        .await
+        .expect("backup of a member dialed by address, verified by its name");
+    // A name its certificate does not cover is not trusted, whatever the address.
+    let other = "tls1.other.default.svc";
+    let stranger: AddressSource = std::sync::Arc::new(move |asked: &str| {
+        (asked == other).then_some(std::net::IpAddr::from([127, 0, 0, 1]))
+    });
+    let wrong_name = BackupRequest {
+        dialer: Dialer::tls(identity.clone()).with_addresses(stranger),
+        ..request("demo", vec![format!("https://{other}:{port}")])
+    };
+    let before = s3.keys(BUCKET);
+    let err = failure_of(&store, &wrong_name).await;
+    assert_eq!(err.reason(), "EtcdUnavailable", "{err}");
+    assert!(err.to_string().contains("certificate"), "{err}");
+
+    // Without a certificate the backup sends nothing; and etcd refuses a TLS client that
+    // trusts it but presents no certificate.
+    let plain = request("demo", vec![url.clone()]);
+    let err = failure_of(&store, &plain).await;
+    assert!(err.to_string().contains("no client certificate"), "{err}");
+    let refused = async {
+        let mut client = tls_client(&url, &ca, None).await?;
+        client.status().await
+    };
+    let refused = tokio::time::timeout(Duration::from_secs(10), refused).await;
+    assert!(
+        !matches!(refused, Ok(Ok(_))),
+        "etcd answered a client without a certificate"
+    );
+    // A certificate from another CA: refused by etcd, nothing stored.
+    let stranger_ca = new_ca(&tls_names(), KeyType::EcdsaP256, an_hour()).unwrap();
+    let mut foreign = client_secret(&stranger_ca);
+    foreign.insert(
+        "etcd-client-ca.crt".into(),
+        ca.cert_pem.clone().into_bytes(),
+    );
+    let foreign = client_tls::identity("foreign", Some(&foreign), now).unwrap();
+    let err = failure_of(
+        &store,
+        &BackupRequest {
+            dialer: Dialer::tls(foreign),
+            ..request("demo", vec![url.clone()])
+        },
+    )
+    .await;
+    assert_eq!(err.reason(), "EtcdUnavailable", "{err}");
+    assert_eq!(s3.keys(BUCKET), before, "a refused backup stored nothing");
+}
+
+async fn failure_of(store: &BackupStore, request: &BackupRequest) -> BackupError {
+    match take_backup(store, request).await {
+        Ok(outcome) => panic!("the backup succeeded: {outcome:?}"),
+        Err(e) => e,
+    }
 }

@@ -16,6 +16,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use etcd_operator::backup::credentials::S3Credentials;
+use etcd_operator::backup::dial::Dialer;
 use etcd_operator::backup::metadata::BackupMetadata;
 use etcd_operator::backup::naming::metadata_key;
 use etcd_operator::backup::run::{BackupRequest, take_backup};
@@ -120,6 +121,7 @@ async fn backed_up(net: &Loopback, s3: &S3Server, count: usize) -> (EtcdProcess,
     let request = BackupRequest {
         cluster: "prod".into(),
         endpoints: vec![etcd.client_url()],
+        dialer: Dialer::plain(),
         etcd_timeout: Duration::from_secs(3),
         timeout: Duration::from_secs(60),
     };

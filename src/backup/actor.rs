@@ -253,18 +253,19 @@ async fn attempt_inner(
     let store = target::store(deps.kube.as_ref(), &namespace, spec, deps.config.store)
         .await
         .map_err(fail)?;
-    let (cluster, endpoints) =
-        target::cluster(deps.kube.as_ref(), &namespace, &backup.name_any(), spec)
-            .await
-            .map_err(fail)?;
+    let etcd = target::etcd(deps.kube.as_ref(), &namespace, &backup.name_any(), spec)
+        .await
+        .map_err(fail)?;
+    let cluster = etcd.cluster.clone();
     let policy = spec.policy();
     let timeout = policy
         .timeout_in_second
         .filter(|s| *s > 0)
         .map_or(DEFAULT_TIMEOUT, |s| Duration::from_secs(s.unsigned_abs()));
     let request = BackupRequest {
-        cluster: cluster.clone(),
-        endpoints,
+        cluster: etcd.cluster,
+        endpoints: etcd.endpoints,
+        dialer: etcd.dialer,
         etcd_timeout: deps.config.etcd_timeout,
         timeout,
     };

@@ -1,18 +1,22 @@
-//! What the backup actors need from Kubernetes, as a port, and its implementation over
-//! kube-rs with every write (status, Events) and every store change behind the leader's
+//! What the backup actors need from Kubernetes, as a port (Secrets, EtcdClusters, the
+//! members' pod addresses, status and Events), and its implementation over kube-rs with every write (status, Events) and every store change behind the leader's
 //! fence.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::Recorder;
+use kube::runtime::reflector::Store;
 use kube::{Client, Resource};
 use serde_json::json;
 
 use crate::api::EtcdCluster;
 use crate::api::backup::{EtcdBackup, EtcdBackupStatus};
 use crate::controller::fence::Fence;
-use crate::kube_api::event;
+use crate::etcd_api::AddressSource;
+use crate::kube_api::{event, member_address, member_hosts};
 
 use super::credentials::SecretData;
 
@@ -21,8 +25,18 @@ use super::credentials::SecretData;
 pub trait BackupKube: Send + Sync + 'static {
     /// The data of a Secret; `None` when it does not exist.
     async fn secret(&self, namespace: &str, name: &str) -> Result<Option<SecretData>, String>;
-    /// Whether an EtcdCluster exists.
-    async fn cluster_exists(&self, namespace: &str, name: &str) -> Result<bool, String>;
+    /// An EtcdCluster; `None` when it does not exist.
+    async fn cluster(&self, namespace: &str, name: &str) -> Result<Option<EtcdCluster>, String>;
+    /// Where members are reached by their DNS names' hosts (`<member>.<cluster>.<ns>.svc`):
+    /// their pods' addresses, when known; `None` leaves every name to DNS.
+    fn addresses(&self) -> Option<AddressSource> {
+        None
+    }
+    /// The DNS names of cluster `cluster`'s member pods that have an address (empty when
+    /// unknown).
+    fn member_hosts(&self, _namespace: &str, _cluster: &str) -> Vec<String> {
+        Vec::new()
+    }
     /// Writes an EtcdBackup's status.
     async fn write_status(
         &self,
@@ -46,6 +60,7 @@ pub struct KubeBackupApi {
     client: Client,
     recorder: Recorder,
     fence: Fence,
+    pods: Option<Store<Pod>>,
 }
 
 impl KubeBackupApi {
@@ -55,7 +70,15 @@ impl KubeBackupApi {
             client,
             recorder,
             fence,
+            pods: None,
         }
+    }
+
+    /// The same, dialing members at their pods' addresses from the operator's pod cache
+    /// (as the cluster side does).
+    pub fn with_pods(mut self, pods: Store<Pod>) -> Self {
+        self.pods = Some(pods);
+        self
     }
 }
 
@@ -82,9 +105,21 @@ impl BackupKube for KubeBackupApi {
         }))
     }
 
-    async fn cluster_exists(&self, namespace: &str, name: &str) -> Result<bool, String> {
+    async fn cluster(&self, namespace: &str, name: &str) -> Result<Option<EtcdCluster>, String> {
         let api: Api<EtcdCluster> = Api::namespaced(self.client.clone(), namespace);
-        Ok(api.get_opt(name).await.map_err(|e| text(&e))?.is_some())
+        api.get_opt(name).await.map_err(|e| text(&e))
+    }
+
+    fn addresses(&self) -> Option<AddressSource> {
+        let pods = self.pods.clone()?;
+        Some(Arc::new(move |host: &str| member_address(&pods, host)))
+    }
+
+    fn member_hosts(&self, namespace: &str, cluster: &str) -> Vec<String> {
+        self.pods
+            .as_ref()
+            .map(|pods| member_hosts(pods, namespace, cluster))
+            .unwrap_or_default()
     }
 
     async fn write_status(

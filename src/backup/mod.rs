@@ -4,14 +4,17 @@
 //! [`credentials`] (Secrets in the CoreOS layouts), [`naming`] (keys carrying cluster,
 //! time and revision), [`integrity`] (etcd's snapshot checksum, checked while streaming)
 //! and [`metadata`] (the JSON beside each snapshot). [`snapshot`] takes a snapshot from a
-//! healthy member, [`run`] makes one whole backup, [`retention`] and [`schedule`] are the
-//! pure decisions of what to delete and when to run next, [`report`] the status after each
-//! step. The actors that run backups on their schedule are in [`actor`], fed by
-//! [`supervisor`]; [`target`] turns a spec into a store and endpoints through the
-//! [`kube`] port.
+//! healthy member, each endpoint dialed by [`dial`] (plain, or over TLS with the client
+//! certificate [`client_tls`] finds for the backup); [`run`] makes one whole backup,
+//! [`retention`] and [`schedule`] are the pure decisions of what to delete and when to run
+//! next, [`report`] the status after each step. The actors that run backups on their
+//! schedule are in [`actor`], fed by [`supervisor`]; [`target`] turns a spec into a store,
+//! endpoints and a dialer through the [`kube`] port.
 
 pub mod actor;
+pub mod client_tls;
 pub mod credentials;
+pub mod dial;
 pub mod integrity;
 pub mod kube;
 pub mod metadata;

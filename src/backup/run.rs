@@ -12,6 +12,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use tokio::time::Instant;
 
+use super::dial::Dialer;
 use super::integrity::{IntegrityError, SnapshotVerifier, Verified};
 use super::metadata::BackupMetadata;
 use super::naming::{BackupName, metadata_key};
@@ -26,6 +27,8 @@ pub struct BackupRequest {
     pub cluster: String,
     /// Client URLs of the cluster.
     pub endpoints: Vec<String>,
+    /// How they and the members are dialed (plain, or TLS with a client certificate).
+    pub dialer: Dialer,
     /// Deadline of each etcd call before the stream (connect, member list, status).
     pub etcd_timeout: Duration,
     /// Deadline of the whole backup.
@@ -115,7 +118,7 @@ pub async fn take_backup(
     let within = |d| BackupError::Timeout(d);
     let member = tokio::time::timeout_at(
         deadline,
-        snapshot::choose_member(&request.endpoints, request.etcd_timeout),
+        snapshot::choose_member(&request.dialer, &request.endpoints, request.etcd_timeout),
     )
     .await
     .map_err(|_| within(request.timeout))??;
@@ -145,10 +148,12 @@ async fn stream_to_store(
     deadline: Instant,
 ) -> Result<(String, BackupMetadata), BackupError> {
     let timeout = BackupError::Timeout(request.timeout);
-    let mut stream =
-        tokio::time::timeout_at(deadline, snapshot::open(member, request.etcd_timeout))
-            .await
-            .map_err(|_| BackupError::Timeout(request.timeout))??;
+    let mut stream = tokio::time::timeout_at(
+        deadline,
+        snapshot::open(&request.dialer, member, request.etcd_timeout),
+    )
+    .await
+    .map_err(|_| BackupError::Timeout(request.timeout))??;
     let failed = |e: etcd_client::Error| SnapshotError::Stream {
         endpoint: member.endpoint.clone(),
         message: crate::error::with_causes(&e.to_string(), &e),

@@ -1,13 +1,17 @@
 //! Taking a snapshot: which member it is taken from, and its stream.
 //!
-//! The members are found from any endpoint of the cluster (its member list); each voting
-//! member with a client URL is asked for its status on its own. A healthy follower is
+//! The members are found from the first endpoint of the cluster that answers (its member
+//! list); each voting member with a client URL is asked for its status on its own. Every
+//! endpoint is dialed by a [`Dialer`]: over TLS with the backup's client certificate, or
+//! plain. A healthy follower is
 //! preferred (the most up to date one: highest raft index), so the leader's disk and
 //! network are spared; the leader is used when it is the only healthy member.
 
 use std::time::Duration;
 
-use etcd_client::{Client, ConnectOptions, SnapshotStreaming};
+use etcd_client::{MemberListResponse, SnapshotStreaming};
+
+use super::dial::Dialer;
 
 /// Why no snapshot stream could be opened.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -64,16 +68,7 @@ pub struct ChosenMember {
 }
 
 fn text(err: &etcd_client::Error) -> String {
-    crate::error::with_causes(&err.to_string(), err)
-}
-
-async fn connect(endpoints: &[String], timeout: Duration) -> Result<Client, etcd_client::Error> {
-    // No request timeout: it would bound the whole snapshot stream. The caller's deadline
-    // bounds each call instead.
-    let options = ConnectOptions::new().with_connect_timeout(timeout);
-    tokio::time::timeout(timeout, Client::connect(endpoints, Some(options)))
-        .await
-        .map_err(|_| etcd_client::Error::InvalidArgs(format!("connecting took over {timeout:?}")))?
+    crate::etcd_api::describe(err)
 }
 
 async fn with_deadline<T>(
@@ -85,19 +80,46 @@ async fn with_deadline<T>(
         .map_err(|_| etcd_client::Error::InvalidArgs(format!("no answer within {timeout:?}")))?
 }
 
+/// The member list, from the first of `endpoints` that answers it.
+async fn member_list(
+    dialer: &Dialer,
+    endpoints: &[String],
+    timeout: Duration,
+) -> Result<MemberListResponse, SnapshotError> {
+    let mut problems = Vec::new();
+    for endpoint in endpoints {
+        let answer = async {
+            let mut client = dialer
+                .connect(endpoint, timeout)
+                .await
+                .map_err(|e| e.to_string())?;
+            with_deadline(timeout, client.member_list())
+                .await
+                .map_err(|e| text(&e))
+        };
+        match answer.await {
+            Ok(list) => return Ok(list),
+            Err(problem) if endpoints.len() == 1 => problems.push(problem),
+            Err(problem) => problems.push(format!("{endpoint}: {problem}")),
+        }
+    }
+    Err(SnapshotError::Unavailable {
+        endpoints: endpoints.join(","),
+        message: if problems.is_empty() {
+            "no endpoints".to_string()
+        } else {
+            problems.join("; ")
+        },
+    })
+}
+
 /// The client URLs of the voting members, found through `endpoints`.
 async fn voting_members(
+    dialer: &Dialer,
     endpoints: &[String],
     timeout: Duration,
 ) -> Result<Vec<String>, SnapshotError> {
-    let unavailable = |e: etcd_client::Error| SnapshotError::Unavailable {
-        endpoints: endpoints.join(","),
-        message: text(&e),
-    };
-    let mut client = connect(endpoints, timeout).await.map_err(unavailable)?;
-    let list = with_deadline(timeout, client.member_list())
-        .await
-        .map_err(unavailable)?;
+    let list = member_list(dialer, endpoints, timeout).await?;
     Ok(list
         .members()
         .iter()
@@ -107,9 +129,15 @@ async fn voting_members(
 }
 
 /// What one member says of itself; `Err` with why it is not a candidate.
-async fn member_status(endpoint: &str, timeout: Duration) -> Result<ChosenMember, String> {
-    let single = [endpoint.to_string()];
-    let mut client = connect(&single, timeout).await.map_err(|e| text(&e))?;
+async fn member_status(
+    dialer: &Dialer,
+    endpoint: &str,
+    timeout: Duration,
+) -> Result<ChosenMember, String> {
+    let mut client = dialer
+        .connect(endpoint, timeout)
+        .await
+        .map_err(|e| e.to_string())?;
     let status = with_deadline(timeout, client.status())
         .await
         .map_err(|e| text(&e))?;
@@ -128,13 +156,16 @@ async fn member_status(endpoint: &str, timeout: Duration) -> Result<ChosenMember
     })
 }
 
-/// The member to take the snapshot from (see the module documentation).
+/// The member to take the snapshot from (see the module documentation), each endpoint
+/// dialed by `dialer`.
 pub async fn choose_member(
+    dialer: &Dialer,
     endpoints: &[String],
     timeout: Duration,
 ) -> Result<ChosenMember, SnapshotError> {
-    let urls = voting_members(endpoints, timeout).await?;
-    let answers = futures::future::join_all(urls.iter().map(|u| member_status(u, timeout))).await;
+    let urls = voting_members(dialer, endpoints, timeout).await?;
+    let answers =
+        futures::future::join_all(urls.iter().map(|u| member_status(dialer, u, timeout))).await;
     let mut problems = Vec::new();
     let mut healthy = Vec::new();
     for (url, answer) in urls.iter().zip(answers) {
@@ -158,21 +189,23 @@ pub fn pick(mut healthy: Vec<ChosenMember>) -> Option<ChosenMember> {
     healthy.pop()
 }
 
-/// Opens the snapshot stream of `member`.
+/// Opens the snapshot stream of `member`, dialed by `dialer`.
 pub async fn open(
+    dialer: &Dialer,
     member: &ChosenMember,
     timeout: Duration,
 ) -> Result<SnapshotStreaming, SnapshotError> {
-    let failed = |e: etcd_client::Error| SnapshotError::Stream {
+    let failed = |message: String| SnapshotError::Stream {
         endpoint: member.endpoint.clone(),
-        message: text(&e),
+        message,
     };
-    let mut client = connect(std::slice::from_ref(&member.endpoint), timeout)
+    let mut client = dialer
+        .connect(&member.endpoint, timeout)
         .await
-        .map_err(failed)?;
+        .map_err(|e| failed(e.to_string()))?;
     with_deadline(timeout, client.snapshot())
         .await
-        .map_err(failed)
+        .map_err(|e| failed(text(&e)))
 }
 
 #[cfg(test)]

@@ -1,16 +1,20 @@
 //! From an EtcdBackup's spec to what one backup needs: the store (with the credentials of
-//! its Secret) and the cluster's endpoints.
+//! its Secret), the cluster's endpoints, and how they are dialed (plain, or over TLS with
+//! the client certificate [`client_tls`](super::client_tls) finds).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_operator_actors::topology::Topology;
+use etcd_operator_actors::topology::{CLIENT_PORT, Topology};
 
 use crate::api::backup::{BackupStorageType, EtcdBackupSpec};
+use crate::tls::SecretProblem;
 
+use super::client_tls;
 use super::credentials::{
     AbsCredentials, CredentialsError, GcsCredentials, S3Credentials, SecretData,
 };
+use super::dial::Dialer;
 use super::kube::BackupKube;
 use super::naming::split_path;
 use super::store::{BackupStore, Location, StoreConfig, StoreError, StoreTimeouts};
@@ -21,12 +25,20 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 /// Why a spec cannot be backed up as it is.
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
-    /// `clientTLSSecret` is set; client TLS is not implemented.
+    /// `insecureSkipVerify` is set: members' certificates are always verified.
     #[error(
-        "clientTLSSecret {0} is set, but client TLS to etcd is not implemented yet: \
-         no backup is taken without it"
+        "insecureSkipVerify is not supported: the members' server certificates are always \
+         verified against the CA in the client Secret (etcd-client-ca.crt); remove it"
     )]
-    TlsUnsupported(String),
+    InsecureSkipVerify,
+    /// TLS and the cluster disagree: a client certificate for a cluster that serves plain
+    /// HTTP, or `https` endpoints without one.
+    #[error("{0}")]
+    TlsMismatch(String),
+    /// The client certificate's Secret is missing or unusable: each problem with its
+    /// Secret and key.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    TlsSecretInvalid(Vec<SecretProblem>),
     /// The spec names no store of its `storageType`, or no cluster (the CRD refuses both).
     #[error("{0}")]
     Incomplete(&'static str),
@@ -61,7 +73,9 @@ impl TargetError {
     /// CamelCase reason for status and Events.
     pub fn reason(&self) -> &'static str {
         match self {
-            TargetError::TlsUnsupported(_) => "TLSUnsupported",
+            TargetError::InsecureSkipVerify => "InsecureSkipVerifyUnsupported",
+            TargetError::TlsMismatch(_) => "TLSMismatch",
+            TargetError::TlsSecretInvalid(_) => "TLSSecretInvalid",
             TargetError::Incomplete(_) => "InvalidSpec",
             TargetError::SecretNotFound(_) => "SecretNotFound",
             TargetError::InvalidSecret { .. } => "InvalidSecret",
@@ -71,20 +85,20 @@ impl TargetError {
         }
     }
 
-    /// Whether the spec itself must change before a backup can run (no retries).
+    /// Whether the spec itself must change before a backup can run (no retries). A
+    /// Secret's problems are not: a fixed Secret is used at the next retry.
     pub fn is_spec_problem(&self) -> bool {
         matches!(
             self,
-            TargetError::TlsUnsupported(_) | TargetError::Incomplete(_)
+            TargetError::InsecureSkipVerify
+                | TargetError::TlsMismatch(_)
+                | TargetError::Incomplete(_)
         )
     }
 }
 
 /// What `spec` is refused for before anything is read; `None` when it may run.
 pub fn spec_problem(spec: &EtcdBackupSpec) -> Option<TargetError> {
-    if let Some(secret) = spec.client_tls_secret.as_deref().filter(|s| !s.is_empty()) {
-        return Some(TargetError::TlsUnsupported(secret.to_string()));
-    }
     let has_store = match spec.storage_type {
         BackupStorageType::S3 => spec.s3.is_some(),
         BackupStorageType::Gcs => spec.gcs.is_some(),
@@ -101,7 +115,7 @@ pub fn spec_problem(spec: &EtcdBackupSpec) -> Option<TargetError> {
             "set exactly one of clusterName and etcdEndpoints",
         ));
     }
-    None
+    client_tls::spec_problem(spec)
 }
 
 async fn secret(
@@ -175,41 +189,287 @@ pub async fn store(
     Ok(BackupStore::open(&config, timeouts)?)
 }
 
-/// The cluster's name in backup names and its client URLs: a named EtcdCluster's client
-/// Service, or the endpoints given (named after the EtcdBackup).
-pub async fn cluster(
+/// What one backup dials.
+#[derive(Debug, Clone)]
+pub struct Etcd {
+    /// The cluster's name in backup names.
+    pub cluster: String,
+    /// Its client URLs.
+    pub endpoints: Vec<String>,
+    /// How they and the members are dialed.
+    pub dialer: Dialer,
+}
+
+/// The etcd a backup of `spec` dials: a named EtcdCluster's member pods known to the
+/// operator and its client Service (`https` when the cluster runs TLS), or the endpoints
+/// given (named after the EtcdBackup); with the client certificate
+/// [`client_tls::certificate_secret`] picks, checked.
+pub async fn etcd(
     kube: &dyn BackupKube,
     namespace: &str,
     backup_name: &str,
     spec: &EtcdBackupSpec,
-) -> Result<(String, Vec<String>), TargetError> {
-    let Some(name) = &spec.cluster_name else {
-        let endpoints = spec.etcd_endpoints.clone().unwrap_or_default();
-        return Ok((backup_name.to_string(), endpoints));
+) -> Result<Etcd, TargetError> {
+    let (cluster, endpoints, secret) = match &spec.cluster_name {
+        None => {
+            let endpoints = spec.etcd_endpoints.clone().unwrap_or_default();
+            let secret = client_tls::certificate_secret(spec, None)?;
+            (backup_name.to_string(), endpoints, secret)
+        }
+        Some(name) => {
+            let object = kube
+                .cluster(namespace, name)
+                .await
+                .map_err(|message| TargetError::Kube {
+                    what: format!("EtcdCluster {name}"),
+                    message,
+                })?
+                .ok_or_else(|| TargetError::ClusterNotFound(name.clone()))?;
+            let secret = client_tls::certificate_secret(spec, Some(&object))?;
+            let topology = Topology::new(namespace, name);
+            let scheme = object.spec.tls_mode().scheme();
+            let url = |host: &str| format!("{scheme}://{host}:{CLIENT_PORT}");
+            // The members first, by their names (dialed at their pods' addresses), as the
+            // cluster side reaches them; then the client Service.
+            let mut endpoints: Vec<String> = kube
+                .member_hosts(namespace, name)
+                .iter()
+                .map(|host| url(host))
+                .collect();
+            endpoints.push(url(&format!(
+                "{}.{namespace}.svc",
+                topology.client_service()
+            )));
+            (name.clone(), endpoints, secret)
+        }
     };
-    let exists = kube
-        .cluster_exists(namespace, name)
-        .await
-        .map_err(|message| TargetError::Kube {
-            what: format!("EtcdCluster {name}"),
-            message,
-        })?;
-    if !exists {
-        return Err(TargetError::ClusterNotFound(name.clone()));
-    }
-    let topology = Topology::new(namespace, name);
-    let service = format!(
-        "http://{}.{namespace}.svc:{}",
-        topology.client_service(),
-        etcd_operator_actors::topology::CLIENT_PORT
-    );
-    Ok((name.clone(), vec![service]))
+    let dialer = match secret {
+        None => Dialer::plain(),
+        Some(secret) => {
+            let data =
+                kube.secret(namespace, &secret)
+                    .await
+                    .map_err(|message| TargetError::Kube {
+                        what: format!("secret {secret}"),
+                        message,
+                    })?;
+            let now = jiff::Timestamp::now().as_second();
+            Dialer::tls(client_tls::identity(&secret, data.as_ref(), now)?)
+        }
+    };
+    let dialer = match kube.addresses() {
+        Some(addresses) => dialer.with_addresses(addresses),
+        None => dialer,
+    };
+    Ok(Etcd {
+        cluster,
+        endpoints,
+        dialer,
+    })
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
+    use async_trait::async_trait;
+
     use super::*;
-    use crate::api::backup::S3BackupSource;
+    use crate::api::backup::{EtcdBackup, EtcdBackupStatus, S3BackupSource};
+    use crate::api::{
+        AutoTls, EtcdCluster, EtcdClusterSpec, KeyType, MemberSecret, StaticTls, TlsPolicy,
+    };
+    use crate::tls::{ClusterNames, Lifetime, Role, issue_leaf, new_ca};
+
+    /// Secrets and EtcdClusters of namespace `prod`, and the member pods known.
+    #[derive(Default)]
+    struct FakeKube {
+        secrets: BTreeMap<String, SecretData>,
+        clusters: BTreeMap<String, EtcdCluster>,
+        members: Vec<String>,
+    }
+
+    #[async_trait]
+    impl BackupKube for FakeKube {
+        async fn secret(&self, _: &str, name: &str) -> Result<Option<SecretData>, String> {
+            Ok(self.secrets.get(name).cloned())
+        }
+        async fn cluster(&self, _: &str, name: &str) -> Result<Option<EtcdCluster>, String> {
+            Ok(self.clusters.get(name).cloned())
+        }
+        fn member_hosts(&self, _: &str, _: &str) -> Vec<String> {
+            self.members.clone()
+        }
+        async fn write_status(&self, _: &EtcdBackup, _: &EtcdBackupStatus) -> Result<(), String> {
+            Ok(())
+        }
+        async fn event(&self, _: &EtcdBackup, _: bool, _: &str, _: &str) -> Result<(), String> {
+            Ok(())
+        }
+        fn may_act(&self, _: &str) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    /// A client Secret in CoreOS's layout, valid now.
+    fn client_secret() -> SecretData {
+        let now = jiff::Timestamp::now().as_second();
+        let names = ClusterNames::new("prod", "demo", "");
+        let life = Lifetime::starting(now - 60, 3600);
+        let ca = new_ca(&names, KeyType::EcdsaP256, life).unwrap();
+        let leaf = issue_leaf(&ca, Role::Client, &names, KeyType::EcdsaP256, life).unwrap();
+        BTreeMap::from([
+            ("etcd-client.crt".to_string(), leaf.cert_pem.into_bytes()),
+            ("etcd-client.key".to_string(), leaf.key_pem.into_bytes()),
+            ("etcd-client-ca.crt".to_string(), ca.cert_pem.into_bytes()),
+        ])
+    }
+
+    fn cluster(tls: Option<TlsPolicy>) -> EtcdCluster {
+        EtcdCluster::new(
+            "demo",
+            EtcdClusterSpec {
+                tls,
+                ..EtcdClusterSpec::default()
+            },
+        )
+    }
+
+    fn auto() -> Option<TlsPolicy> {
+        Some(TlsPolicy {
+            auto: Some(AutoTls::default()),
+            ..TlsPolicy::default()
+        })
+    }
+
+    fn static_tls() -> Option<TlsPolicy> {
+        Some(TlsPolicy {
+            r#static: Some(StaticTls {
+                member: Some(MemberSecret {
+                    peer_secret: Some("demo-peer".into()),
+                    server_secret: Some("demo-server".into()),
+                }),
+                operator_secret: Some("demo-operator".into()),
+            }),
+            ..TlsPolicy::default()
+        })
+    }
+
+    fn kube(tls: Option<TlsPolicy>, secrets: &[&str]) -> FakeKube {
+        FakeKube {
+            secrets: secrets
+                .iter()
+                .map(|name| (name.to_string(), client_secret()))
+                .collect(),
+            clusters: BTreeMap::from([("demo".to_string(), cluster(tls))]),
+            members: Vec::new(),
+        }
+    }
+
+    fn by_cluster(secret: Option<&str>) -> EtcdBackupSpec {
+        EtcdBackupSpec {
+            cluster_name: Some("demo".into()),
+            client_tls_secret: secret.map(str::to_string),
+            ..s3_spec()
+        }
+    }
+
+    async fn resolve(kube: &FakeKube, spec: &EtcdBackupSpec) -> Result<Etcd, TargetError> {
+        assert!(spec_problem(spec).is_none(), "{:?}", spec_problem(spec));
+        etcd(kube, "prod", "nightly", spec).await
+    }
+
+    #[tokio::test]
+    async fn a_client_tls_secret_makes_the_backup_dial_the_cluster_over_https() {
+        let kube = kube(auto(), &["etcd-client-tls"]);
+        let etcd = resolve(&kube, &by_cluster(Some("etcd-client-tls")))
+            .await
+            .unwrap();
+        assert!(etcd.dialer.uses_tls());
+        assert_eq!(etcd.endpoints, ["https://demo-client.prod.svc:2379"]);
+        assert_eq!(etcd.cluster, "demo");
+    }
+
+    #[tokio::test]
+    async fn an_operator_managed_tls_cluster_is_backed_up_with_the_operators_client_secret() {
+        // No clientTLSSecret: the `<cluster>-client-tls` Secret the operator made is used.
+        let kube = kube(auto(), &["demo-client-tls"]);
+        let etcd = resolve(&kube, &by_cluster(None)).await.unwrap();
+        assert!(etcd.dialer.uses_tls());
+        // Until it exists, the backup says which Secret it waits for.
+        let missing = resolve(&self::kube(auto(), &[]), &by_cluster(None))
+            .await
+            .unwrap_err();
+        assert_eq!(missing.reason(), "TLSSecretInvalid");
+        assert!(missing.to_string().contains("demo-client-tls"), "{missing}");
+        assert!(!missing.is_spec_problem(), "a Secret fixed later is used");
+    }
+
+    #[tokio::test]
+    async fn a_static_tls_cluster_is_backed_up_with_its_operator_secret() {
+        let kube = kube(static_tls(), &["demo-operator"]);
+        let etcd = resolve(&kube, &by_cluster(None)).await.unwrap();
+        assert!(etcd.dialer.uses_tls());
+        assert_eq!(etcd.endpoints, ["https://demo-client.prod.svc:2379"]);
+    }
+
+    #[tokio::test]
+    async fn a_plain_cluster_is_dialed_plain_members_first_then_its_client_service() {
+        let mut kube = kube(None, &[]);
+        kube.members = vec!["demo-abcde.demo.prod.svc".into()];
+        let etcd = resolve(&kube, &by_cluster(None)).await.unwrap();
+        assert!(!etcd.dialer.uses_tls());
+        assert_eq!(
+            etcd.endpoints,
+            [
+                "http://demo-abcde.demo.prod.svc:2379",
+                "http://demo-client.prod.svc:2379"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_client_tls_secret_for_a_cluster_without_tls_is_refused_never_ignored() {
+        let kube = kube(None, &["etcd-client-tls"]);
+        let err = resolve(&kube, &by_cluster(Some("etcd-client-tls")))
+            .await
+            .unwrap_err();
+        assert_eq!(err.reason(), "TLSMismatch");
+        assert!(err.to_string().contains("etcd-client-tls"), "{err}");
+        assert!(err.to_string().contains("plain http"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn an_unusable_client_tls_secret_is_reported_with_its_name_and_key() {
+        let mut kube = kube(auto(), &["etcd-client-tls"]);
+        kube.secrets
+            .get_mut("etcd-client-tls")
+            .unwrap()
+            .remove("etcd-client.key");
+        let err = resolve(&kube, &by_cluster(Some("etcd-client-tls")))
+            .await
+            .unwrap_err();
+        assert_eq!(err.reason(), "TLSSecretInvalid");
+        assert_eq!(
+            err.to_string(),
+            "Secret etcd-client-tls key etcd-client.key: missing"
+        );
+    }
+
+    #[tokio::test]
+    async fn https_endpoints_are_dialed_with_the_client_tls_secret() {
+        let kube = kube(None, &["etcd-client-tls"]);
+        let spec = EtcdBackupSpec {
+            cluster_name: None,
+            etcd_endpoints: Some(vec!["https://etcd.example:2379".into()]),
+            client_tls_secret: Some("etcd-client-tls".into()),
+            ..s3_spec()
+        };
+        let etcd = resolve(&kube, &spec).await.unwrap();
+        assert!(etcd.dialer.uses_tls());
+        assert_eq!(etcd.cluster, "nightly");
+        assert_eq!(etcd.endpoints, ["https://etcd.example:2379"]);
+    }
 
     fn s3_spec() -> EtcdBackupSpec {
         EtcdBackupSpec {
@@ -221,18 +481,6 @@ mod tests {
             }),
             ..EtcdBackupSpec::default()
         }
-    }
-
-    #[test]
-    fn a_client_tls_secret_is_refused_clearly_never_ignored() {
-        let spec = EtcdBackupSpec {
-            client_tls_secret: Some("etcd-client-tls".into()),
-            ..s3_spec()
-        };
-        let problem = spec_problem(&spec).unwrap();
-        assert_eq!(problem.reason(), "TLSUnsupported");
-        assert!(problem.to_string().contains("etcd-client-tls"), "{problem}");
-        assert!(problem.is_spec_problem());
     }
 
     #[test]

@@ -3,6 +3,8 @@
 use std::sync::Arc;
 
 use actix::{Actor, AsyncContext};
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::reflector::Store;
 use slog::Logger;
 
 use crate::api::backup::EtcdBackup;
@@ -15,10 +17,12 @@ use crate::backup::supervisor::{BackupEvent, BackupSupervisor};
 use super::fence::Fence;
 use super::{Clients, Settings, api, logged_watch, recorder};
 
-/// Starts the Backup supervisor: one Backup actor per EtcdBackup, each write behind `fence`.
+/// Starts the Backup supervisor: one Backup actor per EtcdBackup, each write behind `fence`,
+/// members dialed at their addresses in `pods`.
 pub(super) fn start_backups(
     settings: &Settings,
     clients: &Clients,
+    pods: Store<Pod>,
     identity: &str,
     fence: &Fence,
     metrics: BackupMetrics,
@@ -31,11 +35,9 @@ pub(super) fn start_backups(
     );
     let recorder = recorder(clients, identity);
     let deps = BackupDeps {
-        kube: Arc::new(KubeBackupApi::new(
-            clients.calls.clone(),
-            recorder,
-            fence.clone(),
-        )),
+        kube: Arc::new(
+            KubeBackupApi::new(clients.calls.clone(), recorder, fence.clone()).with_pods(pods),
+        ),
         config: BackupConfig {
             etcd_timeout: settings.etcd_timeout,
             store: StoreTimeouts::default(),

@@ -408,11 +408,20 @@ pub async fn run(settings: Settings, log: Logger) -> Result<(), Error> {
         ..settings.clone()
     };
     let identity = &settings.identity;
+    // Backups dial members at their pods' addresses, as the Cluster actors do.
+    let pods = caches.pods.clone();
     let _supervisor = start_supervisor(
         &settings, &clients, caches, identity, &fence, telemetry, &log,
     );
-    let _backups =
-        backups::start_backups(&settings, &clients, identity, &fence, backup_metrics, &log);
+    let _backups = backups::start_backups(
+        &settings,
+        &clients,
+        pods,
+        identity,
+        &fence,
+        backup_metrics,
+        &log,
+    );
     let _restores = restores::start_restores(&settings, &clients, identity, &fence, &log);
     tokio::select! {
         reason = lead(&election, &fence, settings.lease.elect) => {

@@ -25,6 +25,20 @@ pub fn member_address(pods: &Store<Pod>, host: &str) -> Option<IpAddr> {
     pod_address(&pod, cluster)
 }
 
+/// The DNS names (`<member>.<cluster>.<ns>.svc`) of the pods in `pods` that are live
+/// member pods of cluster `cluster` in `namespace` with an address, sorted.
+pub fn member_hosts(pods: &Store<Pod>, namespace: &str, cluster: &str) -> Vec<String> {
+    let mut hosts: Vec<String> = pods
+        .state()
+        .iter()
+        .filter(|pod| pod.namespace().as_deref() == Some(namespace))
+        .filter(|pod| pod_address(pod, cluster).is_some())
+        .map(|pod| format!("{}.{cluster}.{namespace}.svc", pod.name_any()))
+        .collect();
+    hosts.sort();
+    hosts
+}
+
 /// The pod's IP, when it is a live member pod of `cluster` with one.
 fn pod_address(pod: &Pod, cluster: &str) -> Option<IpAddr> {
     if pod.metadata.deletion_timestamp.is_some()

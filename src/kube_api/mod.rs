@@ -11,7 +11,7 @@ mod pod_view;
 mod status_patch;
 mod tls;
 
-pub use addresses::member_address;
+pub use addresses::{member_address, member_hosts};
 pub use cluster_api::{Caches, KubeClusterApi};
 pub use tls::Identities;
 

@@ -1,6 +1,7 @@
 //! EtcdBackups of running clusters into the local environment's S3 server (versitygw at
 //! the host's pod-network address, started by `make up`): CoreOS-style manifests, one-shot
-//! and periodic with `maxBackups`; status, Events and the stored objects checked.
+//! and periodic with `maxBackups`, and of TLS clusters (operator-managed, with no extra
+//! field; static, with `clientTLSSecret`); status, Events and the stored objects checked.
 
 use std::time::Duration;
 
@@ -8,7 +9,13 @@ use etcd_operator::backup::integrity::sha256_hex;
 use etcd_operator::backup::metadata::BackupMetadata;
 use etcd_operator::backup::naming::{BackupName, metadata_key};
 
+use etcd_operator::tls::{ClusterNames, Role};
+
 use crate::support::*;
+use crate::tls::{
+    VERSION, auto_client, ca, coreos_keys, coreos_secrets, leaf, static_cluster_yaml, tls_client,
+    year,
+};
 
 fn backup_json(ns: &str, name: &str) -> serde_json::Value {
     object_json("etcdbackup", ns, name)
@@ -135,7 +142,7 @@ async fn a_coreos_one_shot_backup_is_stored_verified_and_reported_and_failures_s
     );
     assert!(!event_names(&ns.0, "reason=BucketNotFound").is_empty());
 
-    // Client TLS is not implemented: refused, said so, never taken without it.
+    // A client certificate for a cluster without TLS: refused, said so, never ignored.
     let tls = "  clientTLSSecret: etcd-client-tls\n";
     apply(&backup_yaml(
         &ns.0,
@@ -144,8 +151,11 @@ async fn a_coreos_one_shot_backup_is_stored_verified_and_reported_and_failures_s
         &format!("{BUCKET}/{}/tls", ns.0),
         tls,
     ));
-    let refused = wait_outcome(&ns.0, "tls", false, "TLSUnsupported").await;
-    assert!(refused["nextBackupTime"].is_null(), "{refused}");
+    let refused = wait_outcome(&ns.0, "tls", false, "TLSMismatch").await;
+    assert!(
+        refused["message"].as_str().unwrap().contains("plain http"),
+        "{refused}"
+    );
     assert!(snapshots_under(&format!("{}/tls", ns.0)).is_empty());
 
     // The backups left every key in place.
@@ -262,4 +272,99 @@ async fn the_crd_refuses_a_backup_naming_two_clusters_or_a_storage_type_without_
     );
     let (ok, out) = kubectl(&["apply", "-f", "-"], Some(&negative));
     assert!(!ok && out.contains("maxBackups"), "{out}");
+}
+
+/// A one-shot EtcdBackup `name` of cluster `cluster` with `extra` spec lines succeeds: the
+/// snapshot stored under `<ns>/<name>`, matching the status and its metadata, with a
+/// revision past the `keys` written.
+async fn assert_one_shot_stored(ns: &str, name: &str, cluster: &str, extra: &str, keys: i64) {
+    let prefix = format!("{ns}/{name}");
+    apply(&backup_yaml(
+        ns,
+        name,
+        &format!("clusterName: {cluster}"),
+        &format!("{BUCKET}/{prefix}"),
+        extra,
+    ));
+    let status = wait_outcome(ns, name, true, "").await;
+    assert!(status["etcdRevision"].as_i64().unwrap() > keys, "{status}");
+    let path = status["lastBackupPath"].as_str().unwrap().to_string();
+    assert!(
+        path.starts_with(&format!("{BUCKET}/{prefix}/{cluster}_")),
+        "{path}"
+    );
+    let metadata = assert_stored(&path, &status);
+    assert_eq!(metadata.etcd_version, VERSION);
+    assert_eq!(metadata.cluster, cluster);
+    assert_eq!(snapshots_under(&prefix).len(), 1);
+    assert!(!event_names(ns, "reason=BackupSucceeded").is_empty());
+}
+
+#[tokio::test]
+async fn an_operator_managed_tls_cluster_is_backed_up_with_no_extra_field() {
+    let ns = Namespace::create("backup-tls-auto");
+    let yaml = format!(
+        "{}  TLS:\n    auto:\n      validity: 2160h\n",
+        cluster_yaml(&ns.0, "secure", 3, VERSION, false)
+    );
+    apply(&yaml);
+    wait_running(&ns.0, "secure", 3, Duration::from_secs(240)).await;
+    let mut etcd = auto_client(&ns.0, "secure")
+        .await
+        .expect("the operator's client certificate works");
+    write_keys(&mut etcd, "backup", 1000).await;
+    create_secret(&ns.0);
+
+    // No clientTLSSecret: the operator's own client certificate of the cluster is used.
+    assert_one_shot_stored(&ns.0, "auto", "secure", "", 1000).await;
+    assert_keys(&mut etcd, "backup", 1000).await;
+}
+
+#[tokio::test]
+async fn a_static_tls_cluster_is_backed_up_with_the_client_tls_secret_it_names() {
+    let ns = Namespace::create("backup-tls-static");
+    let names = ClusterNames::new(&ns.0, "secure", "");
+    let ca = ca(&names);
+    coreos_secrets(&ns.0, "secure", &names, &ca).await;
+    apply(&static_cluster_yaml(&ns.0, "secure", 3, "secure"));
+    let ready = wait_running(&ns.0, "secure", 3, Duration::from_secs(240)).await;
+    // A client certificate of its own for backups, in CoreOS's layout.
+    let client = leaf(&ca, Role::Client, &names, year());
+    let keys = coreos_keys(Role::Client, &client, &ca);
+    crate::tls::create_secret(&ns.0, "backup-client", keys).await;
+    let mut etcd = tls_client(
+        &ns.0,
+        "secure",
+        &ready[0],
+        ca.cert_pem.as_bytes(),
+        Some((client.cert_pem.as_bytes(), client.key_pem.as_bytes())),
+    )
+    .await
+    .expect("the backup's client certificate works");
+    write_keys(&mut etcd, "backup", 1000).await;
+    create_secret(&ns.0);
+
+    let extra = "  clientTLSSecret: backup-client\n";
+    assert_one_shot_stored(&ns.0, "static", "secure", extra, 1000).await;
+
+    // A clientTLSSecret that does not exist: reported by name, retried, nothing stored.
+    let missing = "  clientTLSSecret: no-such-secret\n";
+    let prefix = format!("{}/missing", ns.0);
+    apply(&backup_yaml(
+        &ns.0,
+        "missing",
+        "clusterName: secure",
+        &format!("{BUCKET}/{prefix}"),
+        missing,
+    ));
+    let failed = wait_outcome(&ns.0, "missing", false, "TLSSecretInvalid").await;
+    let message = failed["message"].as_str().unwrap();
+    assert!(
+        message.contains("Secret no-such-secret") && message.contains("not found"),
+        "{failed}"
+    );
+    assert!(failed["nextBackupTime"].is_string(), "retried: {failed}");
+    assert!(!event_names(&ns.0, "reason=TLSSecretInvalid").is_empty());
+    assert!(snapshots_under(&prefix).is_empty());
+    assert_keys(&mut etcd, "backup", 1000).await;
 }

@@ -18,26 +18,26 @@ use serde_json::json;
 
 use crate::support::*;
 
-const VERSION: &str = "3.5.35";
+pub(crate) const VERSION: &str = "3.5.35";
 
 fn now() -> i64 {
     jiff::Timestamp::now().as_second()
 }
 
-fn year() -> Lifetime {
+pub(crate) fn year() -> Lifetime {
     Lifetime::starting(now() - 3600, 365 * 86_400)
 }
 
-fn ca(names: &ClusterNames) -> Ca {
+pub(crate) fn ca(names: &ClusterNames) -> Ca {
     new_ca(names, KeyType::EcdsaP256, year()).unwrap()
 }
 
-fn leaf(ca: &Ca, role: Role, names: &ClusterNames, life: Lifetime) -> Leaf {
+pub(crate) fn leaf(ca: &Ca, role: Role, names: &ClusterNames, life: Lifetime) -> Leaf {
     issue_leaf(ca, role, names, KeyType::EcdsaP256, life).unwrap()
 }
 
 /// The keys of a CoreOS Secret for `role`.
-fn coreos_keys(role: Role, leaf: &Leaf, ca: &Ca) -> BTreeMap<String, Vec<u8>> {
+pub(crate) fn coreos_keys(role: Role, leaf: &Leaf, ca: &Ca) -> BTreeMap<String, Vec<u8>> {
     BTreeMap::from([
         (
             role.cert_key().to_string(),
@@ -51,7 +51,7 @@ fn coreos_keys(role: Role, leaf: &Leaf, ca: &Ca) -> BTreeMap<String, Vec<u8>> {
     ])
 }
 
-async fn create_secret(ns: &str, name: &str, data: BTreeMap<String, Vec<u8>>) {
+pub(crate) async fn create_secret(ns: &str, name: &str, data: BTreeMap<String, Vec<u8>>) {
     let api: Api<Secret> = Api::namespaced(client().await, ns);
     let secret = Secret {
         metadata: ObjectMeta {
@@ -82,7 +82,7 @@ fn key(secret: &Secret, key: &str) -> Vec<u8> {
 
 /// The Secrets of a cluster in CoreOS's layout, all from one CA: `<prefix>-peer`,
 /// `<prefix>-server`, `<prefix>-client`.
-async fn coreos_secrets(ns: &str, prefix: &str, names: &ClusterNames, ca: &Ca) {
+pub(crate) async fn coreos_secrets(ns: &str, prefix: &str, names: &ClusterNames, ca: &Ca) {
     for role in Role::ALL {
         let leaf = leaf(ca, role, names, year());
         create_secret(
@@ -94,7 +94,7 @@ async fn coreos_secrets(ns: &str, prefix: &str, names: &ClusterNames, ca: &Ca) {
     }
 }
 
-fn static_cluster_yaml(ns: &str, name: &str, size: u32, prefix: &str) -> String {
+pub(crate) fn static_cluster_yaml(ns: &str, name: &str, size: u32, prefix: &str) -> String {
     format!(
         "{}  TLS:\n    static:\n      member:\n        peerSecret: {prefix}-peer\n        \
          serverSecret: {prefix}-server\n      operatorSecret: {prefix}-client\n",
@@ -104,7 +104,7 @@ fn static_cluster_yaml(ns: &str, name: &str, size: u32, prefix: &str) -> String 
 
 /// A client of member `member` of cluster `cluster` at its pod address, verifying its
 /// certificate against its DNS name, presenting `identity` (`None`: no certificate).
-async fn tls_client(
+pub(crate) async fn tls_client(
     ns: &str,
     cluster: &str,
     member: &str,
@@ -406,7 +406,7 @@ async fn member_ips(ns: &str, cluster: &str) -> Vec<String> {
 
 /// A client of every member of an auto cluster with the certificate its client Secret
 /// holds now, verifying members by a name their server certificates cover.
-async fn auto_client(ns: &str, cluster: &str) -> Result<Etcd, etcd_client::Error> {
+pub(crate) async fn auto_client(ns: &str, cluster: &str) -> Result<Etcd, etcd_client::Error> {
     let (ca_pem, cert, key_pem) = client_keys(ns, cluster).await;
     let tls = TlsOptions::new()
         .domain_name(format!("writer.{cluster}.{ns}.svc"))

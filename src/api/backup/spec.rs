@@ -61,9 +61,11 @@ pub struct EtcdBackupSpec {
     /// The Azure Blob Storage store, when `storageType` is `ABS`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub abs: Option<AbsBackupSource>,
-    /// Secret with the etcd client certificate (`etcd-client.crt`, `etcd-client.key`,
-    /// `etcd-client-ca.crt`). Accepted for compatibility; client TLS is not implemented yet:
-    /// a backup that sets it is reported failed (`TLSUnsupported`), never taken without TLS.
+    /// Secret in this namespace with the etcd client certificate (`etcd-client.crt`,
+    /// `etcd-client.key`, and `etcd-client-ca.crt`, the CA the members' server
+    /// certificates are verified against): the members are dialed over https with it.
+    /// Unset with `clusterName` of a TLS cluster: the operator's own client Secret of that
+    /// cluster is used. Needed with `https` `etcdEndpoints`.
     #[serde(
         rename = "clientTLSSecret",
         default,
@@ -71,8 +73,9 @@ pub struct EtcdBackupSpec {
     )]
     #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"))]
     pub client_tls_secret: Option<String>,
-    /// Skip verifying the members' TLS certificates (CoreOS). Like `clientTLSSecret`,
-    /// only meaningful with TLS, which is not implemented yet.
+    /// Skip verifying the members' TLS certificates (CoreOS). Not supported: members are
+    /// always verified, and a backup that sets it to true is refused
+    /// (`InsecureSkipVerifyUnsupported`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub insecure_skip_verify: Option<bool>,
 }

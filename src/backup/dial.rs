@@ -1,0 +1,195 @@
+//! How a backup reaches etcd: over plain HTTP, or over TLS with a client certificate,
+//! verifying each member's server certificate against the CA by the DNS name the member
+//! is reached by; and, when the operator knows a member's pod address, at that address
+//! (as the cluster side dials members), still verified by the member's name.
+//!
+//! The scheme of every endpoint must agree with the dialer: a dialer with a client
+//! certificate never dials an `http` endpoint (nothing goes to a TLS cluster's member
+//! unencrypted), and one without never dials an `https` endpoint.
+
+use std::time::Duration;
+
+use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
+
+use crate::etcd_api::{AddressSource, DialPlan, dial_plan};
+use crate::tls::ClientIdentity;
+
+/// Why an endpoint was not dialed, or its connection failed (each says it without the
+/// endpoint, which callers name).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DialError {
+    /// A plain `http` endpoint, while the backup uses TLS.
+    #[error("plain http while the backup uses TLS: nothing is sent to it unencrypted")]
+    PlaintextEndpoint(String),
+    /// An `https` endpoint, while the backup has no client certificate.
+    #[error(
+        "https, but the backup has no client certificate (set clientTLSSecret): nothing is \
+         sent to it"
+    )]
+    NoClientCertificate(String),
+    /// The connection failed.
+    #[error("{message}")]
+    Connect {
+        /// The endpoint.
+        endpoint: String,
+        /// What the client said.
+        message: String,
+    },
+}
+
+/// How a backup dials etcd endpoints (see the module documentation).
+#[derive(Clone, Default)]
+pub struct Dialer {
+    identity: Option<ClientIdentity>,
+    addresses: Option<AddressSource>,
+}
+
+impl Dialer {
+    /// Plain HTTP, every endpoint by its name.
+    pub fn plain() -> Self {
+        Dialer::default()
+    }
+
+    /// TLS, presenting `identity`'s certificate and trusting its CA bundle.
+    pub fn tls(identity: ClientIdentity) -> Self {
+        Dialer {
+            identity: Some(identity),
+            addresses: None,
+        }
+    }
+
+    /// The same, dialing a member at the address `addresses` gives for the host of its
+    /// URL (TLS still verifies it by that host name).
+    pub fn with_addresses(mut self, addresses: AddressSource) -> Self {
+        self.addresses = Some(addresses);
+        self
+    }
+
+    /// Whether endpoints are dialed over TLS.
+    pub fn uses_tls(&self) -> bool {
+        self.identity.is_some()
+    }
+
+    /// The URL dialed for `endpoint`, and the name its certificate is verified by when
+    /// that is not the URL's host.
+    fn plan(&self, endpoint: &str) -> DialPlan {
+        let endpoints = [endpoint.to_string()];
+        match &self.addresses {
+            Some(addresses) => dial_plan(&endpoints, addresses.as_ref()),
+            None => DialPlan::by_name(&endpoints),
+        }
+    }
+
+    /// Checks `endpoint`'s scheme against the dialer, and the options to dial it with.
+    fn options(&self, endpoint: &str, name: Option<&str>) -> Result<ConnectOptions, DialError> {
+        let secure = endpoint.starts_with("https://");
+        let options = ConnectOptions::new();
+        match (&self.identity, secure) {
+            (None, false) => Ok(options),
+            (None, true) => Err(DialError::NoClientCertificate(endpoint.to_string())),
+            (Some(_), false) => Err(DialError::PlaintextEndpoint(endpoint.to_string())),
+            (Some(id), true) => {
+                let tls = TlsOptions::new()
+                    .ca_certificate(Certificate::from_pem(&id.ca_pem))
+                    .identity(Identity::from_pem(&id.cert_pem, &id.key_pem));
+                Ok(options.with_tls(match name {
+                    Some(name) => tls.domain_name(name),
+                    None => tls,
+                }))
+            }
+        }
+    }
+
+    /// A client of `endpoint` alone, connected within `timeout`. No request timeout is
+    /// set: it would bound the whole snapshot stream (callers bound each call instead).
+    pub async fn connect(&self, endpoint: &str, timeout: Duration) -> Result<Client, DialError> {
+        let plan = self.plan(endpoint);
+        let options = self
+            .options(endpoint, plan.name.as_deref())?
+            .with_connect_timeout(timeout);
+        let failed = |message: String| DialError::Connect {
+            endpoint: endpoint.to_string(),
+            message,
+        };
+        match tokio::time::timeout(timeout, Client::connect(&plan.urls, Some(options))).await {
+            Ok(Ok(client)) => Ok(client),
+            Ok(Err(e)) => Err(failed(crate::etcd_api::describe(&e))),
+            Err(_) => Err(failed(format!("connecting took over {timeout:?}"))),
+        }
+    }
+}
+
+impl std::fmt::Debug for Dialer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dialer")
+            .field("identity", &self.identity)
+            .field("by_address", &self.addresses.is_some())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::IpAddr;
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn identity() -> ClientIdentity {
+        ClientIdentity {
+            ca_pem: b"ca".to_vec(),
+            cert_pem: b"cert".to_vec(),
+            key_pem: b"key".to_vec(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_tls_dialer_never_dials_a_plain_http_endpoint() {
+        let err = Dialer::tls(identity())
+            .connect("http://127.0.0.1:1", Duration::from_millis(200))
+            .await
+            .err()
+            .expect("refused before dialing");
+        assert_eq!(
+            err,
+            DialError::PlaintextEndpoint("http://127.0.0.1:1".into())
+        );
+        assert!(err.to_string().contains("unencrypted"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_dialer_without_a_certificate_never_dials_an_https_endpoint() {
+        let err = Dialer::plain()
+            .connect("https://127.0.0.1:1", Duration::from_millis(200))
+            .await
+            .err()
+            .expect("refused before dialing");
+        assert_eq!(
+            err,
+            DialError::NoClientCertificate("https://127.0.0.1:1".into())
+        );
+        assert!(err.to_string().contains("clientTLSSecret"), "{err}");
+    }
+
+    #[test]
+    fn a_member_whose_pod_address_is_known_is_dialed_there_and_verified_by_its_name() {
+        let addresses: AddressSource = Arc::new(|host: &str| {
+            (host == "a.demo.prod.svc").then(|| IpAddr::from([10, 244, 1, 5]))
+        });
+        let dialer = Dialer::tls(identity()).with_addresses(addresses);
+        let plan = dialer.plan("https://a.demo.prod.svc:2379");
+        assert_eq!(plan.urls, ["https://10.244.1.5:2379"]);
+        assert_eq!(plan.name.as_deref(), Some("a.demo.prod.svc"));
+        // The client Service is not a member: left to DNS, verified by its own name.
+        let service = dialer.plan("https://demo-client.prod.svc:2379");
+        assert_eq!(service.urls, ["https://demo-client.prod.svc:2379"]);
+        assert_eq!(service.name, None);
+    }
+
+    #[test]
+    fn the_dialers_debug_form_never_shows_the_key() {
+        let text = format!("{:?}", Dialer::tls(identity()));
+        assert!(!text.contains("key"), "{text}");
+        assert!(text.contains("fingerprint"), "{text}");
+    }
+}
