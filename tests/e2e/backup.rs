@@ -9,13 +9,10 @@ use etcd_operator::backup::integrity::sha256_hex;
 use etcd_operator::backup::metadata::BackupMetadata;
 use etcd_operator::backup::naming::{BackupName, metadata_key};
 
-use etcd_operator::tls::{ClusterNames, Role};
+use etcd_operator::tls::Role;
 
 use crate::support::*;
-use crate::tls::{
-    VERSION, auto_client, ca, coreos_keys, coreos_secrets, leaf, static_cluster_yaml, tls_client,
-    year,
-};
+use crate::tls::{StaticTls, VERSION, auto_client, coreos_keys};
 
 fn backup_json(ns: &str, name: &str) -> serde_json::Value {
     object_json("etcdbackup", ns, name)
@@ -323,24 +320,11 @@ async fn an_operator_managed_tls_cluster_is_backed_up_with_no_extra_field() {
 #[tokio::test]
 async fn a_static_tls_cluster_is_backed_up_with_the_client_tls_secret_it_names() {
     let ns = Namespace::create("backup-tls-static");
-    let names = ClusterNames::new(&ns.0, "secure", "");
-    let ca = ca(&names);
-    coreos_secrets(&ns.0, "secure", &names, &ca).await;
-    apply(&static_cluster_yaml(&ns.0, "secure", 3, "secure"));
-    let ready = wait_running(&ns.0, "secure", 3, Duration::from_secs(240)).await;
+    let cluster = StaticTls::start(&ns.0).await;
     // A client certificate of its own for backups, in CoreOS's layout.
-    let client = leaf(&ca, Role::Client, &names, year());
-    let keys = coreos_keys(Role::Client, &client, &ca);
+    let keys = coreos_keys(Role::Client, &cluster.client, &cluster.ca);
     crate::tls::create_secret(&ns.0, "backup-client", keys).await;
-    let mut etcd = tls_client(
-        &ns.0,
-        "secure",
-        &ready[0],
-        ca.cert_pem.as_bytes(),
-        Some((client.cert_pem.as_bytes(), client.key_pem.as_bytes())),
-    )
-    .await
-    .expect("the backup's client certificate works");
+    let mut etcd = cluster.connect(&ns.0, 0).await;
     write_keys(&mut etcd, "backup", 1000).await;
     create_secret(&ns.0);
 

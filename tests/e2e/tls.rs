@@ -102,6 +102,42 @@ pub(crate) fn static_cluster_yaml(ns: &str, name: &str, size: u32, prefix: &str)
     )
 }
 
+/// A running 3-member static-TLS cluster `secure` in `ns`, from CoreOS-style Secrets made
+/// here, and a client certificate of its CA for the caller's own use.
+pub(crate) struct StaticTls {
+    /// The CA every certificate of the cluster is issued by.
+    pub ca: Ca,
+    /// The members, Ready.
+    pub ready: Vec<String>,
+    /// A client certificate of `ca`, valid for a year.
+    pub client: Leaf,
+}
+
+impl StaticTls {
+    /// Makes the Secrets, applies the cluster and waits until its 3 members are Ready.
+    pub(crate) async fn start(ns: &str) -> StaticTls {
+        let names = ClusterNames::new(ns, "secure", "");
+        let ca = ca(&names);
+        coreos_secrets(ns, "secure", &names, &ca).await;
+        apply(&static_cluster_yaml(ns, "secure", 3, "secure"));
+        let ready = wait_running(ns, "secure", 3, Duration::from_secs(240)).await;
+        let client = leaf(&ca, Role::Client, &names, year());
+        StaticTls { ca, ready, client }
+    }
+
+    /// A client of member `ready[index]` with the client certificate.
+    pub(crate) async fn connect(&self, ns: &str, index: usize) -> Etcd {
+        let identity = (
+            self.client.cert_pem.as_bytes(),
+            self.client.key_pem.as_bytes(),
+        );
+        let ca = self.ca.cert_pem.as_bytes();
+        tls_client(ns, "secure", &self.ready[index], ca, Some(identity))
+            .await
+            .expect("a client with the client certificate connects")
+    }
+}
+
 /// A client of member `member` of cluster `cluster` at its pod address, verifying its
 /// certificate against its DNS name, presenting `identity` (`None`: no certificate).
 pub(crate) async fn tls_client(
@@ -161,23 +197,9 @@ async fn assert_plaintext_refused(ns: &str, member: &str) {
 #[tokio::test]
 async fn static_tls_from_coreos_secrets_serves_certified_clients_only() {
     let ns = Namespace::create("tls-static");
-    let names = ClusterNames::new(&ns.0, "secure", "");
-    let ca = ca(&names);
-    coreos_secrets(&ns.0, "secure", &names, &ca).await;
-    apply(&static_cluster_yaml(&ns.0, "secure", 3, "secure"));
-    let ready = wait_running(&ns.0, "secure", 3, Duration::from_secs(240)).await;
-
-    let client = leaf(&ca, Role::Client, &names, year());
-    let identity = (client.cert_pem.as_bytes(), client.key_pem.as_bytes());
-    let mut etcd = tls_client(
-        &ns.0,
-        "secure",
-        &ready[0],
-        ca.cert_pem.as_bytes(),
-        Some(identity),
-    )
-    .await
-    .expect("a client with the client certificate connects");
+    let cluster = StaticTls::start(&ns.0).await;
+    let (ca, ready) = (&cluster.ca, &cluster.ready);
+    let mut etcd = cluster.connect(&ns.0, 0).await;
     write_keys(&mut etcd, "tls", 20).await;
     assert_keys(&mut etcd, "tls", 20).await;
     assert_eq!(member_list(&mut etcd).await.len(), 3);
