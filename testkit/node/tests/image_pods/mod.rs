@@ -67,6 +67,9 @@ async fn operator_account(env: &Env) {
                    {"apiGroups": [""], "resources": ["pods", "services", "persistentvolumeclaims"],
                     "verbs": ["get", "list", "watch"]},
                    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list", "watch"]},
+                   // The operator is ready once its caches are: EndpointSlices too (it adds a
+                   // member only once the others' addresses are published there).
+                   {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["get", "list", "watch"]},
                    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
                    {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
                    {"apiGroups": ["etcd.database.coreos.com"], "resources": ["etcdclusters"], "verbs": ["get", "list", "watch"]},
