@@ -352,3 +352,103 @@ async fn a_static_tls_cluster_is_backed_up_with_the_client_tls_secret_it_names()
     assert!(snapshots_under(&prefix).is_empty());
     assert_keys(&mut etcd, "backup", 1000).await;
 }
+
+/// The local environment's S3 server stopped until this is dropped (then started again,
+/// waiting until it listens), so that a failing test leaves the store up for the next.
+struct StoreDown;
+
+impl StoreDown {
+    fn now() -> StoreDown {
+        s3_server("down");
+        StoreDown
+    }
+}
+
+impl Drop for StoreDown {
+    fn drop(&mut self) {
+        s3_server("up");
+    }
+}
+
+/// `testkit/env/s3.sh <command>` against the environment the tests run on.
+fn s3_server(command: &str) {
+    let out = std::process::Command::new("bash")
+        .arg(root().join("testkit/env/s3.sh"))
+        .arg(command)
+        .env("LOCAL_ENV_DIR", env_dir())
+        .output()
+        .expect("bash runs");
+    assert!(
+        out.status.success(),
+        "s3.sh {command}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn a_scheduled_backup_while_the_store_is_down_fails_is_retried_and_counts_no_partial_object()
+{
+    let ns = Namespace::create("backup-store-down");
+    apply(&cluster_yaml(&ns.0, "source", 1, "3.5.35", false));
+    let ready = wait_running(&ns.0, "source", 1, Duration::from_secs(120)).await;
+    let mut etcd = etcd(&ns.0, &ready).await;
+    write_keys(&mut etcd, "down", 1000).await;
+    create_secret(&ns.0);
+
+    let prefix = format!("{}/down", ns.0);
+    let policy = "  backupPolicy:\n    backupIntervalInSecond: 10\n    maxBackups: 3\n";
+    let store = StoreDown::now();
+    apply(&backup_yaml(
+        &ns.0,
+        "down",
+        "clusterName: source",
+        &format!("{BUCKET}/{prefix}"),
+        policy,
+    ));
+    let failed = wait_outcome(&ns.0, "down", false, "StoreUnreachable").await;
+    assert!(
+        failed["nextBackupTime"].is_string(),
+        "a failure is retried: {failed}"
+    );
+    assert!(failed["lastSuccessDate"].is_null(), "{failed}");
+    assert!(!event_names(&ns.0, "reason=StoreUnreachable").is_empty());
+    wait_for(
+        "a second try while the store is down",
+        Duration::from_secs(90),
+        || async {
+            let status = backup_json(&ns.0, "down")["status"].clone();
+            match status["consecutiveFailures"].as_i64() {
+                Some(n) if n >= 2 => Ok(()),
+                _ => Err(status.to_string()),
+            }
+        },
+    )
+    .await;
+    assert!(snapshots_under(&prefix).is_empty());
+
+    // The store back: the next try succeeds, and only whole, verified snapshots count.
+    drop(store);
+    let status = wait_outcome(&ns.0, "down", true, "").await;
+    let path = status["lastBackupPath"].as_str().unwrap().to_string();
+    assert_stored(&path, &status);
+    let stored = snapshots_under(&prefix);
+    assert!(stored.contains(&path.strip_prefix(&format!("{BUCKET}/")).unwrap().to_string()));
+    for key in &stored {
+        let beside = env_dir()
+            .join("s3/root")
+            .join(BUCKET)
+            .join(metadata_key(key));
+        let metadata: BackupMetadata = serde_json::from_slice(
+            &std::fs::read(&beside).unwrap_or_else(|e| panic!("{}: {e}", beside.display())),
+        )
+        .expect("metadata JSON");
+        let bytes = std::fs::read(env_dir().join("s3/root").join(BUCKET).join(key)).unwrap();
+        assert_eq!(metadata.sha256, sha256_hex(&bytes), "{key}");
+    }
+    assert!(
+        status["backups"].as_i64().unwrap() <= stored.len() as i64,
+        "{status} {stored:?}"
+    );
+    assert_keys(&mut etcd, "down", 1000).await;
+}

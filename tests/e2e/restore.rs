@@ -1,7 +1,8 @@
 //! EtcdRestores from backups in the local environment's S3 server: a new cluster from a
 //! one-member cluster's backup, with every key, a new cluster ID and three members (the
 //! seed restored from the snapshot, the others joined through raft); a restore naming an
-//! existing cluster and one naming no snapshot are refused, touching nothing.
+//! existing cluster, one naming no snapshot and one whose snapshot has flipped bytes are
+//! refused, touching nothing.
 
 use std::time::Duration;
 
@@ -137,4 +138,42 @@ async fn a_restore_over_an_existing_cluster_or_from_a_missing_path_is_refused_to
     let mut etcd = etcd(&ns.0, &ready).await;
     assert_eq!(cluster_id(&mut etcd).await, source_id);
     assert_keys(&mut etcd, "restore", 100).await;
+}
+
+#[tokio::test]
+async fn a_restore_from_a_snapshot_with_flipped_bytes_is_refused_and_creates_nothing() {
+    let ns = Namespace::create("restore-corrupt");
+    let (_, backup) = backed_up_source(&ns.0, 1000).await;
+    // Flip bytes in the middle of the stored snapshot, in the server's own directory.
+    let path = backup["lastBackupPath"].as_str().unwrap().to_string();
+    let file = env_dir().join("s3/root").join(&path);
+    let mut bytes = std::fs::read(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let middle = bytes.len() / 2;
+    for b in &mut bytes[middle..middle + 16] {
+        *b ^= 0xff;
+    }
+    std::fs::write(&file, &bytes).unwrap();
+
+    // Both ways of naming it: the exact snapshot, and the prefix it is the newest under.
+    let prefix = format!("{BUCKET}/{}/source", ns.0);
+    for (restore, cluster, named) in [
+        ("exact", "from-exact", path.as_str()),
+        ("newest", "from-newest", prefix.as_str()),
+    ] {
+        apply(&restore_yaml(&ns.0, restore, cluster, named, ""));
+        let refused = wait_phase(&ns.0, restore, "Refused", Duration::from_secs(60)).await;
+        assert_eq!(refused["reason"], "ChecksumMismatch", "{refused}");
+        assert_eq!(refused["succeeded"], false, "{refused}");
+        let message = refused["message"].as_str().unwrap();
+        assert!(message.contains("nothing was created"), "{refused}");
+        let (found, _) = kubectl(&["get", "etcd", cluster, "-n", &ns.0], None);
+        assert!(!found, "a refused restore created EtcdCluster {cluster}");
+    }
+    assert!(!event_names(&ns.0, "reason=ChecksumMismatch").is_empty());
+    // No pod but the source's own.
+    let (_, pods) = kubectl(
+        &["get", "pods", "-n", &ns.0, "-o", "name", "-l", "etcd_cluster!=source"],
+        None,
+    );
+    assert!(pods.trim().is_empty(), "{pods}");
 }

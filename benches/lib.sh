@@ -1,0 +1,34 @@
+# shellcheck shell=bash disable=SC2034
+# Shared by the measuring scripts in benches/: logging, the clock, polling, medians.
+# Source it after setting LOG_TAG and TIMEOUT_S.
+
+log() { printf '[%s] %s\n' "${LOG_TAG:-bench}" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+now() { date +%s.%N; }
+# Sets RESULT to the seconds since $1, to the millisecond. (Measuring functions set RESULT
+# rather than print: run in $(...), they would lose the pids they start.)
+RESULT=""
+since() { RESULT=$(awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'); }
+
+# Runs "$@" every 100 ms until it succeeds; dies after TIMEOUT_S seconds naming $1.
+poll() {
+    local what=$1 deadline=$((SECONDS + ${TIMEOUT_S:-180}))
+    shift
+    until "$@"; do
+        ((SECONDS < deadline)) || die "timed out after ${TIMEOUT_S:-180}s waiting for $what"
+        sleep 0.1
+    done
+}
+
+# The median of the space-separated numbers $1 (two decimals), or "-" when there are none.
+median() {
+    [[ -n ${1:-} ]] || { echo -; return; }
+    tr ' ' '\n' <<<"$1" | grep . | sort -g |
+        awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f", m }'
+}
+
+# $2 / $1 as "1.3x", or "-" when $2 is "-".
+ratio() {
+    if [[ $2 == - ]]; then echo -; else awk -v f="$1" -v o="$2" 'BEGIN { printf "%.1fx", o / f }'; fi
+}
