@@ -115,7 +115,9 @@ floor_backup() {
     rm -f "$WORK/floor.db"
     start=$(now)
     ctl "$1" snapshot save "$WORK/floor.db" >/dev/null
-    curl -sS --fail --aws-sigv4 "aws:amz:us-east-1:s3" --user "$(s3 access-key):$(s3 secret-key)" \
+    # SigV4 needs the payload's hash header; UNSIGNED-PAYLOAD spares hashing the file first.
+    curl -sS --fail-with-body --aws-sigv4 "aws:amz:us-east-1:s3" \
+        --user "$(s3 access-key):$(s3 secret-key)" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" \
         -T "$WORK/floor.db" "$(s3 endpoint)/$BUCKET/$NS/floor-$2.db" >/dev/null
     since "$start"
 }
