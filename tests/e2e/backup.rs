@@ -165,11 +165,11 @@ async fn a_periodic_backup_keeps_max_backups_and_reports_each_one() {
     apply(&cluster_yaml(&ns.0, "source", 1, "3.5.35", false));
     let ready = wait_running(&ns.0, "source", 1, Duration::from_secs(120)).await;
     let mut etcd = etcd(&ns.0, &ready).await;
-    write_keys(&mut etcd, "periodic", 50).await;
+    write_keys(&mut etcd, "periodic", 1000).await;
     create_secret(&ns.0);
 
     let prefix = format!("{}/periodic", ns.0);
-    let policy = "  backupPolicy:\n    backupIntervalInSecond: 3\n    maxBackups: 2\n";
+    let policy = "  backupPolicy:\n    backupIntervalInSecond: 10\n    maxBackups: 3\n";
     apply(&backup_yaml(
         &ns.0,
         "periodic",
@@ -177,10 +177,14 @@ async fn a_periodic_backup_keeps_max_backups_and_reports_each_one() {
         &format!("{BUCKET}/{prefix}"),
         policy,
     ));
-    // Four good backups: the third and fourth each deleted the oldest.
+    let first = wait_outcome(&ns.0, "periodic", true, "").await["lastBackupPath"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Four good backups: the fourth deleted the first.
     wait_for(
         "four BackupSucceeded Events",
-        Duration::from_secs(120),
+        Duration::from_secs(150),
         || async {
             let (_, out) = kubectl(
                 &[
@@ -225,7 +229,7 @@ async fn a_periodic_backup_keeps_max_backups_and_reports_each_one() {
     .await;
     let status = backup_json(&ns.0, "periodic")["status"].clone();
     assert_eq!(status["succeeded"], true, "{status}");
-    assert_eq!(status["backups"], 2, "{status}");
+    assert_eq!(status["backups"], 3, "{status}");
     assert!(status["nextBackupTime"].is_string(), "{status}");
     assert!(
         status["message"].as_str().unwrap().contains("deleted"),
@@ -233,15 +237,17 @@ async fn a_periodic_backup_keeps_max_backups_and_reports_each_one() {
     );
     let kept = snapshots_under(&prefix);
     assert!(
-        kept.len() == 2 || kept.len() == 3,
+        kept.len() == 3 || kept.len() == 4,
         "at most one more than maxBackups while one is taken: {kept:?}"
     );
+    let first = first.strip_prefix(&format!("{BUCKET}/")).unwrap();
+    assert!(!kept.iter().any(|k| k == first), "{first} kept: {kept:?}");
     let (ok, columns) = kubectl(&["get", "etcdbackup", "periodic", "-n", &ns.0], None);
     assert!(
         ok && columns.contains("SUCCEEDED") && columns.contains("true"),
         "{columns}"
     );
-    assert_keys(&mut etcd, "periodic", 50).await;
+    assert_keys(&mut etcd, "periodic", 1000).await;
 }
 
 #[tokio::test]
@@ -433,7 +439,14 @@ async fn a_scheduled_backup_while_the_store_is_down_fails_is_retried_and_counts_
     let path = status["lastBackupPath"].as_str().unwrap().to_string();
     assert_stored(&path, &status);
     let stored = snapshots_under(&prefix);
-    assert!(stored.contains(&path.strip_prefix(&format!("{BUCKET}/")).unwrap().to_string()));
+    assert!(
+        stored.contains(
+            &path
+                .strip_prefix(&format!("{BUCKET}/"))
+                .unwrap()
+                .to_string()
+        )
+    );
     for key in &stored {
         let beside = env_dir()
             .join("s3/root")

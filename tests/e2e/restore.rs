@@ -172,7 +172,16 @@ async fn a_restore_from_a_snapshot_with_flipped_bytes_is_refused_and_creates_not
     assert!(!event_names(&ns.0, "reason=ChecksumMismatch").is_empty());
     // No pod but the source's own.
     let (_, pods) = kubectl(
-        &["get", "pods", "-n", &ns.0, "-o", "name", "-l", "etcd_cluster!=source"],
+        &[
+            "get",
+            "pods",
+            "-n",
+            &ns.0,
+            "-o",
+            "name",
+            "-l",
+            "etcd_cluster!=source",
+        ],
         None,
     );
     assert!(pods.trim().is_empty(), "{pods}");
