@@ -44,9 +44,6 @@ source "$ROOT/benches/lib.sh"
 for tool in etcd etcdctl etcdutl; do
     [[ -x $BIN/$tool ]] || die "no $BIN/$tool (testkit/env/build-binaries.sh etcd)"
 done
-# etcd and etcdutl read ETCD_* variables as flags.
-ENV_UNSET=()
-for v in $(compgen -e); do [[ $v == ETCD_* ]] && ENV_UNSET+=(-u "$v"); done
 FLOOR_IP=$FLOOR_NET.1
 ! ss -ltnH | awk '{ print $4 }' | grep -q "^$FLOOR_IP:" ||
     die "already listening on $FLOOR_IP; pick another FLOOR_NET"
@@ -56,11 +53,7 @@ NS=""
 FLOOR_PID=""
 cleanup() {
     [[ -z $FLOOR_PID ]] || { kill -KILL "$FLOOR_PID" 2>/dev/null; wait "$FLOOR_PID" 2>/dev/null; } || true
-    if [[ -n $NS ]]; then
-        log "deleting namespace $NS"
-        kubectl delete namespace "$NS" --ignore-not-found --timeout=120s >/dev/null ||
-            log "namespace $NS is still being deleted"
-    fi
+    delete_namespace
     rm -rf "$WORK"
 }
 trap cleanup EXIT

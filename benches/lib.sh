@@ -32,3 +32,16 @@ median() {
 ratio() {
     if [[ $2 == - ]]; then echo -; else awk -v f="$1" -v o="$2" 'BEGIN { printf "%.1fx", o / f }'; fi
 }
+
+# Every ETCD_* variable (ETCD_VERSION, ETCD_OPERATOR_CACHE, ...) as `env -u` arguments:
+# etcd and etcdutl read ETCD_* variables as flags.
+ENV_UNSET=()
+for v in $(compgen -e); do [[ $v == ETCD_* ]] && ENV_UNSET+=(-u "$v"); done
+
+# Deletes namespace $NS when one was made (the operator part of a measurement).
+delete_namespace() {
+    [[ -n ${NS:-} ]] || return 0
+    log "deleting namespace $NS"
+    kubectl delete namespace "$NS" --ignore-not-found --timeout=120s >/dev/null ||
+        log "namespace $NS is still being deleted"
+}

@@ -62,8 +62,9 @@ export LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
 CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}
 export ETCDCTL_API=3
 
-log() { printf '[timings] %s\n' "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
+LOG_TAG=timings
+# shellcheck source=benches/lib.sh
+source "$ROOT/benches/lib.sh"
 
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive integer, got '$RUNS'"
 [[ $ETCD_VERSION =~ ^([0-9]+)\.([0-9]+)\.[0-9]+$ ]] || die "ETCD_VERSION must look like 3.5.35"
@@ -81,9 +82,6 @@ else
     LEARNERS=0 MODE="voting members (no learners before etcd 3.4)"
 fi
 
-# Every ETCD_* variable (ETCD_VERSION, ETCD_OPERATOR_CACHE, ...), unset for etcd.
-ENV_UNSET=()
-for v in $(compgen -e); do [[ $v == ETCD_* ]] && ENV_UNSET+=(-u "$v"); done
 # Nothing may listen on the floor's addresses (another test may use the same range).
 busy=$(ss -ltnH 2>/dev/null | awk -v net="$FLOOR_NET." '
     index($4, net) == 1 && substr($4, length(net) + 1) ~ /^[1-5]:/ { print $4 }' | paste -sd' ')
@@ -95,31 +93,11 @@ NS=""               # the operator part's namespace, once created
 
 cleanup() {
     floor_stop
-    if [[ -n $NS ]]; then
-        log "deleting namespace $NS"
-        kubectl delete namespace "$NS" --ignore-not-found --timeout=120s >/dev/null ||
-            log "namespace $NS is still being deleted"
-    fi
+    delete_namespace
     rm -rf "$WORK"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-now() { date +%s.%N; }
-# Sets RESULT to the seconds since $1, to the millisecond. (The measuring functions set
-# RESULT rather than print: run in $(...), they would lose the pids they start.)
-RESULT=""
-since() { RESULT=$(awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'); }
-
-# Runs "$@" every 100 ms until it succeeds; dies after TIMEOUT_S seconds naming $1.
-poll() {
-    local what=$1 deadline=$((SECONDS + TIMEOUT_S))
-    shift
-    until "$@"; do
-        ((SECONDS < deadline)) || die "timed out after ${TIMEOUT_S}s waiting for $what"
-        sleep 0.1
-    done
-}
 
 # etcdctl against a comma-separated list of endpoints.
 ctl() {
@@ -477,15 +455,6 @@ for ((run = 1; run <= RUNS; run++)); do
         operator_delete "s3-$run"
     fi
 done
-
-median() {
-    [[ -n ${1:-} ]] || { echo -; return; }
-    tr ' ' '\n' <<<"$1" | grep . | sort -g |
-        awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f", m }'
-}
-ratio() {
-    if [[ $2 == - ]]; then echo -; else awk -v f="$1" -v o="$2" 'BEGIN { printf "%.1fx", o / f }'; fi
-}
 
 echo
 echo "etcd-operator timings, $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname) ($(nproc) cores)"
