@@ -218,9 +218,7 @@ for s in backup restore; do
         backup) label="backup to S3 (snapshot save + put)" ;;
         restore) label="restore, 1 member, until serving" ;;
     esac
-    f=$(median "${FLOOR[$s]}")
-    o=$(median "${OPER[$s]}")
-    printf '%-34s | %8s | %10s | %6s\n' "$label" "$f" "$o" "$(ratio "$f" "$o")"
+    table_row "$label" "${FLOOR[$s]}" "${OPER[$s]}" 34
 done
 f=$(median "${FLOOR[backup]}")
 o=$(median "${OPER[backup]}")

@@ -45,3 +45,12 @@ delete_namespace() {
     kubectl delete namespace "$NS" --ignore-not-found --timeout=120s >/dev/null ||
         log "namespace $NS is still being deleted"
 }
+
+# One row of a result table: label $1 (padded to $4 characters), the medians of the floor's
+# times $2 and the operator's $3, and their ratio.
+table_row() {
+    local f o
+    f=$(median "$2")
+    o=$(median "$3")
+    printf "%-${4}s | %8s | %10s | %6s\n" "$1" "$f" "$o" "$(ratio "$f" "$o")"
+}

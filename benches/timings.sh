@@ -476,9 +476,7 @@ for s in create3 create5 create3v restart1 restart3 repod1 replace3; do
         repod1) label="pod deleted, on a claim" ;;
         replace3) label="replace 1 of 3 (data lost)" ;;
     esac
-    f=$(median "${FLOOR[$s]}")
-    o=$(median "${OPER[$s]:-}")
-    printf '%-28s | %8s | %10s | %6s\n' "$label" "$f" "$o" "$(ratio "$f" "$o")"
+    table_row "$label" "${FLOOR[$s]}" "${OPER[$s]:-}" 28
 done
 [[ $SKIP_OPERATOR == 1 ]] && echo "(SKIP_OPERATOR=1: operator not measured)"
 # TLS against the same operator without it, in the same run (the floor is plain etcd).
