@@ -24,9 +24,9 @@ use crate::resources::labels::{object_labels, owner_reference};
 use crate::tls::layout::{CA_CERT_KEY, CA_KEY_KEY};
 use crate::tls::rotation::{HANDLED_ANNOTATION, ROTATE_ANNOTATION, advance};
 use crate::tls::{
-    Ca, CaRecord, CaState, ClientIdentity, ClusterNames, Found, LeafState, Lifetime, Renewal, Role,
-    SecretData, SecretNames, auto_verdict, ca_state, issue_leaf, leaf_state, members_trust, new_ca,
-    rotation_view, secret_names, static_verdict,
+    Ca, CaRecord, CaSource, CaState, ClientIdentity, ClusterNames, Found, LeafState, Lifetime,
+    Renewal, Role, SecretData, SecretNames, auto_verdict, ca_state, check_ca, issue_leaf,
+    leaf_state, members_trust, new_ca, rotation_view, secret_names, static_verdict,
 };
 
 /// How long Secrets read for a tick's observation are reused: a user's fix is seen
@@ -197,16 +197,25 @@ impl TlsSide {
         Ok(secret)
     }
 
-    /// Reads the Secrets of `names` (unnamed roles stay unread): the CA's, then each
-    /// role's.
+    /// Reads the Secrets of `names` (unnamed roles stay unread): the CA's, where its CAs
+    /// come from, then each role's.
     async fn read_all(
         &self,
         names: &SecretNames,
         fresh: bool,
-    ) -> Result<(Option<Secret>, Vec<Option<Secret>>), ApiError> {
-        let ca = match &names.ca {
-            Some(ca) => self.secret(&ca.name, fresh).await?,
-            None => None,
+    ) -> Result<(Option<Secret>, CaSource, Vec<Option<Secret>>), ApiError> {
+        let (ca, source) = match &names.ca {
+            Some(ca) => {
+                let source = match &ca.source {
+                    Some(user) => {
+                        let secret = self.secret(user, fresh).await?;
+                        CaSource::User(check_ca(user, data(&secret).as_ref(), now()))
+                    }
+                    None => CaSource::Operator,
+                };
+                (self.secret(&ca.name, fresh).await?, source)
+            }
+            None => (None, CaSource::Operator),
         };
         let mut leaves = Vec::new();
         for role in Role::ALL {
@@ -215,7 +224,7 @@ impl TlsSide {
                 None => None,
             });
         }
-        Ok((ca, leaves))
+        Ok((ca, source, leaves))
     }
 
     /// Checks the cluster's certificates for one tick, and keeps the operator's client
@@ -230,7 +239,7 @@ impl TlsSide {
             self.identities.set(&self.topology, None);
             return Ok(TlsObservation::default());
         };
-        let (ca, leaves) = self.read_all(&names, false).await?;
+        let (ca, source, leaves) = self.read_all(&names, false).await?;
         let datas: Vec<Option<SecretData>> = leaves.iter().map(data).collect();
         let found = |i: usize, role: Role| Found {
             name: names.of(role).unwrap_or(""),
@@ -248,7 +257,7 @@ impl TlsSide {
                     data: ca_data.as_ref(),
                     ours: ours(&ca, cluster),
                 };
-                let state = ca_state(ca_found, &annotations(&ca), ca_name.owned, born, now);
+                let state = ca_state(ca_found, &annotations(&ca), &source, born, now);
                 let record = match &state {
                     CaState::Valid(record) => Some(record.as_ref().clone()),
                     _ => None,
@@ -257,7 +266,7 @@ impl TlsSide {
                 if let Some(record) = record {
                     let asked = asked_rotation(cluster);
                     verdict.observation.rotation =
-                        rotation_view(&record, ca_name.owned, asked, renewal(auto), now);
+                        rotation_view(&record, &source, asked, renewal(auto), now);
                 }
                 verdict
             }
@@ -386,7 +395,7 @@ impl TlsSide {
         &self,
         cluster: &EtcdCluster,
         names: &SecretNames,
-        secret: &Option<Secret>,
+        (secret, source): (&Option<Secret>, &CaSource),
         born: bool,
         notes: &mut Vec<String>,
     ) -> Result<(Ca, CaRecord), ApiError> {
@@ -401,7 +410,7 @@ impl TlsSide {
             ours: ours(secret, cluster),
         };
         let now = now();
-        let checked = match ca_state(found, &annotations(secret), ca_name.owned, born, now) {
+        let checked = match ca_state(found, &annotations(secret), source, born, now) {
             CaState::Valid(record) => *record,
             CaState::Invalid(problems) => {
                 let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
@@ -417,6 +426,25 @@ impl TlsSide {
                     .await?;
                 notes.push(format!("made the cluster's CA in Secret {name}"));
                 let checked = crate::tls::check_ca(name, Some(&ca_data(&ca)), now)
+                    .map_err(|p| issue_failed(format!("{p:?}")))?;
+                CaRecord::plain(checked)
+            }
+            CaState::Adopt { record, ca } => {
+                // A copy of the user's CA, byte for byte: the certificates issued from it
+                // hold the same trust bundle.
+                let copy = BTreeMap::from([
+                    (CA_CERT_KEY.to_string(), ca.cert_pem.clone()),
+                    (CA_KEY_KEY.to_string(), ca.key_pem.clone()),
+                ]);
+                let tls = "kubernetes.io/tls";
+                self.write(cluster, &record, tls, copy.clone(), false, None)
+                    .await?;
+                notes.push(format!(
+                    "copied the CA of Secret {} into Secret {record}, the CA the \
+                     certificates come from",
+                    ca.secret
+                ));
+                let checked = crate::tls::check_ca(&record, Some(&copy), now)
                     .map_err(|p| issue_failed(format!("{p:?}")))?;
                 CaRecord::plain(checked)
             }
@@ -440,10 +468,10 @@ impl TlsSide {
             .ok_or_else(|| ApiError::Invalid("spec.TLS.auto is not set".into()))?;
         let auto =
             auto(cluster).ok_or_else(|| ApiError::Invalid("spec.TLS.auto is not set".into()))?;
-        let (ca_secret, leaves) = self.read_all(&names, true).await?;
+        let (ca_secret, source, leaves) = self.read_all(&names, true).await?;
         let mut notes = Vec::new();
         let (ca, checked_ca) = self
-            .ca(cluster, &names, &ca_secret, born, &mut notes)
+            .ca(cluster, &names, (&ca_secret, &source), born, &mut notes)
             .await?;
         let cluster_names = cluster_names(cluster);
         let now = now();
@@ -523,10 +551,18 @@ impl TlsSide {
         (from, to): (Option<CaRotationStep>, Option<CaRotationStep>),
     ) -> Result<String, ApiError> {
         let names = secret_names(&cluster.name_any(), cluster.spec.tls.as_ref());
-        let Some(ca_name) = names.and_then(|n| n.ca).filter(|ca| ca.owned) else {
+        let Some(ca_name) = names.and_then(|n| n.ca) else {
             return Err(ApiError::Invalid(
-                "only the operator's own CA (spec.TLS.auto without caSecret) is rotated".into(),
+                "only an operator-managed cluster's CA (spec.TLS.auto) is rotated".into(),
             ));
+        };
+        let user = match &ca_name.source {
+            Some(user) => Some(check_ca(
+                user,
+                data(&self.secret(user, true).await?).as_ref(),
+                now(),
+            )),
+            None => None,
         };
         let secret = self.secret(&ca_name.name, true).await?;
         let read = data(&secret);
@@ -540,7 +576,19 @@ impl TlsSide {
         let now = now();
         let record = crate::tls::ca_record(&ca_name.name, &read, &annotations(&secret), now)
             .map_err(|p| ApiError::Invalid(format!("{p:?}")))?;
-        let new = || make_ca(cluster, now).map_err(|e| e.to_string());
+        // The new CA: the operator's own, made now, or the one in the user's Secret.
+        let new = || match user {
+            None => make_ca(cluster, now).map_err(|e| e.to_string()),
+            Some(Ok(user)) => Ok(Ca {
+                cert_pem: String::from_utf8_lossy(&user.cert_pem).into_owned(),
+                key_pem: String::from_utf8_lossy(&user.key_pem).into_owned(),
+            }),
+            Some(Err(problems)) => Err(problems
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")),
+        };
         let write = advance(&record, (from, to), new, asked_rotation(cluster), now)
             .map_err(|e| ApiError::Conflict(e.to_string()))?;
         let patch = ca_patch(

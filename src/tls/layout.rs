@@ -89,6 +89,13 @@ pub fn auto_ca_secret(cluster: &str) -> String {
     format!("{cluster}-ca")
 }
 
+/// The name of the Secret in which the operator keeps its copy of a user's CA
+/// (`spec.TLS.auto.caSecret`) for cluster `cluster`: the CA its certificates come from,
+/// and the CA rotation in progress.
+pub fn adopted_ca_secret(cluster: &str) -> String {
+    format!("{cluster}-ca-in-use")
+}
+
 /// The Secrets a cluster's TLS uses, by role, and its CA's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SecretNames {
@@ -99,13 +106,24 @@ pub struct SecretNames {
     pub ca: Option<CaSecret>,
 }
 
-/// The CA Secret of an operator-managed cluster.
+/// The CA Secrets of an operator-managed cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CaSecret {
-    /// Its name.
+    /// The Secret the certificates are issued from and CA rotations are recorded in,
+    /// always the operator's own: its own CA (`<cluster>-ca`), or its copy of the user's
+    /// (`<cluster>-ca-in-use`).
     pub name: String,
-    /// The operator made it (and may make it when missing), rather than the user.
-    pub owned: bool,
+    /// The user's CA Secret (`spec.TLS.auto.caSecret`), when the cluster names one: its
+    /// CA is copied into `name` before the first member, and a new CA found in it later
+    /// is adopted through a CA rotation. `None`: the operator makes its CAs.
+    pub source: Option<String>,
+}
+
+impl CaSecret {
+    /// The operator makes the CAs (no `caSecret`).
+    pub fn owned(&self) -> bool {
+        self.source.is_none()
+    }
 }
 
 impl SecretNames {
@@ -145,12 +163,12 @@ pub fn secret_names(cluster: &str, policy: Option<&crate::api::TlsPolicy>) -> Op
     let auto = policy.auto.as_ref()?;
     let ca = match auto.ca_secret.as_deref().filter(|n| !n.is_empty()) {
         Some(name) => CaSecret {
-            name: name.to_string(),
-            owned: false,
+            name: adopted_ca_secret(cluster),
+            source: Some(name.to_string()),
         },
         None => CaSecret {
             name: auto_ca_secret(cluster),
-            owned: true,
+            source: None,
         },
     };
     Some(SecretNames {

@@ -22,8 +22,8 @@ pub use validate::{
     Bundle, CheckedBundle, CheckedCa, SecretData, check_bundle, check_ca, check_trust,
 };
 pub use verdict::{
-    CaState, Found, LeafState, Renewal, Verdict, auto_verdict, ca_state, leaf_state, members_trust,
-    static_verdict,
+    CaSource, CaState, Found, LeafState, Renewal, Verdict, auto_verdict, ca_state, leaf_state,
+    members_trust, static_verdict,
 };
 
 /// The client side of TLS to etcd: what the operator presents (its certificate and key)

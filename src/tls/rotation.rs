@@ -23,7 +23,7 @@ use super::issue::Ca;
 use super::layout::{CA_CERT_KEY, CA_KEY_KEY};
 use super::pem::{certificates, rfc3339};
 use super::validate::{CheckedCa, SecretData, check_ca_keys};
-use super::verdict::Renewal;
+use super::verdict::{CaSource, Renewal};
 
 /// Annotation on an EtcdCluster asking for a CA rotation: each new value starts one.
 pub const ROTATE_ANNOTATION: &str = "etcd.database.coreos.com/rotate-ca";
@@ -171,27 +171,26 @@ pub fn ca_record(
 }
 
 /// Where the rotation of `record` stands at `now`, with the cluster's `rotate-ca`
-/// annotation `asked` and the CA's `renewal` point. `owned`: the operator's own CA (a
-/// user's CA Secret is never written, so never rotated by the operator).
+/// annotation `asked`, the CA's `renewal` point, and where new CAs come from (`source`).
+/// The operator's own CA is rotated when asked and at its renewal point; a user's CA is
+/// never renewed by the operator (it does not write the user's Secret), but a new CA the
+/// user puts in it is adopted through a rotation.
 pub fn rotation_view(
     record: &CaRecord,
-    owned: bool,
+    source: &CaSource,
     asked: Option<&str>,
     renewal: Renewal,
     now: i64,
 ) -> CaRotationView {
-    if !owned {
-        return CaRotationView::default();
-    }
     let propagated = record.step == Some(CaRotationStep::ReissueLeaves)
         && record
             .since
             .is_some_and(|since| now >= since + PROPAGATION_S);
-    let due = record
-        .step
-        .is_none()
-        .then(|| due(record, asked, renewal, now))
-        .flatten();
+    let due = match (record.step, source) {
+        (Some(_), _) | (None, CaSource::User(Err(_))) => None,
+        (None, CaSource::Operator) => due(record, asked, renewal, now),
+        (None, CaSource::User(Ok(user))) => changed(record, user),
+    };
     CaRotationView {
         step: record.step,
         due,
@@ -199,7 +198,7 @@ pub fn rotation_view(
     }
 }
 
-/// Why a rotation should start now, if it should.
+/// Why a rotation of the operator's own CA should start now, if it should.
 fn due(record: &CaRecord, asked: Option<&str>, renewal: Renewal, now: i64) -> Option<String> {
     if let Some(value) = asked.filter(|v| !v.is_empty())
         && record.handled.as_deref() != Some(value)
@@ -213,6 +212,19 @@ fn due(record: &CaRecord, asked: Option<&str>, renewal: Renewal, now: i64) -> Op
             record.signer.secret,
             rfc3339(renew_at),
             rfc3339(record.signer.not_after)
+        )
+    })
+}
+
+/// Why a rotation onto the user's CA `user` should start: it is not the CA in use.
+fn changed(record: &CaRecord, user: &CheckedCa) -> Option<String> {
+    let first = |pem: &[u8]| certificates(pem).ok()?.into_iter().next().map(|c| c.der);
+    let (in_use, theirs) = (first(&record.signer.cert_pem), first(&user.cert_pem));
+    (in_use.is_none() || in_use != theirs).then(|| {
+        format!(
+            "the CA in Secret {} is not the one the certificates come from (its copy in \
+             Secret {}): adopting it",
+            user.secret, record.signer.secret
         )
     })
 }

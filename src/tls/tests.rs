@@ -423,20 +423,96 @@ fn renewal_comes_at_two_thirds_of_the_lifetime_unless_set() {
 #[test]
 fn the_operator_makes_its_ca_only_before_the_first_member() {
     let none = std::collections::BTreeMap::new();
+    let operator = CaSource::Operator;
     assert_eq!(
-        ca_state(found("demo-ca", None), &none, true, false, NOW),
+        ca_state(found("demo-ca", None), &none, &operator, false, NOW),
         CaState::ToMake
     );
-    let CaState::Invalid(problems) = ca_state(found("demo-ca", None), &none, true, true, NOW)
+    let CaState::Invalid(problems) = ca_state(found("demo-ca", None), &none, &operator, true, NOW)
     else {
         panic!("a missing CA of a cluster with members must be a problem");
     };
     assert_eq!(problems[0].to_string(), "Secret demo-ca: not found");
-    // A user's CA is never made.
+}
+
+#[test]
+fn a_users_ca_is_copied_whenever_the_copy_is_missing_and_never_made() {
+    let none = std::collections::BTreeMap::new();
+    let theirs = ca_secret(&ca());
+    let user = CaSource::User(check_ca("my-ca", Some(&theirs), NOW));
+    for born in [false, true] {
+        let CaState::Adopt { record, ca } =
+            ca_state(found("demo-ca-in-use", None), &none, &user, born, NOW)
+        else {
+            panic!("the missing copy of a user's CA is made from it (born: {born})");
+        };
+        assert_eq!(record, "demo-ca-in-use");
+        assert_eq!(ca.secret, "my-ca");
+        assert_eq!(ca.cert_pem, theirs[CA_CERT_KEY]);
+    }
+    // The copy, once made, is what issues.
+    let copy = ca_secret(&ca());
     assert!(matches!(
-        ca_state(found("my-ca", None), &none, false, false, NOW),
+        ca_state(
+            found("demo-ca-in-use", Some(&copy)),
+            &none,
+            &user,
+            true,
+            NOW
+        ),
+        CaState::Valid(_)
+    ));
+    // A user's Secret that is missing is a problem naming it, copy or not: nothing is made.
+    let missing = CaSource::User(check_ca("my-ca", None, NOW));
+    for copy in [None, Some(&copy)] {
+        let CaState::Invalid(problems) =
+            ca_state(found("demo-ca-in-use", copy), &none, &missing, true, NOW)
+        else {
+            panic!("a missing user's CA must be a problem");
+        };
+        assert_eq!(problems[0].to_string(), "Secret my-ca: not found");
+    }
+    // The copy's name taken by someone else's Secret: never overwritten.
+    let foreign = Found {
+        ours: false,
+        ..found("demo-ca-in-use", Some(&copy))
+    };
+    assert!(matches!(
+        ca_state(foreign, &none, &user, true, NOW),
         CaState::Invalid(_)
     ));
+}
+
+#[test]
+fn a_cluster_made_before_the_copy_keeps_its_certificates_when_the_copy_is_made() {
+    let theirs = ca();
+    let data = ca_secret(&theirs);
+    let checked = check_ca("my-ca", Some(&data), NOW).unwrap();
+    let life = Lifetime::starting(NOW - 10, 300);
+    let datas = Role::ALL.map(|role| {
+        let leaf = issue_leaf(&theirs, role, &names(), KeyType::EcdsaP256, life).unwrap();
+        secret(role, &leaf, &theirs)
+    });
+    let leaves = [0, 1, 2].map(|i| (Role::ALL[i], found(Role::ALL[i].label(), Some(&datas[i]))));
+    let state = CaState::Adopt {
+        record: "demo-ca-in-use".into(),
+        ca: Box::new(checked),
+    };
+    let verdict = auto_verdict(state, &leaves, &names(), Renewal::default(), NOW);
+    let obs = &verdict.observation;
+    assert_eq!(
+        obs.to_issue.len(),
+        1,
+        "only the copy is made: {:?}",
+        obs.to_issue
+    );
+    assert!(
+        obs.to_issue[0].contains("demo-ca-in-use"),
+        "{:?}",
+        obs.to_issue
+    );
+    assert!(!obs.missing);
+    assert!(verdict.identity.is_some());
 }
 
 #[test]
@@ -665,12 +741,13 @@ mod rotation {
     #[test]
     fn a_rotation_is_due_on_a_new_annotation_value_or_at_the_ca_renewal_point() {
         let start = record(&ca_secret(&ca()), &Annotations::new(), NOW);
-        let view = |rec: &CaRecord, owned, asked, now| {
-            rotation_view(rec, owned, asked, Renewal::default(), now)
+        let operator = CaSource::Operator;
+        let view = |rec: &CaRecord, source, asked, now| {
+            rotation_view(rec, source, asked, Renewal::default(), now)
         };
-        assert_eq!(view(&start, true, None, NOW).due, None);
+        assert_eq!(view(&start, &operator, None, NOW).due, None);
         assert!(
-            view(&start, true, Some("a"), NOW)
+            view(&start, &operator, Some("a"), NOW)
                 .due
                 .unwrap()
                 .contains("\"a\"")
@@ -679,24 +756,84 @@ mod rotation {
             handled: Some("a".into()),
             ..start.clone()
         };
-        assert_eq!(view(&handled, true, Some("a"), NOW).due, None);
-        // A user's CA is never rotated by the operator.
-        assert_eq!(view(&start, false, Some("a"), NOW).due, None);
-        // Ten years from NOW - DAY: renewed at two thirds.
+        assert_eq!(view(&handled, &operator, Some("a"), NOW).due, None);
+        // A user's CA is never rotated by the operator: not when asked, not at its
+        // renewal point.
+        let user = CaSource::User(Ok(start.signer.clone()));
+        assert_eq!(view(&start, &user, Some("a"), NOW).due, None);
         let renew = Renewal::default().at(start.signer.not_before, start.signer.not_after);
-        assert_eq!(view(&start, true, None, renew - 1).due, None);
+        assert_eq!(view(&start, &user, None, renew).due, None);
+        // Ten years from NOW - DAY: renewed at two thirds.
+        assert_eq!(view(&start, &operator, None, renew - 1).due, None);
         assert!(
-            view(&start, true, None, renew)
+            view(&start, &operator, None, renew)
                 .due
                 .unwrap()
                 .contains("renewal point")
         );
         // During a rotation nothing new is due; the re-issued leaves propagate with time.
         let (trusting, ann) = step(&start, Annotations::new(), None, NOW);
-        assert_eq!(view(&trusting, true, Some("b"), NOW).due, None);
+        assert_eq!(view(&trusting, &operator, Some("b"), NOW).due, None);
         let (reissuing, _) = step(&trusting, ann, Some(TrustNewCa), NOW);
-        assert!(!view(&reissuing, true, None, NOW + PROPAGATION_S - 1).propagated);
-        assert!(view(&reissuing, true, None, NOW + PROPAGATION_S).propagated);
+        assert!(!view(&reissuing, &operator, None, NOW + PROPAGATION_S - 1).propagated);
+        assert!(view(&reissuing, &operator, None, NOW + PROPAGATION_S).propagated);
+    }
+
+    #[test]
+    fn a_new_ca_in_the_users_secret_is_adopted_through_the_three_steps_then_nothing_is_due() {
+        let (old, new) = (ca(), other_ca());
+        let start =
+            ca_record("demo-ca-in-use", &ca_secret(&old), &Annotations::new(), NOW).unwrap();
+        let view = |rec: &CaRecord, theirs: &Ca| {
+            let user = CaSource::User(check_ca("my-ca", Some(&ca_secret(theirs)), NOW));
+            rotation_view(rec, &user, None, Renewal::default(), NOW)
+        };
+        assert_eq!(view(&start, &old).due, None, "the CA in use is the user's");
+        let due = view(&start, &new)
+            .due
+            .expect("a new CA in the user's Secret");
+        assert!(
+            due.contains("my-ca") && due.contains("demo-ca-in-use"),
+            "{due}"
+        );
+
+        let adopt = || Ok(new.clone());
+        let write = advance(&start, (None, Some(TrustNewCa)), adopt, None, NOW).unwrap();
+        let (data, ann) = applied(&write, Annotations::new());
+        let trusting = ca_record("demo-ca-in-use", &data, &ann, NOW).unwrap();
+        assert_eq!(
+            trusting.signer.cert_pem,
+            old.cert_pem.as_bytes(),
+            "the old CA still issues"
+        );
+        let next = trusting
+            .next
+            .as_ref()
+            .expect("the user's CA is trusted next");
+        assert_eq!(next.cert_pem, new.cert_pem.as_bytes());
+        assert_eq!(next.key_pem, new.key_pem.as_bytes());
+        assert_eq!(
+            view(&trusting, &new).due,
+            None,
+            "nothing new during a rotation"
+        );
+        let mut rec = trusting;
+        let mut ann = ann;
+        for from in [Some(TrustNewCa), Some(ReissueLeaves), Some(DropOldCa)] {
+            let to = CaRotationStep::after(from);
+            let write = advance(&rec, (from, to), || Err("not asked".into()), None, NOW).unwrap();
+            let (data, applied_ann) = applied(&write, ann);
+            ann = applied_ann;
+            rec = ca_record("demo-ca-in-use", &data, &ann, NOW).unwrap();
+        }
+        assert_eq!(rec.step, None);
+        assert_eq!(
+            rec.signer.cert_pem,
+            new.cert_pem.as_bytes(),
+            "the user's CA issues"
+        );
+        assert_eq!(rec.trust_bundle(), new.cert_pem.as_bytes());
+        assert_eq!(view(&rec, &new).due, None, "adopted: nothing more is due");
     }
 
     #[test]

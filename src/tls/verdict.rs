@@ -11,7 +11,7 @@ use super::layout::{CA_CERT_KEY, Role, SecretNames};
 use super::names::ClusterNames;
 use super::pem::{certificates, rfc3339, signed_by};
 use super::rotation::{CaRecord, NEXT_CERT_KEY, ca_record, trust_digest};
-use super::validate::{Bundle, CheckedBundle, SecretData, check_bundle};
+use super::validate::{Bundle, CheckedBundle, CheckedCa, SecretData, check_bundle};
 use super::{ClientIdentity, check_trust};
 
 /// One Secret as read.
@@ -195,6 +195,15 @@ pub fn leaf_state(
     }
 }
 
+/// Where the CAs of an operator-managed cluster come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CaSource {
+    /// The operator makes them (no `caSecret`).
+    Operator,
+    /// The user's CA Secret (`caSecret`), as checked.
+    User(Result<CheckedCa, Vec<SecretProblem>>),
+}
+
 /// Where the CA of an operator-managed cluster stands.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CaState {
@@ -202,31 +211,52 @@ pub enum CaState {
     Valid(Box<CaRecord>),
     /// The operator's own CA does not exist and may be made: no member exists yet.
     ToMake,
-    /// Not usable, and not to be replaced (the members trust it, or it is the user's).
+    /// The operator's copy of the user's CA (Secret `record`) does not exist yet: it is
+    /// made from the user's Secret, whose CA is `ca`.
+    Adopt {
+        /// The Secret the copy goes into.
+        record: String,
+        /// The user's CA.
+        ca: Box<CheckedCa>,
+    },
+    /// Not usable, and not to be replaced (the members trust it, or the user's Secret is
+    /// not usable).
     Invalid(Vec<SecretProblem>),
 }
 
-/// Where the CA in `found` (with the Secret's `annotations`) stands at `now`: the
-/// operator makes its own when it is missing (`owned`) before any member exists (`born`
-/// false); otherwise a CA that cannot be used is a problem, since members trust it (a
-/// new CA reaches them only through a rotation).
+/// Where the CA in the operator's CA Secret `found` (with the Secret's `annotations`)
+/// stands at `now`, its CAs coming from `source`. The operator makes its own CA when it
+/// is missing before any member exists (`born` false); a copy of the user's CA whenever
+/// it is missing (clusters made before the copy existed get one too). A user's Secret
+/// that cannot be used is a problem even while the copy can: it is what the cluster
+/// names. Otherwise a CA that cannot be used is a problem, since members trust it (a new
+/// CA reaches them only through a rotation).
 pub fn ca_state(
     found: Found<'_>,
     annotations: &BTreeMap<String, String>,
-    owned: bool,
+    source: &CaSource,
     born: bool,
     now: i64,
 ) -> CaState {
-    if owned && found.data.is_some() && !found.ours {
+    if found.data.is_some() && !found.ours {
         let problem = Problem::NotOurs("does not belong to this EtcdCluster".into());
         return CaState::Invalid(vec![SecretProblem::secret(found.name, problem)]);
     }
-    if owned && found.data.is_none() && !born {
-        return CaState::ToMake;
+    if let CaSource::User(Err(problems)) = source {
+        return CaState::Invalid(problems.clone());
     }
     let Some(data) = found.data else {
-        let missing = SecretProblem::secret(found.name, Problem::SecretMissing);
-        return CaState::Invalid(vec![missing]);
+        return match source {
+            CaSource::Operator if !born => CaState::ToMake,
+            CaSource::User(Ok(ca)) => CaState::Adopt {
+                record: found.name.to_string(),
+                ca: Box::new(ca.clone()),
+            },
+            _ => CaState::Invalid(vec![SecretProblem::secret(
+                found.name,
+                Problem::SecretMissing,
+            )]),
+        };
     };
     match ca_record(found.name, data, annotations, now) {
         Ok(record) => CaState::Valid(Box::new(record)),
@@ -242,14 +272,21 @@ pub fn auto_verdict(
     renewal: Renewal,
     now: i64,
 ) -> Verdict {
+    let mut obs = TlsObservation {
+        trust: members_trust(&leaves.map(|(_, f)| f.data)),
+        ..TlsObservation::default()
+    };
     let ca = match ca {
         CaState::Invalid(problems) => return invalid(&problems),
         CaState::ToMake => return all_missing(leaves),
         CaState::Valid(ca) => *ca,
-    };
-    let mut obs = TlsObservation {
-        trust: members_trust(&leaves.map(|(_, f)| f.data)),
-        ..TlsObservation::default()
+        CaState::Adopt { record, ca } => {
+            obs.to_issue.push(format!(
+                "Secret {record}: the operator's copy of the CA in Secret {}, not made yet",
+                ca.secret
+            ));
+            CaRecord::plain(*ca)
+        }
     };
     obs.certificates.push(CertificateInfo {
         secret: ca.signer.secret.clone(),

@@ -66,6 +66,14 @@ pub(crate) async fn create_secret(ns: &str, name: &str, data: BTreeMap<String, V
         .expect("create a Secret");
 }
 
+/// The keys of a CA Secret (`kubernetes.io/tls` layout) holding `ca`.
+fn user_ca_keys(ca: &Ca) -> BTreeMap<String, Vec<u8>> {
+    BTreeMap::from([
+        ("tls.crt".to_string(), ca.cert_pem.clone().into_bytes()),
+        ("tls.key".to_string(), ca.key_pem.clone().into_bytes()),
+    ])
+}
+
 async fn read_secret(ns: &str, name: &str) -> Secret {
     let api: Api<Secret> = Api::namespaced(client().await, ns);
     api.get(name).await.expect("read a Secret")
@@ -589,12 +597,42 @@ fn has_event(ns: &str, reason: &str) -> bool {
     !event_names(ns, &format!("reason={reason}")).is_empty()
 }
 
+/// How a CA rotation of an operator-managed cluster is asked for.
+#[derive(Clone, Copy, PartialEq)]
+enum RotationTrigger {
+    /// The `rotate-ca` annotation on the operator's own CA (`TLS.auto: {}`).
+    Annotation,
+    /// A new CA written into the user's CA Secret (`TLS.auto.caSecret`).
+    NewUserCa,
+}
+
 #[tokio::test]
 async fn ca_rotation_by_annotation_keeps_writes_and_members_and_ends_on_the_new_ca() {
-    let ns = Namespace::create("tls-rotate");
+    ca_rotation_keeps_writes_and_members("tls-rotate", RotationTrigger::Annotation).await;
+}
+
+#[tokio::test]
+async fn a_new_ca_in_the_users_ca_secret_is_adopted_with_no_failed_write_and_the_old_refused() {
+    ca_rotation_keeps_writes_and_members("tls-user-ca", RotationTrigger::NewUserCa).await;
+}
+
+/// A 3-member TLS cluster on claims, under continuous writes, rotated onto a new CA by
+/// `trigger`: every step's Event, no acknowledged write lost, the same members, every
+/// bundle holding the new CA only, and a client certificate of the old CA refused.
+async fn ca_rotation_keeps_writes_and_members(prefix: &str, trigger: RotationTrigger) {
+    let ns = Namespace::create(prefix);
+    let names = ClusterNames::new(&ns.0, "rot", "");
+    let (tls, in_use, first) = match trigger {
+        RotationTrigger::Annotation => ("{}", "rot-ca", None),
+        RotationTrigger::NewUserCa => {
+            let first = ca(&names);
+            create_secret(&ns.0, "user-ca", user_ca_keys(&first)).await;
+            ("{caSecret: user-ca}", "rot-ca-in-use", Some(first.cert_pem))
+        }
+    };
     let yaml = format!(
         "{}  pod:\n    persistentVolumeClaimSpec:\n      accessModes: [ReadWriteOnce]\n      \
-         resources: {{requests: {{storage: 1Gi}}}}\n  TLS:\n    auto: {{}}\n",
+         resources: {{requests: {{storage: 1Gi}}}}\n  TLS:\n    auto: {tls}\n",
         cluster_yaml(&ns.0, "rot", 3, VERSION, false)
     );
     apply(&yaml);
@@ -602,23 +640,51 @@ async fn ca_rotation_by_annotation_keeps_writes_and_members_and_ends_on_the_new_
     let mut etcd = auto_client(&ns.0, "rot").await.expect("a client");
     write_keys(&mut etcd, "before", 20).await;
     let ids_before = member_list(&mut etcd).await;
-    let old_ca = key(&read_secret(&ns.0, "rot-ca").await, "tls.crt");
+    let old_ca = key(&read_secret(&ns.0, in_use).await, "tls.crt");
+    if let Some(first) = first {
+        assert_eq!(
+            old_ca,
+            first.into_bytes(),
+            "the operator issues from a copy of the user's CA"
+        );
+    }
     let old_client = client_keys(&ns.0, "rot").await;
 
     let writer = Writer::start(&ns.0, "rot", "rot-writes");
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let (ok, out) = kubectl(
-        &[
-            "annotate",
-            "etcd",
-            "rot",
-            "-n",
-            &ns.0,
-            "etcd.database.coreos.com/rotate-ca=first",
-        ],
-        None,
-    );
-    assert!(ok, "{out}");
+    let asked = match trigger {
+        RotationTrigger::Annotation => {
+            let (ok, out) = kubectl(
+                &[
+                    "annotate",
+                    "etcd",
+                    "rot",
+                    "-n",
+                    &ns.0,
+                    "etcd.database.coreos.com/rotate-ca=first",
+                ],
+                None,
+            );
+            assert!(ok, "{out}");
+            None
+        }
+        RotationTrigger::NewUserCa => {
+            let second = ca(&names);
+            let keys: BTreeMap<String, ByteString> = user_ca_keys(&second)
+                .into_iter()
+                .map(|(k, v)| (k, ByteString(v)))
+                .collect();
+            let api: Api<Secret> = Api::namespaced(client().await, &ns.0);
+            api.patch(
+                "user-ca",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&json!({ "data": keys })),
+            )
+            .await
+            .expect("write a new CA into the user's Secret");
+            Some(second.cert_pem.into_bytes())
+        }
+    };
     wait_status(
         &ns.0,
         "rot",
@@ -650,8 +716,11 @@ async fn ca_rotation_by_annotation_keeps_writes_and_members_and_ends_on_the_new_
     ] {
         assert!(has_event(&ns.0, reason), "no {reason} Event");
     }
-    let new_ca = key(&read_secret(&ns.0, "rot-ca").await, "tls.crt");
+    let new_ca = key(&read_secret(&ns.0, in_use).await, "tls.crt");
     assert_ne!(new_ca, old_ca, "a new CA issues");
+    if let Some(theirs) = asked {
+        assert_eq!(new_ca, theirs, "the CA that issues is the user's new one");
+    }
     for (secret, ca_key) in [
         ("rot-peer-tls", "peer-ca.crt"),
         ("rot-server-tls", "server-ca.crt"),
