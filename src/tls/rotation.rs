@@ -13,6 +13,10 @@
 //! 2. `ReissueLeaves`: the new CA becomes `tls.crt`/`tls.key`, the old one is kept as
 //!    `previous.crt` and still trusted; leaf certificates are re-issued from the new CA.
 //! 3. `DropOldCA`: `previous.crt` goes; every bundle holds the new CA only.
+//!
+//! With a CA of the user's (`caSecret`), the CA Secret here is the operator's copy of it,
+//! and the new CA of step one is the one the user wrote into their Secret: a rotation is
+//! due when that is not the CA the copy issues from.
 
 use std::collections::BTreeMap;
 
