@@ -285,10 +285,16 @@ mod tests {
     fn stream_lines_say_which_record_they_are_and_keep_the_transition_fields() {
         let line = serde_json::to_value(StreamRecord::Transition(record("Running"))).unwrap();
         assert_eq!(line["record"], "transition");
-        assert_eq!((&line["key"], &line["to"]), (&"ns/a".into(), &"Running".into()));
+        assert_eq!(
+            (&line["key"], &line["to"]),
+            (&"ns/a".into(), &"Running".into())
+        );
         let step = Trace::default().record("ns/a", Step::Ready, None, 1);
         let line = serde_json::to_value(StreamRecord::Step(step)).unwrap();
-        assert_eq!((&line["record"], &line["step"]), (&"step".into(), &"ready".into()));
+        assert_eq!(
+            (&line["record"], &line["step"]),
+            (&"step".into(), &"ready".into())
+        );
     }
 
     #[test]

@@ -156,7 +156,8 @@ impl Trace {
         let touched = traces.clock;
         let limit = traces.steps_per_cluster;
         if !traces.clusters.contains_key(cluster) {
-            traces.evict_beyond(traces.max_clusters - 1);
+            let keep = traces.max_clusters - 1;
+            traces.evict_beyond(keep);
         }
         let trace = traces.clusters.entry(cluster.to_string()).or_default();
         if step == Step::SpecSeen {
@@ -320,7 +321,11 @@ mod tests {
 
     #[test]
     fn step_names_in_json_are_their_stable_names() {
-        for step in [Step::SpecSeen, Step::ReplacementPodCreated, Step::PodRunning] {
+        for step in [
+            Step::SpecSeen,
+            Step::ReplacementPodCreated,
+            Step::PodRunning,
+        ] {
             assert_eq!(
                 serde_json::to_value(step).unwrap(),
                 serde_json::Value::from(step.as_str())
