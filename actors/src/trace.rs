@@ -192,6 +192,11 @@ impl Trace {
             .collect()
     }
 
+    /// The clusters traced, by key.
+    pub fn clusters(&self) -> Vec<String> {
+        self.lock().clusters.keys().cloned().collect()
+    }
+
     /// Each step of `cluster` once, in the order it first happened, with its first and
     /// last time since the spec was seen.
     pub fn summary(&self, cluster: &str) -> Vec<StepSummary> {
@@ -293,6 +298,7 @@ mod tests {
         assert!(trace.records(Some("ns/b")).is_empty());
         assert_eq!(trace.records(Some("ns/a")).len(), 2);
         assert_eq!(trace.records(None).len(), 3);
+        assert_eq!(trace.clusters(), ["ns/a", "ns/c"]);
     }
 
     #[test]
