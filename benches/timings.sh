@@ -39,6 +39,13 @@
 #   one and reported against the operator's plain 3-member create of the same run. The
 #   namespace is deleted at the end.
 # Each replacement starts SETTLE_S seconds after its cluster became Ready, in both cases.
+# Where the time goes: after each operator create, the leader's step trace of the cluster
+#   (`/debug/trace?cluster=NS/NAME&summary=1`, the operator's own timestamps: spec seen,
+#   seed pod created, pods running, members serving, added, healthy, promoted, ready,
+#   status published) gives each step's time since the spec was seen, for its first and
+#   its last member; the floor's create records its own: each member's process started,
+#   member added, healthy, promoted, and ready, since its start. A breakdown table per
+#   create prints the medians side by side.
 #
 # Environment:
 #   ETCD_VERSION   etcd version for both (default 3.5.35: $CACHE/etcd/v3.5.35/bin, built by
@@ -191,14 +198,26 @@ floor_promote() {
     done
 }
 
+# The steps of the floor create under way ("step ms" lines, ms since MARK_T0); none
+# while MARK_T0 is empty.
+MARK_T0="" MARKS=""
+floor_mark() {
+    [[ -n $MARK_T0 ]] || return 0
+    MARKS+="$1 $(awk -v a="$MARK_T0" -v b="$(now)" 'BEGIN { printf "%.0f", (b - a) * 1000 }')"$'\n'
+}
+
 # Adds m$1 to the running floor cluster, starts it, waits until healthy, promotes it.
 floor_join() {
     local i=$1
     floor_add "$i"
+    floor_mark member_added
     floor_start "$i" existing "$INITIAL"
+    floor_mark process_started
     poll "m$i to start" floor_healthy "$i"
+    floor_mark member_healthy
     if ((LEARNERS)); then
         floor_promote "$i"
+        floor_mark learner_promoted
     fi
 }
 
@@ -211,14 +230,25 @@ floor_ready() {
 }
 
 # Bootstraps an N-member floor cluster seed-then-add; RESULT = the seconds it took.
+# Its steps go to FSTEPS (see trace_steps) under scenario create$1.
 floor_create() {
     local n=$1 start i
     start=$(now)
+    MARK_T0=$start MARKS=""
     floor_start 1 new "m1=$(peer_url 1)" "timings-$$-$RANDOM-$(date +%s%N)"
+    floor_mark process_started
     poll "the seed to start" floor_healthy 1
+    floor_mark member_healthy
     for ((i = 2; i <= n; i++)); do floor_join "$i"; done
     poll "the $n-member floor cluster to be ready" floor_ready
+    floor_mark ready
     since "$start"
+    MARK_T0=""
+    # Each step once per run: its first and its last time (over the members).
+    trace_steps FSTEPS "create$n" "$(awk '
+        !($1 in first) { first[$1] = $2; order[++n] = $1 }
+        { last[$1] = $2 }
+        END { for (i = 1; i <= n; i++) print order[i], first[order[i]], last[order[i]] }' <<<"$MARKS")"
 }
 
 # SIGKILLs the floor members $@ and starts them again on their data directories;
@@ -406,6 +436,25 @@ operator_repod() {
     since "$start"
 }
 
+# The base URL of the HTTP server of the operator's leader (the holder of its Lease).
+operator_url() {
+    local holder ip
+    holder=$(kubectl -n etcd-operator get lease etcd-operator -o jsonpath='{.spec.holderIdentity}' 2>/dev/null) || return 1
+    ip=$(kubectl -n etcd-operator get pod "$holder" -o jsonpath='{.status.podIP}' 2>/dev/null) || return 1
+    [[ -n $ip ]] && echo "http://$ip:8080"
+}
+
+# Adds the leader's step trace of EtcdCluster $2 to OSTEPS under scenario $1 (a missing
+# trace is logged, not fatal: the timings stand without it).
+operator_trace() {
+    local scenario=$1 name=$2 url rows
+    url=$(operator_url) || { log "no leader of the operator found; no trace of $name"; return 0; }
+    rows=$(curl -sf --max-time 5 "$url/debug/trace?cluster=$NS/$name&summary=1" |
+        jq -r '.[0].steps[]? | "\(.step) \(.first_ms // "-") \(.last_ms // "-")"') ||
+        { log "no trace of $name from $url"; return 0; }
+    trace_steps OSTEPS "$scenario" "$rows"
+}
+
 # Deletes EtcdCluster $1 and waits until its pods are gone, so the next measurement
 # runs on an idle machine.
 no_pods() { [[ -z $(kubectl -n "$NS" get pods -l "etcd_cluster=$1" -o name 2>/dev/null) ]]; }
@@ -420,6 +469,62 @@ operator_delete() {
 declare -A FLOOR=() OPER=()   # scenario -> space-separated seconds, one per run
 # record FLOOR|OPER scenario: appends RESULT.
 record() { local -n into=$1; into[$2]+="$RESULT "; log "$1 $2: $RESULT s"; }
+
+# Steps of the creates: "scenario|step|first" and "scenario|step|last" -> space-separated
+# ms since the start, one per run; "scenario" -> the step names in the order first seen.
+declare -A FSTEPS=() OSTEPS=()
+# trace_steps FSTEPS|OSTEPS scenario rows: appends the "step first_ms last_ms" rows.
+trace_steps() {
+    local -n table=$1
+    local scenario=$2 step first last
+    while read -r step first last; do
+        [[ -n $step ]] || continue
+        [[ " ${table[$scenario]:-} " == *" $step "* ]] || table["$scenario"]+="$step "
+        [[ $first == - ]] || table["$scenario|$step|first"]+="$first "
+        [[ $last == - ]] || table["$scenario|$step|last"]+="$last "
+    done <<<"$3"
+}
+
+# The median of the ms in $1, whole, or "-".
+median_ms() {
+    local m
+    m=$(median "${1:-}")
+    if [[ $m == - ]]; then echo -; else printf '%.0f' "$m"; fi
+}
+
+# The floor's step comparable with the operator's step $1, if any.
+floor_step() {
+    case $1 in
+        pod_running) echo process_started ;;
+        member_added | member_healthy | learner_promoted | ready) echo "$1" ;;
+    esac
+}
+
+# Where the time of the operator's create $1 went, beside the floor's create $2: each step's
+# median ms since the spec was seen (the floor: since its start), for the first and the
+# last member it concerns. Titled $3.
+breakdown() {
+    local o=$1 f=$2 step fs label seen=" "
+    echo
+    echo "where the time goes: $3 (median ms since the spec was seen; floor: since its start)"
+    printf '%-34s | %8s | %8s | %8s | %8s\n' step "op first" "op last" "fl first" "fl last"
+    printf '%-34s-|-%8s-|-%8s-|-%8s-|-%8s\n' "" "" "" "" "" | tr ' ' -
+    for step in ${OSTEPS[$o]:-}; do
+        fs=$(floor_step "$step")
+        label=$step
+        [[ -n $fs && $fs != "$step" ]] && label="$step (floor: $fs)"
+        [[ -n $fs ]] && seen+="$fs "
+        printf '%-34s | %8s | %8s | %8s | %8s\n' "$label" \
+            "$(median_ms "${OSTEPS[$o|$step|first]:-}")" "$(median_ms "${OSTEPS[$o|$step|last]:-}")" \
+            "$(median_ms "${FSTEPS[$f|${fs:-none}|first]:-}")" "$(median_ms "${FSTEPS[$f|${fs:-none}|last]:-}")"
+    done
+    # The floor's steps the operator did not trace (all of them when it was not measured).
+    for step in ${FSTEPS[$f]:-}; do
+        [[ $seen == *" $step "* ]] && continue
+        printf '%-34s | %8s | %8s | %8s | %8s\n' "(floor) $step" - - \
+            "$(median_ms "${FSTEPS[$f|$step|first]:-}")" "$(median_ms "${FSTEPS[$f|$step|last]:-}")"
+    done
+}
 
 for ((run = 1; run <= RUNS; run++)); do
     log "run $run/$RUNS: floor, etcd $ETCD_VERSION, $MODE"
@@ -436,6 +541,7 @@ for ((run = 1; run <= RUNS; run++)); do
     if [[ $SKIP_OPERATOR != 1 ]]; then
         [[ -n $NS ]] || operator_setup
         operator_create "t3-$run" 3; record OPER create3
+        operator_trace create3 "t3-$run"
         sleep "$SETTLE_S"
         operator_restart "t3-$run" 3 "$(operator_follower "t3-$run")"; record OPER restart1
         sleep "$SETTLE_S"
@@ -446,12 +552,15 @@ for ((run = 1; run <= RUNS; run++)); do
         operator_replace "t3-$run" 3; record OPER replace3
         operator_delete "t3-$run"
         operator_create "t5-$run" 5; record OPER create5
+        operator_trace create5 "t5-$run"
         operator_delete "t5-$run"
         operator_create "v3-$run" 3 claims; record OPER create3v
+        operator_trace create3v "v3-$run"
         sleep "$SETTLE_S"
         operator_repod "v3-$run" 3; record OPER repod1
         operator_delete "v3-$run"
         operator_create "s3-$run" 3 tls; record OPER create3tls
+        operator_trace create3tls "s3-$run"
         operator_delete "s3-$run"
     fi
 done
@@ -485,6 +594,12 @@ tls=$(median "${OPER[create3tls]:-}")
 echo
 printf '%-28s | %8s | %10s | %6s\n' "operator, 3 members" "plain s" "TLS auto s" ratio
 printf '%-28s | %8s | %10s | %6s\n' "create (CA + 3 certificates)" "$plain" "$tls" "$(ratio "$plain" "$tls")"
+breakdown create3 create3 "create, 3 members"
+breakdown create5 create5 "create, 5 members"
+if [[ $SKIP_OPERATOR != 1 ]]; then
+    breakdown create3v create3 "create, 3 on claims (floor: plain create)"
+    breakdown create3tls create3 "create, 3 with TLS auto (floor: plain create)"
+fi
 cat <<'EOF'
 
 For reference (from the issue): seed-then-add by hand on etcd 3.4.23 here took about
