@@ -507,21 +507,21 @@ breakdown() {
     local o=$1 f=$2 step fs label seen=" "
     echo
     echo "where the time goes: $3 (median ms since the spec was seen; floor: since its start)"
-    printf '%-34s | %8s | %8s | %8s | %8s\n' step "op first" "op last" "fl first" "fl last"
-    printf '%-34s-|-%8s-|-%8s-|-%8s-|-%8s\n' "" "" "" "" "" | tr ' ' -
+    printf '%-38s | %8s | %8s | %8s | %8s\n' step "op first" "op last" "fl first" "fl last"
+    printf '%-38s-|-%8s-|-%8s-|-%8s-|-%8s\n' "" "" "" "" "" | tr ' ' -
     for step in ${OSTEPS[$o]:-}; do
         fs=$(floor_step "$step")
         label=$step
         [[ -n $fs && $fs != "$step" ]] && label="$step (floor: $fs)"
         [[ -n $fs ]] && seen+="$fs "
-        printf '%-34s | %8s | %8s | %8s | %8s\n' "$label" \
+        printf '%-38s | %8s | %8s | %8s | %8s\n' "$label" \
             "$(median_ms "${OSTEPS[$o|$step|first]:-}")" "$(median_ms "${OSTEPS[$o|$step|last]:-}")" \
             "$(median_ms "${FSTEPS[$f|${fs:-none}|first]:-}")" "$(median_ms "${FSTEPS[$f|${fs:-none}|last]:-}")"
     done
     # The floor's steps the operator did not trace (all of them when it was not measured).
     for step in ${FSTEPS[$f]:-}; do
         [[ $seen == *" $step "* ]] && continue
-        printf '%-34s | %8s | %8s | %8s | %8s\n' "(floor) $step" - - \
+        printf '%-38s | %8s | %8s | %8s | %8s\n' "(floor) $step" - - \
             "$(median_ms "${FSTEPS[$f|$step|first]:-}")" "$(median_ms "${FSTEPS[$f|$step|last]:-}")"
     done
 }
