@@ -364,6 +364,56 @@ async fn a_dead_member_is_removed_and_replaced_by_a_member_with_a_new_name() {
 }
 
 #[actix_rt::test]
+async fn a_dead_member_traces_its_loss_then_its_replacement_pod_and_the_replacement_healthy() {
+    tokio::time::pause();
+    let fake = FakeCluster::running(demo(), 3, V);
+    let telemetry = Telemetry::default();
+    let actor = start_with(
+        &fake,
+        DesiredCluster::new(3, V),
+        ClusterConfig::default(),
+        telemetry.clone(),
+    );
+    until(&actor, &fake, "3 running members", running_with(3)).await;
+    let before: Vec<String> = fake.members().into_iter().map(|m| m.name).collect();
+
+    assert!(fake.kill_member("demo-m1"));
+    until(&actor, &fake, "3 running members again", |view, fake| {
+        running_with(3)(view, fake) && fake.members().iter().all(|m| m.name != "demo-m1")
+    })
+    .await;
+
+    let replacement = fake
+        .members()
+        .into_iter()
+        .map(|m| m.name)
+        .find(|n| !before.contains(n))
+        .expect("a replacement");
+    let records = telemetry.hub.trace().records(Some("default/demo"));
+    let path: Vec<(Step, Option<&str>)> = records
+        .iter()
+        .filter(|r| {
+            use Step::*;
+            matches!(
+                r.step,
+                MemberLost | ReplacementPodCreated | ReplacementHealthy
+            )
+        })
+        .map(|r| (r.step, r.member.as_deref()))
+        .collect();
+    assert_eq!(
+        path,
+        [
+            (Step::MemberLost, Some("demo-m1")),
+            (Step::ReplacementPodCreated, Some(replacement.as_str())),
+            (Step::ReplacementHealthy, Some(replacement.as_str())),
+        ]
+    );
+    let ready = records.iter().filter(|r| r.step == Step::Ready).count();
+    assert_eq!(ready, 2, "ready when adopted, and again once replaced");
+}
+
+#[actix_rt::test]
 async fn an_unhealthy_cluster_refusal_of_member_add_is_retried_on_a_later_tick_without_a_warning() {
     tokio::time::pause();
     let fake = FakeCluster::running(demo(), 1, V);
