@@ -39,6 +39,15 @@
 #   one and reported against the operator's plain 3-member create of the same run. The
 #   namespace is deleted at the end.
 # Each replacement starts SETTLE_S seconds after its cluster became Ready, in both cases.
+# Where the time goes: after each operator create, the leader's step trace of the cluster
+#   (`/debug/trace?cluster=NS/NAME&summary=1`, the operator's own timestamps: spec seen,
+#   seed pod created, pods running, members serving, added, healthy, promoted, ready,
+#   status published) gives each step's time since the spec was seen, for its first and
+#   its last member; the floor's create records its own: each member's process started,
+#   member added, healthy, promoted, and ready, since its start. A breakdown table per
+#   create prints the medians side by side, with the ms from the apply to the spec seen
+#   (the local environment's pods run on this machine: one clock). The same for the
+#   replacement: the operator's steps since the pod's delete, the floor's since the kill.
 #
 # Environment:
 #   ETCD_VERSION   etcd version for both (default 3.5.35: $CACHE/etcd/v3.5.35/bin, built by
@@ -191,14 +200,37 @@ floor_promote() {
     done
 }
 
+# The steps of the floor measurement under way ("step ms" lines, ms since MARK_T0); none
+# while MARK_T0 is empty.
+MARK_T0="" MARKS=""
+floor_mark() {
+    [[ -n $MARK_T0 ]] || return 0
+    MARKS+="$1 $(awk -v a="$MARK_T0" -v b="$(now)" 'BEGIN { printf "%.0f", (b - a) * 1000 }')"$'\n'
+}
+# Starts marking steps from the time $1 (as `now` gives it).
+marks_begin() { MARK_T0=$1 MARKS=""; }
+# Stops marking, and adds each step marked to FSTEPS under scenario $1, once: its first
+# and its last time (over the members).
+marks_end() {
+    MARK_T0=""
+    trace_steps FSTEPS "$1" "$(awk '
+        !($1 in first) { first[$1] = $2; order[++n] = $1 }
+        { last[$1] = $2 }
+        END { for (i = 1; i <= n; i++) print order[i], first[order[i]], last[order[i]] }' <<<"$MARKS")"
+}
+
 # Adds m$1 to the running floor cluster, starts it, waits until healthy, promotes it.
 floor_join() {
     local i=$1
     floor_add "$i"
+    floor_mark member_added
     floor_start "$i" existing "$INITIAL"
+    floor_mark process_started
     poll "m$i to start" floor_healthy "$i"
+    floor_mark member_healthy
     if ((LEARNERS)); then
         floor_promote "$i"
+        floor_mark learner_promoted
     fi
 }
 
@@ -211,14 +243,20 @@ floor_ready() {
 }
 
 # Bootstraps an N-member floor cluster seed-then-add; RESULT = the seconds it took.
+# Its steps go to FSTEPS (see trace_steps) under scenario create$1.
 floor_create() {
     local n=$1 start i
     start=$(now)
+    marks_begin "$start"
     floor_start 1 new "m1=$(peer_url 1)" "timings-$$-$RANDOM-$(date +%s%N)"
+    floor_mark process_started
     poll "the seed to start" floor_healthy 1
+    floor_mark member_healthy
     for ((i = 2; i <= n; i++)); do floor_join "$i"; done
     poll "the $n-member floor cluster to be ready" floor_ready
+    floor_mark ready
     since "$start"
+    marks_end "create$n"
 }
 
 # SIGKILLs the floor members $@ and starts them again on their data directories;
@@ -246,13 +284,15 @@ floor_follower() {
 }
 
 # In the running 3-member floor cluster: SIGKILL a follower, remove it, add m4;
-# RESULT = the seconds from the kill until ready again.
+# RESULT = the seconds from the kill until ready again. Its steps go to FSTEPS under
+# scenario replace3, since the kill.
 floor_replace() {
     local victim id start out deadline=$((SECONDS + TIMEOUT_S))
     victim=$(floor_follower)
     id=$(member_line "$victim" | cut -d, -f1)
     log "floor: killing follower m$victim"
     start=$(now)
+    marks_begin "$start"
     kill -KILL "${PID[$victim]}"
     wait "${PID[$victim]}" 2>/dev/null || true
     unset "PID[$victim]"
@@ -262,9 +302,12 @@ floor_replace() {
         ((SECONDS < deadline)) || die "member remove m$victim still refused: $out"
         sleep 0.1
     done
+    floor_mark member_removed
     floor_join 4
     poll "the replaced floor cluster to be ready" floor_ready
+    floor_mark ready
     since "$start"
+    marks_end replace3
 }
 
 # ---------------------------------------------------------------------------
@@ -307,6 +350,7 @@ operator_create() {
         tls) pod=$'  TLS:\n    auto: {}' ;;
     esac
     start=$(now)
+    APPLIED_MS=$(now_ms)
     kubectl -n "$NS" apply -f - >/dev/null <<EOF
 apiVersion: etcd.database.coreos.com/v1beta2
 kind: EtcdCluster
@@ -366,15 +410,17 @@ operator_restart() {
 
 # Deletes the pod of a follower of the ready EtcdCluster $1 (size $2), and with it its
 # data; RESULT = the seconds until it is Running with $2 ready members again, the deleted
-# member not among them.
+# member not among them. Its steps go to OSTEPS under scenario replace3, since the delete.
 operator_replace() {
-    local name=$1 size=$2 victim start
+    local name=$1 size=$2 victim start deleted
     victim=$(operator_follower "$name")
     log "operator: deleting the pod of follower $victim"
     start=$(now)
+    deleted=$(now_ms)
     kubectl -n "$NS" delete pod "$victim" --wait=false >/dev/null
     poll "EtcdCluster $NS/$name to replace $victim" operator_ready "$name" "$size" "$victim"
     since "$start"
+    operator_steps_since replace3 "$name" "$deleted"
 }
 
 # "uid ready" of pod $1.
@@ -406,6 +452,58 @@ operator_repod() {
     since "$start"
 }
 
+# The base URL of the HTTP server of the operator's leader (the holder of its Lease).
+operator_url() {
+    local holder ip
+    holder=$(kubectl -n etcd-operator get lease etcd-operator -o jsonpath='{.spec.holderIdentity}' 2>/dev/null) || return 1
+    ip=$(kubectl -n etcd-operator get pod "$holder" -o jsonpath='{.status.podIP}' 2>/dev/null) || return 1
+    [[ -n $ip ]] && echo "http://$ip:8080"
+}
+
+# Milliseconds since the Unix epoch, by this machine's clock (the local environment's
+# pods, the operator's among them, are processes on this machine: the same clock).
+now_ms() { date +%s%3N; }
+APPLIED_MS=""   # when the last operator_create applied its EtcdCluster
+
+# The leader's step trace of EtcdCluster $1, as `/debug/trace` serves it after "?cluster=
+# NS/$1" (e.g. "&summary=1"); fails when the leader cannot be found or does not answer.
+trace_of() {
+    local url
+    url=$(operator_url) || return 1
+    curl -sf --max-time 5 "$url/debug/trace?cluster=$NS/$1${2:-}"
+}
+
+# Adds the leader's step trace of EtcdCluster $2 to OSTEPS under scenario $1, each step's
+# ms since the spec was seen, and a first row: the ms from the apply to the spec seen (a
+# missing trace is logged, not fatal: the timings stand without it).
+operator_trace() {
+    local scenario=$1 name=$2 rows seen
+    seen=$(trace_of "$name" | jq -r --argjson t0 "$APPLIED_MS" \
+        '[.[] | select(.step == "spec_seen")] | last | select(. != null)
+         | (.time_unix_ms - $t0) | "\(.) \(.)"') ||
+        { log "no trace of $name from the operator's leader"; return 0; }
+    rows=$(trace_of "$name" '&summary=1' |
+        jq -r '.[0].steps[]? | "\(.step) \(.first_ms // "-") \(.last_ms // "-")"') ||
+        { log "no trace summary of $name from the operator's leader"; return 0; }
+    [[ -n $seen ]] && rows="apply_to_spec_seen $seen"$'\n'"$rows"
+    trace_steps OSTEPS "$scenario" "$rows"
+}
+
+# Adds the steps of EtcdCluster $2 from the time $3 (Unix ms) on to OSTEPS under scenario
+# $1: each step once, its first and last ms since $3, in the order they first happened.
+operator_steps_since() {
+    local scenario=$1 name=$2 t0=$3 rows
+    rows=$(trace_of "$name" | jq -r --argjson t0 "$t0" '
+        [.[] | select(.time_unix_ms >= $t0) | {step, ms: (.time_unix_ms - $t0)}]
+        | reduce .[] as $r ({order: [], first: {}, last: {}};
+            (if .first[$r.step] == null
+             then .order += [$r.step] | .first[$r.step] = $r.ms else . end)
+            | .last[$r.step] = $r.ms)
+        | . as $t | $t.order[] | "\(.) \($t.first[.]) \($t.last[.])"') ||
+        { log "no trace of $name from the operator's leader"; return 0; }
+    trace_steps OSTEPS "$scenario" "$rows"
+}
+
 # Deletes EtcdCluster $1 and waits until its pods are gone, so the next measurement
 # runs on an idle machine.
 no_pods() { [[ -z $(kubectl -n "$NS" get pods -l "etcd_cluster=$1" -o name 2>/dev/null) ]]; }
@@ -420,6 +518,63 @@ operator_delete() {
 declare -A FLOOR=() OPER=()   # scenario -> space-separated seconds, one per run
 # record FLOOR|OPER scenario: appends RESULT.
 record() { local -n into=$1; into[$2]+="$RESULT "; log "$1 $2: $RESULT s"; }
+
+# Steps of the creates: "scenario|step|first" and "scenario|step|last" -> space-separated
+# ms since the start, one per run; "scenario" -> the step names in the order first seen.
+declare -A FSTEPS=() OSTEPS=()
+# trace_steps FSTEPS|OSTEPS scenario rows: appends the "step first_ms last_ms" rows.
+trace_steps() {
+    local -n table=$1
+    local scenario=$2 step first last
+    while read -r step first last; do
+        [[ -n $step ]] || continue
+        [[ " ${table[$scenario]:-} " == *" $step "* ]] || table["$scenario"]+="$step "
+        [[ $first == - ]] || table["$scenario|$step|first"]+="$first "
+        [[ $last == - ]] || table["$scenario|$step|last"]+="$last "
+    done <<<"$3"
+}
+
+# The median of the ms in $1, whole, or "-".
+median_ms() {
+    local m
+    m=$(median "${1:-}")
+    if [[ $m == - ]]; then echo -; else printf '%.0f' "$m"; fi
+}
+
+# The floor's step comparable with the operator's step $1, if any.
+floor_step() {
+    case $1 in
+        pod_running) echo process_started ;;
+        member_lost) echo member_removed ;;
+        member_added | member_healthy | learner_promoted | ready) echo "$1" ;;
+    esac
+}
+
+# Where the time of the operator's scenario $1 went, beside the floor's scenario $2: each
+# step's median ms since the origin $4 (default: the spec was seen; the floor: its start),
+# for the first and the last member it concerns. Titled $3.
+breakdown() {
+    local o=$1 f=$2 step fs label seen=" "
+    echo
+    echo "where the time goes: $3 (median ms since ${4:-the spec was seen; floor: since its start})"
+    printf '%-38s | %8s | %8s | %8s | %8s\n' step "op first" "op last" "fl first" "fl last"
+    printf '%-38s-|-%8s-|-%8s-|-%8s-|-%8s\n' "" "" "" "" "" | tr ' ' -
+    for step in ${OSTEPS[$o]:-}; do
+        fs=$(floor_step "$step")
+        label=$step
+        [[ -n $fs && $fs != "$step" ]] && label="$step (floor: $fs)"
+        [[ -n $fs ]] && seen+="$fs "
+        printf '%-38s | %8s | %8s | %8s | %8s\n' "$label" \
+            "$(median_ms "${OSTEPS[$o|$step|first]:-}")" "$(median_ms "${OSTEPS[$o|$step|last]:-}")" \
+            "$(median_ms "${FSTEPS[$f|${fs:-none}|first]:-}")" "$(median_ms "${FSTEPS[$f|${fs:-none}|last]:-}")"
+    done
+    # The floor's steps the operator did not trace (all of them when it was not measured).
+    for step in ${FSTEPS[$f]:-}; do
+        [[ $seen == *" $step "* ]] && continue
+        printf '%-38s | %8s | %8s | %8s | %8s\n' "(floor) $step" - - \
+            "$(median_ms "${FSTEPS[$f|$step|first]:-}")" "$(median_ms "${FSTEPS[$f|$step|last]:-}")"
+    done
+}
 
 for ((run = 1; run <= RUNS; run++)); do
     log "run $run/$RUNS: floor, etcd $ETCD_VERSION, $MODE"
@@ -436,6 +591,7 @@ for ((run = 1; run <= RUNS; run++)); do
     if [[ $SKIP_OPERATOR != 1 ]]; then
         [[ -n $NS ]] || operator_setup
         operator_create "t3-$run" 3; record OPER create3
+        operator_trace create3 "t3-$run"
         sleep "$SETTLE_S"
         operator_restart "t3-$run" 3 "$(operator_follower "t3-$run")"; record OPER restart1
         sleep "$SETTLE_S"
@@ -446,12 +602,15 @@ for ((run = 1; run <= RUNS; run++)); do
         operator_replace "t3-$run" 3; record OPER replace3
         operator_delete "t3-$run"
         operator_create "t5-$run" 5; record OPER create5
+        operator_trace create5 "t5-$run"
         operator_delete "t5-$run"
         operator_create "v3-$run" 3 claims; record OPER create3v
+        operator_trace create3v "v3-$run"
         sleep "$SETTLE_S"
         operator_repod "v3-$run" 3; record OPER repod1
         operator_delete "v3-$run"
         operator_create "s3-$run" 3 tls; record OPER create3tls
+        operator_trace create3tls "s3-$run"
         operator_delete "s3-$run"
     fi
 done
@@ -485,6 +644,13 @@ tls=$(median "${OPER[create3tls]:-}")
 echo
 printf '%-28s | %8s | %10s | %6s\n' "operator, 3 members" "plain s" "TLS auto s" ratio
 printf '%-28s | %8s | %10s | %6s\n' "create (CA + 3 certificates)" "$plain" "$tls" "$(ratio "$plain" "$tls")"
+breakdown create3 create3 "create, 3 members"
+breakdown create5 create5 "create, 5 members"
+breakdown replace3 replace3 "replace 1 of 3" "the pod's delete; floor: since the kill"
+if [[ $SKIP_OPERATOR != 1 ]]; then
+    breakdown create3v create3 "create, 3 on claims (floor: plain create)"
+    breakdown create3tls create3 "create, 3 with TLS auto (floor: plain create)"
+fi
 cat <<'EOF'
 
 For reference (from the issue): seed-then-add by hand on etcd 3.4.23 here took about

@@ -1,5 +1,9 @@
 //! HTTP endpoints: `/healthz`, `/readyz`, `/metrics`, `/debug/actors` (every actor's state
-//! as JSON) and `/debug/stream` (transitions as they happen, one JSON object per line).
+//! as JSON), `/debug/stream` (transitions and lifecycle steps as they happen, one JSON
+//! object per line, told apart by `"record": "transition"` or `"step"`) and `/debug/trace`
+//! (each cluster's recorded steps with their times; `?cluster=namespace/name` for one
+//! cluster, `&summary=1` for each step once with its first and last time since the spec
+//! was seen).
 //!
 //! Readiness means "healthy and able to take over", whether or not this replica leads: its
 //! caches are synced and it has read the leader Lease recently; the leader must also have
@@ -14,14 +18,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::StreamExt;
 use prometheus_client::registry::Registry;
 
-use etcd_operator_actors::debug::{DebugHub, Received, Subscription};
+use etcd_operator_actors::debug::{DebugHub, Received, StreamRecord, Subscription};
+use serde::Deserialize;
 
 use crate::controller::ElectionView;
 
@@ -62,6 +67,7 @@ pub(crate) fn router(state: HttpState) -> Router {
         .route("/metrics", get(metrics))
         .route("/debug/actors", get(actors))
         .route("/debug/stream", get(stream))
+        .route("/debug/trace", get(trace))
         .with_state(state)
 }
 
@@ -107,11 +113,9 @@ async fn actors(State(s): State<HttpState>) -> Response {
 
 /// The next line of a subscriber's stream, and the subscription if the stream goes on.
 async fn next_line(mut subscription: Subscription) -> Option<(String, Option<Subscription>)> {
-    match subscription.next().await {
-        Received::Transition(record) => {
-            let line = serde_json::to_string(&record).unwrap_or_default();
-            Some((format!("{line}\n"), Some(subscription)))
-        }
+    let record = match subscription.next().await {
+        Received::Transition(record) => StreamRecord::Transition(record),
+        Received::Step(record) => StreamRecord::Step(record),
         Received::Dropped(missed) => {
             let line = serde_json::json!({
                 "dropped": format!(
@@ -119,10 +123,36 @@ async fn next_line(mut subscription: Subscription) -> Option<(String, Option<Sub
                 ),
                 "missed": missed,
             });
-            Some((format!("{line}\n"), None))
+            return Some((format!("{line}\n"), None));
         }
-        Received::Closed => None,
+        Received::Closed => return None,
+    };
+    let line = serde_json::to_string(&record).unwrap_or_default();
+    Some((format!("{line}\n"), Some(subscription)))
+}
+
+/// The query of `/debug/trace`.
+#[derive(Debug, Default, Deserialize)]
+struct TraceQuery {
+    /// Only this cluster, `namespace/name`.
+    cluster: Option<String>,
+    /// `1`: each step once, with its first and last time since the spec was seen.
+    summary: Option<String>,
+}
+
+async fn trace(State(s): State<HttpState>, Query(q): Query<TraceQuery>) -> Response {
+    let trace = s.hub.trace();
+    let cluster = q.cluster.as_deref().filter(|c| !c.is_empty());
+    if !matches!(q.summary.as_deref(), Some("1" | "true")) {
+        return axum::Json(trace.records(cluster)).into_response();
     }
+    let summaries: Vec<serde_json::Value> = trace
+        .clusters()
+        .into_iter()
+        .filter(|key| cluster.is_none_or(|c| c == key))
+        .map(|key| serde_json::json!({ "steps": trace.summary(&key), "cluster": key }))
+        .collect();
+    axum::Json(summaries).into_response()
 }
 
 async fn stream(State(s): State<HttpState>) -> Response {
@@ -154,6 +184,7 @@ mod tests {
 
     use etcd_operator_actors::debug::TransitionRecord;
     use etcd_operator_actors::metrics::Telemetry;
+    use etcd_operator_actors::trace::Step;
 
     /// A replica without leader election (it leads), caches synced.
     fn state() -> HttpState {
@@ -325,6 +356,66 @@ mod tests {
         // Its slot is free again.
         assert!(s.hub.subscribe().is_ok());
         assert!(s.hub.subscribe().is_ok());
+    }
+
+    #[tokio::test]
+    async fn the_debug_stream_tags_transitions_and_steps_by_record() {
+        let s = state();
+        let response = open_stream(&s).await;
+        s.hub.publish(record("Running"));
+        s.hub.step("ns/a", Step::Ready, None, 5);
+        let mut body = response.into_body().into_data_stream();
+        let mut lines = Vec::new();
+        while lines.len() < 2 {
+            let chunk = body.next().await.unwrap().unwrap();
+            for line in String::from_utf8_lossy(&chunk).lines() {
+                lines.push(serde_json::from_str::<serde_json::Value>(line).unwrap());
+            }
+        }
+        assert_eq!(lines[0]["record"], "transition");
+        assert_eq!(lines[0]["to"], "Running");
+        assert_eq!(lines[1]["record"], "step");
+        assert_eq!(lines[1]["step"], "ready");
+    }
+
+    fn traced() -> HttpState {
+        let s = state();
+        s.hub.step("ns/a", Step::SpecSeen, None, 1_000);
+        s.hub
+            .step("ns/a", Step::MemberHealthy, Some("a-1".into()), 1_400);
+        s.hub
+            .step("ns/a", Step::MemberHealthy, Some("a-2".into()), 1_900);
+        s.hub.step("ns/b", Step::SpecSeen, None, 2_000);
+        s
+    }
+
+    #[tokio::test]
+    async fn debug_trace_lists_every_step_or_one_clusters() {
+        let (code, body) = get_path(traced(), "/debug/trace").await;
+        assert_eq!(code, StatusCode::OK);
+        let all: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(all.as_array().unwrap().len(), 4);
+        let (_, body) = get_path(traced(), "/debug/trace?cluster=ns/a").await;
+        let one: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(one.as_array().unwrap().len(), 3);
+        assert_eq!(one[1]["member"], "a-1");
+        assert_eq!(one[1]["since_spec_ms"], 400);
+    }
+
+    #[tokio::test]
+    async fn debug_trace_summary_gives_each_step_once_with_its_times_since_the_spec() {
+        let (code, body) = get_path(traced(), "/debug/trace?cluster=ns%2Fa&summary=1").await;
+        assert_eq!(code, StatusCode::OK);
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v.as_array().unwrap().len(), 1, "{body}");
+        assert_eq!(v[0]["cluster"], "ns/a");
+        let healthy = &v[0]["steps"][1];
+        assert_eq!(healthy["step"], "member_healthy");
+        assert_eq!(
+            (&healthy["count"], &healthy["first_ms"]),
+            (&2.into(), &400.into())
+        );
+        assert_eq!(healthy["last_ms"], 900);
     }
 
     #[tokio::test]

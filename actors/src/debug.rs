@@ -1,7 +1,8 @@
-//! The debug view: every actor's current state, and a live stream of state transitions.
+//! The debug view: every actor's current state, a live stream of state transitions and
+//! lifecycle steps, and the recorded [`Trace`] of those steps.
 //!
-//! The operator serves both over HTTP (`/debug/actors` and `/debug/stream`); this module
-//! holds them and knows nothing of HTTP. The stream is bounded: at most a fixed number of
+//! The operator serves them over HTTP (`/debug/actors`, `/debug/stream` and
+//! `/debug/trace`); this module holds them and knows nothing of HTTP. The stream is bounded: at most a fixed number of
 //! subscribers at once, and a subscriber that falls further behind than the stream's
 //! capacity is told so and dropped, rather than kept waiting on records it lost.
 
@@ -12,6 +13,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast};
+
+use crate::trace::{Step, StepRecord, Trace};
 
 /// Capacity of the transition stream; a subscriber that falls further behind is dropped.
 pub(crate) const STREAM_CAPACITY: usize = 1024;
@@ -62,11 +65,23 @@ pub struct TransitionRecord {
     pub message: String,
 }
 
+/// One line of the live stream: a transition or a step, told apart by its `record` field
+/// (`"transition"` or `"step"`), beside the record's own fields.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "record", rename_all = "snake_case")]
+pub enum StreamRecord {
+    /// A phase transition.
+    Transition(TransitionRecord),
+    /// A lifecycle step.
+    Step(StepRecord),
+}
+
 /// Shared, cloneable handle to the debug view.
 #[derive(Clone)]
 pub struct DebugHub {
     actors: Arc<Mutex<BTreeMap<(ActorKind, String), ActorSnapshot>>>,
-    stream: broadcast::Sender<TransitionRecord>,
+    stream: broadcast::Sender<StreamRecord>,
+    trace: Trace,
     slots: Arc<Semaphore>,
     max_subscribers: usize,
     synced: Arc<AtomicBool>,
@@ -88,6 +103,8 @@ pub struct TooManySubscribers(pub usize);
 pub enum Received {
     /// The next transition.
     Transition(TransitionRecord),
+    /// The next step.
+    Step(StepRecord),
     /// The subscriber fell this many records behind and lost them: it is dropped.
     Dropped(u64),
     /// The hub is gone.
@@ -97,16 +114,17 @@ pub enum Received {
 /// One subscriber of the transition stream; holds one of the hub's subscriber slots until
 /// it is dropped.
 pub struct Subscription {
-    receiver: broadcast::Receiver<TransitionRecord>,
+    receiver: broadcast::Receiver<StreamRecord>,
     _slot: OwnedSemaphorePermit,
 }
 
 impl Subscription {
-    /// The next transition; after [`Received::Dropped`] or [`Received::Closed`] the
-    /// subscription is over and should be dropped.
+    /// The next transition or step; after [`Received::Dropped`] or [`Received::Closed`]
+    /// the subscription is over and should be dropped.
     pub async fn next(&mut self) -> Received {
         match self.receiver.recv().await {
-            Ok(record) => Received::Transition(record),
+            Ok(StreamRecord::Transition(record)) => Received::Transition(record),
+            Ok(StreamRecord::Step(record)) => Received::Step(record),
             Err(broadcast::error::RecvError::Lagged(n)) => Received::Dropped(n),
             Err(broadcast::error::RecvError::Closed) => Received::Closed,
         }
@@ -131,7 +149,20 @@ impl DebugHub {
             slots: Arc::new(Semaphore::new(max_subscribers)),
             max_subscribers,
             synced: Arc::default(),
+            trace: Trace::default(),
         }
+    }
+
+    /// The recorded steps of every cluster.
+    pub fn trace(&self) -> &Trace {
+        &self.trace
+    }
+
+    /// Records a step of `cluster` at `time_unix_ms` in the trace and publishes it to live
+    /// subscribers.
+    pub fn step(&self, cluster: &str, step: Step, member: Option<String>, time_unix_ms: u128) {
+        let record = self.trace.record(cluster, step, member, time_unix_ms);
+        let _ = self.stream.send(StreamRecord::Step(record));
     }
 
     /// Records an actor's current state.
@@ -157,7 +188,7 @@ impl DebugHub {
 
     /// Publishes a transition to live subscribers (none listening is fine).
     pub fn publish(&self, record: TransitionRecord) {
-        let _ = self.stream.send(record);
+        let _ = self.stream.send(StreamRecord::Transition(record));
     }
 
     /// Subscribes to transitions from now on, unless the stream has its maximum of
@@ -234,6 +265,36 @@ mod tests {
         let mut sub = hub.subscribe().unwrap();
         hub.publish(record("Running"));
         assert!(matches!(sub.next().await, Received::Transition(r) if r.to == "Running"));
+    }
+
+    #[tokio::test]
+    async fn steps_are_traced_and_streamed_apart_from_transitions() {
+        let hub = DebugHub::default();
+        let mut sub = hub.subscribe().unwrap();
+        hub.step("ns/a", Step::SpecSeen, None, 7);
+        hub.publish(record("Running"));
+        let Received::Step(step) = sub.next().await else {
+            panic!("the step first");
+        };
+        assert_eq!(step.step, Step::SpecSeen);
+        assert!(matches!(sub.next().await, Received::Transition(_)));
+        assert_eq!(hub.trace().records(Some("ns/a")).len(), 1);
+    }
+
+    #[test]
+    fn stream_lines_say_which_record_they_are_and_keep_the_transition_fields() {
+        let line = serde_json::to_value(StreamRecord::Transition(record("Running"))).unwrap();
+        assert_eq!(line["record"], "transition");
+        assert_eq!(
+            (&line["key"], &line["to"]),
+            (&"ns/a".into(), &"Running".into())
+        );
+        let step = Trace::default().record("ns/a", Step::Ready, None, 1);
+        let line = serde_json::to_value(StreamRecord::Step(step)).unwrap();
+        assert_eq!(
+            (&line["record"], &line["step"]),
+            (&"step".into(), &"ready".into())
+        );
     }
 
     #[test]

@@ -12,6 +12,7 @@ use etcd_operator_actors::lifecycle::{DesiredCluster, Phase};
 use etcd_operator_actors::metrics::{ErrorLabels, Telemetry};
 use etcd_operator_actors::ports::{EtcdErrorKind, InitialState};
 use etcd_operator_actors::topology::Topology;
+use etcd_operator_actors::trace::{Step, StepRecord};
 use etcd_operator_fakes::FakeCluster;
 use serde_json::Value;
 use slog::{Logger, o};
@@ -170,6 +171,62 @@ async fn with_prepared_joiners_each_joiners_pod_exists_before_its_member_add() {
 }
 
 #[actix_rt::test]
+async fn creating_three_members_traces_each_step_once_and_in_order() {
+    tokio::time::pause();
+    let fake = FakeCluster::new(demo());
+    fake.set_prepares_joiners(true);
+    let telemetry = Telemetry::default();
+    let actor = start_with(
+        &fake,
+        DesiredCluster::new(3, V),
+        ClusterConfig::default(),
+        telemetry.clone(),
+    );
+    until(&actor, &fake, "3 running members", running_with(3)).await;
+
+    let records = telemetry.hub.trace().records(Some("default/demo"));
+    let key = |r: &StepRecord| (r.step, r.member.clone());
+    let mut seen = std::collections::BTreeSet::new();
+    assert!(
+        records.iter().all(|r| seen.insert(key(r))),
+        "a step recorded twice: {records:#?}"
+    );
+    let created: Vec<String> = fake.created_pods().into_iter().map(|p| p.name).collect();
+    let [seed, first, second] = &created[..] else {
+        panic!("three pods made: {created:?}");
+    };
+    let path: Vec<(Step, Option<&str>)> = records
+        .iter()
+        .filter(|r| {
+            use Step::*;
+            matches!(
+                r.step,
+                SpecSeen | SeedPodCreated | JoinerPodCreated | MemberHealthy | Ready
+            )
+        })
+        .map(|r| (r.step, r.member.as_deref()))
+        .collect();
+    assert_eq!(
+        path,
+        [
+            (Step::SpecSeen, None),
+            (Step::SeedPodCreated, Some(seed.as_str())),
+            (Step::MemberHealthy, Some(seed.as_str())),
+            (Step::JoinerPodCreated, Some(first.as_str())),
+            (Step::MemberHealthy, Some(first.as_str())),
+            (Step::JoinerPodCreated, Some(second.as_str())),
+            (Step::MemberHealthy, Some(second.as_str())),
+            (Step::Ready, None),
+        ]
+    );
+    let count = |step: Step| records.iter().filter(|r| r.step == step).count();
+    assert_eq!(count(Step::MemberAdded), 2);
+    assert_eq!(count(Step::LearnerPromoted), 2);
+    assert_eq!(count(Step::StatusPublished), 1);
+    assert_eq!(records[0].since_spec_ms, Some(0));
+}
+
+#[actix_rt::test]
 async fn an_adopted_running_cluster_starts_as_starting_and_moves_straight_to_running() {
     tokio::time::pause();
     let fake = FakeCluster::running(demo(), 3, V);
@@ -183,8 +240,12 @@ async fn an_adopted_running_cluster_starts_as_starting_and_moves_straight_to_run
     );
     until(&actor, &fake, "3 running members", running_with(3)).await;
 
-    let Received::Transition(first) = stream.next().await else {
-        panic!("no transition published");
+    let first = loop {
+        match stream.next().await {
+            Received::Transition(first) => break first,
+            Received::Step(_) => continue,
+            other => panic!("no transition published: {other:?}"),
+        }
     };
     assert_eq!(
         (first.from.as_str(), first.to.as_str()),
@@ -300,6 +361,56 @@ async fn a_dead_member_is_removed_and_replaced_by_a_member_with_a_new_name() {
     let added = reasons.iter().position(|r| r == "MemberAdded").unwrap();
     assert!(removed < added, "removed before replaced: {reasons:?}");
     assert_eq!(fake.calls().max_membership_in_flight, 1);
+}
+
+#[actix_rt::test]
+async fn a_dead_member_traces_its_loss_then_its_replacement_pod_and_the_replacement_healthy() {
+    tokio::time::pause();
+    let fake = FakeCluster::running(demo(), 3, V);
+    let telemetry = Telemetry::default();
+    let actor = start_with(
+        &fake,
+        DesiredCluster::new(3, V),
+        ClusterConfig::default(),
+        telemetry.clone(),
+    );
+    until(&actor, &fake, "3 running members", running_with(3)).await;
+    let before: Vec<String> = fake.members().into_iter().map(|m| m.name).collect();
+
+    assert!(fake.kill_member("demo-m1"));
+    until(&actor, &fake, "3 running members again", |view, fake| {
+        running_with(3)(view, fake) && fake.members().iter().all(|m| m.name != "demo-m1")
+    })
+    .await;
+
+    let replacement = fake
+        .members()
+        .into_iter()
+        .map(|m| m.name)
+        .find(|n| !before.contains(n))
+        .expect("a replacement");
+    let records = telemetry.hub.trace().records(Some("default/demo"));
+    let path: Vec<(Step, Option<&str>)> = records
+        .iter()
+        .filter(|r| {
+            use Step::*;
+            matches!(
+                r.step,
+                MemberLost | ReplacementPodCreated | ReplacementHealthy
+            )
+        })
+        .map(|r| (r.step, r.member.as_deref()))
+        .collect();
+    assert_eq!(
+        path,
+        [
+            (Step::MemberLost, Some("demo-m1")),
+            (Step::ReplacementPodCreated, Some(replacement.as_str())),
+            (Step::ReplacementHealthy, Some(replacement.as_str())),
+        ]
+    );
+    let ready = records.iter().filter(|r| r.step == Step::Ready).count();
+    assert_eq!(ready, 2, "ready when adopted, and again once replaced");
 }
 
 #[actix_rt::test]

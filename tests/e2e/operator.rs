@@ -282,10 +282,15 @@ impl DebugStream {
         DebugStream { child, lines }
     }
 
-    /// The transitions seen so far for cluster `key` (`namespace/name`).
+    /// The transitions seen so far for cluster `key` (`namespace/name`); the stream's
+    /// step records (`"record": "step"`) are left out.
     pub fn lines_for(&self, key: &str) -> Vec<serde_json::Value> {
         let lines = self.lines.lock().unwrap();
-        lines.iter().filter(|l| l["key"] == key).cloned().collect()
+        lines
+            .iter()
+            .filter(|l| l["record"] == "transition" && l["key"] == key)
+            .cloned()
+            .collect()
     }
 }
 

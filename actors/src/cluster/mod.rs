@@ -8,7 +8,9 @@
 mod execute;
 mod messages;
 mod observe;
+mod steps;
 mod tick;
+mod tracer;
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -103,6 +105,7 @@ pub struct ClusterActor {
     last_reason: Option<Reason>,
     last_message: String,
     ticks: u64,
+    trail: steps::Trail,
 }
 
 impl ClusterActor {
@@ -120,7 +123,7 @@ impl ClusterActor {
             Arc::new(CountedClusterApi::new(deps.kube, metrics.clone()));
         let etcd: Arc<dyn EtcdApi> = Arc::new(CountedEtcdApi::new(deps.etcd, metrics));
         let members = MemberClient::new(etcd.clone()).start();
-        ClusterActor {
+        let mut actor = ClusterActor {
             topology,
             spec,
             state: State::default(),
@@ -135,7 +138,10 @@ impl ClusterActor {
             last_reason: None,
             last_message: String::new(),
             ticks: 0,
-        }
+            trail: steps::Trail::default(),
+        };
+        actor.trace_spec_seen();
+        actor
     }
 
     /// Plans the next tick `after` from now, replacing a planned one. While a tick runs,
@@ -200,6 +206,8 @@ impl ClusterActor {
                     status_error,
                     members,
                     elapsed,
+                    sight,
+                    observed,
                 } = *done;
                 metrics.tick_seconds.observe(elapsed.as_secs_f64());
                 for o in &outcomes {
@@ -228,6 +236,7 @@ impl ClusterActor {
                         }
                     }
                 }
+                self.trace_tick(sight, observed, &outcomes);
                 if let Some(error) = status_error {
                     warn!(self.logger, "cannot write status"; "error" => error);
                 } else {
@@ -377,6 +386,7 @@ impl Handler<SpecChanged> for ClusterActor {
             self.state = State::default();
             self.last_status = None;
             self.last_reason = None;
+            self.trace_spec_seen();
         }
         self.spec = msg.0;
         self.tick_soon(ctx);

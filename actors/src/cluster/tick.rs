@@ -7,7 +7,7 @@ use std::time::Duration;
 use actix::Addr;
 use tokio::time::Instant;
 
-use crate::lifecycle::{Deadlines, Decision, DesiredCluster, Reason, State, decide};
+use crate::lifecycle::{Deadlines, Decision, DesiredCluster, Phase, Reason, State, decide};
 use crate::member_client::MemberClient;
 use crate::ports::ClusterApi;
 use crate::report::{Report, StatusReport, report};
@@ -15,6 +15,7 @@ use crate::topology::Topology;
 
 use super::execute::{ActionOutcome, Effectors, execute};
 use super::observe::{HealthProbe, observe};
+use super::steps::Sight;
 
 /// Inputs of one tick.
 pub(crate) struct TickJob {
@@ -50,6 +51,10 @@ pub(crate) struct Decided {
     pub status_error: Option<String>,
     pub members: usize,
     pub elapsed: Duration,
+    /// What the tick saw and decided, for the step trace.
+    pub sight: Sight,
+    /// When it observed the world.
+    pub observed: Instant,
 }
 
 impl TickJob {
@@ -98,6 +103,10 @@ impl TickJob {
             None
         };
         let members = status.size;
+        let published = status_error
+            .is_none()
+            .then_some(status.phase == Phase::Running);
+        let sight = Sight::of(&obs, &decision.state.phase, published);
         TickOutcome::Decided(Box::new(Decided {
             decision,
             outcomes,
@@ -105,6 +114,8 @@ impl TickJob {
             status_error,
             members,
             elapsed: started.elapsed(),
+            sight,
+            observed: obs.now,
         }))
     }
 }
