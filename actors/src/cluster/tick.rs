@@ -7,7 +7,9 @@ use std::time::Duration;
 use actix::Addr;
 use tokio::time::Instant;
 
-use crate::lifecycle::{Deadlines, Decision, DesiredCluster, Reason, State, decide};
+use crate::lifecycle::{
+    Deadlines, Decision, DesiredCluster, Pace, Reason, State, decide, next_deadline, pace,
+};
 use crate::member_client::MemberClient;
 use crate::ports::ClusterApi;
 use crate::report::{Report, StatusReport, report};
@@ -50,6 +52,10 @@ pub(crate) struct Decided {
     pub status_error: Option<String>,
     pub members: usize,
     pub elapsed: Duration,
+    /// How closely the cluster needs watching after this tick.
+    pub pace: Pace,
+    /// The lifecycle's next time-based event, if one is known.
+    pub deadline: Option<Instant>,
 }
 
 impl TickJob {
@@ -75,6 +81,8 @@ impl TickJob {
             }
         };
         let decision = decide(self.state, &obs, &self.spec, &self.deadlines);
+        let pace = pace(&decision, &obs, &self.spec);
+        let deadline = next_deadline(&decision, &obs, &self.spec, &self.deadlines);
         let fx = Effectors {
             kube,
             members: &self.members,
@@ -105,6 +113,8 @@ impl TickJob {
             status_error,
             members,
             elapsed: started.elapsed(),
+            pace,
+            deadline,
         }))
     }
 }
