@@ -166,7 +166,10 @@ mod tests {
         let obs = World::healthy(now, 3, V).build();
         let spec = DesiredCluster::new(4, V);
         let decision = decide(running_state(), &obs, &spec, &Deadlines::default());
-        assert!(!decision.actions.is_empty(), "scaling up acts: {decision:?}");
+        assert!(
+            !decision.actions.is_empty(),
+            "scaling up acts: {decision:?}"
+        );
         assert_eq!(pace(&decision, &obs, &spec), Pace::Busy);
     }
 
