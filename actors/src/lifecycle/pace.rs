@@ -14,11 +14,14 @@ use super::{Deadlines, Decision, DesiredCluster, Membership, Observation, Phase,
 /// How closely a cluster needs watching.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Pace {
-    /// The operator acted, or waits for something it started (a seed, a joiner, an
-    /// upgraded or restarted member, a CA rotation step): look again soon.
+    /// The operator acted, or waits for a change it started (a seed, a joiner, an
+    /// upgraded or restarted member, members restarting onto a new CA bundle): look again
+    /// soon.
     Busy,
     /// Nothing to do, but not everything is well (a member unhealthy or not ready, a pod
-    /// or claim out of place, a timer running): look again at the normal interval.
+    /// or claim out of place, a timer running, a CA rotation waiting for its re-issued
+    /// certificates to reach the members): look again at the normal interval, and when
+    /// the next deadline comes.
     Watchful,
     /// Every member healthy, the spec met, nothing pending: look again rarely.
     Settled,
@@ -38,12 +41,13 @@ impl Pace {
 /// The pace after a tick that decided `decision` from `obs`.
 pub fn pace(decision: &Decision, obs: &Observation, spec: &DesiredCluster) -> Pace {
     let state = &decision.state;
-    let rotating = obs.tls.rotation.step.is_some() || obs.tls.rotation.due.is_some();
+    // A rotation step that is due, and certificates to issue, are acted on by this very
+    // decision; a step's restarts make the phase `Restarting`. What is left of a rotation
+    // without either is a wait on a clock (the propagation of re-issued certificates),
+    // whose end is the next deadline: no reason to look every follow-up.
     if !decision.actions.is_empty()
         || state.phase.is_progressing()
         || state.phase == Phase::Starting
-        || rotating
-        || !obs.tls.to_issue.is_empty()
     {
         return Pace::Busy;
     }
@@ -84,6 +88,9 @@ fn all_well(decision: &Decision, obs: &Observation, spec: &DesiredCluster) -> bo
         && obs.services_present
         && obs.name_conflict.is_none()
         && obs.tls.problems.is_empty()
+        && obs.tls.to_issue.is_empty()
+        && obs.tls.rotation.step.is_none()
+        && obs.tls.rotation.due.is_none()
 }
 
 /// The earliest time-based event the lifecycle knows after a tick that decided `decision`
@@ -183,10 +190,23 @@ mod tests {
     }
 
     #[test]
-    fn a_ca_rotation_in_progress_is_busy() {
-        let (decision, mut obs, spec) = settled(Instant::now());
+    fn a_ca_rotation_waiting_for_its_certificates_to_propagate_is_watchful_until_then() {
+        let now = Instant::now();
+        let (decision, mut obs, spec) = settled(now);
         obs.tls.rotation.step = Some(CaRotationStep::ReissueLeaves);
-        assert_eq!(pace(&decision, &obs, &spec), Pace::Busy);
+        obs.tls.next_event_in = Some(Duration::from_secs(80));
+        assert_eq!(pace(&decision, &obs, &spec), Pace::Watchful);
+        assert_eq!(
+            next_deadline(&decision, &obs, &spec, &Deadlines::default()),
+            Some(now + Duration::from_secs(80))
+        );
+    }
+
+    #[test]
+    fn certificates_still_to_issue_are_never_settled() {
+        let (decision, mut obs, spec) = settled(Instant::now());
+        obs.tls.to_issue = vec!["peer certificate due for renewal".into()];
+        assert_ne!(pace(&decision, &obs, &spec), Pace::Settled);
     }
 
     #[test]
