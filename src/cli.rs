@@ -150,6 +150,11 @@ pub struct RunArgs {
     /// Milliseconds before the follow-up tick after a tick that acted.
     #[arg(long, default_value_t = 250)]
     pub follow_up_ms: u64,
+    /// Longest time between ticks of a settled cluster (every member healthy, the spec
+    /// met, nothing pending), in milliseconds: the wait doubles from the tick interval up
+    /// to this, and any event brings it back to fast.
+    #[arg(long, default_value_t = 20_000)]
+    pub idle_interval_ms: u64,
     /// Read timeout of each Kubernetes API call (not watches), in milliseconds.
     #[arg(long, default_value_t = 10_000)]
     pub api_timeout_ms: u64,
@@ -214,6 +219,7 @@ impl RunArgs {
             cluster: ClusterConfig {
                 tick_interval: Duration::from_millis(self.tick_interval_ms),
                 follow_up: Duration::from_millis(self.follow_up_ms),
+                idle_interval: Duration::from_millis(self.idle_interval_ms),
                 tick_timeout: Duration::from_secs(self.tick_timeout_s),
                 deadlines: Deadlines {
                     unstarted_member: Duration::from_secs(self.unstarted_member_deadline_s),

@@ -43,6 +43,13 @@ pub struct ErrorLabels {
     pub kind: &'static str,
 }
 
+/// Labels of a call to a port.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CallLabels {
+    /// The port method called (`list`, `status`, `observe`, `publish_status`, ...).
+    pub call: &'static str,
+}
+
 /// The actors' metrics, registered in one registry.
 #[derive(Clone)]
 pub struct Metrics {
@@ -65,6 +72,12 @@ pub struct Metrics {
     /// Failed etcd calls of the Cluster actors, by
     /// [`crate::ports::EtcdErrorKind::metric_label`].
     pub etcd_errors: Family<ErrorLabels, Counter>,
+    /// Calls of the Cluster actors to the Kubernetes port, failed or not, by method
+    /// (one `observe` reads the informer caches and a few objects).
+    pub api_calls: Family<CallLabels, Counter>,
+    /// Calls of the Cluster actors to etcd, failed or not, by method: what a cluster
+    /// costs etcd (and the operator) while nothing happens.
+    pub etcd_calls: Family<CallLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -79,6 +92,8 @@ impl Default for Metrics {
             leader: Gauge::default(),
             api_errors: Family::default(),
             etcd_errors: Family::default(),
+            api_calls: Family::default(),
+            etcd_calls: Family::default(),
         }
     }
 }
@@ -124,6 +139,16 @@ impl Metrics {
             "Failed etcd calls of the cluster actors by kind",
             self.etcd_errors.clone(),
         );
+        r.register(
+            "api_calls",
+            "Kubernetes port calls of the cluster actors by method",
+            self.api_calls.clone(),
+        );
+        r.register(
+            "etcd_calls",
+            "etcd calls of the cluster actors by method",
+            self.etcd_calls.clone(),
+        );
     }
 
     /// Counts a failed Kubernetes API call.
@@ -148,7 +173,8 @@ pub struct Telemetry {
     pub metrics: Metrics,
 }
 
-/// A cluster's Kubernetes port that counts every failed call in `api_errors`, by kind.
+/// A cluster's Kubernetes port that counts every call in `api_calls`, by method, and
+/// every failed one in `api_errors`, by kind.
 pub struct CountedClusterApi {
     inner: Arc<dyn ClusterApi>,
     metrics: Metrics,
@@ -160,7 +186,11 @@ impl CountedClusterApi {
         CountedClusterApi { inner, metrics }
     }
 
-    fn counted<T>(&self, result: Result<T, ApiError>) -> Result<T, ApiError> {
+    fn counted<T>(&self, call: &'static str, result: Result<T, ApiError>) -> Result<T, ApiError> {
+        self.metrics
+            .api_calls
+            .get_or_create(&CallLabels { call })
+            .inc();
         if let Err(error) = &result {
             self.metrics.count_api_error(error);
         }
@@ -171,11 +201,11 @@ impl CountedClusterApi {
 #[async_trait]
 impl ClusterApi for CountedClusterApi {
     async fn observe(&self) -> Result<KubeView, ApiError> {
-        self.counted(self.inner.observe().await)
+        self.counted("observe", self.inner.observe().await)
     }
 
     async fn issue_certificates(&self) -> Result<String, ApiError> {
-        self.counted(self.inner.issue_certificates().await)
+        self.counted("issue_certificates", self.inner.issue_certificates().await)
     }
 
     async fn advance_ca_rotation(
@@ -183,63 +213,79 @@ impl ClusterApi for CountedClusterApi {
         from: Option<CaRotationStep>,
         to: Option<CaRotationStep>,
     ) -> Result<String, ApiError> {
-        self.counted(self.inner.advance_ca_rotation(from, to).await)
+        self.counted(
+            "advance_ca_rotation",
+            self.inner.advance_ca_rotation(from, to).await,
+        )
     }
 
     async fn ensure_services(&self) -> Result<(), ApiError> {
-        self.counted(self.inner.ensure_services().await)
+        self.counted("ensure_services", self.inner.ensure_services().await)
     }
 
     async fn set_disruption_budget(&self, min_available: u32) -> Result<(), ApiError> {
-        self.counted(self.inner.set_disruption_budget(min_available).await)
+        self.counted(
+            "set_disruption_budget",
+            self.inner.set_disruption_budget(min_available).await,
+        )
     }
 
     async fn expand_claim(&self, name: &str, quantity: &str) -> Result<(), ApiError> {
-        self.counted(self.inner.expand_claim(name, quantity).await)
+        self.counted(
+            "expand_claim",
+            self.inner.expand_claim(name, quantity).await,
+        )
     }
 
     async fn create_member_pod(&self, pod: &MemberPod) -> Result<(), ApiError> {
-        self.counted(self.inner.create_member_pod(pod).await)
+        self.counted("create_member_pod", self.inner.create_member_pod(pod).await)
     }
 
     async fn delete_pod(&self, name: &str) -> Result<(), ApiError> {
-        self.counted(self.inner.delete_pod(name).await)
+        self.counted("delete_pod", self.inner.delete_pod(name).await)
     }
 
     async fn recreate_pod(&self, name: &str) -> Result<(), ApiError> {
-        self.counted(self.inner.recreate_pod(name).await)
+        self.counted("recreate_pod", self.inner.recreate_pod(name).await)
     }
 
     async fn set_pod_version(&self, name: &str, change: &VersionChange) -> Result<(), ApiError> {
-        self.counted(self.inner.set_pod_version(name, change).await)
+        self.counted(
+            "set_pod_version",
+            self.inner.set_pod_version(name, change).await,
+        )
     }
 
     async fn label_voter(&self, name: &str) -> Result<(), ApiError> {
-        self.counted(self.inner.label_voter(name).await)
+        self.counted("label_voter", self.inner.label_voter(name).await)
     }
 
     async fn publish_status(&self, report: &StatusReport) -> Result<(), ApiError> {
-        self.counted(self.inner.publish_status(report).await)
+        self.counted("publish_status", self.inner.publish_status(report).await)
     }
 
     async fn record_bootstrap(&self, record: &BootstrapRecord) -> Result<(), ApiError> {
-        self.counted(self.inner.record_bootstrap(record).await)
+        self.counted(
+            "record_bootstrap",
+            self.inner.record_bootstrap(record).await,
+        )
     }
 
     async fn record_event(&self, event: &EventRecord) -> Result<(), ApiError> {
-        self.counted(self.inner.record_event(event).await)
+        self.counted("record_event", self.inner.record_event(event).await)
     }
 
     async fn record_recovery(&self, record: &RecoveryRecord) -> Result<(), ApiError> {
-        self.counted(self.inner.record_recovery(record).await)
+        self.counted("record_recovery", self.inner.record_recovery(record).await)
     }
 
     async fn newest_backup(&self) -> Result<Option<SnapshotSource>, ApiError> {
-        self.counted(self.inner.newest_backup().await)
+        self.counted("newest_backup", self.inner.newest_backup().await)
     }
 }
 
-/// A cluster's etcd port that counts every failed call in `etcd_errors`, by kind.
+/// A cluster's etcd port that counts every call in `etcd_calls`, by method, and every
+/// failed one in `etcd_errors`, by kind.
 pub struct CountedEtcdApi {
     inner: Arc<dyn EtcdApi>,
     metrics: Metrics,
@@ -251,7 +297,11 @@ impl CountedEtcdApi {
         CountedEtcdApi { inner, metrics }
     }
 
-    fn counted<T>(&self, result: Result<T, EtcdError>) -> Result<T, EtcdError> {
+    fn counted<T>(&self, call: &'static str, result: Result<T, EtcdError>) -> Result<T, EtcdError> {
+        self.metrics
+            .etcd_calls
+            .get_or_create(&CallLabels { call })
+            .inc();
         if let Err(error) = &result {
             self.metrics.count_etcd_error(error);
         }
@@ -262,22 +312,22 @@ impl CountedEtcdApi {
 #[async_trait]
 impl EtcdApi for CountedEtcdApi {
     async fn list(&self, endpoints: &[String]) -> Result<MemberList, EtcdError> {
-        self.counted(self.inner.list(endpoints).await)
+        self.counted("list", self.inner.list(endpoints).await)
     }
 
     async fn add(&self, endpoints: &[String], new: &NewMember) -> Result<AddedMember, EtcdError> {
-        self.counted(self.inner.add(endpoints, new).await)
+        self.counted("add", self.inner.add(endpoints, new).await)
     }
 
     async fn remove(&self, endpoints: &[String], id: u64) -> Result<(), EtcdError> {
-        self.counted(self.inner.remove(endpoints, id).await)
+        self.counted("remove", self.inner.remove(endpoints, id).await)
     }
 
     async fn promote(&self, endpoints: &[String], id: u64) -> Result<(), EtcdError> {
-        self.counted(self.inner.promote(endpoints, id).await)
+        self.counted("promote", self.inner.promote(endpoints, id).await)
     }
 
     async fn status(&self, endpoint: &str) -> Result<MemberHealth, EtcdError> {
-        self.counted(self.inner.status(endpoint).await)
+        self.counted("status", self.inner.status(endpoint).await)
     }
 }

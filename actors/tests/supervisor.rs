@@ -238,3 +238,39 @@ async fn a_panicking_tick_restarts_the_actor_which_still_converges() {
     assert_eq!(h.clusters().await, ["default/a"]);
     assert_eq!(fake.calls().max_membership_in_flight, 1);
 }
+
+#[actix_rt::test]
+async fn an_annotation_asking_for_something_wakes_an_idle_actor_at_once() {
+    let h = harness();
+    let a = cluster("a");
+    h.send(WatchEvent::RelistStarted).await;
+    h.send(WatchEvent::RelistDone).await;
+    h.send(WatchEvent::Applied(a.clone(), spec(1))).await;
+    h.until("a runs with 1 member", |h| h.running(&a, 1)).await;
+    tokio::time::sleep(Duration::from_secs(600)).await;
+
+    for (i, (rotate_ca, recover)) in [(Some("first"), None), (Some("first"), Some("FromBackup"))]
+        .into_iter()
+        .enumerate()
+    {
+        let observed = h.wiring.cluster(&a).calls().observe;
+        let mut annotated = spec(1);
+        annotated.requests.rotate_ca = rotate_ca.map(str::to_string);
+        annotated.requests.recover = recover.map(str::to_string);
+        h.send(WatchEvent::Applied(a.clone(), annotated)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(
+            h.wiring.cluster(&a).calls().observe > observed,
+            "change {i} of an annotation made no tick within 100 ms"
+        );
+    }
+
+    // The same object applied again (a resync) does not wake it.
+    let observed = h.wiring.cluster(&a).calls().observe;
+    let mut same = spec(1);
+    same.requests.rotate_ca = Some("first".into());
+    same.requests.recover = Some("FromBackup".into());
+    h.send(WatchEvent::Applied(a.clone(), same)).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(h.wiring.cluster(&a).calls().observe, observed);
+}

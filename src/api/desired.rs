@@ -1,6 +1,8 @@
 //! Reduces an `EtcdCluster` to what the lifecycle decides on.
 
-use etcd_operator_actors::lifecycle::{DesiredCluster, SnapshotSource, Storage};
+use etcd_operator_actors::lifecycle::{
+    DesiredCluster, RECOVER_ANNOTATION, Requests, SnapshotSource, Storage,
+};
 use kube::ResourceExt;
 
 use super::EtcdCluster;
@@ -31,6 +33,16 @@ pub(crate) fn desired_cluster(cluster: &EtcdCluster) -> DesiredCluster {
             spec.recovery.as_ref(),
             requested(cluster.annotations()),
         ),
+        requests: requests(cluster),
+    }
+}
+
+/// The annotations that ask the operator for something, as written.
+fn requests(cluster: &EtcdCluster) -> Requests {
+    let annotation = |key: &str| cluster.annotations().get(key).cloned();
+    Requests {
+        rotate_ca: annotation(crate::tls::rotation::ROTATE_ANNOTATION),
+        recover: annotation(RECOVER_ANNOTATION),
     }
 }
 

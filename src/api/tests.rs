@@ -399,3 +399,36 @@ fn the_pod_template_digest_is_stable_across_builds() {
     );
     assert_eq!(cluster.spec.pod_template_digest(), "bbdc8369278af57a");
 }
+
+#[test]
+fn a_rotate_ca_or_recover_annotation_change_is_a_change_of_the_desired_cluster() {
+    let plain = named("default", "demo");
+    let annotated = |key: &str, value: &str| {
+        let mut cluster = plain.clone();
+        cluster
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(key.to_string(), value.to_string());
+        desired_cluster(&cluster)
+    };
+    let before = desired_cluster(&plain);
+
+    let rotate = annotated("etcd.database.coreos.com/rotate-ca", "2026-12-01");
+    assert_eq!(rotate.requests.rotate_ca.as_deref(), Some("2026-12-01"));
+    assert_ne!(rotate, before, "a new rotate-ca value wakes the actor");
+    assert_ne!(
+        rotate,
+        annotated("etcd.database.coreos.com/rotate-ca", "2026-12-02")
+    );
+
+    // Even a value the lifecycle refuses (it reports it) changes what the actor is told.
+    let recover = annotated("etcd.database.coreos.com/recover", "Sometime");
+    assert_eq!(recover.requests.recover.as_deref(), Some("Sometime"));
+    assert_ne!(recover, before);
+    assert_eq!(
+        annotated("some.other/annotation", "x"),
+        before,
+        "other annotations change nothing"
+    );
+}

@@ -178,6 +178,18 @@ fn labelled_cluster(object: &impl ResourceExt) -> Option<Topology> {
     Some(Topology::new(&object.namespace()?, cluster))
 }
 
+/// A change handler that wakes the Cluster actor of the object's cluster (by its label).
+/// Nudges are hints: when the channel is full, the next tick sees the change anyway.
+fn nudger<K: ResourceExt>(
+    nudges: tokio::sync::mpsc::Sender<PodChanged>,
+) -> impl Fn(&K) + Send + 'static {
+    move |object| {
+        if let Some(cluster) = labelled_cluster(object) {
+            let _ = nudges.try_send(PodChanged(cluster));
+        }
+    }
+}
+
 fn supervisor_events(
     api: Api<EtcdCluster>,
     writer: reflector::store::Writer<EtcdCluster>,
@@ -219,23 +231,36 @@ async fn warm_caches(client: &Client, namespace: &str, log: &Logger) -> Result<W
     // waiting for the next interval). Nudges are hints: when the channel is full, the
     // next tick sees the change anyway.
     let (nudges, nudged) = tokio::sync::mpsc::channel::<PodChanged>(1024);
-    let pod_nudges = nudges.clone();
-    let pods: Store<Pod> = cache(api(client, namespace), &selector, log, move |pod| {
-        if let Some(cluster) = labelled_cluster(pod) {
-            let _ = pod_nudges.try_send(PodChanged(cluster));
-        }
-    });
-    let services: Store<Service> = cache(api(client, namespace), &selector, log, |_| {});
-    let budgets: Store<PodDisruptionBudget> = cache(api(client, namespace), &selector, log, |_| {});
-    let claims: Store<PersistentVolumeClaim> =
-        cache(api(client, namespace), &selector, log, |_| {});
+    let pods: Store<Pod> = cache(
+        api(client, namespace),
+        &selector,
+        log,
+        nudger(nudges.clone()),
+    );
+    // A Service, PodDisruptionBudget or claim changed or deleted by someone else is a
+    // reason to look too: a settled cluster's actor ticks only every idle interval.
+    let services: Store<Service> = cache(
+        api(client, namespace),
+        &selector,
+        log,
+        nudger(nudges.clone()),
+    );
+    let budgets: Store<PodDisruptionBudget> = cache(
+        api(client, namespace),
+        &selector,
+        log,
+        nudger(nudges.clone()),
+    );
+    let claims: Store<PersistentVolumeClaim> = cache(
+        api(client, namespace),
+        &selector,
+        log,
+        nudger(nudges.clone()),
+    );
     // A member's address published in its Service's EndpointSlices (which carry the
     // Service's labels) lets the next member join: that wakes its Cluster actor too.
-    let slices: Store<EndpointSlice> = cache(api(client, namespace), &selector, log, move |s| {
-        if let Some(cluster) = labelled_cluster(s) {
-            let _ = nudges.try_send(PodChanged(cluster));
-        }
-    });
+    let slices: Store<EndpointSlice> =
+        cache(api(client, namespace), &selector, log, nudger(nudges));
     let synced = |cache| move |source| Error::CacheSync { cache, source };
     pods.wait_until_ready().await.map_err(synced("pod"))?;
     services

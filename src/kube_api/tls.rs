@@ -22,7 +22,7 @@ use super::error::api_error;
 use crate::api::{AutoTls, EtcdCluster};
 use crate::resources::labels::{object_labels, owner_reference};
 use crate::tls::layout::{CA_CERT_KEY, CA_KEY_KEY};
-use crate::tls::rotation::{HANDLED_ANNOTATION, ROTATE_ANNOTATION, advance};
+use crate::tls::rotation::{HANDLED_ANNOTATION, ROTATE_ANNOTATION, advance, next_event};
 use crate::tls::{
     Ca, CaRecord, CaSource, CaState, ClientIdentity, ClusterNames, Found, LeafState, Lifetime,
     Renewal, Role, SecretData, SecretNames, auto_verdict, ca_state, check_ca, issue_leaf,
@@ -249,6 +249,7 @@ impl TlsSide {
         let found = Role::ALL.map(|role| (role, found(role as usize, role)));
         let cluster_names = cluster_names(cluster);
         let now = now();
+        let mut ca_event = None;
         let verdict = match (&names.ca, auto(cluster)) {
             (Some(ca_name), Some(auto)) => {
                 let ca_data = data(&ca);
@@ -267,13 +268,16 @@ impl TlsSide {
                     let asked = asked_rotation(cluster);
                     verdict.observation.rotation =
                         rotation_view(&record, &source, asked, renewal(auto), now);
+                    ca_event = next_event(&record, &source, renewal(auto), now);
                 }
                 verdict
             }
             _ => static_verdict(&names, &found.map(|(_, f)| f), &cluster_names, now),
         };
         self.identities.set(&self.topology, verdict.identity);
-        Ok(verdict.observation)
+        let mut observation = verdict.observation;
+        observation.next_event_in = next_event_in(&observation, ca_event, now);
+        Ok(observation)
     }
 
     /// The digest of the CA bundles a member pod created now mounts, read fresh (it goes
@@ -291,6 +295,24 @@ impl TlsSide {
         }
         Ok(members_trust(&[0, 1, 2].map(|i| datas[i].as_ref())))
     }
+}
+
+/// The time from `now` (Unix seconds) to the next certificate event: the earliest
+/// renewal of a certificate in `observation`, or `ca_event` (the CA's own), if any lies
+/// ahead.
+fn next_event_in(
+    observation: &TlsObservation,
+    ca_event: Option<i64>,
+    now: i64,
+) -> Option<Duration> {
+    let renewals = observation
+        .certificates
+        .iter()
+        .filter_map(|c| c.renew_at.as_deref())
+        .filter_map(|at| at.parse::<jiff::Timestamp>().ok())
+        .map(|at| at.as_second());
+    let next = renewals.chain(ca_event).filter(|at| *at > now).min()?;
+    Some(Duration::from_secs(u64::try_from(next - now).ok()?))
 }
 
 /// A Secret's annotations.
@@ -614,6 +636,45 @@ impl TlsSide {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn with_renewals(renewals: &[Option<&str>]) -> TlsObservation {
+        let certificates = renewals
+            .iter()
+            .map(|at| etcd_operator_actors::lifecycle::CertificateInfo {
+                secret: "demo-peer-tls".into(),
+                key: "peer.crt".into(),
+                not_after: "2030-01-01T00:00:00Z".into(),
+                renew_at: at.map(str::to_string),
+            })
+            .collect();
+        TlsObservation {
+            certificates,
+            ..TlsObservation::default()
+        }
+    }
+
+    #[test]
+    fn the_next_certificate_event_is_the_earliest_renewal_ahead() {
+        let now = "2026-12-01T00:00:00Z"
+            .parse::<jiff::Timestamp>()
+            .unwrap()
+            .as_second();
+        let obs = with_renewals(&[
+            Some("2026-12-01T00:10:00Z"),
+            None,
+            Some("2026-12-01T00:01:40Z"),
+            Some("2026-11-30T00:00:00Z"),
+        ]);
+        assert_eq!(
+            next_event_in(&obs, None, now),
+            Some(Duration::from_secs(100))
+        );
+        assert_eq!(
+            next_event_in(&obs, Some(now + 30), now),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(next_event_in(&with_renewals(&[None]), None, now), None);
+    }
 
     #[test]
     fn a_rotation_step_patches_the_ca_secret_conditionally_and_drops_what_it_removes() {

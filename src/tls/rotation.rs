@@ -202,6 +202,19 @@ pub fn rotation_view(
     }
 }
 
+/// The next time (Unix seconds, after `now`) at which the rotation of `record` changes on
+/// its own: the end of the propagation wait in `ReissueLeaves`, or with no rotation in
+/// progress the renewal point of the operator's own CA (a user's CA is never renewed by
+/// the operator, so it has no such time).
+pub fn next_event(record: &CaRecord, source: &CaSource, renewal: Renewal, now: i64) -> Option<i64> {
+    let at = match (record.step, source) {
+        (Some(CaRotationStep::ReissueLeaves), _) => record.since? + PROPAGATION_S,
+        (Some(_), _) | (None, CaSource::User(_)) => return None,
+        (None, CaSource::Operator) => renewal.at(record.signer.not_before, record.signer.not_after),
+    };
+    (at > now).then_some(at)
+}
+
 /// Why a rotation of the operator's own CA should start now, if it should.
 fn due(record: &CaRecord, asked: Option<&str>, renewal: Renewal, now: i64) -> Option<String> {
     if let Some(value) = asked.filter(|v| !v.is_empty())
@@ -382,4 +395,76 @@ pub fn trust_digest(peer_ca: &[u8], server_ca: &[u8]) -> Option<String> {
         (hash ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
     });
     Some(format!("{hash:016x}"))
+}
+
+#[cfg(test)]
+mod next_event_tests {
+    use super::*;
+
+    fn user() -> CaSource {
+        CaSource::User(Ok(record(None, None).signer))
+    }
+
+    fn record(step: Option<CaRotationStep>, since: Option<i64>) -> CaRecord {
+        CaRecord {
+            signer: CheckedCa {
+                secret: "demo-ca".into(),
+                cert_pem: Vec::new(),
+                key_pem: Vec::new(),
+                not_before: 0,
+                not_after: 3_000,
+            },
+            step,
+            next: None,
+            previous: None,
+            since,
+            handled: None,
+        }
+    }
+
+    #[test]
+    fn without_a_rotation_the_next_event_is_the_cas_renewal_point() {
+        let plain = record(None, None);
+        assert_eq!(
+            next_event(&plain, &CaSource::Operator, Renewal::default(), 100),
+            Some(2_000)
+        );
+        assert_eq!(
+            next_event(&plain, &CaSource::Operator, Renewal::default(), 2_000),
+            None
+        );
+        assert_eq!(next_event(&plain, &user(), Renewal::default(), 100), None);
+    }
+
+    #[test]
+    fn while_leaves_are_reissued_the_next_event_is_the_end_of_the_propagation_wait() {
+        let reissuing = record(Some(CaRotationStep::ReissueLeaves), Some(500));
+        let at = 500 + PROPAGATION_S;
+        assert_eq!(
+            next_event(&reissuing, &CaSource::Operator, Renewal::default(), 510),
+            Some(at)
+        );
+        assert_eq!(
+            next_event(&reissuing, &CaSource::Operator, Renewal::default(), at),
+            None
+        );
+    }
+
+    #[test]
+    fn a_users_ca_being_adopted_waits_out_the_propagation_too() {
+        let reissuing = record(Some(CaRotationStep::ReissueLeaves), Some(500));
+        assert_eq!(
+            next_event(&reissuing, &user(), Renewal::default(), 510),
+            Some(500 + PROPAGATION_S)
+        );
+    }
+
+    #[test]
+    fn steps_that_wait_for_members_have_no_time_of_their_own() {
+        let trusting = record(Some(CaRotationStep::TrustNewCa), Some(500));
+        assert_eq!(
+            next_event(&trusting, &CaSource::Operator, Renewal::default(), 510),
+            None
+        );
+    }
 }

@@ -5,6 +5,7 @@
 //! publishes every phase transition, and is restarted by actix's supervisor (with a fresh
 //! state rebuilt from observation) if a round panics.
 
+mod cadence;
 mod execute;
 mod messages;
 mod observe;
@@ -25,12 +26,13 @@ pub(crate) use messages::Tick;
 pub use messages::{Inspect, Nudge, Retire, SpecChanged};
 
 use crate::debug::{ActorKind, TransitionRecord, unix_ms};
-use crate::lifecycle::{Deadlines, DesiredCluster, Phase, Reason, State};
+use crate::lifecycle::{Deadlines, DesiredCluster, Pace, Phase, Reason, State};
 use crate::member_client::MemberClient;
 use crate::metrics::{ActionLabels, CountedClusterApi, CountedEtcdApi, PhaseLabels, Telemetry};
 use crate::ports::{ClusterApi, EtcdApi};
 use crate::report::StatusReport;
 use crate::topology::Topology;
+use cadence::Cadence;
 use observe::HealthProbe;
 use tick::{TickJob, TickOutcome};
 
@@ -42,6 +44,11 @@ pub struct ClusterConfig {
     /// Time before the next tick after a tick that acted, or while the cluster is changing
     /// (to see the effect quickly).
     pub follow_up: Duration,
+    /// Longest time between ticks of a settled cluster (every member healthy, the spec
+    /// met, nothing pending). After a settled tick the wait doubles from `tick_interval`
+    /// up to this; any event, action or trouble brings it back to fast, and the
+    /// lifecycle's next deadline (a certificate's renewal, a quorum loss's wait) caps it.
+    pub idle_interval: Duration,
     /// Deadline of a whole tick (observe, act, report): a call that hangs past it is
     /// abandoned with the rest of the round, and the next tick starts afresh. It is a
     /// backstop: each etcd call has its own deadline, owned by the [`EtcdApi`] port.
@@ -55,6 +62,7 @@ impl Default for ClusterConfig {
         ClusterConfig {
             tick_interval: Duration::from_secs(2),
             follow_up: Duration::from_millis(250),
+            idle_interval: Duration::from_secs(20),
             tick_timeout: Duration::from_secs(60),
             deadlines: Deadlines::default(),
         }
@@ -101,6 +109,8 @@ pub struct ClusterActor {
     telemetry: Telemetry,
     logger: Logger,
     schedule: Schedule,
+    cadence: Cadence,
+    last_pace: Option<Pace>,
     last_status: Option<StatusReport>,
     last_reason: Option<Reason>,
     last_message: String,
@@ -134,6 +144,8 @@ impl ClusterActor {
             telemetry: deps.telemetry,
             logger,
             schedule: Schedule::Idle,
+            cadence: Cadence::default(),
+            last_pace: None,
             last_status: None,
             last_reason: None,
             last_message: String::new(),
@@ -176,6 +188,7 @@ impl ClusterActor {
             "message": self.last_message,
             "status": self.last_status,
             "ticks": self.ticks,
+            "pace": self.last_pace.map(Pace::as_str),
             "busy": self.busy(),
         })
     }
@@ -192,11 +205,11 @@ impl ClusterActor {
         self.ticks += 1;
         let metrics = &self.telemetry.metrics;
         metrics.ticks.inc();
-        let acted = match outcome {
+        let (pace, deadline) = match outcome {
             TickOutcome::Blind { error, elapsed } => {
                 metrics.tick_seconds.observe(elapsed.as_secs_f64());
                 warn!(self.logger, "tick ended without a decision"; "error" => error);
-                false
+                (Pace::Watchful, None)
             }
             TickOutcome::Decided(done) => {
                 let tick::Decided {
@@ -208,6 +221,8 @@ impl ClusterActor {
                     elapsed,
                     sight,
                     observed,
+                    pace,
+                    deadline,
                 } = *done;
                 metrics.tick_seconds.observe(elapsed.as_secs_f64());
                 for o in &outcomes {
@@ -246,16 +261,17 @@ impl ClusterActor {
                 self.transition(&from.phase, &decision.why, members);
                 self.last_reason = Some(decision.why.reason);
                 self.last_message = decision.why.message;
-                !outcomes.is_empty()
+                (pace, deadline)
             }
         };
+        self.last_pace = Some(pace);
         self.publish_view();
         let next = if again {
+            self.cadence.reset();
             Duration::ZERO
-        } else if acted || self.state.phase.is_progressing() {
-            self.config.follow_up
         } else {
-            self.config.tick_interval
+            let now = tokio::time::Instant::now();
+            self.cadence.next(pace, deadline, now, &self.config)
         };
         self.schedule(next, ctx);
     }
@@ -315,6 +331,8 @@ impl Supervised for ClusterActor {
         // `stopped` already decremented the `clusters` gauge; `started` runs again next.
         self.state = State::default();
         self.schedule = Schedule::Idle;
+        self.cadence.reset();
+        self.last_pace = None;
         self.last_status = None;
     }
 }
@@ -389,6 +407,7 @@ impl Handler<SpecChanged> for ClusterActor {
             self.trace_spec_seen();
         }
         self.spec = msg.0;
+        self.cadence.reset();
         self.tick_soon(ctx);
     }
 }
@@ -397,6 +416,7 @@ impl Handler<Nudge> for ClusterActor {
     type Result = ();
 
     fn handle(&mut self, _: Nudge, ctx: &mut Context<Self>) {
+        self.cadence.reset();
         self.tick_soon(ctx);
     }
 }

@@ -7,7 +7,9 @@ use std::time::Duration;
 use actix::Addr;
 use tokio::time::Instant;
 
-use crate::lifecycle::{Deadlines, Decision, DesiredCluster, Phase, Reason, State, decide};
+use crate::lifecycle::{
+    Deadlines, Decision, DesiredCluster, Pace, Phase, Reason, State, decide, next_deadline, pace,
+};
 use crate::member_client::MemberClient;
 use crate::ports::ClusterApi;
 use crate::report::{Report, StatusReport, report};
@@ -55,6 +57,10 @@ pub(crate) struct Decided {
     pub sight: Sight,
     /// When it observed the world.
     pub observed: Instant,
+    /// How closely the cluster needs watching after this tick.
+    pub pace: Pace,
+    /// The lifecycle's next time-based event, if one is known.
+    pub deadline: Option<Instant>,
 }
 
 impl TickJob {
@@ -80,6 +86,8 @@ impl TickJob {
             }
         };
         let decision = decide(self.state, &obs, &self.spec, &self.deadlines);
+        let pace = pace(&decision, &obs, &self.spec);
+        let deadline = next_deadline(&decision, &obs, &self.spec, &self.deadlines);
         let fx = Effectors {
             kube,
             members: &self.members,
@@ -116,6 +124,8 @@ impl TickJob {
             elapsed: started.elapsed(),
             sight,
             observed: obs.now,
+            pace,
+            deadline,
         }))
     }
 }

@@ -6,6 +6,7 @@ mod bootstrap;
 mod crash;
 mod decide;
 mod observation;
+mod pace;
 mod reason;
 mod recovery;
 mod restore;
@@ -39,13 +40,14 @@ pub use observation::{
     Claim, ClaimClass, ClaimPhase, MemberHealth, MemberView, Membership, Observation, PodPhase,
     PodView,
 };
+pub use pace::{Pace, next_deadline, pace};
 pub use reason::{Reason, Why};
 pub use recovery::{
     DEFAULT_QUORUM_LOSS, FORCE_NEW_CLUSTER_VERIFIED, RECOVER_ANNOTATION, RecoveryPolicy,
     RecoveryRecord, RecoverySpec, check_fence, force_new_cluster_is_safe,
 };
 pub use restore::{SnapshotSource, Unreadable, check_readable, restores_with_etcdutl};
-pub use spec::{DesiredCluster, Storage};
+pub use spec::{DesiredCluster, Requests, Storage};
 pub use state::{Deadlines, Phase, State};
 pub use tls::{
     CaRotationStep, CaRotationView, CertificateInfo, TlsMode, TlsObservation, is_stale,

@@ -37,6 +37,20 @@ pub struct DesiredCluster {
     /// What to do about a permanent loss of quorum (`spec.recovery` and the recovery
     /// annotation).
     pub recovery: RecoverySpec,
+    /// The object's annotations that ask for something (`rotate-ca`, `recover`), as
+    /// written. The lifecycle reads them elsewhere (the CA rotation from the adapter's
+    /// view, the recovery from [`RecoverySpec::requested`]); they are kept here so that a
+    /// change of one is a change of the desired cluster, which wakes its actor at once.
+    pub requests: Requests,
+}
+
+/// The annotations of an EtcdCluster that ask the operator for something, as written.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct Requests {
+    /// `etcd.database.coreos.com/rotate-ca`: a new value asks for a CA rotation.
+    pub rotate_ca: Option<String>,
+    /// `etcd.database.coreos.com/recover`: asks for a recovery from a loss of quorum.
+    pub recover: Option<String>,
 }
 
 /// A storage request: as written, and in bytes.
@@ -63,6 +77,7 @@ impl DesiredCluster {
             storage: None,
             restore: None,
             recovery: RecoverySpec::default(),
+            requests: Requests::default(),
         }
     }
 }

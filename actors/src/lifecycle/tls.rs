@@ -81,6 +81,11 @@ pub struct TlsObservation {
     pub trust: Option<String>,
     /// Where a CA rotation stands (`spec.TLS.auto` with the operator's own CA).
     pub rotation: CaRotationView,
+    /// Time from the observation to the next certificate event the adapter knows of (a
+    /// leaf's renewal, the CA's renewal point, the end of a rotation's propagation wait),
+    /// when one lies ahead: a cluster that is otherwise left alone is looked at then.
+    #[serde(skip)]
+    pub next_event_in: Option<std::time::Duration>,
 }
 
 /// The steps of a CA rotation, in order. Each begins only when every member runs with

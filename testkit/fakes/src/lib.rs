@@ -31,7 +31,8 @@ use async_trait::async_trait;
 
 use etcd_operator_actors::lifecycle::{
     BootstrapRecord, CaRotationStep, Claim, ClaimPhase, MemberHealth, MemberView, PodPhase,
-    PodView, Recorded, RecoveryRecord, SnapshotSource, TlsMode, Version, check_fence,
+    PodView, Recorded, RecoveryRecord, SnapshotSource, TlsMode, TlsObservation, Version,
+    check_fence,
 };
 use etcd_operator_actors::ports::{
     AddedMember, ApiError, ClusterApi, EtcdApi, EtcdError, EtcdErrorKind, EventRecord,
@@ -125,6 +126,11 @@ struct World {
     claims: Option<BTreeMap<String, Claim>>,
     etcd_in_flight: usize,
     membership_in_flight: usize,
+    /// When each `observe` call was made.
+    observed_at: Vec<tokio::time::Instant>,
+    /// A certificate event announced for this time (as the real adapter announces a
+    /// leaf's renewal), reported to each `observe` before it.
+    certificate_event: Option<tokio::time::Instant>,
 }
 
 impl World {
@@ -300,6 +306,18 @@ impl FakeCluster {
         if let Some(claims) = w.claims.as_mut() {
             claims.remove(name);
         }
+    }
+
+    /// The times at which the operator observed the cluster (`observe` calls).
+    pub fn observed_at(&self) -> Vec<tokio::time::Instant> {
+        self.lock().observed_at.clone()
+    }
+
+    /// Announces a certificate event (a renewal) at `at`: each observation before it
+    /// reports the time left until it, as the real adapter does for the renewal time of
+    /// a leaf certificate.
+    pub fn announce_certificate_event(&self, at: tokio::time::Instant) {
+        self.lock().certificate_event = Some(at);
     }
 
     /// The recovery the status records (`record_recovery`).
@@ -641,6 +659,7 @@ impl ClusterApi for FakeCluster {
         let panic_now = {
             let mut w = self.lock();
             w.calls.observe += 1;
+            w.observed_at.push(tokio::time::Instant::now());
             std::mem::take(&mut w.panic_next_observe)
         };
         if panic_now {
@@ -650,6 +669,14 @@ impl ClusterApi for FakeCluster {
             std::future::pending::<()>().await;
         }
         let w = self.lock();
+        let now = tokio::time::Instant::now();
+        let tls = TlsObservation {
+            next_event_in: w
+                .certificate_event
+                .filter(|at| *at > now)
+                .map(|at| at - now),
+            ..TlsObservation::default()
+        };
         Ok(KubeView {
             pods: w.pods.clone(),
             services_present: w.services_present,
@@ -658,7 +685,7 @@ impl ClusterApi for FakeCluster {
             claim_class: None,
             recorded: w.recorded.clone(),
             name_conflict: None,
-            tls: Default::default(),
+            tls,
             prepares_joiners: w.prepares_joiners,
         })
     }

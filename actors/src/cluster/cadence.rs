@@ -1,0 +1,148 @@
+//! When a Cluster actor ticks next, from the pace of its last tick: soon while it is busy,
+//! at the normal interval while it watches, and less and less often while the cluster is
+//! settled (2, 4, 8, 16 s, then every `idle_interval` with the defaults), never past the
+//! lifecycle's next deadline. Any event (a nudge, a spec change) starts it over from fast.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::lifecycle::Pace;
+
+use super::ClusterConfig;
+
+/// The actor's cadence: how many settled ticks in a row it has seen.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Cadence {
+    /// Settled ticks in a row since the last event or the last tick that was not settled.
+    settled: u32,
+}
+
+impl Cadence {
+    /// Starts over from fast: something happened.
+    pub(crate) fn reset(&mut self) {
+        self.settled = 0;
+    }
+
+    /// The time from `now` to the next tick after a tick of `pace` whose lifecycle's
+    /// next deadline is `deadline`.
+    pub(crate) fn next(
+        &mut self,
+        pace: Pace,
+        deadline: Option<Instant>,
+        now: Instant,
+        config: &ClusterConfig,
+    ) -> Duration {
+        let wait = match pace {
+            Pace::Busy => {
+                self.reset();
+                config.follow_up
+            }
+            Pace::Watchful => {
+                self.reset();
+                config.tick_interval
+            }
+            Pace::Settled => {
+                let wait = settled_wait(self.settled, config);
+                self.settled = self.settled.saturating_add(1);
+                wait
+            }
+        };
+        match deadline {
+            // A deadline that has passed is acted on by the tick it makes: do not spin on
+            // it faster than a busy cluster would.
+            Some(at) => wait.min(at.saturating_duration_since(now).max(config.follow_up)),
+            None => wait,
+        }
+    }
+}
+
+/// The wait after the `n`-th settled tick in a row (from 0): the tick interval doubled `n`
+/// times, up to the idle interval (never below the tick interval).
+fn settled_wait(n: u32, config: &ClusterConfig) -> Duration {
+    let ceiling = config.idle_interval.max(config.tick_interval);
+    let factor = 1u32.checked_shl(n.min(16)).unwrap_or(u32::MAX);
+    config.tick_interval.saturating_mul(factor).min(ceiling)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    fn waits(cadence: &mut Cadence, pace: Pace, n: usize) -> Vec<Duration> {
+        let config = ClusterConfig::default();
+        let now = Instant::now();
+        (0..n)
+            .map(|_| cadence.next(pace, None, now, &config))
+            .collect()
+    }
+
+    #[test]
+    fn a_settled_cluster_backs_off_to_the_idle_interval() {
+        let mut cadence = Cadence::default();
+        assert_eq!(
+            waits(&mut cadence, Pace::Settled, 7),
+            [2, 4, 8, 16, 20, 20, 20].map(secs)
+        );
+    }
+
+    #[test]
+    fn a_busy_cluster_follows_up_quickly_and_starts_the_back_off_over() {
+        let mut cadence = Cadence::default();
+        waits(&mut cadence, Pace::Settled, 5);
+        assert_eq!(
+            waits(&mut cadence, Pace::Busy, 1),
+            [Duration::from_millis(250)]
+        );
+        assert_eq!(waits(&mut cadence, Pace::Settled, 2), [2, 4].map(secs));
+    }
+
+    #[test]
+    fn a_watchful_cluster_ticks_at_the_tick_interval_and_starts_the_back_off_over() {
+        let mut cadence = Cadence::default();
+        waits(&mut cadence, Pace::Settled, 5);
+        assert_eq!(waits(&mut cadence, Pace::Watchful, 2), [2, 2].map(secs));
+        assert_eq!(waits(&mut cadence, Pace::Settled, 1), [secs(2)]);
+    }
+
+    #[test]
+    fn an_event_starts_the_back_off_over() {
+        let mut cadence = Cadence::default();
+        waits(&mut cadence, Pace::Settled, 6);
+        cadence.reset();
+        assert_eq!(waits(&mut cadence, Pace::Settled, 1), [secs(2)]);
+    }
+
+    #[test]
+    fn a_settled_cluster_never_sleeps_past_its_next_deadline() {
+        let mut cadence = Cadence::default();
+        waits(&mut cadence, Pace::Settled, 6);
+        let now = Instant::now();
+        let config = ClusterConfig::default();
+        let wait = cadence.next(Pace::Settled, Some(now + secs(7)), now, &config);
+        assert_eq!(wait, secs(7));
+    }
+
+    #[test]
+    fn a_deadline_already_passed_does_not_make_the_actor_spin() {
+        let mut cadence = Cadence::default();
+        let config = ClusterConfig::default();
+        let later = Instant::now() + secs(60);
+        let wait = cadence.next(Pace::Settled, Some(later - secs(30)), later, &config);
+        assert_eq!(wait, config.follow_up);
+    }
+
+    #[test]
+    fn an_idle_interval_shorter_than_the_tick_interval_does_not_speed_ticks_up() {
+        let config = ClusterConfig {
+            tick_interval: secs(3600),
+            ..ClusterConfig::default()
+        };
+        assert_eq!(settled_wait(0, &config), secs(3600));
+        assert_eq!(settled_wait(5, &config), secs(3600));
+    }
+}
