@@ -1,0 +1,427 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2030,SC2031 # each floor cluster's subshell sets its own FLOOR_NET, WORK, PID
+# Many clusters at once (issue 13): how long the operator takes to bring up, repair and
+# upgrade a fleet of EtcdClusters, each next to the FLOOR measured in the same run: the
+# same etcd binary run on this machine by hand with etcdctl (benches/floor.sh, the floor of
+# benches/timings.sh), as many clusters as the operator gets, all at once.
+#
+#   benches/fleet.sh                        # floor + operator, etcd 3.5.35, one run
+#   SKIP_OPERATOR=1 benches/fleet.sh        # floor only (touches nothing shared)
+#   RUNS=3 UPGRADE_TO=3.6.16 benches/fleet.sh
+#
+# Every floor cluster is run by its own background subshell, on its own /24 of loopback
+# (cluster k = 0, 1, ... on 127.0.(FLEET_NET+k).N, members m1, m2, ... on .1, .2, ...), its
+# etcd pids recorded in a file so that every process is killed on exit, errors included.
+# Each subshell writes the time it finished its part; a scenario's time is from the
+# moment the script started it (one clock) until the LAST cluster finished.
+#   20 x 1 at once: the floor starts 20 single-member clusters at once (--initial-cluster-
+#     state new), each ready when started and healthy (timings.sh's test); the operator:
+#     one `kubectl apply` of 20 EtcdClusters of size 1 (one multi-document YAML), timed
+#     from the apply until every one is Running with 1 ready member.
+#   10 x 3 at once: the floor bootstraps 10 three-member clusters concurrently, each
+#     seed-then-add as timings.sh does (learners added, started with --initial-cluster-
+#     state existing, healthy, promoted); the operator: one apply of 10 EtcdClusters of
+#     size 3, until every one is Running with 3 ready members.
+#   node failure, 10 clusters: SETTLE_S after the 10 x 3 clusters are ready, one follower
+#     of each (looked up before the clock starts) is lost with its data at the same moment;
+#     the floor, in every cluster in parallel: SIGKILL it, `member remove` it, add and start
+#     a fresh member (timings.sh's replacement), until all 10 are ready; the operator: one
+#     `kubectl delete pod --wait=false` of the 10 followers' pods (emptyDir: their data goes
+#     with them), until every cluster is Running with 3 ready members, none a deleted one.
+#   rolling upgrade 3: a 3-member cluster from ETCD_VERSION to UPGRADE_TO, SETTLE_S after
+#     it is ready; the floor (on FLOOR_NET.1-3): each member in turn, followers first and
+#     the leader last, stopped (SIGTERM, waited for), started with the new binary on the
+#     same data directory and waited for until healthy; timed from the first stop until
+#     every member is healthy and voting and reports the new version (`endpoint status`);
+#     the operator: `kubectl patch` of spec.version on a Running 3-member cluster, timed
+#     until it is Running with 3 ready members and .status.currentVersion (the oldest
+#     version a member runs) and .status.targetVersion are the new version.
+# The operator runs against the local environment (`EXAMPLE= testkit/env/local-up.sh`,
+# called here; a fast no-op when it is up), in a namespace fleet-<random> deleted at the
+# end; each scenario's EtcdClusters are deleted, and their pods waited for, before the next.
+#
+# Environment:
+#   ETCD_VERSION   etcd version for both (default 3.5.35: $CACHE/etcd/v3.5.35/bin)
+#   UPGRADE_TO     the rolling upgrade's target (default: the newest $CACHE/etcd/vX.Y.Z newer
+#                  than ETCD_VERSION, at most one minor version up; none: the row is skipped)
+#   SKIP_OPERATOR  1: measure the floor only
+#   RUNS           repeat everything N times and report medians (default 1)
+#   FLOOR_NET      the upgrade floor's /24 on loopback (default 127.0.200; .1-.4 must be free)
+#   FLEET_NET      the third octet of the fleet's first /24 (default 201: 127.0.201 to
+#                  127.0.220, .1-.4 of each must be free)
+#   SETTLE_S       seconds between ready and a failure or an upgrade (default 6)
+#   TIMEOUT_S      give up on any single wait after this many seconds (default 180)
+#   LOCAL_ENV_DIR, ETCD_OPERATOR_CACHE   as for testkit/env/local-up.sh
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ETCD_VERSION=${ETCD_VERSION:-3.5.35}
+SKIP_OPERATOR=${SKIP_OPERATOR:-0}
+RUNS=${RUNS:-1}
+SETTLE_S=${SETTLE_S:-6}
+FLOOR_NET=${FLOOR_NET:-127.0.200}
+FLEET_NET=${FLEET_NET:-201}
+TIMEOUT_S=${TIMEOUT_S:-180}
+export LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
+CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}
+export ETCDCTL_API=3
+
+SINGLES=20    # clusters of 1 member in "20 x 1 at once"
+TRIPLES=10    # clusters of 3 members in "10 x 3 at once" and the node failure
+
+LOG_TAG=fleet
+# shellcheck source=benches/lib.sh
+source "$ROOT/benches/lib.sh"
+# shellcheck source=benches/floor.sh
+source "$ROOT/benches/floor.sh"
+# shellcheck source=benches/operator.sh
+source "$ROOT/benches/operator.sh"
+
+[[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive integer, got '$RUNS'"
+[[ $FLEET_NET =~ ^[0-9]+$ ]] || die "FLEET_NET must be a number, got '$FLEET_NET'"
+((FLEET_NET + SINGLES <= 255)) ||
+    die "FLEET_NET must be a number up to $((255 - SINGLES)), got '$FLEET_NET'"
+floor_etcd "$ETCD_VERSION"
+OLD_ETCD=$ETCD
+
+# The newest vX.Y.Z under $CACHE/etcd newer than $1, at most one minor version up (etcd
+# upgrades one minor version at a time); empty when there is none.
+upgrade_target() {
+    local cur=$1 d
+    for d in "$CACHE"/etcd/v*; do
+        [[ ${d##*/v} =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] && echo "${d##*/v}"
+    done | sort -V |
+        while read -r v; do
+            [[ $v != "$cur" && $(printf '%s\n%s\n' "$cur" "$v" | sort -V | tail -1) == "$v" ]] || continue
+            awk -v a="$cur" -v b="$v" 'BEGIN { split(a, x, "."); split(b, y, ".");
+                exit !(y[1] == x[1] && y[2] <= x[2] + 1) }' || continue
+            echo "$v"
+        done | tail -1
+}
+UPGRADE_TO=${UPGRADE_TO-$(upgrade_target "$ETCD_VERSION")}
+if [[ -n $UPGRADE_TO ]]; then
+    NEW_ETCD=$CACHE/etcd/v$UPGRADE_TO/bin/etcd
+    [[ -x $NEW_ETCD ]] || die "no etcd $UPGRADE_TO at $NEW_ETCD"
+else
+    log "no etcd newer than $ETCD_VERSION (up to one minor version) under $CACHE/etcd: no rolling upgrade"
+fi
+
+# Nothing may listen on the floor's addresses (another test may use the same range).
+busy=$(floor_busy "$FLOOR_NET" 4)
+for ((k = 0; k < SINGLES; k++)); do busy+=" $(floor_busy "127.0.$((FLEET_NET + k))" 4)"; done
+busy=$(xargs <<<"$busy")
+[[ -z $busy ]] || die "already listening: $busy; pick another FLOOR_NET or FLEET_NET"
+
+TOP=$(mktemp -d /tmp/etcd-operator-fleet.XXXXXX)
+WORK=$TOP/up            # the upgrade's floor cluster (in this shell)
+PIDFILE=$TOP/up.pids
+mkdir -p "$WORK"
+declare -A RUNNER=()    # fleet cluster k -> pid of the subshell running it
+declare -A GOFD=()      # fleet cluster k -> this shell's descriptor of its FIFO "go"
+NS=""                   # the operator part's namespace, once created
+
+# Kills every etcd this script started (named in a pid file and running on a data
+# directory under $TOP: a pid reused by another process is left alone) and the subshells.
+fleet_stop() {
+    local k p f left fd
+    for k in "${!GOFD[@]}"; do
+        fd=${GOFD[$k]}
+        exec {fd}>&-
+        unset "GOFD[$k]"
+    done
+    for k in "${!RUNNER[@]}"; do
+        kill -KILL "${RUNNER[$k]}" 2>/dev/null || true
+        wait "${RUNNER[$k]}" 2>/dev/null || true
+        unset "RUNNER[$k]"
+    done
+    for f in "$TOP"/*.pids "$TOP"/c*/pids; do
+        [[ -f $f ]] || continue
+        while read -r p; do
+            if grep -qsF "$TOP/" "/proc/$p/cmdline"; then kill -KILL "$p" 2>/dev/null || true; fi
+        done <"$f"
+    done
+    # Until they are gone (the next scenario reuses their addresses).
+    for ((left = 50; left > 0; left--)); do
+        pgrep -f -- "--data-dir $TOP/" >/dev/null || break
+        sleep 0.1
+    done
+    rm -rf "$TOP"/c* "$TOP"/*.pids
+}
+
+cleanup() {
+    fleet_stop
+    floor_stop
+    delete_namespace
+    rm -rf "$TOP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------------------
+# The floor: many clusters by hand, one subshell each
+# ---------------------------------------------------------------------------
+# Starts the subshell of fleet cluster k=$1 of $2 members, on 127.0.(FLEET_NET+k), its
+# files in $TOP/c$k: "ready" (the time it was ready) once bootstrapped; with $3 = replace,
+# it then waits for a line on the FIFO "go", replaces a follower (floor_replace; victim and
+# its ID looked up before) and writes "replaced" (the time it was ready again). Its log
+# goes to its "log".
+fleet_start() {
+    local k=$1 n=$2 what=${3:-} dir=$TOP/c$1 fd
+    mkdir -p "$dir"
+    if [[ $what == replace ]]; then
+        # Held open for reading and writing here: neither side's open blocks, and the
+        # subshell's read waits for the line.
+        mkfifo "$dir/go"
+        exec {fd}<>"$dir/go"
+        GOFD[$k]=$fd
+    fi
+    (
+        FLOOR_NET=127.0.$((FLEET_NET + k)) WORK=$dir PIDFILE=$dir/pids LOG_TAG=fleet-c$k
+        PID=()
+        floor_create "$n"
+        now >"$dir/ready.tmp" && mv "$dir/ready.tmp" "$dir/ready"
+        if [[ $what == replace ]]; then
+            victim=$(floor_follower)
+            id=$(member_line "$victim" | cut -d, -f1)
+            read -r _ <"$dir/go"
+            floor_replace "$victim" "$id"
+            now >"$dir/replaced.tmp" && mv "$dir/replaced.tmp" "$dir/replaced"
+        fi
+    ) </dev/null >>"$dir/log" 2>&1 &
+    RUNNER[$k]=$!
+}
+
+# True when every fleet cluster wrote its file $1; dies naming a cluster whose subshell
+# exited without it.
+fleet_have() {
+    local k
+    for k in "${!RUNNER[@]}"; do
+        [[ -s $TOP/c$k/$1 ]] && continue
+        if ! kill -0 "${RUNNER[$k]}" 2>/dev/null; then
+            [[ -s $TOP/c$k/$1 ]] && continue   # it wrote the file and exited meanwhile
+            die "floor cluster $k exited before '$1'; its log: $(tail -5 "$TOP/c$k/log")"
+        fi
+        return 1
+    done
+}
+
+# RESULT = the seconds from $1 (as `now` gives it) to the latest time in the fleet's files $2.
+fleet_since() {
+    RESULT=$(cat "$TOP"/c*/"$2" | awk -v a="$1" '$1 > m { m = $1 } END { printf "%.3f", m - a }')
+}
+
+# $1 single-member clusters started at once; RESULT = the seconds until all are ready.
+floor_singles() {
+    local k start
+    start=$(now)
+    for ((k = 0; k < $1; k++)); do fleet_start "$k" 1; done
+    poll "$1 single-member floor clusters to be ready" fleet_have ready
+    fleet_since "$start" ready
+}
+
+# $1 three-member clusters bootstrapped at once; RESULT = the seconds until all are ready.
+# Then, SETTLE_S later, one follower of each lost with its data at the same moment;
+# RESULT2 = the seconds until all are ready again.
+RESULT2=""
+floor_triples() {
+    local k start
+    start=$(now)
+    for ((k = 0; k < $1; k++)); do fleet_start "$k" 3 replace; done
+    poll "$1 three-member floor clusters to be ready" fleet_have ready
+    fleet_since "$start" ready
+    local created=$RESULT
+    sleep "$SETTLE_S"
+    log "floor: a follower of each of the $1 clusters killed"
+    start=$(now)
+    for ((k = 0; k < $1; k++)); do echo go >&"${GOFD[$k]}"; done
+    poll "$1 floor clusters to replace a follower" fleet_have replaced
+    fleet_since "$start" replaced
+    RESULT2=$RESULT RESULT=$created
+}
+
+# The index of the leader of the floor cluster (in this shell).
+floor_leader() {
+    local out
+    out=$(ctl "$(endpoints)" endpoint status -w fields 2>/dev/null) || true
+    awk -F' : ' '
+        $1 == "\"MemberID\"" { id = $2 }
+        $1 == "\"Leader\""   { leader = $2 }
+        $1 == "\"Endpoint\"" { if (id == leader) { gsub(/"/, "", $2); print $2; exit } }' <<<"$out" |
+        sed "s|^http://$FLOOR_NET\.||; s|:2379\$||"
+}
+
+# True when the floor cluster is ready and every member reports etcd $1.
+floor_on() {
+    floor_ready || return 1
+    [[ $(ctl "$(endpoints)" endpoint status -w fields 2>/dev/null |
+        awk -F' : ' -v v="\"$1\"" '$1 == "\"Version\"" { n++; if ($2 != v) bad++ } END { print n + 0, bad + 0 }') \
+        == "${#PID[@]} 0" ]]
+}
+
+# A 3-member floor cluster on ETCD_VERSION upgraded member by member to UPGRADE_TO, SETTLE_S
+# after it is ready; RESULT = the seconds from the first stop until it is ready on the new
+# version.
+floor_upgrade() {
+    local leader i start order=()
+    ETCD=$OLD_ETCD
+    floor_create 3
+    sleep "$SETTLE_S"
+    leader=$(floor_leader)
+    [[ -n $leader && -n ${PID[$leader]:-} ]] || die "no leader found among $(endpoints)"
+    for i in "${!PID[@]}"; do [[ $i == "$leader" ]] || order+=("$i"); done
+    order+=("$leader")
+    log "floor: upgrading m${order[*]} (in this order) to $UPGRADE_TO"
+    start=$(now)
+    for i in "${order[@]}"; do
+        kill -TERM "${PID[$i]}"
+        wait "${PID[$i]}" 2>/dev/null || true
+        ETCD=$NEW_ETCD
+        floor_start "$i" existing "m$i=$(peer_url "$i")"
+        ETCD=$OLD_ETCD
+        poll "m$i to be healthy on $UPGRADE_TO" floor_healthy "$i"
+    done
+    poll "the floor cluster to be ready on $UPGRADE_TO" floor_on "$UPGRADE_TO"
+    since "$start"
+}
+
+# ---------------------------------------------------------------------------
+# The operator, in the local environment
+# ---------------------------------------------------------------------------
+# "name phase readyMembers currentVersion targetVersion ready-member-names..." of each
+# EtcdCluster in the namespace, one a line.
+fleet_status() {
+    kubectl -n "$NS" get etcd -o jsonpath='{range .items[*]}{.metadata.name} {.status.phase} {.status.readyMembers} {.status.currentVersion} {.status.targetVersion} {.status.members.ready[*]}{"\n"}{end}' 2>/dev/null
+}
+
+declare -A VICTIM=()   # EtcdCluster -> the pod deleted in it
+# True when $2 EtcdClusters named $1<k> are Running with $3 ready members each, none of
+# them VICTIM[cluster].
+fleet_ready() {
+    local prefix=$1 want=$2 size=$3 name phase ready cur target names ok=0
+    while read -r name phase ready cur target names; do
+        [[ $name == "$prefix"* && $phase == Running && $ready == "$size" ]] || continue
+        [[ -n ${VICTIM[$name]:-} && " $names " == *" ${VICTIM[$name]} "* ]] && continue
+        ok=$((ok + 1))
+    done <<<"$(fleet_status)"
+    ((ok == want))
+}
+
+# Applies $2 EtcdClusters $1<k> (k = 0..) of size $3 at once; RESULT = the seconds until
+# every one is Running with $3 ready members.
+operator_fleet() {
+    local prefix=$1 count=$2 size=$3 k start yaml=""
+    for ((k = 0; k < count; k++)); do
+        yaml+="---
+apiVersion: etcd.database.coreos.com/v1beta2
+kind: EtcdCluster
+metadata:
+  name: $prefix$k
+spec:
+  size: $size
+  version: \"$ETCD_VERSION\"
+"
+    done
+    start=$(now)
+    kubectl -n "$NS" apply -f - >/dev/null <<<"$yaml"
+    poll "$count EtcdClusters $prefix* to be Running with $size ready members" \
+        fleet_ready "$prefix" "$count" "$size"
+    since "$start"
+}
+
+# Deletes the pod of one follower in each of the $2 ready EtcdClusters $1<k> of 3 members
+# at once; RESULT = the seconds until every one is Running with 3 ready members, none a
+# deleted one.
+operator_fleet_replace() {
+    local prefix=$1 count=$2 k pods=() start
+    VICTIM=()
+    for ((k = 0; k < count; k++)); do
+        VICTIM[$prefix$k]=$(operator_follower "$prefix$k")
+        pods+=("${VICTIM[$prefix$k]}")
+    done
+    log "operator: deleting the pods of ${#pods[@]} followers"
+    start=$(now)
+    kubectl -n "$NS" delete pod --wait=false "${pods[@]}" >/dev/null
+    poll "$count EtcdClusters $prefix* to replace a follower" fleet_ready "$prefix" "$count" 3
+    since "$start"
+    VICTIM=()
+}
+
+# Deletes every EtcdCluster of the namespace and waits until their pods are gone.
+no_fleet_pods() { [[ -z $(kubectl -n "$NS" get pods -l app=etcd -o name 2>/dev/null) ]]; }
+operator_fleet_delete() {
+    kubectl -n "$NS" delete etcd --all >/dev/null
+    poll "the fleet's pods to be deleted" no_fleet_pods
+}
+
+# True when EtcdCluster $1 is Running with 3 ready members, all on etcd $2.
+operator_on() {
+    local name phase ready cur target names
+    while read -r name phase ready cur target names; do
+        [[ $name == "$1" ]] || continue
+        [[ $phase == Running && $ready == 3 && $cur == "$2" && $target == "$2" ]]
+        return
+    done <<<"$(fleet_status)"
+    return 1
+}
+
+# A Running 3-member EtcdCluster $1 on ETCD_VERSION, SETTLE_S later patched to UPGRADE_TO;
+# RESULT = the seconds from the patch until it is Running with 3 ready members on it.
+operator_upgrade() {
+    local name=$1 start
+    operator_fleet "$name" 1 3   # EtcdCluster "${name}0"
+    sleep "$SETTLE_S"
+    log "operator: upgrading ${name}0 to $UPGRADE_TO"
+    start=$(now)
+    kubectl -n "$NS" patch etcd "${name}0" --type merge -p "{\"spec\":{\"version\":\"$UPGRADE_TO\"}}" >/dev/null
+    poll "EtcdCluster $NS/${name}0 to be Running on $UPGRADE_TO" operator_on "${name}0" "$UPGRADE_TO"
+    since "$start"
+}
+
+# ---------------------------------------------------------------------------
+# Measure, then print medians
+# ---------------------------------------------------------------------------
+declare -A FLOOR=() OPER=()   # scenario -> space-separated seconds, one per run
+# record FLOOR|OPER scenario: appends RESULT.
+record() { local -n into=$1; into[$2]+="$RESULT "; log "$1 $2: $RESULT s"; }
+
+for ((run = 1; run <= RUNS; run++)); do
+    log "run $run/$RUNS: floor, etcd $ETCD_VERSION, $MODE"
+    floor_singles "$SINGLES"; record FLOOR singles
+    fleet_stop
+    floor_triples "$TRIPLES"; record FLOOR triples
+    RESULT=$RESULT2; record FLOOR failure
+    fleet_stop
+    if [[ -n $UPGRADE_TO ]]; then
+        floor_upgrade; record FLOOR upgrade
+        floor_stop
+    fi
+    if [[ $SKIP_OPERATOR != 1 ]]; then
+        [[ -n $NS ]] || operator_setup
+        operator_fleet "s$run-" "$SINGLES" 1; record OPER singles
+        operator_fleet_delete
+        operator_fleet "t$run-" "$TRIPLES" 3; record OPER triples
+        sleep "$SETTLE_S"
+        operator_fleet_replace "t$run-" "$TRIPLES"; record OPER failure
+        operator_fleet_delete
+        if [[ -n $UPGRADE_TO ]]; then
+            operator_upgrade "u$run-"; record OPER upgrade
+            operator_fleet_delete
+        fi
+    fi
+done
+
+echo
+echo "etcd-operator fleet, $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname) ($(nproc) cores)"
+echo "etcd $ETCD_VERSION ($OLD_ETCD); members added as $MODE"
+echo "runs: $RUNS (median shown); a failure or an upgrade starts ${SETTLE_S}s after ready"
+echo
+printf '%-28s | %8s | %10s | %6s\n' scenario "floor s" "operator s" ratio
+printf '%-28s-|-%8s-|-%10s-|-%6s\n' "" "" "" "" | tr ' ' -
+table_row "$SINGLES x 1 at once" "${FLOOR[singles]}" "${OPER[singles]:-}" 28
+table_row "$TRIPLES x 3 at once" "${FLOOR[triples]}" "${OPER[triples]:-}" 28
+table_row "node failure, $TRIPLES clusters" "${FLOOR[failure]}" "${OPER[failure]:-}" 28
+if [[ -n $UPGRADE_TO ]]; then
+    table_row "rolling upgrade 3" "${FLOOR[upgrade]}" "${OPER[upgrade]:-}" 28
+    echo "(rolling upgrade: $ETCD_VERSION -> $UPGRADE_TO)"
+fi
+if [[ $SKIP_OPERATOR == 1 ]]; then echo "(SKIP_OPERATOR=1: operator not measured)"; fi
