@@ -11,9 +11,10 @@ unit:    ## tests that need no control plane
 	cargo test --workspace
 e2e:     ## end-to-end tests against the local environment (brings it up)
 	E2E_ONLY=1 bash testkit/env/test.sh
-bench:   ## criterion benchmarks, the end-to-end timing script, backup and restore against etcd's own tools
+bench:   ## criterion benchmarks, the end-to-end timing scripts (one cluster, a fleet), backup and restore against etcd's own tools
 	cargo bench --bench decision --bench cluster_actors
 	bash benches/timings.sh
+	bash benches/fleet.sh
 	bash benches/backup_restore.sh
 crd:     ## regenerate the CRD (manifests/10-crd.yaml, charts/etcd-operator/crds/) from the Rust types
 	bash testkit/env/chart.sh crd
