@@ -287,10 +287,10 @@ floor_upgrade() {
 # ---------------------------------------------------------------------------
 # The operator, in the local environment
 # ---------------------------------------------------------------------------
-# "name phase readyMembers currentVersion targetVersion ready-member-names..." of each
-# EtcdCluster in the namespace, one a line.
+# "name|phase|readyMembers|currentVersion|targetVersion|ready member names" of each
+# EtcdCluster in the namespace, one a line (a field not yet in the status is empty).
 fleet_status() {
-    kubectl -n "$NS" get etcd -o jsonpath='{range .items[*]}{.metadata.name} {.status.phase} {.status.readyMembers} {.status.currentVersion} {.status.targetVersion} {.status.members.ready[*]}{"\n"}{end}' 2>/dev/null
+    kubectl -n "$NS" get etcd -o jsonpath='{range .items[*]}{.metadata.name}|{.status.phase}|{.status.readyMembers}|{.status.currentVersion}|{.status.targetVersion}|{.status.members.ready[*]}{"\n"}{end}' 2>/dev/null
 }
 
 declare -A VICTIM=()   # EtcdCluster -> the pod deleted in it
@@ -298,7 +298,8 @@ declare -A VICTIM=()   # EtcdCluster -> the pod deleted in it
 # them VICTIM[cluster].
 fleet_ready() {
     local prefix=$1 want=$2 size=$3 name phase ready cur target names ok=0
-    while read -r name phase ready cur target names; do
+    # shellcheck disable=SC2034 # cur and target: fields read past
+    while IFS='|' read -r name phase ready cur target names; do
         [[ $name == "$prefix"* && $phase == Running && $ready == "$size" ]] || continue
         [[ -n ${VICTIM[$name]:-} && " $names " == *" ${VICTIM[$name]} "* ]] && continue
         ok=$((ok + 1))
@@ -356,7 +357,7 @@ operator_fleet_delete() {
 # True when EtcdCluster $1 is Running with 3 ready members, all on etcd $2.
 operator_on() {
     local name phase ready cur target names
-    while read -r name phase ready cur target names; do
+    while IFS='|' read -r name phase ready cur target names; do
         [[ $name == "$1" ]] || continue
         [[ $phase == Running && $ready == 3 && $cur == "$2" && $target == "$2" ]]
         return
