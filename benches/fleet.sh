@@ -241,13 +241,7 @@ floor_triples() {
 
 # The index of the leader of the floor cluster (in this shell).
 floor_leader() {
-    local out
-    out=$(ctl "$(endpoints)" endpoint status -w fields 2>/dev/null) || true
-    awk -F' : ' '
-        $1 == "\"MemberID\"" { id = $2 }
-        $1 == "\"Leader\""   { leader = $2 }
-        $1 == "\"Endpoint\"" { if (id == leader) { gsub(/"/, "", $2); print $2; exit } }' <<<"$out" |
-        sed "s|^http://$FLOOR_NET\.||; s|:2379\$||"
+    endpoint_of "$(endpoints)" leader | sed "s|^http://$FLOOR_NET\.||; s|:2379\$||"
 }
 
 # True when the floor cluster is ready and every member reports etcd $1.

@@ -44,15 +44,19 @@ ctl() {
     "$ETCDCTL" --endpoints="$endpoints" --dial-timeout=1s --command-timeout=3s "$@"
 }
 
-# The endpoint, among the comma-separated $1, of a member that is not the leader.
-follower_of() {
+# The endpoint, among the comma-separated $1, of a member that is the leader ($2 = leader)
+# or is not (follower).
+endpoint_of() {
     local out
     out=$(ctl "$1" endpoint status -w fields 2>/dev/null) || true
-    awk -F' : ' '
+    awk -F' : ' -v want="$2" '
         $1 == "\"MemberID\"" { id = $2 }
         $1 == "\"Leader\""   { leader = $2 }
-        $1 == "\"Endpoint\"" { if (id != leader) { gsub(/"/, "", $2); print $2; exit } }' <<<"$out"
+        $1 == "\"Endpoint\"" { if ((id == leader) == (want == "leader")) { gsub(/"/, "", $2); print $2; exit } }' <<<"$out"
 }
+
+# The endpoint, among the comma-separated $1, of a member that is not the leader.
+follower_of() { endpoint_of "$1" follower; }
 
 # ---------------------------------------------------------------------------
 # The floor: etcd by hand
