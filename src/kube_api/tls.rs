@@ -24,9 +24,10 @@ use crate::resources::labels::{object_labels, owner_reference};
 use crate::tls::layout::{CA_CERT_KEY, CA_KEY_KEY};
 use crate::tls::rotation::{HANDLED_ANNOTATION, ROTATE_ANNOTATION, advance, next_event};
 use crate::tls::{
-    Ca, CaRecord, CaSource, CaState, ClientIdentity, ClusterNames, Found, LeafState, Lifetime,
-    Renewal, Role, SecretData, SecretNames, auto_verdict, ca_state, check_ca, issue_leaf,
-    leaf_state, members_trust, new_ca, rotation_view, secret_names, static_verdict,
+    Ca, CaRecord, CaSecret, CaSource, CaState, CheckedCa, ClientIdentity, ClusterNames, Found,
+    LeafState, Lifetime, Renewal, Role, SecretData, SecretNames, SecretProblem, auto_verdict,
+    ca_state, check_ca, issue_leaf, leaf_state, members_trust, new_ca, rotation_view, secret_names,
+    static_verdict,
 };
 
 /// How long Secrets read for a tick's observation are reused: a user's fix is seen
@@ -205,16 +206,10 @@ impl TlsSide {
         fresh: bool,
     ) -> Result<(Option<Secret>, CaSource, Vec<Option<Secret>>), ApiError> {
         let (ca, source) = match &names.ca {
-            Some(ca) => {
-                let source = match &ca.source {
-                    Some(user) => {
-                        let secret = self.secret(user, fresh).await?;
-                        CaSource::User(check_ca(user, data(&secret).as_ref(), now()))
-                    }
-                    None => CaSource::Operator,
-                };
-                (self.secret(&ca.name, fresh).await?, source)
-            }
+            Some(ca) => (
+                self.secret(&ca.name, fresh).await?,
+                self.ca_source(ca, fresh).await?,
+            ),
             None => (None, CaSource::Operator),
         };
         let mut leaves = Vec::new();
@@ -225,6 +220,17 @@ impl TlsSide {
             });
         }
         Ok((ca, source, leaves))
+    }
+
+    /// Where the CAs of `ca` come from: the operator, or the user's Secret as checked now.
+    async fn ca_source(&self, ca: &CaSecret, fresh: bool) -> Result<CaSource, ApiError> {
+        Ok(match &ca.source {
+            Some(user) => {
+                let secret = self.secret(user, fresh).await?;
+                CaSource::User(check_ca(user, data(&secret).as_ref(), now()))
+            }
+            None => CaSource::Operator,
+        })
     }
 
     /// Checks the cluster's certificates for one tick, and keeps the operator's client
@@ -364,6 +370,20 @@ fn ca_data(ca: &Ca) -> BTreeMap<String, Vec<u8>> {
     ])
 }
 
+/// The CA `checked` as the issuer takes it.
+fn signing_ca(checked: &CheckedCa) -> Ca {
+    Ca {
+        cert_pem: String::from_utf8_lossy(&checked.cert_pem).into_owned(),
+        key_pem: String::from_utf8_lossy(&checked.key_pem).into_owned(),
+    }
+}
+
+/// Problems of Secrets, one line.
+fn joined(problems: &[SecretProblem]) -> String {
+    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    text.join("; ")
+}
+
 fn issue_failed(e: impl std::fmt::Display) -> ApiError {
     ApiError::Other(e.to_string())
 }
@@ -434,10 +454,7 @@ impl TlsSide {
         let now = now();
         let checked = match ca_state(found, &annotations(secret), source, born, now) {
             CaState::Valid(record) => *record,
-            CaState::Invalid(problems) => {
-                let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
-                return Err(ApiError::Invalid(text.join("; ")));
-            }
+            CaState::Invalid(problems) => return Err(ApiError::Invalid(joined(&problems))),
             CaState::ToMake => {
                 let ca = make_ca(cluster, now).map_err(issue_failed)?;
                 let (name, tls) = (&ca_name.name, "kubernetes.io/tls");
@@ -466,16 +483,12 @@ impl TlsSide {
                      certificates come from",
                     ca.secret
                 ));
-                let checked = crate::tls::check_ca(&record, Some(&copy), now)
+                let checked = check_ca(&record, Some(&copy), now)
                     .map_err(|p| issue_failed(format!("{p:?}")))?;
                 CaRecord::plain(checked)
             }
         };
-        let ca = Ca {
-            cert_pem: String::from_utf8_lossy(&checked.signer.cert_pem).into_owned(),
-            key_pem: String::from_utf8_lossy(&checked.signer.key_pem).into_owned(),
-        };
-        Ok((ca, checked))
+        Ok((signing_ca(&checked.signer), checked))
     }
 
     /// Issues the operator-managed certificates that are missing, unusable or due, from
@@ -578,14 +591,7 @@ impl TlsSide {
                 "only an operator-managed cluster's CA (spec.TLS.auto) is rotated".into(),
             ));
         };
-        let user = match &ca_name.source {
-            Some(user) => Some(check_ca(
-                user,
-                data(&self.secret(user, true).await?).as_ref(),
-                now(),
-            )),
-            None => None,
-        };
+        let source = self.ca_source(&ca_name, true).await?;
         let secret = self.secret(&ca_name.name, true).await?;
         let read = data(&secret);
         let (Some(object), Some(read), true) = (secret.clone(), read, ours(&secret, cluster))
@@ -599,17 +605,10 @@ impl TlsSide {
         let record = crate::tls::ca_record(&ca_name.name, &read, &annotations(&secret), now)
             .map_err(|p| ApiError::Invalid(format!("{p:?}")))?;
         // The new CA: the operator's own, made now, or the one in the user's Secret.
-        let new = || match user {
-            None => make_ca(cluster, now).map_err(|e| e.to_string()),
-            Some(Ok(user)) => Ok(Ca {
-                cert_pem: String::from_utf8_lossy(&user.cert_pem).into_owned(),
-                key_pem: String::from_utf8_lossy(&user.key_pem).into_owned(),
-            }),
-            Some(Err(problems)) => Err(problems
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; ")),
+        let new = || match &source {
+            CaSource::Operator => make_ca(cluster, now).map_err(|e| e.to_string()),
+            CaSource::User(Ok(user)) => Ok(signing_ca(user)),
+            CaSource::User(Err(problems)) => Err(joined(problems)),
         };
         let write = advance(&record, (from, to), new, asked_rotation(cluster), now)
             .map_err(|e| ApiError::Conflict(e.to_string()))?;
