@@ -37,9 +37,24 @@ const MAX_CACHED_CLIENTS: usize = 64;
 pub type IdentitySource = Arc<dyn Fn() -> Option<ClientIdentity> + Send + Sync>;
 
 /// Where a member is reached, asked at every connection with the host of its URL
-/// (`<member>.<cluster>.<ns>.svc`): its pod's address when the operator's cache knows it;
-/// `None` leaves the name to DNS.
-pub type AddressSource = Arc<dyn Fn(&str) -> Option<IpAddr> + Send + Sync>;
+/// (`<member>.<cluster>.<ns>.svc`).
+pub type AddressSource = Arc<dyn Fn(&str) -> Route + Send + Sync>;
+
+/// How the host of an endpoint URL is dialed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// A member whose pod's address is known: dialed there (TLS still verifies the member
+    /// by its name).
+    Address(IpAddr),
+    /// A member whose pod has no address the operator knows yet: not dialed at all. Its
+    /// name is not published yet either, and asking the cluster DNS for it now would put a
+    /// miss in the DNS's cache for its negative TTL (5 s and more), during which nobody in
+    /// the cluster (a joiner's gate, a joining etcd) could reach this member by name.
+    NoAddressYet,
+    /// Not a member's name (a Service, an address, a name outside the cluster): dialed by
+    /// name.
+    ByName,
+}
 
 /// A cached client: by endpoint list, the URLs it dialed, and the fingerprint of the
 /// identity it was made with.
@@ -66,9 +81,10 @@ impl EtcdClientApi {
     }
 
     /// The same, dialing a member at the address `addresses` gives for its name (TLS still
-    /// verifies the member by that name). A name asked of the cluster DNS before the pod's
-    /// address is published is cached there as unknown for the DNS's negative TTL (5 to
-    /// 30 s), so the first calls to every new member would wait that long.
+    /// verifies the member by that name), and not at all while it has none (see [`Route`]).
+    /// A name asked of the cluster DNS before the pod's address is published is cached
+    /// there as unknown for the DNS's negative TTL (5 to 30 s), so the first calls to every
+    /// new member, by the operator and by the other members' pods, would wait that long.
     pub fn with_addresses(mut self, addresses: AddressSource) -> Self {
         self.addresses = Some(addresses);
         self
@@ -135,12 +151,20 @@ impl EtcdClientApi {
         }
     }
 
-    async fn client(&self, endpoints: &[String]) -> Result<Client, etcd_client::Error> {
-        let identity = self.identity_for(endpoints)?;
-        let plan = match &self.addresses {
+    /// The URLs `endpoints` are dialed at.
+    fn plan(&self, endpoints: &[String]) -> DialPlan {
+        match &self.addresses {
             Some(addresses) => dial_plan(endpoints, addresses.as_ref()),
             None => DialPlan::by_name(endpoints),
-        };
+        }
+    }
+
+    async fn client(
+        &self,
+        endpoints: &[String],
+        plan: DialPlan,
+    ) -> Result<Client, etcd_client::Error> {
+        let identity = self.identity_for(endpoints)?;
         let key = (
             endpoints.to_vec(),
             plan.urls.clone(),
@@ -207,8 +231,16 @@ impl EtcdClientApi {
         F: Fn(Client) -> Fut,
         Fut: Future<Output = Result<T, etcd_client::Error>>,
     {
+        let plan = self.plan(key);
+        if plan.urls.is_empty() {
+            let message = format!(
+                "{what}: {}: no address known yet (the pod has none): not dialed",
+                key.join(", ")
+            );
+            return Err((EtcdError::new(EtcdErrorKind::Unavailable, message), true));
+        }
         let attempt = async {
-            let client = self.client(key).await?;
+            let client = self.client(key, plan).await?;
             call(client).await
         };
         match tokio::time::timeout_at(deadline, attempt).await {
@@ -327,24 +359,26 @@ impl DialPlan {
     }
 }
 
-/// Each endpoint `scheme://host:port` whose host `address` knows becomes
+/// Each endpoint `scheme://host:port` whose host `route` gives an address becomes
 /// `scheme://address:port`; the first such host is the name TLS verifies every member by
 /// (one client per list; members' certificates cover every member's name, as CoreOS's
-/// wildcard `*.<cluster>.<ns>.svc` does).
+/// wildcard `*.<cluster>.<ns>.svc` does). Members with no address yet are left out;
+/// other hosts are dialed by name.
 pub(crate) fn dial_plan(
     endpoints: &[String],
-    address: &(dyn Fn(&str) -> Option<IpAddr> + Send + Sync),
+    route: &(dyn Fn(&str) -> Route + Send + Sync),
 ) -> DialPlan {
     let mut name = None;
     let urls = endpoints
         .iter()
-        .map(|endpoint| {
+        .filter_map(|endpoint| {
             let Some((scheme, rest)) = endpoint.split_once("://") else {
-                return endpoint.clone();
+                return Some(endpoint.clone());
             };
             let (host, port) = rest.rsplit_once(':').unwrap_or((rest, ""));
-            match address(host) {
-                Some(ip) => {
+            Some(match route(host) {
+                Route::NoAddressYet => return None,
+                Route::Address(ip) => {
                     name.get_or_insert_with(|| host.to_string());
                     let ip = match ip {
                         IpAddr::V4(v4) => v4.to_string(),
@@ -356,8 +390,8 @@ pub(crate) fn dial_plan(
                         format!("{scheme}://{ip}:{port}")
                     }
                 }
-                None => endpoint.clone(),
-            }
+                Route::ByName => endpoint.clone(),
+            })
         })
         .collect();
     DialPlan { urls, name }
@@ -534,18 +568,19 @@ mod tests {
 
     use super::*;
 
-    fn known(host: &str) -> Option<IpAddr> {
+    fn known(host: &str) -> Route {
         match host {
-            "a.demo.prod.svc" => Some(IpAddr::from([10, 244, 1, 5])),
-            "b.demo.prod.svc" => Some("fd00::7".parse().unwrap()),
-            _ => None,
+            "a.demo.prod.svc" => Route::Address(IpAddr::from([10, 244, 1, 5])),
+            "b.demo.prod.svc" => Route::Address("fd00::7".parse().unwrap()),
+            "c.demo.prod.svc" => Route::NoAddressYet,
+            _ => Route::ByName,
         }
     }
 
     #[test]
     fn members_whose_pod_address_is_known_are_dialed_by_it_and_verified_by_their_name() {
         let endpoints = [
-            "https://c.demo.prod.svc:2379".to_string(),
+            "https://demo-client.prod.svc:2379".to_string(),
             "https://a.demo.prod.svc:2379".to_string(),
             "https://b.demo.prod.svc:2379".to_string(),
         ];
@@ -553,7 +588,7 @@ mod tests {
         assert_eq!(
             plan.urls,
             [
-                "https://c.demo.prod.svc:2379",
+                "https://demo-client.prod.svc:2379",
                 "https://10.244.1.5:2379",
                 "https://[fd00::7]:2379"
             ]
@@ -562,9 +597,37 @@ mod tests {
     }
 
     #[test]
-    fn members_without_a_known_address_are_left_to_dns() {
+    fn a_member_with_no_address_yet_is_left_out_and_other_names_are_left_to_dns() {
+        let endpoints = [
+            "http://c.demo.prod.svc:2379".to_string(),
+            "http://a.demo.prod.svc:2379".to_string(),
+        ];
+        let plan = dial_plan(&endpoints, &known);
+        assert_eq!(plan.urls, ["http://10.244.1.5:2379"]);
+        let service = ["http://demo-client.prod.svc:2379".to_string()];
+        assert_eq!(dial_plan(&service, &known), DialPlan::by_name(&service));
+    }
+
+    /// The operator's etcd calls reproduced what was seen on a live cluster: the first
+    /// health check of a new seed, made before the operator's pod cache held the pod's
+    /// address, asked the cluster DNS for the seed's name, which was not published yet;
+    /// the DNS cached the miss for 5 s and the first joiner's gate, asking by that name,
+    /// waited it out. A member with no address yet is now not dialed at all.
+    #[tokio::test]
+    async fn a_call_to_members_with_no_address_yet_fails_at_once_without_dialing() {
+        let addresses: AddressSource = Arc::new(known);
+        let api = EtcdClientApi::new(Duration::from_secs(30)).with_addresses(addresses);
         let endpoints = ["http://c.demo.prod.svc:2379".to_string()];
-        assert_eq!(dial_plan(&endpoints, &known), DialPlan::by_name(&endpoints));
+        let error = api.status(&endpoints[0]).await.unwrap_err();
+        assert_eq!(error.kind, EtcdErrorKind::Unavailable, "{error}");
+        assert!(
+            error.to_string().contains("no address known yet"),
+            "{error}"
+        );
+        let error = api.list(&endpoints).await.unwrap_err();
+        assert!(error.to_string().contains("not dialed"), "{error}");
+        // Nothing was dialed: no client was made.
+        assert_eq!(api.lock().len(), 0);
     }
 
     /// The kind of a status etcd (or tonic) answered with `code` and `message`.

@@ -20,7 +20,7 @@ use etcd_operator::backup::metadata::BackupMetadata;
 use etcd_operator::backup::naming::{BackupName, metadata_key};
 use etcd_operator::backup::run::{BackupError, BackupRequest, retain, take_backup};
 use etcd_operator::backup::store::{BackupStore, Location, StoreConfig, StoreTimeouts};
-use etcd_operator::etcd_api::AddressSource;
+use etcd_operator::etcd_api::{AddressSource, Route};
 use etcd_operator::tls::{Ca, ClusterNames, Lifetime, Role, issue_leaf, new_ca};
 use support::etcd_process::{EtcdProcess, Loopback};
 use support::s3_server::{ACCESS_KEY, S3Server, SECRET_KEY};
@@ -377,9 +377,8 @@ async fn a_tls_member_is_backed_up_with_the_client_certificate_and_refuses_a_cli
     // its cluster DNS name (which its certificate covers) resolves to loopback here.
     let port = url.rsplit_once(':').unwrap().1.to_string();
     let host = "tls1.demo.default.svc";
-    let addresses: AddressSource = std::sync::Arc::new(move |asked: &str| {
-        (asked == host).then_some(std::net::IpAddr::from([127, 0, 0, 1]))
-    });
+    let addresses: AddressSource =
+        std::sync::Arc::new(move |asked: &str| loopback_for(asked, host));
     let by_address = BackupRequest {
         dialer: Dialer::tls(identity.clone()).with_addresses(addresses),
         ..request("demo", vec![format!("https://{host}:{port}")])
@@ -390,9 +389,8 @@ async fn a_tls_member_is_backed_up_with_the_client_certificate_and_refuses_a_cli
         .expect("backup of a member dialed by address, verified by its name");
     // A name its certificate does not cover is not trusted, whatever the address.
     let other = "tls1.other.default.svc";
-    let stranger: AddressSource = std::sync::Arc::new(move |asked: &str| {
-        (asked == other).then_some(std::net::IpAddr::from([127, 0, 0, 1]))
-    });
+    let stranger: AddressSource =
+        std::sync::Arc::new(move |asked: &str| loopback_for(asked, other));
     let wrong_name = BackupRequest {
         dialer: Dialer::tls(identity.clone()).with_addresses(stranger),
         ..request("demo", vec![format!("https://{other}:{port}")])
@@ -440,5 +438,14 @@ async fn failure_of(store: &BackupStore, request: &BackupRequest) -> BackupError
     match take_backup(store, request).await {
         Ok(outcome) => panic!("the backup succeeded: {outcome:?}"),
         Err(e) => e,
+    }
+}
+
+/// Loopback for the host `name`, any other host by its name.
+fn loopback_for(asked: &str, name: &str) -> Route {
+    if asked == name {
+        Route::Address(std::net::IpAddr::from([127, 0, 0, 1]))
+    } else {
+        Route::ByName
     }
 }

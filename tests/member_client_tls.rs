@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use etcd_operator::api::KeyType;
-use etcd_operator::etcd_api::{AddressSource, EtcdClientApi, IdentitySource};
+use etcd_operator::etcd_api::{AddressSource, EtcdClientApi, IdentitySource, Route};
 use etcd_operator::tls::{
     Ca, ClientIdentity, ClusterNames, Leaf, Lifetime, Role, issue_leaf, new_ca,
 };
@@ -175,7 +175,7 @@ fn dialed_by_address(member: &TlsMember, ca: &Ca) -> (String, Arc<EtcdClientApi>
     let host = "tls1.demo.default.svc";
     let addresses: AddressSource = Arc::new(move |asked| {
         assert_eq!(asked, host, "only the member's name is looked up");
-        Some(std::net::IpAddr::from([127, 0, 0, 1]))
+        Route::Address(std::net::IpAddr::from([127, 0, 0, 1]))
     });
     let identity = Some(identity(ca, ca));
     let source: IdentitySource = Arc::new(move || identity.clone());

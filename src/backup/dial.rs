@@ -134,6 +134,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::etcd_api::Route;
 
     fn identity() -> ClientIdentity {
         ClientIdentity {
@@ -173,8 +174,9 @@ mod tests {
 
     #[test]
     fn a_member_whose_pod_address_is_known_is_dialed_there_and_verified_by_its_name() {
-        let addresses: AddressSource = Arc::new(|host: &str| {
-            (host == "a.demo.prod.svc").then(|| IpAddr::from([10, 244, 1, 5]))
+        let addresses: AddressSource = Arc::new(|host: &str| match host {
+            "a.demo.prod.svc" => Route::Address(IpAddr::from([10, 244, 1, 5])),
+            _ => Route::ByName,
         });
         let dialer = Dialer::tls(identity()).with_addresses(addresses);
         let plan = dialer.plan("https://a.demo.prod.svc:2379");

@@ -28,7 +28,7 @@ pub trait BackupKube: Send + Sync + 'static {
     /// An EtcdCluster; `None` when it does not exist.
     async fn cluster(&self, namespace: &str, name: &str) -> Result<Option<EtcdCluster>, String>;
     /// Where members are reached by their DNS names' hosts (`<member>.<cluster>.<ns>.svc`):
-    /// their pods' addresses, when known; `None` leaves every name to DNS.
+    /// their pods' addresses (see `Route`); `None` leaves every name to DNS.
     fn addresses(&self) -> Option<AddressSource> {
         None
     }

@@ -10,19 +10,28 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 
+use crate::etcd_api::Route;
 use crate::resources::labels::CLUSTER_LABEL;
 
-/// The address of the member named by `host` (`<member>.<cluster>.<ns>.svc`, with or
-/// without a cluster domain after it): its pod's IP when the pod exists in `pods`, belongs
-/// to that cluster, is not being deleted and has an address.
-pub fn member_address(pods: &Store<Pod>, host: &str) -> Option<IpAddr> {
+/// How the host `host` of an endpoint is dialed. A member's name
+/// (`<member>.<cluster>.<ns>.svc`, with or without a cluster domain after it) is dialed at
+/// its pod's IP when the pod exists in `pods`, belongs to that cluster, is not being
+/// deleted and has an address, and not at all otherwise (its name is not published
+/// either: asking the DNS for it would only cache a miss); any other host by its name.
+pub fn member_address(pods: &Store<Pod>, host: &str) -> Route {
+    let Some((member, cluster, namespace)) = member_name(host) else {
+        return Route::ByName;
+    };
+    pods.get(&ObjectRef::new(member).within(namespace))
+        .and_then(|pod| pod_address(&pod, cluster))
+        .map_or(Route::NoAddressYet, Route::Address)
+}
+
+/// The member, cluster and namespace of a member's DNS name.
+fn member_name(host: &str) -> Option<(&str, &str, &str)> {
     let mut labels = host.split('.');
-    let (member, cluster, namespace) = (labels.next()?, labels.next()?, labels.next()?);
-    if labels.next() != Some("svc") {
-        return None;
-    }
-    let pod = pods.get(&ObjectRef::new(member).within(namespace))?;
-    pod_address(&pod, cluster)
+    let name = (labels.next()?, labels.next()?, labels.next()?);
+    (labels.next() == Some("svc")).then_some(name)
 }
 
 /// The DNS names (`<member>.<cluster>.<ns>.svc`) of the pods in `pods` that are live
@@ -153,14 +162,14 @@ mod tests {
     #[test]
     fn a_member_with_a_pod_address_is_found_by_its_dns_name() {
         let pods = store_of(vec![pod("demo-abcde", "demo", Some("10.244.2.7"))]);
-        let ip = Some(IpAddr::from([10, 244, 2, 7]));
+        let ip = Route::Address(IpAddr::from([10, 244, 2, 7]));
         assert_eq!(member_address(&pods, "demo-abcde.demo.prod.svc"), ip);
         let fqdn = "demo-abcde.demo.prod.svc.cluster.local";
         assert_eq!(member_address(&pods, fqdn), ip);
     }
 
     #[test]
-    fn no_address_for_a_pod_without_one_of_another_cluster_or_being_deleted() {
+    fn a_member_whose_pod_has_no_address_of_its_cluster_is_not_dialed_and_other_names_are() {
         let mut deleting = pod("demo-ccccc", "demo", Some("10.244.2.9"));
         deleting.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::now()));
         let pods = store_of(vec![
@@ -173,9 +182,11 @@ mod tests {
             "demo-bbbbb.demo.prod.svc",
             "demo-ccccc.demo.prod.svc",
             "demo-zzzzz.demo.prod.svc",
-            "demo-aaaaa.demo.prod",
         ] {
-            assert_eq!(member_address(&pods, host), None, "{host}");
+            assert_eq!(member_address(&pods, host), Route::NoAddressYet, "{host}");
+        }
+        for host in ["demo-aaaaa.demo.prod", "demo-client.prod.svc", "10.244.2.9"] {
+            assert_eq!(member_address(&pods, host), Route::ByName, "{host}");
         }
     }
 }
