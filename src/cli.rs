@@ -80,8 +80,9 @@ pub struct AwaitArgs {
     /// as a member before, and etcd starts without waiting.
     #[arg(long)]
     pub data_dir: Option<std::path::PathBuf>,
-    /// Milliseconds between two rounds of questions.
-    #[arg(long, default_value_t = 250)]
+    /// Milliseconds between two rounds of questions (each is one small request per
+    /// member, only while a joiner waits; etcd starts at most this long after its add).
+    #[arg(long, default_value_t = 50)]
     pub interval_ms: u64,
     /// Deadline of one question, in milliseconds.
     #[arg(long, default_value_t = 1000)]
@@ -147,8 +148,9 @@ pub struct RunArgs {
     /// Milliseconds between ticks of a cluster while nothing happens.
     #[arg(long, default_value_t = 2000)]
     pub tick_interval_ms: u64,
-    /// Milliseconds before the follow-up tick after a tick that acted.
-    #[arg(long, default_value_t = 250)]
+    /// Milliseconds before the follow-up tick after a tick that acted or while a change is
+    /// under way (a member starting, a refused add retried).
+    #[arg(long, default_value_t = 100)]
     pub follow_up_ms: u64,
     /// Longest time between ticks of a settled cluster (every member healthy, the spec
     /// met, nothing pending), in milliseconds: the wait doubles from the tick interval up

@@ -467,8 +467,12 @@ mod tests {
         fakes.insert(FakeCluster::running(topology.clone(), 1, "3.5.21"));
         let wiring = Arc::new(FencedWiring::new(fakes.clone(), fence.clone()));
         let log = slog::Logger::root(slog::Discard, slog::o!());
-        let supervisor =
-            Supervisor::new(wiring, ClusterConfig::default(), Telemetry::default(), &log).start();
+        // Ticks 250 ms apart: in the second below the leader acts but cannot finish.
+        let config = ClusterConfig {
+            follow_up: Duration::from_millis(250),
+            ..ClusterConfig::default()
+        };
+        let supervisor = Supervisor::new(wiring, config, Telemetry::default(), &log).start();
         for event in [
             WatchEvent::RelistStarted,
             WatchEvent::Relisted(topology.clone(), DesiredCluster::new(5, "3.5.21")),

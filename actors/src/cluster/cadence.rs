@@ -96,7 +96,7 @@ mod tests {
         waits(&mut cadence, Pace::Settled, 5);
         assert_eq!(
             waits(&mut cadence, Pace::Busy, 1),
-            [Duration::from_millis(250)]
+            [Duration::from_millis(100)]
         );
         assert_eq!(waits(&mut cadence, Pace::Settled, 2), [2, 4].map(secs));
     }

@@ -61,7 +61,7 @@ impl Default for ClusterConfig {
     fn default() -> Self {
         ClusterConfig {
             tick_interval: Duration::from_secs(2),
-            follow_up: Duration::from_millis(250),
+            follow_up: Duration::from_millis(100),
             idle_interval: Duration::from_secs(20),
             tick_timeout: Duration::from_secs(60),
             deadlines: Deadlines::default(),
