@@ -134,11 +134,12 @@ restarts_of() {
 # True when EtcdCluster $1 restarted at least $3 containers in all and is ready with $2.
 operator_restarted() { (($(restarts_of "$1") >= $3)) && operator_ready "$1" "$2"; }
 
-# Kills the etcd processes of the pods $3... of the ready EtcdCluster $1 (size $2); RESULT
-# = the seconds until each was restarted in place and the cluster is ready again.
+# Kills the etcd processes of the pods $4... of the ready EtcdCluster $2 (size $3); RESULT
+# = the seconds until each was restarted in place and the cluster is ready again. Its
+# steps go to OSTEPS under scenario $1, since the kill.
 operator_restart() {
-    local name=$1 size=$2 start target pod i dirs=()
-    shift 2
+    local scenario=$1 name=$2 size=$3 start killed target pod i dirs=()
+    shift 3
     target=$(($(restarts_of "$name") + $#))
     # Each pod's node state directory, looked up before the clock starts.
     for pod in "$@"; do
@@ -146,11 +147,13 @@ operator_restart() {
     done
     log "operator: killing the etcd of $*"
     start=$(now)
+    killed=$(now_ms)
     for ((i = 0; i < ${#dirs[@]}; i++)); do
         "$NODE_BIN" kill --state-dir "${dirs[i]}" --namespace "$NS" --pod "${@:i+1:1}" >/dev/null
     done
     poll "EtcdCluster $NS/$name to restart $*" operator_restarted "$name" "$size" "$target"
     since "$start"
+    operator_steps_since "$scenario" "$name" "$killed"
 }
 
 # Deletes the pod of a follower of the ready EtcdCluster $1 (size $2), and with it its
@@ -184,17 +187,19 @@ operator_back() {
 
 # Deletes the pod of a follower of the ready EtcdCluster $1 (size $2) on claims; RESULT =
 # the seconds until the same member has a new, ready pod on its claim and the cluster is
-# ready again.
+# ready again. Its steps go to OSTEPS under scenario repod1, since the delete.
 operator_repod() {
-    local name=$1 size=$2 victim uid start
+    local name=$1 size=$2 victim uid start deleted
     victim=$(operator_follower "$name")
     read -r uid _ <<<"$(pod_state "$victim")"
     log "operator: deleting the pod of follower $victim (its claim keeps its data)"
     start=$(now)
+    deleted=$(now_ms)
     kubectl -n "$NS" delete pod "$victim" --wait=false >/dev/null
     poll "EtcdCluster $NS/$name to bring $victim back on its claim" \
         operator_back "$name" "$size" "$victim" "$uid"
     since "$start"
+    operator_steps_since repod1 "$name" "$deleted"
 }
 
 # The base URL of the HTTP server of the operator's leader (the holder of its Lease).
@@ -331,10 +336,10 @@ for ((run = 1; run <= RUNS; run++)); do
         operator_create "t3-$run" 3; record OPER create3
         operator_trace create3 "t3-$run"
         sleep "$SETTLE_S"
-        operator_restart "t3-$run" 3 "$(operator_follower "t3-$run")"; record OPER restart1
+        operator_restart restart1 "t3-$run" 3 "$(operator_follower "t3-$run")"; record OPER restart1
         sleep "$SETTLE_S"
         # shellcheck disable=SC2046
-        operator_restart "t3-$run" 3 $(kubectl -n "$NS" get pods -l "etcd_cluster=t3-$run" -o name | sed 's|^pod/||')
+        operator_restart restart3 "t3-$run" 3 $(kubectl -n "$NS" get pods -l "etcd_cluster=t3-$run" -o name | sed 's|^pod/||')
         record OPER restart3
         sleep "$SETTLE_S"
         operator_replace "t3-$run" 3; record OPER replace3
@@ -385,9 +390,12 @@ printf '%-28s | %8s | %10s | %6s\n' "create (CA + 3 certificates)" "$plain" "$tl
 breakdown create3 create3 "create, 3 members"
 breakdown create5 create5 "create, 5 members"
 breakdown replace3 replace3 "replace 1 of 3" "the pod's delete; floor: since the kill"
+breakdown restart1 restart1 "restart 1 of 3 (SIGKILL)" "the kill"
+breakdown restart3 restart3 "restart 3 of 3 (SIGKILL)" "the kill"
 if [[ $SKIP_OPERATOR != 1 ]]; then
     breakdown create3v create3 "create, 3 on claims (floor: plain create)"
     breakdown create3tls create3 "create, 3 with TLS auto (floor: plain create)"
+    breakdown repod1 restart1 "pod deleted, on a claim (floor: restart 1)" "the pod's delete; floor: since the kill"
 fi
 cat <<'EOF'
 
