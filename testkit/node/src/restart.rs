@@ -56,11 +56,23 @@ pub fn init_exit(policy: RestartPolicy, exit_code: i32) -> InitOutcome {
     }
 }
 
-/// The wait before the next start of a container restarted `restarts` times so far:
-/// 1 s, doubling, at most 16 s (shorter than a kubelet's 10 s..5 min, for quick tests).
+/// The wait before the next try of a container that could not be started, tried
+/// `restarts` times so far: 1 s, doubling, at most 16 s (shorter than a kubelet's
+/// 10 s..5 min, for quick tests).
 pub fn backoff(restarts: i32) -> Duration {
     let exponent = restarts.clamp(0, 4) as u32;
     Duration::from_secs(1 << exponent)
+}
+
+/// The wait before restarting a container that exited, restarted `restarts` times so far:
+/// none after its first exit (a kubelet restarts it at once and only then starts its
+/// back-off), then [`backoff`] from 1 s.
+pub fn restart_delay(restarts: i32) -> Duration {
+    if restarts <= 0 {
+        Duration::ZERO
+    } else {
+        backoff(restarts - 1)
+    }
 }
 
 #[cfg(test)]
@@ -110,5 +122,13 @@ mod tests {
         assert_eq!(backoff(3), Duration::from_secs(8));
         assert_eq!(backoff(100), Duration::from_secs(16));
         assert_eq!(backoff(-1), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_first_exit_restarts_at_once_then_the_back_off_starts() {
+        assert_eq!(restart_delay(0), Duration::ZERO);
+        assert_eq!(restart_delay(1), Duration::from_secs(1));
+        assert_eq!(restart_delay(2), Duration::from_secs(2));
+        assert_eq!(restart_delay(100), Duration::from_secs(16));
     }
 }

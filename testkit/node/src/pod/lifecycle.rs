@@ -397,11 +397,17 @@ pub fn after_exit(
     }
 }
 
-/// The container waits in `CrashLoopBackOff` before its next start.
+/// The container starts again: at once after its first exit, otherwise after waiting in
+/// `CrashLoopBackOff`.
 fn back_off(slot: &mut Slot, term: Terminated, pod_name: &str, now: Instant) {
-    let delay = restart::backoff(slot.record.restart_count);
+    let delay = restart::restart_delay(slot.record.restart_count);
     slot.record.restart_count += 1;
     slot.record.last_termination = Some(term);
+    if delay.is_zero() {
+        slot.record.wait("ContainerCreating", None);
+        slot.retry_at = None;
+        return;
+    }
     slot.record.wait(
         "CrashLoopBackOff",
         Some(format!(

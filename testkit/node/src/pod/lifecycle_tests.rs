@@ -148,7 +148,7 @@ fn image_change_stops_the_process_then_starts_the_new_image_at_once() {
 }
 
 #[test]
-fn crash_under_always_waits_out_the_back_off_before_restarting() {
+fn a_containers_first_exit_under_always_is_restarted_at_once_as_a_kubelet_does() {
     let spec = spec(&[], &[("etcd", "etcd:v3.4.23")]);
     let mut c = Containers::of(&spec, &PodStatus::default());
     run(&mut c, Kind::Main, 0, "etcd:v3.4.23", 0);
@@ -161,8 +161,30 @@ fn crash_under_always_waits_out_the_back_off_before_restarting() {
         now,
     )
     .unwrap();
-    assert_eq!(waiting_reason(&c, Kind::Main, 0), "CrashLoopBackOff");
+    assert_eq!(waiting_reason(&c, Kind::Main, 0), "ContainerCreating");
     assert_eq!(c.main[0].record.restart_count, 1);
+    let effects = plan(&mut c, RestartPolicy::Always, Some(&spec), GRACE, now);
+    assert_eq!(effects, [Effect::Start(Kind::Main, 0)]);
+}
+
+#[test]
+fn crash_under_always_waits_out_the_back_off_before_restarting() {
+    let spec = spec(&[], &[("etcd", "etcd:v3.4.23")]);
+    let mut c = Containers::of(&spec, &PodStatus::default());
+    run(&mut c, Kind::Main, 0, "etcd:v3.4.23", 0);
+    let now = Instant::now();
+    // Its second exit: the first was restarted at once.
+    c.main[0].record.restart_count = 1;
+    exited(
+        &mut c,
+        exit(0, 1),
+        restarts(RestartPolicy::Always),
+        Timestamp::now(),
+        now,
+    )
+    .unwrap();
+    assert_eq!(waiting_reason(&c, Kind::Main, 0), "CrashLoopBackOff");
+    assert_eq!(c.main[0].record.restart_count, 2);
     assert_eq!(
         c.main[0]
             .record
