@@ -403,7 +403,8 @@ fn etcd_container(
     }
 }
 
-/// Readiness of a plain-HTTP member: etcd's `/health`.
+/// Readiness of a plain-HTTP member: etcd's `/health`, every second (the pod's Ready
+/// condition puts it behind the client Service; one cheap request a second per member).
 fn http_readiness_probe() -> Probe {
     Probe {
         http_get: Some(HTTPGetAction {
@@ -411,8 +412,8 @@ fn http_readiness_probe() -> Probe {
             port: IntOrString::Int(i32::from(CLIENT_PORT)),
             ..HTTPGetAction::default()
         }),
-        period_seconds: Some(2),
-        timeout_seconds: Some(2),
+        period_seconds: Some(1),
+        timeout_seconds: Some(1),
         failure_threshold: Some(3),
         ..Probe::default()
     }

@@ -167,6 +167,20 @@ fn a_member_pod_starts_etcd_at_once_without_waiting_for_its_dns_name() {
 }
 
 #[test]
+fn a_plain_member_is_probed_for_readiness_every_second() {
+    // The pod's Ready condition puts it behind the client Service: probed every 2 s, a
+    // member back on its claim waited up to 2 s more for clients than for the operator.
+    let pod = member_pod(&cluster(spec(3, "3.5.21")), &seed(), None);
+    let etcd = &pod.spec.unwrap().containers[0];
+    let probe = etcd.readiness_probe.as_ref().unwrap();
+    assert_eq!(
+        probe.http_get.as_ref().unwrap().path.as_deref(),
+        Some("/health")
+    );
+    assert_eq!(probe.period_seconds, Some(1));
+}
+
+#[test]
 fn pod_policy_reaches_the_pod() {
     let mut s = spec(3, "3.5.21");
     s.repository = Some("registry.example/etcd".into());
