@@ -48,7 +48,7 @@ use wiring::{FencedWiring, KubeWiring};
 use crate::Error;
 use crate::api::EtcdCluster;
 use crate::backup::metrics::BackupMetrics;
-use crate::kube_api::{Caches, Identities};
+use crate::kube_api::{Caches, ClusterDns, Identities};
 use crate::resources::labels::{CLUSTER_LABEL, MANAGED_BY_LABEL, MANAGER};
 
 /// Seconds the API server keeps one watch open before the watcher starts the next.
@@ -293,12 +293,34 @@ async fn warm_caches(client: &Client, namespace: &str, log: &Logger) -> Result<W
     })
 }
 
+/// The cluster DNS, when the operator runs in a pod whose resolver names it and the DNS
+/// answers the publication check as it must (see [`ClusterDns`]); otherwise a member's
+/// address counts as published once the EndpointSlices list it.
+async fn cluster_dns(log: &Logger) -> Option<Arc<ClusterDns>> {
+    let text = std::fs::read_to_string("/etc/resolv.conf").ok()?;
+    let dns = ClusterDns::from_resolv_conf(&text)?;
+    match dns.answers_as_needed().await {
+        Ok(true) => {
+            info!(log, "members join once the cluster DNS serves their names"; "dns" => ?dns);
+            Some(Arc::new(dns))
+        }
+        Ok(false) => {
+            warn!(log, "the cluster DNS does not answer the publication check (a name that exists is a miss): joins follow the EndpointSlices alone"; "dns" => ?dns);
+            None
+        }
+        Err(e) => {
+            warn!(log, "the cluster DNS did not answer the publication check: joins follow the EndpointSlices alone"; "error" => %e);
+            None
+        }
+    }
+}
+
 /// Starts the Supervisor, fed by the EtcdCluster watch, with every write behind `fence`.
 fn start_supervisor(
     settings: &Settings,
     clients: &Clients,
     caches: WarmCaches,
-    identity: &str,
+    dns: Option<Arc<ClusterDns>>,
     fence: &Fence,
     telemetry: Telemetry,
     log: &Logger,
@@ -329,10 +351,11 @@ fn start_supervisor(
             claims,
             slices,
         },
-        recorder: recorder(clients, identity),
+        recorder: recorder(clients, &settings.identity),
         etcd_timeout: settings.etcd_timeout,
         identities: Identities::default(),
         operator_image: settings.operator_image.clone(),
+        dns,
     };
 
     let wiring = Arc::new(FencedWiring::new(Arc::new(kube), fence.clone()));
@@ -435,9 +458,8 @@ pub async fn run(settings: Settings, log: Logger) -> Result<(), Error> {
     let identity = &settings.identity;
     // Backups dial members at their pods' addresses, as the Cluster actors do.
     let pods = caches.pods.clone();
-    let _supervisor = start_supervisor(
-        &settings, &clients, caches, identity, &fence, telemetry, &log,
-    );
+    let dns = cluster_dns(&log).await;
+    let _supervisor = start_supervisor(&settings, &clients, caches, dns, &fence, telemetry, &log);
     let _backups = backups::start_backups(
         &settings,
         &clients,

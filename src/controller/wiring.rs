@@ -13,7 +13,7 @@ use etcd_operator_actors::topology::Topology;
 
 use super::fence::{Fence, FencedClusterApi, FencedEtcdApi};
 use crate::etcd_api::{AddressSource, EtcdClientApi, IdentitySource};
-use crate::kube_api::{Caches, Identities, KubeClusterApi, member_address};
+use crate::kube_api::{Caches, ClusterDns, Identities, KubeClusterApi, member_address};
 
 /// Wires Cluster actors to the real Kubernetes API and real etcd.
 pub struct KubeWiring {
@@ -29,6 +29,8 @@ pub struct KubeWiring {
     pub identities: Identities,
     /// The operator's own image (seeds restoring a snapshot run it).
     pub operator_image: Option<String>,
+    /// The cluster DNS a member's name must be served by before it joins, when known.
+    pub dns: Option<Arc<ClusterDns>>,
 }
 
 impl ClusterWiring for KubeWiring {
@@ -41,7 +43,8 @@ impl ClusterWiring for KubeWiring {
                 self.recorder.clone(),
                 self.identities.clone(),
             )
-            .with_operator_image(self.operator_image.clone()),
+            .with_operator_image(self.operator_image.clone())
+            .with_cluster_dns(self.dns.clone()),
         )
     }
 

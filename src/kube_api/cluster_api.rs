@@ -29,6 +29,7 @@ use etcd_operator_actors::topology::Topology;
 use super::addresses::is_published;
 use super::backups::BackupLookups;
 use super::claims::{ClassCache, claim_view, class_of};
+use super::cluster_dns::{ClusterDns, DnsPublication};
 use super::error::api_error;
 use super::expectations::Expectations;
 use super::pod_view::pod_view;
@@ -87,6 +88,8 @@ pub struct KubeClusterApi {
     tls: TlsSide,
     /// The operator's own image: a seed restoring a snapshot runs it to fetch it.
     operator_image: Option<String>,
+    /// Member addresses as the cluster DNS serves them, when the operator runs in a pod.
+    dns: Option<DnsPublication>,
 }
 
 /// The kinds of object a cluster creates.
@@ -193,6 +196,45 @@ impl KubeClusterApi {
             conflicts: Mutex::default(),
             classes: ClassCache::default(),
             operator_image: None,
+            dns: None,
+        }
+    }
+
+    /// A member's address counts as published only once `dns` (the cluster DNS) serves it
+    /// too, not only the EndpointSlices (see [`ClusterDns`]).
+    pub fn with_cluster_dns(mut self, dns: Option<Arc<ClusterDns>>) -> Self {
+        self.dns = dns.map(DnsPublication::new);
+        self
+    }
+
+    /// Marks unpublished the pods of `pods` whose address the cluster DNS does not serve
+    /// yet, though the EndpointSlices publish it.
+    async fn hold_back_until_served(&self, cluster: &EtcdCluster, pods: &mut [PodView]) {
+        let Some(dns) = &self.dns else { return };
+        let addresses: BTreeMap<String, std::net::IpAddr> = self
+            .cached_pods(cluster)
+            .iter()
+            .filter_map(|p| {
+                let ip = p.status.as_ref()?.pod_ip.as_deref()?.parse().ok()?;
+                Some((p.name_any(), ip))
+            })
+            .collect();
+        let host = |pod: &str| {
+            format!(
+                "{pod}.{}.{}.svc",
+                self.topology.name, self.topology.namespace
+            )
+        };
+        let published = pods
+            .iter()
+            .filter(|p| p.published)
+            .filter_map(|p| Some((host(&p.name), *addresses.get(&p.name)?)))
+            .collect();
+        let held = dns.not_served(published).await;
+        for pod in pods.iter_mut() {
+            if held.contains(&host(&pod.name)) {
+                pod.published = false;
+            }
         }
     }
 
@@ -521,7 +563,8 @@ impl ClusterApi for KubeClusterApi {
     async fn observe(&self) -> Result<KubeView, ApiError> {
         let cluster = self.cluster()?;
         let (claims, claim_class) = self.claims(&cluster).await;
-        let pods = self.pod_views(&cluster);
+        let mut pods = self.pod_views(&cluster);
+        self.hold_back_until_served(&cluster, &mut pods).await;
         let (services_present, service_conflict) = self.services(&cluster).await?;
         let name_conflict = match service_conflict {
             Some(message) => Some(message),

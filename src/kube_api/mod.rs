@@ -4,6 +4,7 @@ mod addresses;
 mod backups;
 mod claims;
 mod cluster_api;
+mod cluster_dns;
 mod error;
 mod events;
 mod expectations;
@@ -13,6 +14,7 @@ mod tls;
 
 pub use addresses::{member_address, member_hosts};
 pub use cluster_api::{Caches, KubeClusterApi};
+pub use cluster_dns::ClusterDns;
 pub use tls::Identities;
 
 pub(crate) use events::event;
