@@ -46,6 +46,27 @@ pub struct ActorSnapshot {
     pub state: serde_json::Value,
 }
 
+/// An actor's state as `/debug/actors` shows it, rendered to JSON only when read: the
+/// Cluster actors publish theirs after every tick, and building a JSON tree each time cost
+/// most of a tick's allocations and kilobytes per actor that nobody read.
+pub trait StateView: Send + Sync + std::fmt::Debug {
+    /// The state as JSON.
+    fn to_json(&self) -> serde_json::Value;
+}
+
+impl StateView for serde_json::Value {
+    fn to_json(&self) -> serde_json::Value {
+        self.clone()
+    }
+}
+
+/// The latest state one actor published, not rendered yet.
+#[derive(Debug, Clone)]
+struct Entry {
+    updated_unix_ms: u128,
+    view: Arc<dyn StateView>,
+}
+
 /// One state transition, as streamed to `/debug/stream` subscribers.
 #[derive(Debug, Clone, Serialize)]
 pub struct TransitionRecord {
@@ -79,7 +100,7 @@ pub enum StreamRecord {
 /// Shared, cloneable handle to the debug view.
 #[derive(Clone)]
 pub struct DebugHub {
-    actors: Arc<Mutex<BTreeMap<(ActorKind, String), ActorSnapshot>>>,
+    actors: Arc<Mutex<BTreeMap<(ActorKind, String), Entry>>>,
     stream: broadcast::Sender<StreamRecord>,
     trace: Trace,
     slots: Arc<Semaphore>,
@@ -167,13 +188,16 @@ impl DebugHub {
 
     /// Records an actor's current state.
     pub fn set_state(&self, kind: ActorKind, key: &str, state: serde_json::Value) {
-        let snapshot = ActorSnapshot {
-            kind,
-            key: key.to_string(),
+        self.set_view(kind, key, Arc::new(state));
+    }
+
+    /// Records an actor's current state, rendered when read.
+    pub fn set_view(&self, kind: ActorKind, key: &str, view: Arc<dyn StateView>) {
+        let entry = Entry {
             updated_unix_ms: unix_ms(),
-            state,
+            view,
         };
-        self.lock().insert((kind, key.to_string()), snapshot);
+        self.lock().insert((kind, key.to_string()), entry);
     }
 
     /// Forgets an actor that stopped.
@@ -183,7 +207,20 @@ impl DebugHub {
 
     /// Every actor's latest state, ordered by kind and key.
     pub fn snapshot(&self) -> Vec<ActorSnapshot> {
-        self.lock().values().cloned().collect()
+        let entries: Vec<((ActorKind, String), Entry)> = self
+            .lock()
+            .iter()
+            .map(|(k, e)| (k.clone(), e.clone()))
+            .collect();
+        entries
+            .into_iter()
+            .map(|((kind, key), entry)| ActorSnapshot {
+                kind,
+                key,
+                updated_unix_ms: entry.updated_unix_ms,
+                state: entry.view.to_json(),
+            })
+            .collect()
     }
 
     /// Publishes a transition to live subscribers (none listening is fine).
@@ -215,7 +252,7 @@ impl DebugHub {
         self.synced.load(Ordering::SeqCst)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<(ActorKind, String), ActorSnapshot>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<(ActorKind, String), Entry>> {
         self.actors
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())

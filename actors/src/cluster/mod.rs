@@ -19,13 +19,14 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use futures::FutureExt;
+use serde::Serialize;
 use slog::{Logger, crit, debug, info, warn};
 
 pub(crate) use execute::{ActionOutcome, ActionResult};
 pub(crate) use messages::Tick;
 pub use messages::{Inspect, Nudge, Retire, SpecChanged};
 
-use crate::debug::{ActorKind, TransitionRecord, unix_ms};
+use crate::debug::{ActorKind, StateView, TransitionRecord, unix_ms};
 use crate::lifecycle::{Deadlines, DesiredCluster, Pace, Phase, Reason, State};
 use crate::member_client::MemberClient;
 use crate::metrics::{ActionLabels, CountedClusterApi, CountedEtcdApi, PhaseLabels, Telemetry};
@@ -95,6 +96,27 @@ enum Schedule {
         /// Tick again at once when this one ends.
         again: bool,
     },
+}
+
+/// A Cluster actor's state as `/debug/actors` and [`Inspect`] show it.
+#[derive(Debug, Serialize)]
+struct ClusterView {
+    cluster: String,
+    phase: String,
+    state: State,
+    spec: DesiredCluster,
+    reason: Option<&'static str>,
+    message: String,
+    status: Option<StatusReport>,
+    ticks: u64,
+    pace: Option<&'static str>,
+    busy: bool,
+}
+
+impl StateView for ClusterView {
+    fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }))
+    }
 }
 
 /// The actor that runs one EtcdCluster.
@@ -178,25 +200,27 @@ impl ClusterActor {
         matches!(self.schedule, Schedule::Running { .. })
     }
 
-    fn debug_view(&self) -> serde_json::Value {
-        serde_json::json!({
-            "cluster": self.topology.key(),
-            "phase": self.state.phase.to_string(),
-            "state": self.state,
-            "spec": self.spec,
-            "reason": self.last_reason.map(|r| r.as_str()),
-            "message": self.last_message,
-            "status": self.last_status,
-            "ticks": self.ticks,
-            "pace": self.last_pace.map(Pace::as_str),
-            "busy": self.busy(),
-        })
+    fn debug_view(&self) -> ClusterView {
+        ClusterView {
+            cluster: self.topology.key(),
+            phase: self.state.phase.to_string(),
+            state: self.state.clone(),
+            spec: self.spec.clone(),
+            reason: self.last_reason.map(|r| r.as_str()),
+            message: self.last_message.clone(),
+            status: self.last_status.clone(),
+            ticks: self.ticks,
+            pace: self.last_pace.map(Pace::as_str),
+            busy: self.busy(),
+        }
     }
 
     fn publish_view(&self) {
-        self.telemetry
-            .hub
-            .set_state(ActorKind::Cluster, &self.topology.key(), self.debug_view());
+        self.telemetry.hub.set_view(
+            ActorKind::Cluster,
+            &self.topology.key(),
+            Arc::new(self.debug_view()),
+        );
     }
 
     fn finish(&mut self, outcome: TickOutcome, ctx: &mut Context<Self>) {
@@ -437,6 +461,6 @@ impl Handler<Inspect> for ClusterActor {
     type Result = MessageResult<Inspect>;
 
     fn handle(&mut self, _: Inspect, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(self.debug_view())
+        MessageResult(self.debug_view().to_json())
     }
 }
