@@ -47,7 +47,9 @@
 #   member added, healthy, promoted, and ready, since its start. A breakdown table per
 #   create prints the medians side by side, with the ms from the apply to the spec seen
 #   (the local environment's pods run on this machine: one clock). The same for the
-#   replacement: the operator's steps since the pod's delete, the floor's since the kill.
+#   replacement: the operator's steps since the pod's delete, the floor's since the kill;
+#   and for the two restarts (since the kill) and the pod deleted on a claim (since the
+#   delete), the operator's steps alone.
 #
 # Environment:
 #   ETCD_VERSION   etcd version for both (default 3.5.35: $CACHE/etcd/v3.5.35/bin, built by
