@@ -147,11 +147,13 @@ fn image_change_stops_the_process_then_starts_the_new_image_at_once() {
     assert_eq!(effects, [Effect::Start(Kind::Main, 0)]);
 }
 
-#[test]
-fn a_containers_first_exit_under_always_is_restarted_at_once_as_a_kubelet_does() {
+/// A running etcd container under `Always`, restarted `restarts_before` times so far, that
+/// exits with code 1 at the instant returned.
+fn exits_under_always(restarts_before: i32) -> (Containers, PodSpec, Instant) {
     let spec = spec(&[], &[("etcd", "etcd:v3.4.23")]);
     let mut c = Containers::of(&spec, &PodStatus::default());
     run(&mut c, Kind::Main, 0, "etcd:v3.4.23", 0);
+    c.main[0].record.restart_count = restarts_before;
     let now = Instant::now();
     exited(
         &mut c,
@@ -161,6 +163,12 @@ fn a_containers_first_exit_under_always_is_restarted_at_once_as_a_kubelet_does()
         now,
     )
     .unwrap();
+    (c, spec, now)
+}
+
+#[test]
+fn a_containers_first_exit_under_always_is_restarted_at_once_as_a_kubelet_does() {
+    let (mut c, spec, now) = exits_under_always(0);
     assert_eq!(waiting_reason(&c, Kind::Main, 0), "ContainerCreating");
     assert_eq!(c.main[0].record.restart_count, 1);
     let effects = plan(&mut c, RestartPolicy::Always, Some(&spec), GRACE, now);
@@ -169,20 +177,8 @@ fn a_containers_first_exit_under_always_is_restarted_at_once_as_a_kubelet_does()
 
 #[test]
 fn crash_under_always_waits_out_the_back_off_before_restarting() {
-    let spec = spec(&[], &[("etcd", "etcd:v3.4.23")]);
-    let mut c = Containers::of(&spec, &PodStatus::default());
-    run(&mut c, Kind::Main, 0, "etcd:v3.4.23", 0);
-    let now = Instant::now();
     // Its second exit: the first was restarted at once.
-    c.main[0].record.restart_count = 1;
-    exited(
-        &mut c,
-        exit(0, 1),
-        restarts(RestartPolicy::Always),
-        Timestamp::now(),
-        now,
-    )
-    .unwrap();
+    let (mut c, spec, now) = exits_under_always(1);
     assert_eq!(waiting_reason(&c, Kind::Main, 0), "CrashLoopBackOff");
     assert_eq!(c.main[0].record.restart_count, 2);
     assert_eq!(
