@@ -175,6 +175,9 @@ impl DnsPublication {
     /// addresses), the hosts the DNS does not serve yet. A host is asked about until the
     /// DNS serves it, or for [`GIVE_UP`]; a DNS that gives no answer holds nothing back.
     pub(crate) async fn not_served(&self, published: Vec<(String, IpAddr)>) -> Vec<String> {
+        // What is no longer published (a pod gone) is forgotten.
+        lock(&self.served).retain(|host, ip| published.contains(&(host.clone(), *ip)));
+        lock(&self.missing).retain(|key, _| published.contains(key));
         let unknown: Vec<(String, IpAddr)> = {
             let served = lock(&self.served);
             published
@@ -320,6 +323,13 @@ mod tests {
         // The served one is not asked again; the new one is.
         assert_eq!(publication.not_served(hosts).await, ["new.demo.ns.svc"]);
         assert_eq!(answered.await.unwrap().len(), 3);
+        // Neither is remembered once no longer published.
+        assert_eq!(
+            publication.not_served(Vec::new()).await,
+            Vec::<String>::new()
+        );
+        assert!(lock(&publication.served).is_empty());
+        assert!(lock(&publication.missing).is_empty());
     }
 
     #[tokio::test]
