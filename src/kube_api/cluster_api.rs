@@ -219,12 +219,7 @@ impl KubeClusterApi {
                 Some((p.name_any(), ip))
             })
             .collect();
-        let host = |pod: &str| {
-            format!(
-                "{pod}.{}.{}.svc",
-                self.topology.name, self.topology.namespace
-            )
-        };
+        let host = |pod: &str| self.topology.member_host(pod);
         let published = pods
             .iter()
             .filter(|p| p.published)

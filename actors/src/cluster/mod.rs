@@ -216,11 +216,11 @@ impl ClusterActor {
     }
 
     fn publish_view(&self) {
-        self.telemetry.hub.set_view(
-            ActorKind::Cluster,
-            &self.topology.key(),
-            Arc::new(self.debug_view()),
-        );
+        let view = self.debug_view();
+        let key = view.cluster.clone();
+        self.telemetry
+            .hub
+            .set_view(ActorKind::Cluster, &key, Arc::new(view));
     }
 
     fn finish(&mut self, outcome: TickOutcome, ctx: &mut Context<Self>) {
