@@ -97,10 +97,14 @@ pub enum StreamRecord {
     Step(StepRecord),
 }
 
+/// Every actor's latest entry, by kind, then key.
+type ActorEntries = BTreeMap<ActorKind, BTreeMap<String, Entry>>;
+
 /// Shared, cloneable handle to the debug view.
 #[derive(Clone)]
 pub struct DebugHub {
-    actors: Arc<Mutex<BTreeMap<(ActorKind, String), Entry>>>,
+    /// Per kind, by key: an update looks its entry up by `&str` and allocates nothing.
+    actors: Arc<Mutex<ActorEntries>>,
     stream: broadcast::Sender<StreamRecord>,
     trace: Trace,
     slots: Arc<Semaphore>,
@@ -197,12 +201,21 @@ impl DebugHub {
             updated_unix_ms: unix_ms(),
             view,
         };
-        self.lock().insert((kind, key.to_string()), entry);
+        let mut actors = self.lock();
+        let of_kind = actors.entry(kind).or_default();
+        match of_kind.get_mut(key) {
+            Some(existing) => *existing = entry,
+            None => {
+                of_kind.insert(key.to_string(), entry);
+            }
+        }
     }
 
     /// Forgets an actor that stopped.
     pub fn remove(&self, kind: ActorKind, key: &str) {
-        self.lock().remove(&(kind, key.to_string()));
+        if let Some(of_kind) = self.lock().get_mut(&kind) {
+            of_kind.remove(key);
+        }
     }
 
     /// Every actor's latest state, ordered by kind and key.
@@ -210,7 +223,11 @@ impl DebugHub {
         let entries: Vec<((ActorKind, String), Entry)> = self
             .lock()
             .iter()
-            .map(|(k, e)| (k.clone(), e.clone()))
+            .flat_map(|(kind, of_kind)| {
+                of_kind
+                    .iter()
+                    .map(|(key, e)| ((*kind, key.clone()), e.clone()))
+            })
             .collect();
         entries
             .into_iter()
@@ -252,7 +269,7 @@ impl DebugHub {
         self.synced.load(Ordering::SeqCst)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<(ActorKind, String), Entry>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ActorEntries> {
         self.actors
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())

@@ -104,10 +104,10 @@ struct ClusterView {
     cluster: String,
     phase: String,
     state: State,
-    spec: DesiredCluster,
+    spec: Arc<DesiredCluster>,
     reason: Option<&'static str>,
     message: String,
-    status: Option<StatusReport>,
+    status: Option<Arc<StatusReport>>,
     ticks: u64,
     pace: Option<&'static str>,
     busy: bool,
@@ -122,7 +122,10 @@ impl StateView for ClusterView {
 /// The actor that runs one EtcdCluster.
 pub struct ClusterActor {
     topology: Topology,
-    spec: DesiredCluster,
+    /// `namespace/name`, the actor's key in logs, the debug view and the trace.
+    key: String,
+    /// Shared with each tick's job and the debug view, so neither copies it.
+    spec: Arc<DesiredCluster>,
     state: State,
     config: ClusterConfig,
     kube: Arc<dyn ClusterApi>,
@@ -133,7 +136,8 @@ pub struct ClusterActor {
     schedule: Schedule,
     cadence: Cadence,
     last_pace: Option<Pace>,
-    last_status: Option<StatusReport>,
+    /// Shared with each tick's job and the debug view, so neither copies it.
+    last_status: Option<Arc<StatusReport>>,
     last_reason: Option<Reason>,
     last_message: String,
     ticks: u64,
@@ -149,7 +153,8 @@ impl ClusterActor {
         config: ClusterConfig,
         deps: ClusterDeps,
     ) -> Self {
-        let logger = deps.logger.new(slog::o!("cluster" => topology.key()));
+        let key = topology.key();
+        let logger = deps.logger.new(slog::o!("cluster" => key.clone()));
         let metrics = deps.telemetry.metrics.clone();
         let kube: Arc<dyn ClusterApi> =
             Arc::new(CountedClusterApi::new(deps.kube, metrics.clone()));
@@ -157,7 +162,8 @@ impl ClusterActor {
         let members = MemberClient::new(etcd.clone()).start();
         let mut actor = ClusterActor {
             topology,
-            spec,
+            key,
+            spec: Arc::new(spec),
             state: State::default(),
             config,
             kube,
@@ -202,7 +208,7 @@ impl ClusterActor {
 
     fn debug_view(&self) -> ClusterView {
         ClusterView {
-            cluster: self.topology.key(),
+            cluster: self.key.clone(),
             phase: self.state.phase.to_string(),
             state: self.state.clone(),
             spec: self.spec.clone(),
@@ -216,11 +222,10 @@ impl ClusterActor {
     }
 
     fn publish_view(&self) {
-        let view = self.debug_view();
-        let key = view.cluster.clone();
+        let view = Arc::new(self.debug_view());
         self.telemetry
             .hub
-            .set_view(ActorKind::Cluster, &key, Arc::new(view));
+            .set_view(ActorKind::Cluster, &self.key, view);
     }
 
     fn finish(&mut self, outcome: TickOutcome, ctx: &mut Context<Self>) {
@@ -279,7 +284,7 @@ impl ClusterActor {
                 if let Some(error) = status_error {
                     warn!(self.logger, "cannot write status"; "error" => error);
                 } else {
-                    self.last_status = Some(status);
+                    self.last_status = Some(Arc::new(status));
                 }
                 let from = std::mem::replace(&mut self.state, decision.state);
                 self.transition(&from.phase, &decision.why, members);
@@ -317,7 +322,7 @@ impl ClusterActor {
         self.telemetry.hub.publish(TransitionRecord {
             time_unix_ms: unix_ms(),
             kind: ActorKind::Cluster,
-            key: self.topology.key(),
+            key: self.key.clone(),
             from: from.to_string(),
             to: to.to_string(),
             reason: why.reason.as_str().to_string(),
@@ -338,9 +343,7 @@ impl Actor for ClusterActor {
 
     fn stopped(&mut self, _: &mut Context<Self>) {
         self.telemetry.metrics.clusters.dec();
-        self.telemetry
-            .hub
-            .remove(ActorKind::Cluster, &self.topology.key());
+        self.telemetry.hub.remove(ActorKind::Cluster, &self.key);
         info!(self.logger, "cluster actor stopped");
     }
 }
@@ -415,7 +418,7 @@ impl Handler<SpecChanged> for ClusterActor {
     type Result = ();
 
     fn handle(&mut self, msg: SpecChanged, ctx: &mut Context<Self>) {
-        if msg.0 == self.spec {
+        if msg.0 == *self.spec {
             return;
         }
         info!(self.logger, "spec changed"; "size" => msg.0.size, "version" => &msg.0.version,
@@ -430,7 +433,7 @@ impl Handler<SpecChanged> for ClusterActor {
             self.last_reason = None;
             self.trace_spec_seen();
         }
-        self.spec = msg.0;
+        self.spec = Arc::new(msg.0);
         self.cadence.reset();
         self.tick_soon(ctx);
     }

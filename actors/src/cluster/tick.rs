@@ -25,11 +25,11 @@ pub(crate) struct TickJob {
     pub members: Addr<MemberClient>,
     pub probe: HealthProbe,
     pub topology: Topology,
-    pub spec: DesiredCluster,
+    pub spec: Arc<DesiredCluster>,
     pub state: State,
     pub deadlines: Deadlines,
     /// The status published last, to skip writes that change nothing.
-    pub last_status: Option<StatusReport>,
+    pub last_status: Option<Arc<StatusReport>>,
     /// The reason this actor published last, to raise a refusal's Event once (a fresh
     /// actor compares with the reason in the object's status instead).
     pub last_reason: Option<Reason>,
@@ -102,7 +102,7 @@ impl TickJob {
             // An Event that cannot be written must not stop the lifecycle.
             let _ = kube.record_event(event).await;
         }
-        let status_error = if self.last_status.as_ref() != Some(&status) {
+        let status_error = if self.last_status.as_deref() != Some(&status) {
             kube.publish_status(&status)
                 .await
                 .err()

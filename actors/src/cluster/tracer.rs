@@ -14,10 +14,9 @@ impl ClusterActor {
     /// Starts the cluster's trace: its spec is seen now.
     pub(super) fn trace_spec_seen(&mut self) {
         self.trail = Trail::default();
-        let key = self.topology.key();
         self.telemetry
             .hub
-            .step(&key, Step::SpecSeen, None, unix_ms());
+            .step(&self.key, Step::SpecSeen, None, unix_ms());
     }
 
     /// Records the steps a tick shows: what it saw at `observed`, and did.
@@ -31,13 +30,12 @@ impl ClusterActor {
         self.trail = trail;
         let now = unix_ms();
         let observed_ms = now.saturating_sub(observed.elapsed().as_millis());
-        let key = self.topology.key();
         for f in found {
             let at = match f.at {
                 At::Observed => observed_ms,
                 At::Acted => now,
             };
-            self.telemetry.hub.step(&key, f.step, f.member, at);
+            self.telemetry.hub.step(&self.key, f.step, f.member, at);
         }
     }
 }
