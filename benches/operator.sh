@@ -53,3 +53,23 @@ operator_delete() {
     kubectl -n "$NS" delete etcd "$1" >/dev/null
     poll "the pods of $1 to be deleted" no_pods "$1"
 }
+
+# The base URL of the HTTP server of the operator's leader (the holder of its Lease).
+operator_url() {
+    local holder ip
+    holder=$(kubectl -n etcd-operator get lease etcd-operator -o jsonpath='{.spec.holderIdentity}' 2>/dev/null) || return 1
+    ip=$(kubectl -n etcd-operator get pod "$holder" -o jsonpath='{.status.podIP}' 2>/dev/null) || return 1
+    [[ -n $ip ]] && echo "http://$ip:8080"
+}
+
+# Milliseconds since the Unix epoch, by this machine's clock (the local environment's
+# pods, the operator's among them, are processes on this machine: the same clock).
+now_ms() { date +%s%3N; }
+
+# The leader's step trace (`/debug/trace`, JSON) with the query $1 (e.g. "?cluster=NS/NAME");
+# fails when the leader cannot be found or does not answer.
+operator_trace_json() {
+    local url
+    url=$(operator_url) || return 1
+    curl -sf --max-time 5 "$url/debug/trace${1:-}"
+}

@@ -204,26 +204,11 @@ operator_repod() {
     operator_steps_since repod1 "$name" "$deleted"
 }
 
-# The base URL of the HTTP server of the operator's leader (the holder of its Lease).
-operator_url() {
-    local holder ip
-    holder=$(kubectl -n etcd-operator get lease etcd-operator -o jsonpath='{.spec.holderIdentity}' 2>/dev/null) || return 1
-    ip=$(kubectl -n etcd-operator get pod "$holder" -o jsonpath='{.status.podIP}' 2>/dev/null) || return 1
-    [[ -n $ip ]] && echo "http://$ip:8080"
-}
-
-# Milliseconds since the Unix epoch, by this machine's clock (the local environment's
-# pods, the operator's among them, are processes on this machine: the same clock).
-now_ms() { date +%s%3N; }
 APPLIED_MS=""   # when the last operator_create applied its EtcdCluster
 
 # The leader's step trace of EtcdCluster $1, as `/debug/trace` serves it after "?cluster=
 # NS/$1" (e.g. "&summary=1"); fails when the leader cannot be found or does not answer.
-trace_of() {
-    local url
-    url=$(operator_url) || return 1
-    curl -sf --max-time 5 "$url/debug/trace?cluster=$NS/$1${2:-}"
-}
+trace_of() { operator_trace_json "?cluster=$NS/$1${2:-}"; }
 
 # Adds the leader's step trace of EtcdCluster $2 to OSTEPS under scenario $1, each step's
 # ms since the spec was seen, and a first row: the ms from the apply to the spec seen (a
