@@ -254,6 +254,9 @@ impl ClusterActor {
                     deadline,
                 } = *done;
                 metrics.tick_seconds.observe(elapsed.as_secs_f64());
+                // Every action's log line names the decision's reason: a tick that acts
+                // within one phase logs no transition to say why.
+                let reason = decision.why.reason.as_str();
                 for o in &outcomes {
                     let outcome = match o.result {
                         ActionResult::Done { .. } => "ok",
@@ -269,14 +272,15 @@ impl ClusterActor {
                         .inc();
                     match &o.result {
                         ActionResult::Done { note, .. } => {
-                            info!(self.logger, "{}", note; "action" => o.action.kind())
+                            info!(self.logger, "{}", note; "action" => o.action.kind(), "reason" => reason)
                         }
                         ActionResult::NotYet { error } => {
                             info!(self.logger, "etcd is not ready for this step yet; retrying";
-                                "action" => o.action.kind(), "error" => error)
+                                "action" => o.action.kind(), "reason" => reason, "error" => error)
                         }
                         ActionResult::Failed { error } => {
-                            warn!(self.logger, "action failed"; "action" => o.action.kind(), "error" => error)
+                            warn!(self.logger, "action failed"; "action" => o.action.kind(),
+                                "reason" => reason, "error" => error)
                         }
                     }
                 }
