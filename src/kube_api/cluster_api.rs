@@ -695,15 +695,14 @@ impl ClusterApi for KubeClusterApi {
         record_trust(&mut pod, self.tls.trust(&cluster).await?.as_deref());
         if self.create_if_missing(&cluster, Kind::Pod, &pod).await? == Created::New {
             match &member.prepared_with {
-                Some(peers) => {
-                    self.expectations.created_prepared(&member.name, peers);
-                    // Until the cache shows it, the joiner is seen at the version it was
-                    // made with: the decision adds it, and never takes it for a leftover.
-                    let version = member.version.to_string();
-                    self.expectations.version_set(&member.name, &version);
-                }
+                Some(peers) => self.expectations.created_prepared(&member.name, peers),
                 None => self.expectations.created(&member.name),
             }
+            // Until the cache shows it, the pod is seen at the version it was made with: a
+            // joiner is added, never taken for a leftover, and a seed is not taken for one
+            // built for another version (and deleted as stale).
+            let version = member.version.to_string();
+            self.expectations.version_set(&member.name, &version);
         }
         Ok(())
     }

@@ -647,6 +647,22 @@ async fn a_prepared_joiner_the_cache_does_not_show_yet_is_observed_as_one_at_its
 }
 
 #[tokio::test]
+async fn a_seed_the_cache_does_not_show_yet_is_observed_at_the_version_it_was_made_with() {
+    // Seen in benches/fleet.sh: a tick that observed the new seed before the pod cache
+    // showed it took the placeholder's missing version for a seed built for another
+    // version, and deleted the seed it had just made ("RecreatingSeed").
+    let fake = FakeApi::default();
+    let made = pod("foo-bcdfg", "foo", UID);
+    fake.answer("POST", "/api/v1/namespaces/ns/pods", 201, to_json(&made));
+    let api = api_with(&fake, our_services(), vec![]);
+    api.create_member_pod(&seed("foo-bcdfg")).await.unwrap();
+    let view = api.observe().await.unwrap();
+    let seed = view.pods.iter().find(|p| p.name == "foo-bcdfg").unwrap();
+    assert_eq!(seed.version.as_deref(), Some("3.5.35"));
+    assert!(!seed.started && !seed.terminating);
+}
+
+#[tokio::test]
 async fn without_the_operators_image_no_joiner_is_prepared() {
     let fake = FakeApi::default();
     let api = api_with(&fake, our_services(), vec![]);
