@@ -90,6 +90,23 @@ pub(super) fn restart_next(
     let Some(next) = stale.first() else {
         return settled(state, view, spec, actions);
     };
+    // etcd's status answers as soon as a restarted member runs; its pod is Ready for
+    // clients (and counted ready in the status) only at its next readiness probe. The
+    // next member goes only once every member's pod is Ready again.
+    if let Some(m) = view
+        .members
+        .iter()
+        .find(|m| !view.obs.pod(&m.name).is_some_and(|p| p.ready))
+    {
+        let why = Why::new(
+            Reason::WaitingForHealthyMembers,
+            format!(
+                "waiting for member {}'s pod to be Ready before restarting the next member",
+                m.name
+            ),
+        );
+        return settle(state, Phase::Restarting, actions, why);
+    }
     let what = match view.obs.pod(&next.name) {
         Some(p) if trusts_another_bundle(p, spec, view.obs) => {
             "the CA bundle the members trust changed (etcd reads it only when it starts)"

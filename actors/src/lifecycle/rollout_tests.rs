@@ -99,6 +99,19 @@ fn a_restarted_member_is_waited_for_and_comes_back_on_its_volume_while_restartin
 }
 
 #[test]
+fn the_next_member_is_restarted_only_once_every_members_pod_is_ready_again() {
+    // Seen in the e2e rollout on claims: a restarted member answered etcd's status (healthy)
+    // before its pod was Ready, the next member went, and fewer than a quorum were ready.
+    let now = Instant::now();
+    let world = built_from(World::healthy(now, 3, VERSION), &["m1", "m3"], "old");
+    let world = built_from(world, &["m2"], "new").pod("m2", |p| p.ready = false);
+    let d = decide_on(running_state(), world.on_volumes(), 3);
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    assert_eq!(d.state.phase, Phase::Restarting, "{}", d.why.message);
+    assert!(d.why.message.contains("m2"), "{}", d.why.message);
+}
+
+#[test]
 fn no_member_is_restarted_for_a_pod_template_while_another_is_unhealthy() {
     let now = Instant::now();
     let world = built_from(World::healthy(now, 3, VERSION), &["m1", "m2", "m3"], "old")
