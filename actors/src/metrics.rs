@@ -10,6 +10,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use tokio::time::Instant;
 
 use crate::lifecycle::{
     BootstrapRecord, CaRotationStep, MemberHealth, RecoveryRecord, SnapshotSource,
@@ -279,8 +280,12 @@ impl ClusterApi for CountedClusterApi {
         self.counted("record_recovery", self.inner.record_recovery(record).await)
     }
 
-    async fn newest_backup(&self) -> Result<Option<SnapshotSource>, ApiError> {
-        self.counted("newest_backup", self.inner.newest_backup().await)
+    async fn newest_backup(
+        &self,
+        read_since: Option<Instant>,
+    ) -> Result<Option<SnapshotSource>, ApiError> {
+        let answer = self.inner.newest_backup(read_since).await;
+        self.counted("newest_backup", answer)
     }
 }
 

@@ -4,6 +4,7 @@
 
 use async_trait::async_trait;
 use serde::Serialize;
+use tokio::time::Instant;
 
 use crate::lifecycle::{
     BootstrapRecord, CaRotationStep, MemberHealth, MemberView, PodView, Recorded, RecoveryRecord,
@@ -338,8 +339,13 @@ pub trait ClusterApi: Send + Sync + 'static {
     async fn record_recovery(&self, record: &RecoveryRecord) -> Result<(), ApiError>;
     /// The newest verified backup in `spec.recovery.backup`'s store (its metadata checked;
     /// the seed's pod checks the bytes while fetching them); `None` when the spec names no
-    /// store.
-    async fn newest_backup(&self) -> Result<Option<SnapshotSource>, ApiError>;
+    /// store. An answer kept from an earlier lookup is given only when it was read at or
+    /// after `read_since` (a recovery acts only on what the store held once the loss
+    /// began).
+    async fn newest_backup(
+        &self,
+        read_since: Option<Instant>,
+    ) -> Result<Option<SnapshotSource>, ApiError>;
 }
 
 #[cfg(test)]

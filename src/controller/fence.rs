@@ -280,8 +280,11 @@ impl ClusterApi for FencedClusterApi {
         self.inner.record_recovery(record).await
     }
 
-    async fn newest_backup(&self) -> Result<Option<SnapshotSource>, ApiError> {
-        self.inner.newest_backup().await
+    async fn newest_backup(
+        &self,
+        read_since: Option<Instant>,
+    ) -> Result<Option<SnapshotSource>, ApiError> {
+        self.inner.newest_backup(read_since).await
     }
 }
 

@@ -33,24 +33,72 @@ pub(crate) struct BackupLookups {
 
 impl BackupLookups {
     /// The newest backup in `backup`'s store (the Secret read from `namespace`); the last
-    /// answer while it is recent and the store the same.
+    /// answer while it is recent, of the same store, and read at or after `read_since`.
     pub(crate) async fn newest(
         &self,
         client: &Client,
         namespace: &str,
         backup: &RecoveryBackup,
+        read_since: Option<Instant>,
     ) -> Result<SnapshotSource, ApiError> {
-        if let Some((at, store, answer)) =
-            self.last.lock().unwrap_or_else(|p| p.into_inner()).as_ref()
-            && at.elapsed() < LOOKUP_TTL
-            && store == backup
-        {
-            return answer.clone();
+        if let Some(answer) = self.kept(backup, read_since, Instant::now()) {
+            return answer;
         }
         let answer = lookup(client, namespace, backup).await;
-        *self.last.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some((Instant::now(), backup.clone(), answer.clone()));
+        self.keep(Instant::now(), backup, answer.clone());
         answer
+    }
+
+    fn keep(&self, at: Instant, backup: &RecoveryBackup, answer: Result<SnapshotSource, ApiError>) {
+        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some((at, backup.clone(), answer));
+    }
+
+    /// The kept answer, if it may be given at `now`.
+    fn kept(
+        &self,
+        backup: &RecoveryBackup,
+        read_since: Option<Instant>,
+        now: Instant,
+    ) -> Option<Result<SnapshotSource, ApiError>> {
+        let last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let (at, store, answer) = last.as_ref()?;
+        let recent = now.saturating_duration_since(*at) < LOOKUP_TTL;
+        let since = read_since.is_none_or(|since| *at >= since);
+        (recent && since && store == backup).then(|| answer.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn not_found() -> Result<SnapshotSource, ApiError> {
+        Err(ApiError::NotFound("no snapshot under backups/demo".into()))
+    }
+
+    #[test]
+    fn an_answer_read_before_the_loss_began_is_not_given_for_it() {
+        let lookups = BackupLookups::default();
+        let store = RecoveryBackup::default();
+        let read = Instant::now();
+        lookups.keep(read, &store, not_found());
+        let loss = read + Duration::from_secs(1);
+        let now = loss + Duration::from_secs(1);
+        assert!(lookups.kept(&store, Some(loss), now).is_none());
+        assert!(lookups.kept(&store, Some(read), now).is_some());
+        assert!(lookups.kept(&store, None, now).is_some());
+    }
+
+    #[test]
+    fn an_answer_is_given_again_only_while_recent_and_for_the_same_store() {
+        let lookups = BackupLookups::default();
+        let store = RecoveryBackup::default();
+        let read = Instant::now();
+        lookups.keep(read, &store, not_found());
+        assert!(lookups.kept(&store, None, read + LOOKUP_TTL).is_none());
+        let mut other = store.clone();
+        other.s3.path = "backups/other".into();
+        assert!(lookups.kept(&other, None, read).is_none());
     }
 }
 

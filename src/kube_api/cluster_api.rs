@@ -15,6 +15,7 @@ use kube::runtime::events::Recorder;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
+use tokio::time::Instant;
 
 use etcd_operator_actors::lifecycle::{
     BootstrapRecord, CaRotationStep, Claim, ClaimClass, PodView, RECOVER_ANNOTATION, Recorded,
@@ -854,7 +855,10 @@ impl ClusterApi for KubeClusterApi {
         Ok(())
     }
 
-    async fn newest_backup(&self) -> Result<Option<SnapshotSource>, ApiError> {
+    async fn newest_backup(
+        &self,
+        read_since: Option<Instant>,
+    ) -> Result<Option<SnapshotSource>, ApiError> {
         let cluster = self.cluster()?;
         let Some(backup) = cluster
             .spec
@@ -865,7 +869,7 @@ impl ClusterApi for KubeClusterApi {
             return Ok(None);
         };
         self.backups
-            .newest(&self.client, &self.topology.namespace, backup)
+            .newest(&self.client, &self.topology.namespace, backup, read_since)
             .await
             .map(Some)
     }

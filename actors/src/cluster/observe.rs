@@ -19,6 +19,7 @@ pub(crate) async fn observe(
     probe: &HealthProbe,
     topology: &Topology,
     tls: TlsMode,
+    loss_since: Option<Instant>,
 ) -> Result<Observation, ApiError> {
     let view = kube.observe().await?;
     let endpoints = client_endpoints(&view.pods, topology, tls);
@@ -46,7 +47,7 @@ pub(crate) async fn observe(
         Membership::Unreachable { .. } => BTreeMap::new(),
     };
     let newest_backup = if may_need_a_backup(&view, &membership, &health) {
-        kube.newest_backup()
+        kube.newest_backup(loss_since)
             .await
             .map_err(|e| e.to_string())
             .transpose()
@@ -144,10 +145,7 @@ fn of_this_cluster(health: MemberHealth, cluster_id: u64) -> MemberHealth {
 /// seed starting, a cluster recovering) every live one. Never a prepared joiner whose etcd
 /// waits for its member add: nothing answers there.
 pub(crate) fn client_endpoints(pods: &[PodView], topology: &Topology, tls: TlsMode) -> Vec<String> {
-    let live = || {
-        pods.iter()
-            .filter(|p| !p.is_dead() && !p.awaits_membership())
-    };
+    let live = || pods.iter().filter(|p| p.may_run_a_member());
     let ready: Vec<String> = live()
         .filter(|p| p.ready)
         .map(|p| topology.client_url(&p.name, tls))

@@ -74,6 +74,7 @@ impl TickJob {
             &self.probe,
             &self.topology,
             self.spec.tls,
+            self.state.quorum_lost_since,
         )
         .await
         {

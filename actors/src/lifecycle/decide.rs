@@ -278,7 +278,9 @@ fn without_member_list(
     if !obs.services_present {
         actions.push(Action::EnsureServices);
     }
-    let live: Vec<_> = obs.pods.iter().filter(|p| !p.is_dead()).collect();
+    // A prepared joiner still waiting for its member add is no member: nothing answers
+    // there and it holds no data.
+    let live: Vec<_> = obs.pods.iter().filter(|p| p.may_run_a_member()).collect();
     let block = |state, why: Why, actions| {
         settle(state, Phase::Blocked { reason: why.reason }, actions, why)
     };

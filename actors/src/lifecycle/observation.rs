@@ -102,6 +102,12 @@ impl PodView {
         self.prepared_with.is_some() && !self.started
     }
 
+    /// A pod that runs, or may run, a member: not dead and not a prepared joiner still
+    /// waiting for its member add. Only such a pod may answer, or hold a member's data.
+    pub fn may_run_a_member(&self) -> bool {
+        !self.is_dead() && !self.awaits_membership()
+    }
+
     /// A pod whose member can never come back: failed, succeeded, or being deleted.
     pub(crate) fn is_dead(&self) -> bool {
         matches!(self.phase, PodPhase::Failed | PodPhase::Succeeded) || self.terminating

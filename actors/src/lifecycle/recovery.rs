@@ -28,8 +28,8 @@ use serde::Serialize;
 
 use super::decide::settle;
 use super::{
-    Action, Decision, MemberView, Membership, Observation, Phase, Reason, SnapshotSource, State,
-    Version, Why, check_readable, volumes,
+    Action, Decision, MemberView, Membership, Observation, Phase, PodView, Reason, SnapshotSource,
+    State, Version, Why, check_readable, volumes,
 };
 
 /// The annotation on an EtcdCluster that triggers a recovery whatever `spec.recovery`
@@ -277,13 +277,15 @@ fn listed_loss(obs: &Observation, members: &[MemberView], cluster: &str) -> Opti
 /// No member answers: a loss only when every member's data is gone (no live pod, no
 /// claim that holds data); the members are those the status remembered.
 fn total_loss(obs: &Observation, cluster: &str) -> Option<Loss> {
-    let live = obs.pods.iter().any(|p| !p.is_dead());
+    let live = obs.pods.iter().any(PodView::may_run_a_member);
     let held = obs.claims.values().any(|c| c.phase.holds_data());
     if live || held {
         return None;
     }
+    // A prepared joiner that never ran was never a member: it is not among the lost.
     let mut lost: Vec<String> = obs.recorded.members.clone();
-    lost.extend(obs.pods.iter().map(|p| p.name.clone()));
+    let members = obs.pods.iter().filter(|p| !p.awaits_membership());
+    lost.extend(members.map(|p| p.name.clone()));
     lost.sort();
     lost.dedup();
     Some(Loss {
@@ -369,11 +371,11 @@ pub(super) fn quorum_lost(
         let why = Why::new(reason, format!("{facts}. {}", how_to_trigger(&loss)));
         return blocked(state, why);
     }
-    let waited = state
-        .quorum_lost_since
-        .map(|since| obs.now.saturating_duration_since(since))
-        .unwrap_or_default();
-    if waited < spec.recovery.quorum_loss {
+    let since = state.quorum_lost_since.unwrap_or(obs.now);
+    let waited = obs.now.saturating_duration_since(since);
+    // Never on the tick that first sees the loss, whatever quorumLossSeconds says: what it
+    // read of the backup store may predate the loss; the next tick's was read after.
+    if since == obs.now || waited < spec.recovery.quorum_loss {
         // No countdown in the message: it would rewrite the status on every tick.
         let why = Why::new(
             reason,

@@ -333,6 +333,43 @@ fn from_backup_records_the_newest_backup_and_the_last_known_revision_first() {
     assert_eq!(record.seed, None, "named when it is recorded");
 }
 
+#[test]
+fn a_prepared_joiner_left_from_a_replacement_does_not_keep_a_lost_cluster_from_its_backup() {
+    // The last members went while a replacement's joiner waited for its member add: its
+    // etcd never ran, so it holds nothing and no member answers there.
+    let with_joiner = |now| {
+        let mut obs = total_loss(now, Some(Ok(backup(120, VERSION))));
+        let joiner = World::empty(now).prepared("m4", &["m1", "m2"]).build();
+        obs.pods = joiner.pods;
+        obs
+    };
+    let (_, d) = after_deadline(with_joiner, &spec(RecoveryPolicy::FromBackup));
+    let record = begun(&d);
+    assert_eq!(
+        record.lost,
+        ["m1", "m2", "m3"],
+        "the joiner was never a member"
+    );
+}
+
+#[test]
+fn a_recovery_never_begins_on_the_tick_that_first_sees_the_loss() {
+    // What that tick read of the store may predate the loss (answers are kept a while);
+    // the next tick's was read after it began.
+    let mut spec = spec(RecoveryPolicy::FromBackup);
+    spec.recovery.quorum_loss = Duration::ZERO;
+    let t0 = Instant::now();
+    let first = run(
+        running_state(),
+        &total_loss(t0, Some(Ok(backup(120, VERSION)))),
+        &spec,
+    );
+    assert_idle(&first, Reason::AllMembersLost);
+    let next = total_loss(t0 + Duration::from_secs(1), Some(Ok(backup(120, VERSION))));
+    let d = run(first.state, &next, &spec);
+    assert_eq!(begun(&d).backup, Some(backup(120, VERSION)));
+}
+
 /// The record a recovery from survivor `m1` of a 3-member cluster wrote.
 fn survivor_record(finished: bool) -> RecoveryRecord {
     RecoveryRecord {

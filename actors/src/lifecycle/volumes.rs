@@ -60,7 +60,7 @@ pub(super) fn without_member_list(obs: &Observation, version: &Version) -> Optio
     peers.extend(
         obs.pods
             .iter()
-            .filter(|p| !p.is_dead() && !p.awaits_membership())
+            .filter(|p| p.may_run_a_member())
             .map(|p| p.name.clone()),
     );
     decide(obs, gone, peers.into_iter().collect(), version)

@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use tokio::time::Instant;
 
 use etcd_operator_actors::lifecycle::{
     BootstrapRecord, CaRotationStep, Claim, ClaimPhase, MemberHealth, MemberView, PodPhase,
@@ -881,7 +882,10 @@ impl ClusterApi for FakeCluster {
         Ok(())
     }
 
-    async fn newest_backup(&self) -> Result<Option<SnapshotSource>, ApiError> {
+    async fn newest_backup(
+        &self,
+        _read_since: Option<Instant>,
+    ) -> Result<Option<SnapshotSource>, ApiError> {
         // The fake has no object store.
         Ok(None)
     }
