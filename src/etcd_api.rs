@@ -338,6 +338,14 @@ impl EtcdApi for EtcdClientApi {
         })
         .await
     }
+
+    async fn move_leader(&self, leader: &str, to: u64) -> Result<(), EtcdError> {
+        let endpoints = [leader.to_string()];
+        self.call("move leader", &endpoints, |mut client| async move {
+            client.move_leader(to).await.map(|_| ())
+        })
+        .await
+    }
 }
 
 /// The URLs a client dials for an endpoint list, and the name TLS verifies members by

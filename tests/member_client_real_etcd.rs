@@ -14,7 +14,7 @@ use actix::prelude::*;
 use etcd_operator::etcd_api::EtcdClientApi;
 use etcd_operator_actors::lifecycle::{MemberHealth, MemberView, Version};
 use etcd_operator_actors::member_client::{
-    AddMember, ListMembers, MemberClient, MemberStatus, PromoteMember, RemoveMember,
+    AddMember, ListMembers, MemberClient, MemberStatus, MoveLeader, PromoteMember, RemoveMember,
 };
 use etcd_operator_actors::ports::{AddedMember, EtcdError, EtcdErrorKind, MemberList, NewMember};
 use support::etcd_process::{EtcdProcess, Loopback};
@@ -247,6 +247,38 @@ async fn a_voting_member_added_then_started_is_listed_as_a_second_started_member
     assert_eq!(joined.id, added.id);
     assert_eq!(joined.client_urls, vec![m2.client_url()]);
     assert!(members.iter().all(|m| !m.is_learner));
+}
+
+#[actix_rt::test]
+async fn the_leader_hands_leadership_to_the_member_named_and_a_follower_cannot() {
+    let (net, seed, client, endpoints) = start_seed_cluster().await;
+    let added = add(&client, &endpoints, &net.peer_url(2), false)
+        .await
+        .expect("member add succeeds");
+    let m2 = join_the_seed(&net, "m2").await;
+    wait_started(&client, &endpoints, 2).await;
+    let seed_id = status(&client, &seed.client_url()).await.leader;
+    assert_ne!(seed_id, Some(added.id), "the seed leads first");
+
+    let from_follower = MoveLeader {
+        leader: m2.client_url(),
+        to: added.id,
+    };
+    let refused = ask(&client, from_follower).await;
+    eprintln!("move-leader asked of a follower: {refused:?}");
+    assert!(refused.is_err());
+
+    let from_leader = MoveLeader {
+        leader: seed.client_url(),
+        to: added.id,
+    };
+    ask(&client, from_leader)
+        .await
+        .expect("the leader hands over");
+    for member in [&seed, &m2] {
+        let health = status(&client, &member.client_url()).await;
+        assert_eq!(health.leader, Some(added.id), "{health:?}");
+    }
 }
 
 #[actix_rt::test]

@@ -74,6 +74,16 @@ pub struct PromoteMember {
     pub id: u64,
 }
 
+/// `move-leader`.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<(), EtcdError>")]
+pub struct MoveLeader {
+    /// The leader's client URL (only the leader may hand leadership over).
+    pub leader: String,
+    /// The member ID of the new leader.
+    pub to: u64,
+}
+
 /// `endpoint status` of one member.
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "Result<MemberHealth, EtcdError>")]
@@ -115,6 +125,15 @@ impl Handler<PromoteMember> for MemberClient {
     fn handle(&mut self, msg: PromoteMember, _: &mut Context<Self>) -> Self::Result {
         let api = self.api.clone();
         self.serialized(async move { api.promote(&msg.endpoints, msg.id).await })
+    }
+}
+
+impl Handler<MoveLeader> for MemberClient {
+    type Result = AtomicResponse<Self, Result<(), EtcdError>>;
+
+    fn handle(&mut self, msg: MoveLeader, _: &mut Context<Self>) -> Self::Result {
+        let api = self.api.clone();
+        self.serialized(async move { api.move_leader(&msg.leader, msg.to).await })
     }
 }
 

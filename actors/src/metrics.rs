@@ -335,4 +335,8 @@ impl EtcdApi for CountedEtcdApi {
     async fn status(&self, endpoint: &str) -> Result<MemberHealth, EtcdError> {
         self.counted("status", self.inner.status(endpoint).await)
     }
+
+    async fn move_leader(&self, leader: &str, to: u64) -> Result<(), EtcdError> {
+        self.counted("move_leader", self.inner.move_leader(leader, to).await)
+    }
 }

@@ -132,6 +132,9 @@ pub trait EtcdApi: Send + Sync + 'static {
     async fn promote(&self, endpoints: &[String], id: u64) -> Result<(), EtcdError>;
     /// `endpoint status` of one member.
     async fn status(&self, endpoint: &str) -> Result<MemberHealth, EtcdError>;
+    /// `move-leader`: the leader, reached at its client URL `leader` (only the leader
+    /// may hand leadership over), makes voting member `to` the leader; returns once it is.
+    async fn move_leader(&self, leader: &str, to: u64) -> Result<(), EtcdError>;
 }
 
 /// A Kubernetes API call that failed: what callers act on, each with the message for

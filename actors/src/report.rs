@@ -236,6 +236,7 @@ fn event_reason(action: &Action) -> &'static str {
         Action::RestartMember { .. } => "MemberRestarted",
         Action::ExpandClaim { .. } => "ClaimExpanded",
         Action::PromoteLearner { .. } => "LearnerPromoted",
+        Action::MoveLeader { .. } => "LeaderMoved",
         Action::RemoveMember { .. } => "MemberRemoved",
         Action::DeletePod { .. } => "PodDeleted",
         Action::RecreatePod { .. } => "PodRecreated",

@@ -331,6 +331,11 @@ impl EtcdApi for FencedEtcdApi {
     async fn status(&self, endpoint: &str) -> Result<MemberHealth, EtcdError> {
         self.inner.status(endpoint).await
     }
+
+    async fn move_leader(&self, leader: &str, to: u64) -> Result<(), EtcdError> {
+        self.pass(&format!("move etcd leadership to member {to:x}"))?;
+        self.inner.move_leader(leader, to).await
+    }
 }
 
 #[cfg(test)]

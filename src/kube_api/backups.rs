@@ -68,39 +68,6 @@ impl BackupLookups {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn not_found() -> Result<SnapshotSource, ApiError> {
-        Err(ApiError::NotFound("no snapshot under backups/demo".into()))
-    }
-
-    #[test]
-    fn an_answer_read_before_the_loss_began_is_not_given_for_it() {
-        let lookups = BackupLookups::default();
-        let store = RecoveryBackup::default();
-        let read = Instant::now();
-        lookups.keep(read, &store, not_found());
-        let loss = read + Duration::from_secs(1);
-        let now = loss + Duration::from_secs(1);
-        assert!(lookups.kept(&store, Some(loss), now).is_none());
-        assert!(lookups.kept(&store, Some(read), now).is_some());
-        assert!(lookups.kept(&store, None, now).is_some());
-    }
-
-    #[test]
-    fn an_answer_is_given_again_only_while_recent_and_for_the_same_store() {
-        let lookups = BackupLookups::default();
-        let store = RecoveryBackup::default();
-        let read = Instant::now();
-        lookups.keep(read, &store, not_found());
-        assert!(lookups.kept(&store, None, read + LOOKUP_TTL).is_none());
-        let mut other = store.clone();
-        other.s3.path = "backups/other".into();
-        assert!(lookups.kept(&other, None, read).is_none());
-    }
-}
 
 fn refused(refusal: Refusal) -> ApiError {
     ApiError::Other(format!("{} ({})", refusal.message, refusal.reason))
@@ -143,4 +110,38 @@ async fn lookup(
         etcd_version: metadata.etcd_version,
         revision: metadata.revision,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn not_found() -> Result<SnapshotSource, ApiError> {
+        Err(ApiError::NotFound("no snapshot under backups/demo".into()))
+    }
+
+    #[test]
+    fn an_answer_read_before_the_loss_began_is_not_given_for_it() {
+        let lookups = BackupLookups::default();
+        let store = RecoveryBackup::default();
+        let read = Instant::now();
+        lookups.keep(read, &store, not_found());
+        let loss = read + Duration::from_secs(1);
+        let now = loss + Duration::from_secs(1);
+        assert!(lookups.kept(&store, Some(loss), now).is_none());
+        assert!(lookups.kept(&store, Some(read), now).is_some());
+        assert!(lookups.kept(&store, None, now).is_some());
+    }
+
+    #[test]
+    fn an_answer_is_given_again_only_while_recent_and_for_the_same_store() {
+        let lookups = BackupLookups::default();
+        let store = RecoveryBackup::default();
+        let read = Instant::now();
+        lookups.keep(read, &store, not_found());
+        assert!(lookups.kept(&store, None, read + LOOKUP_TTL).is_none());
+        let mut other = store.clone();
+        other.s3.path = "backups/other".into();
+        assert!(lookups.kept(&other, None, read).is_none());
+    }
 }

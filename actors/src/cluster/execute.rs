@@ -9,7 +9,7 @@ use crate::lifecycle::{
     Version,
 };
 use crate::member_client::{
-    AddMember, ListMembers, MemberClient, PromoteMember, RemoveMember, ask,
+    AddMember, ListMembers, MemberClient, MoveLeader, PromoteMember, RemoveMember, ask,
 };
 use crate::ports::{
     ClusterApi, EtcdError, EtcdErrorKind, EventRecord, EventType, InitialState, MemberPod,
@@ -202,6 +202,15 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
             };
             membership(fx, call, format!("member promote {name}")).await?;
             let note = format!("promoted learner {name} to a voting member");
+            Ok(Done::member(note, name))
+        }
+        Action::MoveLeader { from, to, name } => {
+            let call = MoveLeader {
+                leader: fx.topology.client_url(from, fx.tls),
+                to: *to,
+            };
+            membership(fx, call, format!("move leader {from} -> {name}")).await?;
+            let note = format!("member {name} is the leader now (was {from})");
             Ok(Done::member(note, name))
         }
         Action::RemoveMember { id, name } => {

@@ -109,6 +109,19 @@ pub enum Action {
         /// Member name.
         name: String,
     },
+    /// `move-leader`: the leader hands leadership over to another voting member, before
+    /// its own pod goes. The other members then never go without a leader: etcd's own
+    /// hand-over on SIGTERM may fail or pick a member that just restarted, and an election
+    /// leaves every member without a leader (and unhealthy) for one election timeout or
+    /// more.
+    MoveLeader {
+        /// The leader's name (only the leader may be asked).
+        from: String,
+        /// Member ID of the new leader.
+        to: u64,
+        /// Its name (for logs and events).
+        name: String,
+    },
     /// `member remove`.
     RemoveMember {
         /// etcd member ID.
@@ -219,6 +232,7 @@ impl Action {
             Action::RestartMember { .. } => "restart_member",
             Action::ExpandClaim { .. } => "expand_claim",
             Action::PromoteLearner { .. } => "promote_learner",
+            Action::MoveLeader { .. } => "move_leader",
             Action::RemoveMember { .. } => "remove_member",
             Action::DeletePod { .. } => "delete_pod",
             Action::RecreatePod { .. } => "recreate_pod",

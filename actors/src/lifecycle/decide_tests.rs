@@ -757,15 +757,20 @@ fn upgrade_moves_followers_first_and_the_leader_last() {
     );
     assert!(matches!(d.state.phase, Phase::Upgrading { .. }));
 
-    let d = on_running(
+    let followers_done = || {
         World::healthy(now, 3, "3.4.23")
             .runs(2, "3.5.21")
             .runs(3, "3.5.21")
             .pod("m2", |p| p.version = Some("3.5.21".into()))
-            .pod("m3", |p| p.version = Some("3.5.21".into())),
-        3,
-        "3.5.21",
+            .pod("m3", |p| p.version = Some("3.5.21".into()))
+    };
+    let d = on_running(followers_done(), 3, "3.5.21");
+    assert!(
+        matches!(&d.actions[0], Action::MoveLeader { from, .. } if from == "m1"),
+        "the leader hands leadership over first: {:?}",
+        d.actions
     );
+    let d = on_running(followers_done().led_by(2), 3, "3.5.21");
     assert!(matches!(&d.actions[0], Action::UpgradeMember { name, .. } if name == "m1"));
 }
 

@@ -7,6 +7,7 @@ use tokio::time::Instant;
 use super::*;
 
 /// Builds observations member by member.
+#[derive(Clone)]
 pub(crate) struct World {
     pub(crate) obs: Observation,
     members: Vec<MemberView>,
@@ -105,6 +106,20 @@ impl World {
         self.obs
             .health
             .insert(id, MemberHealth::unreachable("deadline exceeded"));
+        self
+    }
+
+    /// Member `id` reports raft index `index`.
+    pub(crate) fn raft_index(mut self, id: u64, index: u64) -> Self {
+        self.obs.health.get_mut(&id).unwrap().raft_index = Some(index);
+        self
+    }
+
+    /// Every member that answers names member `id` its leader.
+    pub(crate) fn led_by(mut self, id: u64) -> Self {
+        for health in self.obs.health.values_mut().filter(|h| h.reachable) {
+            health.leader = Some(id);
+        }
         self
     }
 

@@ -5,6 +5,7 @@ mod action;
 mod bootstrap;
 mod crash;
 mod decide;
+mod leadership;
 mod observation;
 mod pace;
 mod reason;

@@ -66,6 +66,8 @@ reasons! {
     ReplacingBrokenMember,
     /// A member gets a pod built from a changed pod template (a rolling restart).
     RestartingMember,
+    /// The leader hands leadership over to another member before its own restart.
+    MovingLeader,
     /// A CA rotation moves to its next step, or waits for the members to reach the
     /// current one.
     RotatingCa = "RotatingCA",

@@ -16,7 +16,7 @@ use super::decide::{ClusterView, settle};
 use super::tls::{RotationStep, is_stale, rotation, trusts_another_bundle};
 use super::volumes::on_a_volume;
 use super::{Action, Decision, DesiredCluster, Observation, Phase, PodView, Reason, State, Why};
-use super::{crash, transition};
+use super::{crash, leadership, transition};
 
 /// A crash-looping pod built from an older template, when recreating it is safe without
 /// a member list: its member is on a volume. Checked before anything needs etcd, since a
@@ -127,6 +127,18 @@ pub(super) fn restart_next(
             ),
         );
         return settle(state, Phase::Running, actions, why);
+    }
+    if let Some(hand_over) = leadership::hand_over(view, next) {
+        let why = Why::new(
+            Reason::MovingLeader,
+            format!(
+                "{what}: member {} is the leader and the last to restart; it hands                  leadership over first",
+                next.name
+            ),
+        );
+        let mut actions = actions;
+        actions.push(hand_over);
+        return settle(state, Phase::Restarting, actions, why);
     }
     let how = if on_volume {
         "it comes back on its volume as the same member"

@@ -61,7 +61,10 @@ fn a_changed_pod_template_restarts_followers_one_at_a_time_on_their_volumes_and_
 
     let world = built_from(World::healthy(now, 3, VERSION), &["m1"], "old");
     let world = built_from(world, &["m2", "m3"], "new");
-    let d = decide_on(d.state, world.on_volumes(), 3);
+    let d = decide_on(d.state, world.clone().on_volumes(), 3);
+    assert_eq!(d.why.reason, Reason::MovingLeader, "{}", d.why.message);
+
+    let d = decide_on(d.state, world.led_by(2).on_volumes(), 3);
     deletes(&d, "m1", Reason::RestartingMember);
 
     let world = built_from(World::healthy(now, 3, VERSION), &["m1", "m2", "m3"], "new");
@@ -109,6 +112,29 @@ fn the_next_member_is_restarted_only_once_every_members_pod_is_ready_again() {
     assert!(d.actions.is_empty(), "{:?}", d.actions);
     assert_eq!(d.state.phase, Phase::Restarting, "{}", d.why.message);
     assert!(d.why.message.contains("m2"), "{}", d.why.message);
+}
+
+#[test]
+fn the_leader_hands_leadership_to_the_member_furthest_along_before_its_own_restart() {
+    // Seen in the e2e rollout on claims: the leader's pod went as a leader, and for about
+    // two seconds the other members answered "no leader" (fewer than a quorum ready).
+    let now = Instant::now();
+    let world = built_from(World::healthy(now, 3, VERSION), &["m1"], "old");
+    let mut world = built_from(world, &["m2", "m3"], "new");
+    for (id, index) in [(1, 90), (2, 80), (3, 85)] {
+        world = world.raft_index(id, index);
+    }
+    let d = decide_on(running_state(), world.on_volumes(), 3);
+    assert_eq!(d.why.reason, Reason::MovingLeader, "{}", d.why.message);
+    assert_eq!(
+        d.actions,
+        vec![Action::MoveLeader {
+            from: "m1".into(),
+            to: 3,
+            name: "m3".into()
+        }]
+    );
+    assert_eq!(d.state.phase, Phase::Restarting);
 }
 
 #[test]

@@ -135,10 +135,17 @@ fn members_restart_onto_the_new_bundle_one_at_a_time_before_leaves_are_reissued(
     assert_eq!(d.why.reason, Reason::RestartingMember);
     assert!(d.why.message.contains("CA bundle"), "{}", d.why.message);
 
-    // m2 and m3 done, the leader m1 still on the old bundle: restarted last.
+    // m2 and m3 done, the leader m1 still on the old bundle: restarted last, once it
+    // handed leadership over.
     let d = decide_on(
         d.state,
         world(["t1", "t2", "t2"], "t2", trusting.clone()),
+        TlsMode::Auto,
+    );
+    assert_eq!(d.why.reason, Reason::MovingLeader, "{}", d.why.message);
+    let d = decide_on(
+        d.state,
+        world(["t1", "t2", "t2"], "t2", trusting.clone()).led_by(2),
         TlsMode::Auto,
     );
     assert_eq!(d.actions, vec![Action::RecreatePod { name: "m1".into() }]);

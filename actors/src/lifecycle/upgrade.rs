@@ -9,11 +9,11 @@
 //! than the version rolled back to.
 
 use super::decide::{ClusterView, settle};
-use super::rollout;
 use super::{
     Action, Deadlines, Decision, DesiredCluster, MemberView, Observation, Phase, PodView, Reason,
     State, UpgradePath, Version, Why,
 };
+use super::{leadership, rollout};
 
 /// Starts or clears the timers of upgraded pods: a pod with an upgrade mark is timed
 /// until its member is healthy on the pod's version (`healthy_on_own_version`).
@@ -216,6 +216,18 @@ fn step_toward(
         .filter(|m| runs(m) != Some(target))
         .min_by_key(|m| (Some(m.id) == view.leader, m.name.clone()))
         .expect("a version step has a member that does not run the target version");
+    if let Some(hand_over) = leadership::hand_over(view, next) {
+        let why = Why::new(
+            Reason::MovingLeader,
+            format!(
+                "member {} is the leader and the last to move to {target}; it hands \
+                 leadership over first",
+                next.name
+            ),
+        );
+        actions.push(hand_over);
+        return settle(state, phase, actions, why);
+    }
     let from = runs(next).cloned().unwrap_or_else(|| target.clone());
     let (action, why) = if &from > target {
         (

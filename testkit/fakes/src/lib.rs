@@ -75,6 +75,8 @@ pub struct CallCounts {
     pub remove: u64,
     /// `EtcdApi::promote`, failed calls included.
     pub promote: u64,
+    /// `EtcdApi::move_leader`.
+    pub move_leader: u64,
     /// `EtcdApi::status`.
     pub status: u64,
     /// Most etcd calls (of any kind) in flight at once.
@@ -123,6 +125,8 @@ struct World {
     /// can: a network split between the operator and one member.
     cut_off: Vec<String>,
     calls: CallCounts,
+    /// The member a `move_leader` made the leader, while it serves.
+    moved_leader: Option<u64>,
     /// Members keep their data on claims (`persistentVolumeClaimSpec`), by member name.
     claims: Option<BTreeMap<String, Claim>>,
     etcd_in_flight: usize,
@@ -170,12 +174,18 @@ impl World {
             .any(|name| self.serving(&name) && !self.cut_off.contains(&name))
     }
 
+    /// The leader: the member leadership was moved to while it serves, else the serving
+    /// voter with the lowest ID.
     fn leader(&self) -> Option<u64> {
-        self.members
+        let voters = self
+            .members
             .iter()
             .filter(|m| m.started() && !m.is_learner && self.serving(&m.name))
-            .map(|m| m.id)
-            .min()
+            .map(|m| m.id);
+        match self.moved_leader {
+            Some(id) if voters.clone().any(|v| v == id) => Some(id),
+            _ => voters.min(),
+        }
     }
 }
 
@@ -626,6 +636,36 @@ impl EtcdApi for FakeCluster {
         if let Some(m) = w.members.iter_mut().find(|m| m.id == id) {
             m.is_learner = false;
         }
+        Ok(())
+    }
+
+    async fn move_leader(&self, leader: &str, to: u64) -> Result<(), EtcdError> {
+        self.lock().calls.move_leader += 1;
+        let _call = self.enter("move leader", true).await?;
+        let mut w = self.lock();
+        let current = w.leader();
+        let asked = host_label(leader);
+        let is_leader = w
+            .members
+            .iter()
+            .any(|m| Some(m.id) == current && asked.as_deref() == Some(m.name.as_str()));
+        if !w.any_answers(&[leader.to_string()]) {
+            return Err(etcd_error(EtcdErrorKind::Unavailable));
+        }
+        if !is_leader {
+            return Err(EtcdError::new(
+                EtcdErrorKind::Rejected,
+                "etcdserver: not leader",
+            ));
+        }
+        let target = w.members.iter().find(|m| m.id == to);
+        if !target.is_some_and(|m| !m.is_learner && w.serving(&m.name)) {
+            return Err(EtcdError::new(
+                EtcdErrorKind::Rejected,
+                "etcdserver: bad leader transferee",
+            ));
+        }
+        w.moved_leader = Some(to);
         Ok(())
     }
 
