@@ -110,10 +110,9 @@ pub enum Action {
         name: String,
     },
     /// `move-leader`: the leader hands leadership over to another voting member, before
-    /// its own pod goes. The other members then never go without a leader: etcd's own
-    /// hand-over on SIGTERM may fail or pick a member that just restarted, and an election
-    /// leaves every member without a leader (and unhealthy) for one election timeout or
-    /// more.
+    /// its own pod goes. The other members then never go without a leader: nothing waits
+    /// for etcd's own hand-over on SIGTERM, and an election leaves every member without a
+    /// leader (and unhealthy) for an election timeout or more.
     MoveLeader {
         /// The leader's name (only the leader may be asked).
         from: String,

@@ -1,12 +1,12 @@
 //! The leader's restart without an election: before the leader's member is restarted
 //! (a rolling restart, an upgrade), leadership is handed to another member.
 //!
-//! etcd hands leadership over by itself when it is stopped with SIGTERM, but to the
-//! member it has been connected to longest, with a bounded wait; when that fails, or the
-//! leader is killed, the others first notice after an election timeout and then elect,
-//! and meanwhile every member answers "no leader" and serves no request. Asked of the
-//! running leader, `move-leader` makes a member of the operator's choice the leader
-//! within a few heartbeats, and the leader's restart that follows is a follower's.
+//! etcd tries to hand leadership over by itself when it is stopped with SIGTERM, but
+//! nothing waits for that; when it does not happen in time, or the leader is killed, the
+//! others notice only after an election timeout and then elect, and meanwhile every
+//! member answers "no leader" and serves no request. Asked of the running leader,
+//! `move-leader` makes a member of the operator's choice the leader and returns once it
+//! leads; the leader's restart that follows is a follower's.
 
 use super::decide::ClusterView;
 use super::{Action, MemberView};
