@@ -177,6 +177,12 @@ pub struct RunArgs {
     /// halts and the member is rolled back.
     #[arg(long, default_value_t = 60)]
     pub upgraded_member_deadline_s: u64,
+    /// Seconds every member's pod must have been Ready, its address published, before a
+    /// rolling restart restarts the next member: at least the cluster DNS's TTL (a
+    /// restarted member's new address reaches the others only once their cached answers
+    /// expire; CoreDNS's kubernetes plugin: 5 by default, kubeadm sets 30).
+    #[arg(long, default_value_t = 30)]
+    pub restart_settle_s: u64,
     /// Elect a leader through a Lease so only one replica acts.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_elect: bool,
@@ -227,6 +233,7 @@ impl RunArgs {
                     unstarted_member: Duration::from_secs(self.unstarted_member_deadline_s),
                     unhealthy_member: Duration::from_secs(self.unhealthy_member_deadline_s),
                     upgraded_member: Duration::from_secs(self.upgraded_member_deadline_s),
+                    restart_settle: Duration::from_secs(self.restart_settle_s),
                 },
             },
             lease: LeaseSettings {

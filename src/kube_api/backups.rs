@@ -68,7 +68,6 @@ impl BackupLookups {
     }
 }
 
-
 fn refused(refusal: Refusal) -> ApiError {
     ApiError::Other(format!("{} ({})", refusal.message, refusal.reason))
 }

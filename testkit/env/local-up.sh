@@ -73,8 +73,13 @@ bash testkit/env/nodes.sh up
 echo "== kube-proxy and CoreDNS"
 bash testkit/env/cluster-net.sh up
 
-echo "== installing the operator: kubectl apply -f manifests/ with image $image"
+# A rolling restart waits, after each member's restart, for the cluster DNS's cached
+# answers to expire (--restart-settle-s, 30 by default for kubeadm's TTL): here the TTL
+# is cluster-net.sh's COREDNS_TTL, so one second more than that.
+settle=$(( ${COREDNS_TTL:-5} + 1 ))
+echo "== installing the operator: kubectl apply -f manifests/ with image $image, --restart-settle-s=$settle"
 kubectl set image --local -f manifests/30-deployment.yaml "operator=$image" -o yaml |
+  sed "s/--restart-settle-s=[0-9]*/--restart-settle-s=$settle/" |
   kubectl apply -f - >/dev/null
 if ! kubectl -n etcd-operator rollout status deploy/etcd-operator --timeout=180s; then
   kubectl -n etcd-operator get pods -o wide >&2

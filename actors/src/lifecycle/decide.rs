@@ -577,7 +577,7 @@ fn with_member_list(
     if view.members.len() != size {
         return scale(state, view, size, (&join_version, joiner), scaling);
     }
-    upgrade::upgrade(state, view, target, spec)
+    upgrade::upgrade(state, view, target, (spec, deadlines))
 }
 
 /// Members restarted on their volumes (or waited for): part of a rolling restart, or a

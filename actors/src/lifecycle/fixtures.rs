@@ -1,6 +1,7 @@
 //! Test fixtures: a small builder for observations of a cluster named `demo`.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -285,6 +286,15 @@ pub(crate) fn assert_idle(d: &Decision, reason: Reason) {
 }
 
 /// A state that has already seen the cluster running.
+/// Deadlines for tests whose ticks do not advance the clock: no settle between the
+/// restarts of a rolling restart (it has tests of its own).
+pub(crate) fn unsettled_deadlines() -> Deadlines {
+    Deadlines {
+        restart_settle: Duration::ZERO,
+        ..Deadlines::default()
+    }
+}
+
 pub(crate) fn running_state() -> State {
     State {
         phase: Phase::Running,

@@ -132,6 +132,13 @@ pub fn next_deadline(
                 .quorum_lost_since
                 .iter()
                 .map(|s| after(s, spec.recovery.quorum_loss)),
+        )
+        .chain(
+            state
+                .settled_since
+                .iter()
+                .map(|s| after(s, deadlines.restart_settle))
+                .filter(|at| *at > obs.now),
         );
     let certificates = obs.tls.next_event_in.map(|wait| obs.now + wait);
     timers.chain(certificates).min()

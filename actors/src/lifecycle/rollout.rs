@@ -15,7 +15,10 @@
 use super::decide::{ClusterView, settle};
 use super::tls::{RotationStep, is_stale, rotation, trusts_another_bundle};
 use super::volumes::on_a_volume;
-use super::{Action, Decision, DesiredCluster, Observation, Phase, PodView, Reason, State, Why};
+use super::{
+    Action, Deadlines, Decision, DesiredCluster, MemberView, Observation, Phase, PodView, Reason,
+    State, Why,
+};
 use super::{crash, leadership, transition};
 
 /// A crash-looping pod built from an older template, when recreating it is safe without
@@ -72,9 +75,9 @@ fn recreate_crash_looping(state: State, pod: &PodView) -> Decision {
 /// all healthy and match the spec's size and version; `Running` when none is left or
 /// none may go.
 pub(super) fn restart_next(
-    state: State,
+    mut state: State,
     view: &ClusterView<'_>,
-    spec: &DesiredCluster,
+    (spec, deadlines): (&DesiredCluster, &Deadlines),
     actions: Vec<Action>,
 ) -> Decision {
     let mut stale: Vec<_> = view
@@ -88,23 +91,10 @@ pub(super) fn restart_next(
         .collect();
     stale.sort_by_key(|m| (Some(m.id) == view.leader, m.name.clone()));
     let Some(next) = stale.first() else {
+        state.settled_since = None;
         return settled(state, view, spec, actions);
     };
-    // etcd's status answers as soon as a restarted member runs; its pod is Ready for
-    // clients (and counted ready in the status) only at its next readiness probe. The
-    // next member goes only once every member's pod is Ready again.
-    if let Some(m) = view
-        .members
-        .iter()
-        .find(|m| !view.obs.pod(&m.name).is_some_and(|p| p.ready))
-    {
-        let why = Why::new(
-            Reason::WaitingForHealthyMembers,
-            format!(
-                "waiting for member {}'s pod to be Ready before restarting the next member",
-                m.name
-            ),
-        );
+    if let Some(why) = unsettled(&mut state, view, deadlines) {
         return settle(state, Phase::Restarting, actions, why);
     }
     let what = match view.obs.pod(&next.name) {
@@ -159,7 +149,51 @@ pub(super) fn restart_next(
     actions.push(Action::RecreatePod {
         name: next.name.clone(),
     });
+    state.settled_since = None;
     settle(state, Phase::Restarting, actions, why)
+}
+
+/// Why the next member may not go yet, if it may not. etcd's status answers as soon as a
+/// restarted member runs; its pod is Ready for clients (and counted ready in the status)
+/// only at its next readiness probe, and its new address is in the cluster DNS only once
+/// published, and in every member's answers only once the DNS's cached answers expire.
+/// So every member's pod must be Ready and published, and after a restart of this
+/// rollout (the phase is `Restarting`), have been so for [`Deadlines::restart_settle`].
+fn unsettled(state: &mut State, view: &ClusterView<'_>, deadlines: &Deadlines) -> Option<Why> {
+    let pod = |m: &MemberView| view.obs.pod(&m.name);
+    if let Some(m) = view
+        .members
+        .iter()
+        .find(|m| !pod(m).is_some_and(|p| p.ready && p.published))
+    {
+        state.settled_since = None;
+        return Some(Why::new(
+            Reason::WaitingForHealthyMembers,
+            format!(
+                "waiting for member {}'s pod to be Ready, with its address in the cluster DNS, \
+                 before restarting the next member",
+                m.name
+            ),
+        ));
+    }
+    if state.phase != Phase::Restarting {
+        state.settled_since = None;
+        return None;
+    }
+    let now = view.obs.now;
+    let since = *state.settled_since.get_or_insert(now);
+    let settle = deadlines.restart_settle;
+    (now.saturating_duration_since(since) < settle).then(|| {
+        Why::new(
+            Reason::WaitingForHealthyMembers,
+            format!(
+                "every member's pod is Ready; the next member is restarted once they have \
+                 been for {}s (the cluster DNS may still answer a restarted member's name \
+                 with its old address)",
+                settle.as_secs()
+            ),
+        )
+    })
 }
 
 /// Every member runs the current template and trust: the next step of a CA rotation when

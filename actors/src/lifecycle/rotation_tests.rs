@@ -4,7 +4,7 @@
 
 use tokio::time::Instant;
 
-use super::fixtures::{World, running_state};
+use super::fixtures::{World, running_state, unsettled_deadlines};
 use super::tls::{RotationStep, rotation};
 use super::*;
 
@@ -48,7 +48,7 @@ fn at(step: Option<CaRotationStep>) -> CaRotationView {
 }
 
 fn decide_on(state: State, world: World, mode: TlsMode) -> Decision {
-    decide(state, &world.build(), &spec(mode), &Deadlines::default())
+    decide(state, &world.build(), &spec(mode), &unsettled_deadlines())
 }
 
 fn advances(d: &Decision, from: Option<CaRotationStep>, to: Option<CaRotationStep>) {

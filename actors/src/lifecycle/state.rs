@@ -100,6 +100,13 @@ pub struct Deadlines {
     /// A member whose image was upgraded must be healthy on the new version within this
     /// time, else the upgrade halts and the member is rolled back.
     pub upgraded_member: Duration,
+    /// In a rolling restart, how long every member's pod must have been Ready with its
+    /// address published before the next member goes. A restarted member's new pod has a
+    /// new address, and the cluster DNS may answer its name with the old one (or none)
+    /// for its TTL: a member still dialing the old address cannot reach it, and when the
+    /// next member goes, the members left may not form a quorum. At least the cluster
+    /// DNS's TTL (CoreDNS's kubernetes plugin: 5 s by default; kubeadm sets 30 s).
+    pub restart_settle: Duration,
 }
 
 impl Default for Deadlines {
@@ -108,6 +115,7 @@ impl Default for Deadlines {
             unstarted_member: Duration::from_secs(90),
             unhealthy_member: Duration::from_secs(120),
             upgraded_member: Duration::from_secs(60),
+            restart_settle: Duration::from_secs(30),
         }
     }
 }
@@ -141,6 +149,10 @@ pub struct State {
     /// `spec.recovery.quorumLossSeconds` from here.
     #[serde(skip)]
     pub quorum_lost_since: Option<Instant>,
+    /// In a rolling restart, when every member's pod was first seen Ready with its address
+    /// published since the last restart; `None` until then.
+    #[serde(skip)]
+    pub settled_since: Option<Instant>,
 }
 
 impl Default for State {
@@ -154,6 +166,7 @@ impl Default for State {
             orphan_since: BTreeMap::new(),
             upgrade_since: BTreeMap::new(),
             quorum_lost_since: None,
+            settled_since: None,
         }
     }
 }

@@ -119,7 +119,7 @@ pub(super) fn upgrade(
     state: State,
     view: &ClusterView<'_>,
     target: &Version,
-    spec: &DesiredCluster,
+    (spec, deadlines): (&DesiredCluster, &Deadlines),
 ) -> Decision {
     let Some((oldest, newest)) = view.running_versions() else {
         let why = Why::new(Reason::Converged, "members report no version yet");
@@ -141,7 +141,7 @@ pub(super) fn upgrade(
         // Below every member, or below some after a partial upgrade: back, if etcd allows.
         UpgradePath::Downgrade => roll_back(state, view, target, (oldest, newest), confirms),
         _ if target < &newest => roll_back(state, view, target, (oldest, newest), confirms),
-        UpgradePath::Same => rollout::restart_next(state, view, spec, confirms),
+        UpgradePath::Same => rollout::restart_next(state, view, (spec, deadlines), confirms),
         UpgradePath::TooFar => {
             let why = Why::new(
                 Reason::VersionSkipRefused,
