@@ -44,7 +44,10 @@
 #
 # Allocation records live in PODNET_DIR (default $LOCAL_ENV_DIR/podnet, LOCAL_ENV_DIR
 # default /tmp/etcd-operator-local), one file per pod, under a lock (flock) so that
-# concurrent calls do not collide. When /run/netns did not exist, `up` says so in
+# concurrent calls do not collide. The lock covers the records only: a pod's namespace and
+# veth (names of its own) are made and removed outside it, so that one node's slow
+# `ip netns del` does not hold up another pod's start (an address is free for another pod
+# only once its record is gone, after its veth). When /run/netns did not exist, `up` says so in
 # /run/eo-podnet.netns-dir (ip netns leaves /run/netns behind as a bind mount of itself),
 # and `down` removes both once no namespace is left in it.
 #
@@ -110,12 +113,15 @@ our_links() {
     awk -F': ' '{ sub(/@.*/, "", $2); if ($2 ~ /^eo-/) print $2 }' <<<"$out"
 }
 
-# Take the allocation lock (held until the script exits).
+# Take the allocation lock (held until unlock or the script's exit).
 lock() {
     mkdir -p "$PODS_DIR"
     exec 9>>"$LOCK"
     flock 9
 }
+
+# Release the allocation lock.
+unlock() { exec 9>&-; }
 
 # ---------------------------------------------------------------------------
 # up
@@ -265,6 +271,7 @@ cmd_add_pod() {
         ip=$(next_address "$node")
         write_record "$hash" "$node" "$ns" "$ip" "$key"
     fi
+    unlock
     plumb "$ns" "eo-p$hash" "$ip"
     echo "$NETNS_DIR/$ns $ip"
 }
@@ -287,7 +294,6 @@ cmd_del_pod() {
     local key=$1 hash ns f
     [[ -n $key ]] || die "POD_KEY must not be empty"
     hash=$(key_hash "$key")
-    if [[ -d $PODNET_DIR ]]; then lock; fi
     if [[ -f $PODS_DIR/$hash ]]; then
         read_record "$hash"
         unplumb "$rec_ns" "eo-p$hash"
@@ -299,6 +305,8 @@ cmd_del_pod() {
     if netns_exists "$NET_NS" && link_exists "$NET_NS" "eo-p$hash"; then
         ip -n "$NET_NS" link del "eo-p$hash"
     fi
+    # The address is free once the record goes, under the lock of the allocations.
+    if [[ -d $PODNET_DIR ]]; then lock; fi
     rm -f "$PODS_DIR/$hash"
 }
 

@@ -16,6 +16,18 @@ use crate::phase::Phase;
 use crate::restart::RestartPolicy;
 use crate::status::{self, ConditionInput, StatusInput};
 
+/// The status patch of the pod with `uid`. The UID makes it apply to that pod only, as a
+/// kubelet's does: the API server refuses a patch that would change `metadata.uid`, so a
+/// worker whose pod was deleted cannot write its status into a new pod of the same name
+/// (seen: a deleted seed's node set its address in the seed made again on another node,
+/// whose own status then never went through).
+fn status_patch(uid: Option<&str>, status: &serde_json::Value) -> serde_json::Value {
+    serde_json::json!({
+        "metadata": { "uid": uid },
+        "status": status::clear_absent_condition_fields(status),
+    })
+}
+
 /// How long a failed status patch waits before the next try.
 const PATCH_RETRY: Duration = Duration::from_secs(2);
 
@@ -96,9 +108,7 @@ impl Reporter {
         let pod = &snapshot.pod.metadata;
         let api: Api<Pod> =
             Api::namespaced(client.clone(), pod.namespace.as_deref().unwrap_or_default());
-        let patch = Patch::Strategic(
-            serde_json::json!({ "status": status::clear_absent_condition_fields(&value) }),
-        );
+        let patch = Patch::Strategic(status_patch(pod.uid.as_deref(), &value));
         let name = pod.name.as_deref().unwrap_or_default();
         match api
             .patch_status(name, &PatchParams::default(), &patch)
@@ -187,4 +197,18 @@ fn unready_gates(pod: &Pod) -> Vec<String> {
         .map(|g| g.condition_type)
         .filter(|t| !current.iter().any(|c| &c.type_ == t && c.status == "True"))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_patch_names_its_pods_uid_so_it_cannot_land_on_a_namesake() {
+        let status = serde_json::json!({ "phase": "Running", "podIP": "10.244.1.86" });
+        let patch = status_patch(Some("928a-uid"), &status);
+        assert_eq!(patch["metadata"]["uid"], "928a-uid");
+        assert_eq!(patch["status"]["phase"], "Running");
+        assert_eq!(patch["status"]["podIP"], "10.244.1.86");
+    }
 }
