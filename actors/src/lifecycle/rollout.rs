@@ -122,7 +122,8 @@ pub(super) fn restart_next(
         let why = Why::new(
             Reason::MovingLeader,
             format!(
-                "{what}: member {} is the leader and the last to restart; it hands                  leadership over first",
+                "{what}: member {} is the leader and the last to restart; it hands \
+                 leadership over first",
                 next.name
             ),
         );

@@ -175,6 +175,7 @@ fn the_leader_hands_leadership_to_the_member_furthest_along_before_its_own_resta
     }
     let d = decide_on(running_state(), world.on_volumes(), 3);
     assert_eq!(d.why.reason, Reason::MovingLeader, "{}", d.why.message);
+    assert!(!d.why.message.contains("  "), "{}", d.why.message);
     assert_eq!(
         d.actions,
         vec![Action::MoveLeader {
