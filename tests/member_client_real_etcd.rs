@@ -112,6 +112,22 @@ async fn join_the_seed(net: &Loopback, name: &str) -> EtcdProcess {
     EtcdProcess::join(net, 2, name, &initial_cluster).await
 }
 
+/// Adds member 2 (`m2`, a learner when `learner`), starts it and waits until both members
+/// have started: what it was added as, and its process.
+async fn add_and_start_m2(
+    net: &Loopback,
+    client: &Client,
+    endpoints: &[String],
+    learner: bool,
+) -> (AddedMember, EtcdProcess) {
+    let added = add(client, endpoints, &net.peer_url(2), learner)
+        .await
+        .expect("member add succeeds");
+    let m2 = join_the_seed(net, "m2").await;
+    wait_started(client, endpoints, 2).await;
+    (added, m2)
+}
+
 /// Polls the member list until `count` members have started.
 async fn wait_started(client: &Client, endpoints: &[String], count: usize) -> Vec<MemberView> {
     let started = Instant::now();
@@ -252,11 +268,7 @@ async fn a_voting_member_added_then_started_is_listed_as_a_second_started_member
 #[actix_rt::test]
 async fn the_leader_hands_leadership_to_the_member_named_and_a_follower_cannot() {
     let (net, seed, client, endpoints) = start_seed_cluster().await;
-    let added = add(&client, &endpoints, &net.peer_url(2), false)
-        .await
-        .expect("member add succeeds");
-    let m2 = join_the_seed(&net, "m2").await;
-    wait_started(&client, &endpoints, 2).await;
+    let (added, m2) = add_and_start_m2(&net, &client, &endpoints, false).await;
     let seed_id = status(&client, &seed.client_url()).await.leader;
     assert_ne!(seed_id, Some(added.id), "the seed leads first");
 
@@ -354,11 +366,7 @@ async fn a_member_add_right_after_a_join_is_refused_as_unhealthy_until_about_fiv
 async fn a_removed_member_is_gone_from_the_list() {
     let (net, _seed, client, endpoints) = start_seed_cluster().await;
 
-    let added = add(&client, &endpoints, &net.peer_url(2), true)
-        .await
-        .expect("member add --learner succeeds");
-    let _m2 = join_the_seed(&net, "m2").await;
-    wait_started(&client, &endpoints, 2).await;
+    let (added, _m2) = add_and_start_m2(&net, &client, &endpoints, true).await;
 
     remove(&client, &endpoints, added.id)
         .await
