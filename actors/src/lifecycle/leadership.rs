@@ -9,12 +9,17 @@
 //! leads; the leader's restart that follows is a follower's.
 
 use super::decide::ClusterView;
-use super::{Action, MemberView};
+use super::{Action, MemberView, Reason, Why};
 
-/// The `MoveLeader` to take before member `next` restarts, when `next` is the leader and
-/// another voting member can lead: healthy, its pod Ready, the furthest along in the raft
-/// log (ties: the first by name).
-pub(super) fn hand_over(view: &ClusterView<'_>, next: &MemberView) -> Option<Action> {
+/// The `MoveLeader` to take before member `next` goes through `step` (what happens to it
+/// next, for the message), with its reason, when `next` is the leader and another voting
+/// member can lead: healthy, its pod Ready, the furthest along in the raft log (ties: the
+/// first by name).
+pub(super) fn hand_over(
+    view: &ClusterView<'_>,
+    next: &MemberView,
+    step: &str,
+) -> Option<(Action, Why)> {
     if view.leader != Some(next.id) {
         return None;
     }
@@ -29,9 +34,18 @@ pub(super) fn hand_over(view: &ClusterView<'_>, next: &MemberView) -> Option<Act
                 .is_some_and(|p| p.ready && !p.terminating)
         })
         .max_by(|a, b| index(a).cmp(&index(b)).then_with(|| b.name.cmp(&a.name)))?;
-    Some(Action::MoveLeader {
+    let why = Why::new(
+        Reason::MovingLeader,
+        format!(
+            "member {} is the leader and the last to {step}; it hands leadership over to \
+             member {} first",
+            next.name, to.name
+        ),
+    );
+    let action = Action::MoveLeader {
         from: next.name.clone(),
         to: to.id,
         name: to.name.clone(),
-    })
+    };
+    Some((action, why))
 }

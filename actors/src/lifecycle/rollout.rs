@@ -118,15 +118,8 @@ pub(super) fn restart_next(
         );
         return settle(state, Phase::Running, actions, why);
     }
-    if let Some(hand_over) = leadership::hand_over(view, next) {
-        let why = Why::new(
-            Reason::MovingLeader,
-            format!(
-                "{what}: member {} is the leader and the last to restart; it hands \
-                 leadership over first",
-                next.name
-            ),
-        );
+    if let Some((hand_over, why)) = leadership::hand_over(view, next, &format!("restart ({what})"))
+    {
         let mut actions = actions;
         actions.push(hand_over);
         return settle(state, Phase::Restarting, actions, why);

@@ -216,15 +216,8 @@ fn step_toward(
         .filter(|m| runs(m) != Some(target))
         .min_by_key(|m| (Some(m.id) == view.leader, m.name.clone()))
         .expect("a version step has a member that does not run the target version");
-    if let Some(hand_over) = leadership::hand_over(view, next) {
-        let why = Why::new(
-            Reason::MovingLeader,
-            format!(
-                "member {} is the leader and the last to move to {target}; it hands \
-                 leadership over first",
-                next.name
-            ),
-        );
+    if let Some((hand_over, why)) = leadership::hand_over(view, next, &format!("move to {target}"))
+    {
         actions.push(hand_over);
         return settle(state, phase, actions, why);
     }
