@@ -12,32 +12,40 @@ async fn applying_a_three_member_cluster_gives_three_started_healthy_members() {
     apply(&cluster_yaml(&ns.0, "trio", 3, "3.5.35", false));
     let ready = wait_running(&ns.0, "trio", 3, Duration::from_secs(120)).await;
 
-    // The debug stream showed the transitions as they happened, ending in Running.
-    let transitions = stream.lines_for("e2e-create/trio");
+    // The debug stream showed the transitions as they happened, ending in Running. The
+    // status is written before the tick's transition reaches the stream (and the log), and
+    // the line then crosses HTTP to this test: wait for it rather than read once.
+    let transitions = wait_for(
+        "the debug stream's transition of e2e-create/trio to Running",
+        Duration::from_secs(10),
+        || {
+            let transitions = stream.lines_for("e2e-create/trio");
+            async move { ends_in_running(transitions) }
+        },
+    )
+    .await;
     assert!(
         transitions.iter().any(|t| t["from"] == "Bootstrapping"),
         "{transitions:?}"
     );
-    assert_eq!(
-        transitions.last().unwrap()["to"],
-        "Running",
-        "{transitions:?}"
-    );
 
     // So did the leader's log (`kubectl logs`): one line per transition.
-    let logged: Vec<_> = leader()
-        .await
-        .log()
-        .into_iter()
-        .filter(|l| l["msg"] == "state transition" && l["cluster"] == "e2e-create/trio")
-        .collect();
+    let leader = leader().await;
+    let logged = wait_for(
+        "the leader's logged transition of e2e-create/trio to Running",
+        Duration::from_secs(10),
+        || {
+            let logged: Vec<_> = leader
+                .log()
+                .into_iter()
+                .filter(|l| l["msg"] == "state transition" && l["cluster"] == "e2e-create/trio")
+                .collect();
+            async move { ends_in_running(logged) }
+        },
+    )
+    .await;
     assert!(
         logged.iter().any(|l| l["from"] == "Bootstrapping"),
-        "{logged:#?}"
-    );
-    assert_eq!(
-        logged.last().map(|l| &l["to"]),
-        Some(&"Running".into()),
         "{logged:#?}"
     );
 
@@ -56,4 +64,12 @@ async fn applying_a_three_member_cluster_gives_three_started_healthy_members() {
         events.contains("SeedCreated") && events.contains("MemberAdded"),
         "{events}"
     );
+}
+
+/// The transition records when the last one goes to `Running`, else what they are.
+fn ends_in_running(records: Vec<serde_json::Value>) -> Result<Vec<serde_json::Value>, String> {
+    match records.last() {
+        Some(last) if last["to"] == "Running" => Ok(records),
+        _ => Err(format!("{records:?}")),
+    }
 }
