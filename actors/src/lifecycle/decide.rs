@@ -111,6 +111,7 @@ fn step(
     }
     match &obs.membership {
         Membership::Unreachable { error } => {
+            state.settled_since = None;
             let birth = Birth::of(&state, obs);
             let seed = Seed {
                 version: &target,
@@ -462,6 +463,14 @@ fn track_timers(state: &mut State, obs: &Observation, members: &[MemberView]) {
         if !member_names.contains(&pod.name) && !pod.terminating {
             state.orphan_since.entry(pod.name.clone()).or_insert(now);
         }
+    }
+    let settled = members
+        .iter()
+        .all(|m| obs.pod(&m.name).is_some_and(|p| p.ready && p.published));
+    if settled {
+        state.settled_since.get_or_insert(now);
+    } else {
+        state.settled_since = None;
     }
 }
 

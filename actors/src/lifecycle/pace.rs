@@ -134,9 +134,12 @@ pub fn next_deadline(
                 .map(|s| after(s, spec.recovery.quorum_loss)),
         )
         .chain(
+            // Only a rolling restart waits for the settle; in any other phase its end
+            // would be a tick for nothing.
             state
                 .settled_since
                 .iter()
+                .filter(|_| state.phase == Phase::Restarting)
                 .map(|s| after(s, deadlines.restart_settle))
                 .filter(|at| *at > obs.now),
         );

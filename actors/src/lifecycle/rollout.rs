@@ -91,10 +91,9 @@ pub(super) fn restart_next(
         .collect();
     stale.sort_by_key(|m| (Some(m.id) == view.leader, m.name.clone()));
     let Some(next) = stale.first() else {
-        state.settled_since = None;
         return settled(state, view, spec, actions);
     };
-    if let Some(why) = unsettled(&mut state, view, deadlines) {
+    if let Some(why) = unsettled(&state, view, deadlines) {
         return settle(state, Phase::Restarting, actions, why);
     }
     let what = match view.obs.pod(&next.name) {
@@ -151,16 +150,18 @@ pub(super) fn restart_next(
 /// restarted member runs; its pod is Ready for clients (and counted ready in the status)
 /// only at its next readiness probe, and its new address is in the cluster DNS only once
 /// published, and in every member's answers only once the DNS's cached answers expire.
-/// So every member's pod must be Ready and published, and after a restart of this
-/// rollout (the phase is `Restarting`), have been so for [`Deadlines::restart_settle`].
-fn unsettled(state: &mut State, view: &ClusterView<'_>, deadlines: &Deadlines) -> Option<Why> {
+/// So every member's pod must be Ready and published, and have been so, as far as this
+/// operator has seen ([`State::settled_since`]), for [`Deadlines::restart_settle`]. The
+/// operator's own sight is what counts: one started in the middle of a rollout (a restart,
+/// a new leader) cannot tell how recently the last member went, so it waits the whole
+/// settle once.
+fn unsettled(state: &State, view: &ClusterView<'_>, deadlines: &Deadlines) -> Option<Why> {
     let pod = |m: &MemberView| view.obs.pod(&m.name);
     if let Some(m) = view
         .members
         .iter()
         .find(|m| !pod(m).is_some_and(|p| p.ready && p.published))
     {
-        state.settled_since = None;
         return Some(Why::new(
             Reason::WaitingForHealthyMembers,
             format!(
@@ -170,12 +171,8 @@ fn unsettled(state: &mut State, view: &ClusterView<'_>, deadlines: &Deadlines) -
             ),
         ));
     }
-    if state.phase != Phase::Restarting {
-        state.settled_since = None;
-        return None;
-    }
     let now = view.obs.now;
-    let since = *state.settled_since.get_or_insert(now);
+    let since = state.settled_since.unwrap_or(now);
     let settle = deadlines.restart_settle;
     (now.saturating_duration_since(since) < settle).then(|| {
         Why::new(

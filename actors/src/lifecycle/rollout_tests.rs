@@ -164,6 +164,68 @@ fn the_next_member_goes_only_once_every_pod_has_been_ready_and_published_for_the
 }
 
 #[test]
+fn an_operator_restarted_in_the_middle_of_a_rolling_restart_waits_the_settle_before_its_first_restart()
+ {
+    // A new leader (or a restarted operator) starts from a fresh state: it cannot know that
+    // m2 was restarted a moment ago, and the cluster DNS may still answer m2's name with
+    // its old address. Every pod Ready and published counts only from its own first sight.
+    let t0 = Instant::now();
+    let settle = Deadlines::default().restart_settle;
+    let world = |now| {
+        let world = built_from(World::healthy(now, 3, VERSION), &["m1", "m3"], "old");
+        built_from(world, &["m2"], "new").on_volumes()
+    };
+    let at = |state, now| {
+        decide(
+            state,
+            &world(now).build(),
+            &new_template(3),
+            &Deadlines::default(),
+        )
+    };
+    let first = at(State::default(), t0);
+    assert!(first.actions.is_empty(), "{:?}", first.actions);
+    assert_eq!(first.why.reason, Reason::WaitingForHealthyMembers);
+    assert_eq!(first.state.phase, Phase::Restarting);
+    let early = at(first.state, t0 + settle - Duration::from_millis(1));
+    assert!(early.actions.is_empty(), "{:?}", early.actions);
+    deletes(
+        &at(early.state, t0 + settle),
+        "m3",
+        Reason::RestartingMember,
+    );
+}
+
+#[test]
+fn a_rolling_restart_of_a_cluster_seen_settled_for_the_settle_time_begins_at_once() {
+    let t0 = Instant::now();
+    let settle = Deadlines::default().restart_settle;
+    let world = |now| built_from(World::healthy(now, 3, VERSION), &["m1", "m2", "m3"], "old");
+    let mut old_template = new_template(3);
+    old_template.pod_template = "old".into();
+    let running = decide(
+        running_state(),
+        &world(t0).on_volumes().build(),
+        &old_template,
+        &Deadlines::default(),
+    );
+    assert_eq!(
+        running.why.reason,
+        Reason::Converged,
+        "{}",
+        running.why.message
+    );
+    // The pod template changes once the pods have been seen Ready for the settle time.
+    let d = decide(
+        running.state,
+        &world(t0 + settle).on_volumes().build(),
+        &new_template(3),
+        &Deadlines::default(),
+    );
+    deletes(&d, "m2", Reason::RestartingMember);
+}
+
+#[test]
 fn the_leader_hands_leadership_to_the_member_furthest_along_before_its_own_restart() {
     // Seen in the e2e rollout on claims: the leader's pod went as a leader, and for about
     // two seconds the other members answered "no leader" (fewer than a quorum ready).

@@ -149,8 +149,10 @@ pub struct State {
     /// `spec.recovery.quorumLossSeconds` from here.
     #[serde(skip)]
     pub quorum_lost_since: Option<Instant>,
-    /// In a rolling restart, when every member's pod was first seen Ready with its address
-    /// published since the last restart; `None` until then.
+    /// Since when every member's pod has been seen Ready with its address published
+    /// (cleared when one is not, when no member list is read, and by each restart of a
+    /// rolling restart); a rolling restart's next member waits
+    /// [`Deadlines::restart_settle`] from here.
     #[serde(skip)]
     pub settled_since: Option<Instant>,
 }
