@@ -10,7 +10,7 @@ use etcd_operator_actors::cluster::{
 use etcd_operator_actors::debug::Received;
 use etcd_operator_actors::lifecycle::{DesiredCluster, Phase};
 use etcd_operator_actors::metrics::{ErrorLabels, Telemetry};
-use etcd_operator_actors::ports::{EtcdErrorKind, InitialState};
+use etcd_operator_actors::ports::{ApiError, EtcdErrorKind, InitialState};
 use etcd_operator_actors::topology::Topology;
 use etcd_operator_actors::trace::{Step, StepRecord};
 use etcd_operator_fakes::FakeCluster;
@@ -771,4 +771,31 @@ async fn two_members_lost_with_their_claims_are_recovered_from_the_survivor_once
     assert_eq!(forced[0].name, "demo-m0");
     // The survivor runs again without the flag.
     assert!(fake.pods().iter().all(|p| !p.force_new_cluster));
+}
+
+#[actix_rt::test]
+async fn a_refused_action_is_retried_less_and_less_often_and_at_once_after_a_change() {
+    // Seen on the local environment: a cluster whose namespace was being deleted retried
+    // its refused pod calls every follow-up (100 ms), 135 refusals in a few seconds.
+    tokio::time::pause();
+    let fake = FakeCluster::new(demo());
+    fake.refuse_pod_creation(Some(ApiError::Forbidden(
+        "pods \"demo-0\" is forbidden: unable to create new content in namespace default \
+         because it is being terminated"
+            .into(),
+    )));
+    let config = ClusterConfig::default();
+    let actor = start(&fake, DesiredCluster::new(1, V), config.clone());
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let refused = fake.calls().create_member_pod;
+    // Doubling from the follow-up (0.2, 0.4 .. 12.8 s) up to the idle interval: 10 tries
+    // in the first minute, where every follow-up would have been 600.
+    assert!((5..=12).contains(&refused), "{refused} tries in a minute");
+
+    // The cause goes away; an event (here a pod's) brings the next try at once.
+    fake.refuse_pod_creation(None);
+    actor.send(Nudge).await.expect("cluster actor alive");
+    tokio::time::sleep(config.follow_up).await;
+    assert_eq!(fake.calls().create_member_pod, refused + 1);
+    until(&actor, &fake, "1 running member", running_with(1)).await;
 }

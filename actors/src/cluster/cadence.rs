@@ -2,6 +2,10 @@
 //! at the normal interval while it watches, and less and less often while the cluster is
 //! settled (2, 4, 8, 16 s, then every `idle_interval` with the defaults), never past the
 //! lifecycle's next deadline. Any event (a nudge, a spec change) starts it over from fast.
+//! A tick whose every action failed is followed less and less soon (twice the follow-up,
+//! doubling up to `idle_interval`) until one that acts without failing: a refusal that
+//! lasts (a namespace being deleted, a quota, a missing permission) is not retried ten
+//! times a second, and an event still brings a tick at once.
 
 use std::time::Duration;
 
@@ -11,17 +15,31 @@ use crate::lifecycle::Pace;
 
 use super::ClusterConfig;
 
-/// The actor's cadence: how many settled ticks in a row it has seen.
+/// The actor's cadence: how many settled ticks, and how many ticks whose every action
+/// failed, it has seen in a row.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Cadence {
     /// Settled ticks in a row since the last event or the last tick that was not settled.
     settled: u32,
+    /// Ticks in a row whose actions all failed (at least one).
+    failing: u32,
 }
 
 impl Cadence {
-    /// Starts over from fast: something happened.
+    /// Starts over from fast: something happened. A run of failed actions still counts
+    /// (only a tick that acts without failing ends it).
     pub(crate) fn reset(&mut self) {
         self.settled = 0;
+    }
+
+    /// Notes how a tick's actions went: `None` when it took none, else whether every one
+    /// of them failed.
+    pub(crate) fn note_actions(&mut self, all_failed: Option<bool>) {
+        match all_failed {
+            Some(true) => self.failing = self.failing.saturating_add(1),
+            Some(false) => self.failing = 0,
+            None => {}
+        }
     }
 
     /// The time from `now` to the next tick after a tick of `pace` whose lifecycle's
@@ -36,7 +54,7 @@ impl Cadence {
         let wait = match pace {
             Pace::Busy => {
                 self.reset();
-                config.follow_up
+                failing_wait(self.failing, config)
             }
             Pace::Watchful => {
                 self.reset();
@@ -55,6 +73,14 @@ impl Cadence {
             None => wait,
         }
     }
+}
+
+/// The follow-up after `n` ticks in a row whose actions all failed: the follow-up doubled
+/// `n` times, up to the idle interval.
+fn failing_wait(n: u32, config: &ClusterConfig) -> Duration {
+    let factor = 1u32.checked_shl(n.min(16)).unwrap_or(u32::MAX);
+    let ceiling = config.idle_interval.max(config.follow_up);
+    config.follow_up.saturating_mul(factor).min(ceiling)
 }
 
 /// The wait after the `n`-th settled tick in a row (from 0): the tick interval doubled `n`
@@ -115,6 +141,27 @@ mod tests {
         waits(&mut cadence, Pace::Settled, 6);
         cadence.reset();
         assert_eq!(waits(&mut cadence, Pace::Settled, 1), [secs(2)]);
+    }
+
+    #[test]
+    fn ticks_whose_every_action_failed_back_off_until_one_acts_without_failing() {
+        let mut cadence = Cadence::default();
+        let mut failed = |cadence: &mut Cadence| {
+            cadence.note_actions(Some(true));
+            waits(cadence, Pace::Busy, 1)[0]
+        };
+        let backing_off: Vec<_> = (0..9).map(|_| failed(&mut cadence)).collect();
+        let ms = Duration::from_millis;
+        assert_eq!(
+            backing_off,
+            [200, 400, 800, 1600, 3200, 6400, 12800, 20000, 20000].map(ms)
+        );
+        // An event does not end the run; a tick without actions neither.
+        cadence.reset();
+        cadence.note_actions(None);
+        assert_eq!(waits(&mut cadence, Pace::Busy, 1), [secs(20)]);
+        cadence.note_actions(Some(false));
+        assert_eq!(waits(&mut cadence, Pace::Busy, 1), [ms(100)]);
     }
 
     #[test]

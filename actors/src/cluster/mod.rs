@@ -254,6 +254,11 @@ impl ClusterActor {
                     deadline,
                 } = *done;
                 metrics.tick_seconds.observe(elapsed.as_secs_f64());
+                self.cadence.note_actions((!outcomes.is_empty()).then(|| {
+                    outcomes
+                        .iter()
+                        .all(|o| matches!(o.result, ActionResult::Failed { .. }))
+                }));
                 // Every action's log line names the decision's reason: a tick that acts
                 // within one phase logs no transition to say why.
                 let reason = decision.why.reason.as_str();

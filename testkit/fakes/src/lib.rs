@@ -17,6 +17,8 @@
 //! - [`FakeCluster::set_call_timeout`]: that per-call deadline ([`FAKE_CALL_TIMEOUT`] by
 //!   default); a latency past it times out too;
 //! - [`FakeCluster::set_kube_hang`]: `observe` never returns (a hung API call);
+//! - [`FakeCluster::refuse_pod_creation`]: every pod creation is refused with an error
+//!   (a namespace being deleted, a quota, a policy);
 //! - [`FakeCluster::set_latency`]: etcd calls take this long (to expose overlapping calls);
 //! - [`FakeCluster::panic_on_next_observe`]: the next `observe` panics once;
 //! - [`FakeCluster::calls`]: call counters, with the most calls ever in flight at once.
@@ -114,6 +116,8 @@ struct World {
     /// Deadline of one etcd call; `None` (a fresh world) means [`FAKE_CALL_TIMEOUT`].
     call_timeout: Option<Duration>,
     kube_hang: bool,
+    /// The error every `create_member_pod` returns, while set.
+    pod_creation_refused: Option<ApiError>,
     /// Joiners' pods are made before their member add (as the real adapter does when it
     /// knows the operator's image).
     prepares_joiners: bool,
@@ -370,6 +374,12 @@ impl FakeCluster {
     /// While `hang` is true, every `observe` of the Kubernetes side never returns.
     pub fn set_kube_hang(&self, hang: bool) {
         self.lock().kube_hang = hang;
+    }
+
+    /// While `error` is set, every pod creation is refused with it (and counted), creating
+    /// nothing.
+    pub fn refuse_pod_creation(&self, error: Option<ApiError>) {
+        self.lock().pod_creation_refused = error;
     }
 
     /// While `hang` is true, every etcd call that starts gets no answer: it fails with
@@ -771,6 +781,9 @@ impl ClusterApi for FakeCluster {
     async fn create_member_pod(&self, pod: &MemberPod) -> Result<(), ApiError> {
         let mut w = self.lock();
         w.calls.create_member_pod += 1;
+        if let Some(error) = &w.pod_creation_refused {
+            return Err(error.clone());
+        }
         w.created_pods.push(pod.clone());
         if w.pod(&pod.name).is_some() {
             // As the real adapter: creating a pod of ours that exists is done already.
