@@ -785,7 +785,7 @@ async fn a_refused_action_is_retried_less_and_less_often_and_at_once_after_a_cha
             .into(),
     )));
     let config = ClusterConfig::default();
-    let actor = start(&fake, DesiredCluster::new(1, V), config.clone());
+    let actor = start(&fake, DesiredCluster::new(1, V), config);
     tokio::time::sleep(Duration::from_secs(60)).await;
     let refused = fake.calls().create_member_pod;
     // Doubling from the follow-up (0.2, 0.4 .. 12.8 s) up to the idle interval: 10 tries
