@@ -146,7 +146,7 @@ mod tests {
     #[test]
     fn ticks_whose_every_action_failed_back_off_until_one_acts_without_failing() {
         let mut cadence = Cadence::default();
-        let mut failed = |cadence: &mut Cadence| {
+        let failed = |cadence: &mut Cadence| {
             cadence.note_actions(Some(true));
             waits(cadence, Pace::Busy, 1)[0]
         };
