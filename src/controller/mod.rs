@@ -62,6 +62,15 @@ fn watch_config() -> watcher::Config {
     watcher::Config::default().timeout(WATCH_TIMEOUT_S)
 }
 
+/// Drops what the operator never reads from a watched object before it is kept or
+/// handed on: its `managedFields` (a JSON tree per field manager, most of an object's
+/// size in memory, and the informer caches hold every pod, Service, EndpointSlice,
+/// budget and claim of every cluster). Nothing is written back from a cached object with
+/// a PUT, and an absent `managedFields` in a write leaves the server's as they are.
+fn trim<K: Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
+}
+
 /// The events of a watch on every `K` of `api`, as `E`; a watch error is logged (naming
 /// `kind`) and skipped, the watcher retrying with its default backoff.
 fn logged_watch<K, E>(
@@ -75,6 +84,7 @@ where
 {
     let log = log.clone();
     watcher(api, watch_config())
+        .modify(trim)
         .default_backoff()
         .filter_map(move |item| {
             let log = log.clone();
@@ -151,8 +161,8 @@ where
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
     let (store, writer) = reflector::store();
-    let stream =
-        reflector::reflector(writer, watcher(api, watch_config().labels(labels))).default_backoff();
+    let watch = watcher(api, watch_config().labels(labels)).modify(trim);
+    let stream = reflector::reflector(writer, watch).default_backoff();
     let log = log.clone();
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
@@ -195,7 +205,7 @@ fn supervisor_events(
     writer: reflector::store::Writer<EtcdCluster>,
     log: Logger,
 ) -> impl Stream<Item = WatchEvent> {
-    reflector::reflector(writer, watcher(api, watch_config()))
+    reflector::reflector(writer, watcher(api, watch_config()).modify(trim))
         .default_backoff()
         .filter_map(move |item| {
             let log = log.clone();
@@ -494,4 +504,37 @@ async fn lead(election: &LeaderElection, fence: &Fence, leader_elect: bool) -> S
         _ = fence.closed() => {}
     }
     fence.closed().await
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, ObjectMeta};
+
+    use super::*;
+
+    #[test]
+    fn a_watched_object_is_kept_without_its_managed_fields_and_with_everything_else() {
+        let meta = ObjectMeta {
+            name: Some("demo-abcde".into()),
+            labels: Some([("app".to_string(), "etcd".to_string())].into()),
+            annotations: Some([("note".to_string(), "kept".to_string())].into()),
+            managed_fields: Some(vec![ManagedFieldsEntry {
+                manager: Some("etcd-operator".into()),
+                ..ManagedFieldsEntry::default()
+            }]),
+            ..ObjectMeta::default()
+        };
+        let mut pod = Pod {
+            metadata: meta.clone(),
+            ..Pod::default()
+        };
+        trim(&mut pod);
+        assert_eq!(
+            pod.metadata,
+            ObjectMeta {
+                managed_fields: None,
+                ..meta
+            }
+        );
+    }
 }
