@@ -116,6 +116,37 @@ fn the_next_member_is_restarted_only_once_every_members_pod_is_ready_again() {
     assert!(d.why.message.contains("m2"), "{}", d.why.message);
 }
 
+/// m2 runs the new template, m1 and m3 the old; every pod Ready and published.
+fn halfway(now: Instant) -> World {
+    let world = built_from(World::healthy(now, 3, VERSION), &["m1", "m3"], "old");
+    built_from(world, &["m2"], "new").on_volumes()
+}
+
+/// The decision on [`halfway`] at `now`, with the default settle time.
+fn halfway_at(state: State, now: Instant) -> Decision {
+    decide(
+        state,
+        &halfway(now).build(),
+        &new_template(3),
+        &Deadlines::default(),
+    )
+}
+
+/// From `state` at `t0`, nothing is restarted until the settle time has passed, then m3
+/// is; the decision that restarts it.
+fn waits_the_settle_then_restarts_m3(state: State, t0: Instant) -> Decision {
+    let settle = Deadlines::default().restart_settle;
+    let first = halfway_at(state, t0);
+    assert!(first.actions.is_empty(), "{:?}", first.actions);
+    assert_eq!(first.why.reason, Reason::WaitingForHealthyMembers);
+    assert_eq!(first.state.phase, Phase::Restarting);
+    let early = halfway_at(first.state, t0 + settle - Duration::from_millis(1));
+    assert!(early.actions.is_empty(), "{:?}", early.actions);
+    let d = halfway_at(early.state, t0 + settle);
+    deletes(&d, "m3", Reason::RestartingMember);
+    d
+}
+
 #[test]
 fn the_next_member_goes_only_once_every_pod_has_been_ready_and_published_for_the_settle_time() {
     // Seen in the e2e rollout on claims (etcd logs): a member restarted on a new pod (a
@@ -124,36 +155,17 @@ fn the_next_member_goes_only_once_every_pod_has_been_ready_and_published_for_the
     // the two left could not form a quorum.
     let t0 = Instant::now();
     let settle = Deadlines::default().restart_settle;
-    let world = |now| {
-        let world = built_from(World::healthy(now, 3, VERSION), &["m1", "m3"], "old");
-        built_from(world, &["m2"], "new").on_volumes()
-    };
-    let at = |state, now| {
-        decide(
-            state,
-            &world(now).build(),
-            &new_template(3),
-            &Deadlines::default(),
-        )
-    };
     // m2 was restarted by this rollout (the phase says so).
     let restarting = State {
         phase: Phase::Restarting,
         ..running_state()
     };
-    let first = at(restarting, t0);
-    assert!(first.actions.is_empty(), "{:?}", first.actions);
-    assert_eq!(first.why.reason, Reason::WaitingForHealthyMembers);
-    assert_eq!(first.state.phase, Phase::Restarting);
-    let early = at(first.state, t0 + settle - Duration::from_millis(1));
-    assert!(early.actions.is_empty(), "{:?}", early.actions);
-    let d = at(early.state, t0 + settle);
-    deletes(&d, "m3", Reason::RestartingMember);
+    let d = waits_the_settle_then_restarts_m3(restarting, t0);
     // The tick after a restart may still see every pod Ready (its cache lags): it waits.
-    let d = at(d.state, t0 + settle + Duration::from_secs(1));
+    let d = halfway_at(d.state, t0 + settle + Duration::from_secs(1));
     assert!(d.actions.is_empty(), "{:?}", d.actions);
 
-    let unpublished = world(t0).pod("m2", |p| p.published = false).build();
+    let unpublished = halfway(t0).pod("m2", |p| p.published = false).build();
     let d = decide(
         running_state(),
         &unpublished,
@@ -169,31 +181,7 @@ fn an_operator_restarted_in_the_middle_of_a_rolling_restart_waits_the_settle_bef
     // A new leader (or a restarted operator) starts from a fresh state: it cannot know that
     // m2 was restarted a moment ago, and the cluster DNS may still answer m2's name with
     // its old address. Every pod Ready and published counts only from its own first sight.
-    let t0 = Instant::now();
-    let settle = Deadlines::default().restart_settle;
-    let world = |now| {
-        let world = built_from(World::healthy(now, 3, VERSION), &["m1", "m3"], "old");
-        built_from(world, &["m2"], "new").on_volumes()
-    };
-    let at = |state, now| {
-        decide(
-            state,
-            &world(now).build(),
-            &new_template(3),
-            &Deadlines::default(),
-        )
-    };
-    let first = at(State::default(), t0);
-    assert!(first.actions.is_empty(), "{:?}", first.actions);
-    assert_eq!(first.why.reason, Reason::WaitingForHealthyMembers);
-    assert_eq!(first.state.phase, Phase::Restarting);
-    let early = at(first.state, t0 + settle - Duration::from_millis(1));
-    assert!(early.actions.is_empty(), "{:?}", early.actions);
-    deletes(
-        &at(early.state, t0 + settle),
-        "m3",
-        Reason::RestartingMember,
-    );
+    waits_the_settle_then_restarts_m3(State::default(), Instant::now());
 }
 
 #[test]
