@@ -78,17 +78,19 @@ impl Cadence {
 /// The follow-up after `n` ticks in a row whose actions all failed: the follow-up doubled
 /// `n` times, up to the idle interval.
 fn failing_wait(n: u32, config: &ClusterConfig) -> Duration {
-    let factor = 1u32.checked_shl(n.min(16)).unwrap_or(u32::MAX);
-    let ceiling = config.idle_interval.max(config.follow_up);
-    config.follow_up.saturating_mul(factor).min(ceiling)
+    doubled(config.follow_up, n, config.idle_interval)
 }
 
 /// The wait after the `n`-th settled tick in a row (from 0): the tick interval doubled `n`
 /// times, up to the idle interval (never below the tick interval).
 fn settled_wait(n: u32, config: &ClusterConfig) -> Duration {
-    let ceiling = config.idle_interval.max(config.tick_interval);
+    doubled(config.tick_interval, n, config.idle_interval)
+}
+
+/// `base` doubled `n` times, up to `ceiling` (never below `base`).
+fn doubled(base: Duration, n: u32, ceiling: Duration) -> Duration {
     let factor = 1u32.checked_shl(n.min(16)).unwrap_or(u32::MAX);
-    config.tick_interval.saturating_mul(factor).min(ceiling)
+    base.saturating_mul(factor).min(ceiling.max(base))
 }
 
 #[cfg(test)]

@@ -466,7 +466,7 @@ fn track_timers(state: &mut State, obs: &Observation, members: &[MemberView]) {
     }
     let settled = members
         .iter()
-        .all(|m| obs.pod(&m.name).is_some_and(|p| p.ready && p.published));
+        .all(|m| obs.pod(&m.name).is_some_and(PodView::ready_and_published));
     if settled {
         state.settled_since.get_or_insert(now);
     } else {

@@ -108,6 +108,12 @@ impl PodView {
         !self.is_dead() && !self.awaits_membership()
     }
 
+    /// Ready, with its current address published in the cluster's headless Service: a
+    /// member that clients and peers can reach where its name points.
+    pub fn ready_and_published(&self) -> bool {
+        self.ready && self.published
+    }
+
     /// A pod whose member can never come back: failed, succeeded, or being deleted.
     pub(crate) fn is_dead(&self) -> bool {
         matches!(self.phase, PodPhase::Failed | PodPhase::Succeeded) || self.terminating

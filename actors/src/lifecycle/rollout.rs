@@ -160,7 +160,7 @@ fn unsettled(state: &State, view: &ClusterView<'_>, deadlines: &Deadlines) -> Op
     if let Some(m) = view
         .members
         .iter()
-        .find(|m| !pod(m).is_some_and(|p| p.ready && p.published))
+        .find(|m| !pod(m).is_some_and(PodView::ready_and_published))
     {
         return Some(Why::new(
             Reason::WaitingForHealthyMembers,
