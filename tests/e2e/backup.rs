@@ -227,14 +227,26 @@ async fn a_periodic_backup_keeps_max_backups_and_reports_each_one() {
         },
     )
     .await;
-    let status = backup_json(&ns.0, "periodic")["status"].clone();
+    // The Event is raised before the status is written: wait for the fourth's status.
+    let status = wait_for(
+        "the status of the backup that deleted the first",
+        Duration::from_secs(15),
+        || async {
+            let status = backup_json(&ns.0, "periodic")["status"].clone();
+            let deleted = status["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("deleted"));
+            if deleted {
+                Ok(status)
+            } else {
+                Err(status.to_string())
+            }
+        },
+    )
+    .await;
     assert_eq!(status["succeeded"], true, "{status}");
     assert_eq!(status["backups"], 3, "{status}");
     assert!(status["nextBackupTime"].is_string(), "{status}");
-    assert!(
-        status["message"].as_str().unwrap().contains("deleted"),
-        "{status}"
-    );
     let kept = snapshots_under(&prefix);
     assert!(
         kept.len() == 3 || kept.len() == 4,

@@ -47,14 +47,26 @@ async fn restarted_in_place(ns: &str, name: &str, victims: &[String]) {
     for victim in victims {
         kill_member(ns, victim);
     }
+    // Restarted and Ready again: the status alone may still be the one from before the
+    // kill, and a client may be routed to a member whose etcd does not listen yet.
+    let path = "jsonpath={.status.containerStatuses[0].restartCount} \
+                {.status.containerStatuses[0].ready}";
     wait_for(
-        "the killed members to restart",
+        "the killed members to restart and be ready",
         Duration::from_secs(120),
         || async {
-            let counts: Vec<u32> = victims.iter().map(|v| restart_count(ns, v)).collect();
-            match counts.iter().all(|c| *c >= 1) {
+            let states: Vec<String> = victims
+                .iter()
+                .map(|v| kubectl(&["get", "pod", v, "-n", ns, "-o", path], None).1)
+                .collect();
+            let back = |s: &String| {
+                let mut words = s.split_whitespace();
+                let restarts: u32 = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
+                restarts >= 1 && words.next() == Some("true")
+            };
+            match states.iter().all(back) {
                 true => Ok(()),
-                false => Err(format!("restart counts {counts:?}")),
+                false => Err(format!("restart counts and readiness {states:?}")),
             }
         },
     )

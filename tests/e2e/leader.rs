@@ -176,8 +176,9 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_after_it_resumes() {
     let _restored = OperatorRestored;
     let (leader, standbys) = standbys().await;
     let successor = &standbys[0];
-    // Frozen for about 25 s: well inside the liveness probe's minute (3 × 20 s), so the
-    // node does not restart it meanwhile.
+    // Frozen for the Lease's hand-over and the start of the successor's work (about 20 s):
+    // well inside the liveness probe's minute (3 × 20 s), so the node does not restart it
+    // meanwhile.
     let mut frozen = Stopped::new(leader.pid.expect("the leader runs"));
     wait_for(
         "the standby to take the Lease of the frozen leader",
@@ -190,12 +191,21 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_after_it_resumes() {
         },
     )
     .await;
-    // The successor acts: the frozen leader's caches still say size 1.
+    // The successor acts: the frozen leader's caches still say size 1. It is resumed as
+    // soon as the successor has made the second member's pod, so that the freeze stays
+    // short of the liveness probe's minute however slow the scale-up is.
     patch_spec(&ns.0, "frozen", json!({"size": 2})).await;
-    let ready = wait_running(&ns.0, "frozen", 2, Duration::from_secs(120)).await;
-    let mut client = etcd(&ns.0, &ready).await;
-    let members = member_list(&mut client).await;
-    let pods = pod_uids(&ns.0);
+    wait_for(
+        "the successor to make the second member's pod",
+        Duration::from_secs(60),
+        || async {
+            match pod_uids(&ns.0) {
+                pods if pods.len() >= 2 => Ok(()),
+                pods => Err(format!("pods {pods:?}")),
+            }
+        },
+    )
+    .await;
     let log_offset = leader.log_of_run(leader.restarts).len();
     let resumed_at = jiff::Timestamp::now();
 
@@ -227,7 +237,12 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_after_it_resumes() {
         .filter(|(time, _)| *time >= resumed_at)
         .collect();
     assert_eq!(late, vec![], "the resumed leader recorded Events");
-    // The successor keeps the cluster as it was: nothing to repair.
+    // The successor finishes the scale-up and keeps the cluster as it is: nothing to
+    // repair.
+    let ready = wait_running(&ns.0, "frozen", 2, Duration::from_secs(120)).await;
+    let mut client = etcd(&ns.0, &ready).await;
+    let members = member_list(&mut client).await;
+    let pods = pod_uids(&ns.0);
     tokio::time::sleep(Duration::from_secs(3)).await;
     wait_running(&ns.0, "frozen", 2, Duration::from_secs(30)).await;
     assert_eq!(

@@ -213,6 +213,21 @@ pub fn pod_uids(ns: &str) -> Vec<String> {
     pod_words(ns, "{.metadata.name}={.metadata.uid}")
 }
 
+/// Waits (up to 15 s) until an Event in `ns` matches `selector`; its names. For an Event
+/// the operator raises after the status write a test waited for.
+pub async fn wait_event(ns: &str, selector: &str) -> Vec<String> {
+    let what = format!("an Event with {selector}");
+    wait_for(&what, Duration::from_secs(15), || async {
+        let names = event_names(ns, selector);
+        if names.is_empty() {
+            Err("none yet".to_string())
+        } else {
+            Ok(names)
+        }
+    })
+    .await
+}
+
 /// Names of the Events in `ns` matching a field selector (e.g. `reason=MemberRemoved`).
 pub fn event_names(ns: &str, selector: &str) -> Vec<String> {
     let args = [

@@ -191,11 +191,16 @@ async fn raising_the_storage_request_grows_every_claim_in_place_and_keeps_the_da
         }
     })
     .await;
-    let what = "the VolumesSized condition to be Current";
+    // True before the change too: the status must answer the changed spec.
+    let generation = object_json("etcdcluster", &ns.0, "growing")["metadata"]["generation"]
+        .as_i64()
+        .expect("a generation");
+    let what = "the VolumesSized condition to be Current for the changed spec";
     wait_status(&ns.0, "growing", what, Duration::from_secs(60), |s| {
-        s.conditions
-            .iter()
-            .any(|c| c.r#type == "VolumesSized" && c.status == "True")
+        s.observed_generation == Some(generation)
+            && s.conditions
+                .iter()
+                .any(|c| c.r#type == "VolumesSized" && c.status == "True")
     })
     .await;
     assert_same_cluster(&ns.0, "growing", &before, 3).await;
