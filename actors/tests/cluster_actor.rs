@@ -1,6 +1,6 @@
 //! The Cluster actor against the simulated cluster of `fakes`, in paused (virtual) time.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -28,6 +28,32 @@ fn demo() -> Topology {
     Topology::new("default", "demo")
 }
 
+/// A log drain that keeps each record's level and message.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<(slog::Level, String)>>>);
+
+impl slog::Drain for Captured {
+    type Ok = ();
+    type Err = slog::Never;
+
+    fn log(&self, record: &slog::Record, _: &slog::OwnedKVList) -> Result<(), slog::Never> {
+        let line = (record.level(), record.msg().to_string());
+        self.0.lock().unwrap().push(line);
+        Ok(())
+    }
+}
+
+impl Captured {
+    /// How many records at `level` say `msg`.
+    fn count(&self, level: slog::Level, msg: &str) -> usize {
+        let lines = self.0.lock().unwrap();
+        lines
+            .iter()
+            .filter(|(l, m)| *l == level && m == msg)
+            .count()
+    }
+}
+
 fn start(fake: &FakeCluster, spec: DesiredCluster, config: ClusterConfig) -> Addr<ClusterActor> {
     start_with(fake, spec, config, Telemetry::default())
 }
@@ -38,11 +64,21 @@ fn start_with(
     config: ClusterConfig,
     telemetry: Telemetry,
 ) -> Addr<ClusterActor> {
+    start_logging(fake, spec, config, telemetry, logger())
+}
+
+fn start_logging(
+    fake: &FakeCluster,
+    spec: DesiredCluster,
+    config: ClusterConfig,
+    telemetry: Telemetry,
+    logger: Logger,
+) -> Addr<ClusterActor> {
     let deps = ClusterDeps {
         kube: Arc::new(fake.clone()),
         etcd: Arc::new(fake.clone()),
         telemetry,
-        logger: logger(),
+        logger,
     };
     ClusterActor::new(fake.topology().clone(), spec, config, deps).start()
 }
@@ -444,6 +480,31 @@ async fn an_unhealthy_cluster_refusal_of_member_add_is_retried_on_a_later_tick_w
             .count(),
         2
     );
+}
+
+#[actix_rt::test]
+async fn a_member_add_etcd_refuses_for_now_logs_the_refusal_once_not_at_every_retry() {
+    tokio::time::pause();
+    let fake = FakeCluster::running(demo(), 1, V);
+    for _ in 0..5 {
+        fake.fail_next_add(EtcdErrorKind::UnhealthyCluster);
+    }
+    let log = Captured::default();
+    let logger = Logger::root(log.clone(), o!());
+    let spec = DesiredCluster::new(2, V);
+    let config = ClusterConfig::default();
+    let actor = start_logging(&fake, spec, config, Telemetry::default(), logger);
+
+    until(&actor, &fake, "2 running members", running_with(2)).await;
+
+    assert_eq!(
+        fake.calls().add,
+        6,
+        "five refused adds, then one that worked"
+    );
+    let first = "etcd is not ready for this step yet; retrying";
+    assert_eq!(log.count(slog::Level::Info, first), 1, "one line at info");
+    assert_eq!(log.count(slog::Level::Warning, "action failed"), 0);
 }
 
 #[actix_rt::test]

@@ -140,6 +140,10 @@ pub struct ClusterActor {
     last_status: Option<Arc<StatusReport>>,
     last_reason: Option<Reason>,
     last_message: String,
+    /// The action and decision reason of the last "not yet" answer logged at info: the
+    /// same action retried for the same reason is logged at debug, so a join waiting on
+    /// etcd's gate is one line however many retries it takes.
+    last_not_yet: Option<(&'static str, &'static str)>,
     ticks: u64,
     trail: steps::Trail,
 }
@@ -177,6 +181,7 @@ impl ClusterActor {
             last_status: None,
             last_reason: None,
             last_message: String::new(),
+            last_not_yet: None,
             ticks: 0,
             trail: steps::Trail::default(),
         };
@@ -259,36 +264,7 @@ impl ClusterActor {
                         .iter()
                         .all(|o| matches!(o.result, ActionResult::Failed { .. }))
                 }));
-                // Every action's log line names the decision's reason: a tick that acts
-                // within one phase logs no transition to say why.
-                let reason = decision.why.reason.as_str();
-                for o in &outcomes {
-                    let outcome = match o.result {
-                        ActionResult::Done { .. } => "ok",
-                        ActionResult::NotYet { .. } => "not_yet",
-                        ActionResult::Failed { .. } => "error",
-                    };
-                    metrics
-                        .actions
-                        .get_or_create(&ActionLabels {
-                            action: o.action.kind(),
-                            outcome,
-                        })
-                        .inc();
-                    match &o.result {
-                        ActionResult::Done { note, .. } => {
-                            info!(self.logger, "{}", note; "action" => o.action.kind(), "reason" => reason)
-                        }
-                        ActionResult::NotYet { error } => {
-                            info!(self.logger, "etcd is not ready for this step yet; retrying";
-                                "action" => o.action.kind(), "reason" => reason, "error" => error)
-                        }
-                        ActionResult::Failed { error } => {
-                            warn!(self.logger, "action failed"; "action" => o.action.kind(),
-                                "reason" => reason, "error" => error)
-                        }
-                    }
-                }
+                self.log_outcomes(decision.why.reason.as_str(), &outcomes);
                 self.trace_tick(sight, observed, &outcomes);
                 if let Some(error) = status_error {
                     warn!(self.logger, "cannot write status"; "error" => error);
@@ -312,6 +288,47 @@ impl ClusterActor {
             self.cadence.next(pace, deadline, now, &self.config)
         };
         self.schedule(next, ctx);
+    }
+
+    /// Counts and logs each action's outcome. Every line names the decision's reason: a
+    /// tick that acts within one phase logs no transition to say why. A "not yet" answer
+    /// repeated by the next retry is logged at debug only.
+    fn log_outcomes(&mut self, reason: &'static str, outcomes: &[ActionOutcome]) {
+        let metrics = &self.telemetry.metrics;
+        for o in outcomes {
+            let kind = o.action.kind();
+            let outcome = match o.result {
+                ActionResult::Done { .. } => "ok",
+                ActionResult::NotYet { .. } => "not_yet",
+                ActionResult::Failed { .. } => "error",
+            };
+            let labels = ActionLabels {
+                action: kind,
+                outcome,
+            };
+            metrics.actions.get_or_create(&labels).inc();
+            match &o.result {
+                ActionResult::Done { note, .. } => {
+                    self.last_not_yet = None;
+                    info!(self.logger, "{}", note; "action" => kind, "reason" => reason)
+                }
+                ActionResult::NotYet { error } => {
+                    let answer = Some((kind, reason));
+                    if self.last_not_yet == answer {
+                        debug!(self.logger, "etcd is still not ready for this step; retrying";
+                            "action" => kind, "reason" => reason, "error" => error)
+                    } else {
+                        info!(self.logger, "etcd is not ready for this step yet; retrying";
+                            "action" => kind, "reason" => reason, "error" => error);
+                        self.last_not_yet = answer;
+                    }
+                }
+                ActionResult::Failed { error } => {
+                    warn!(self.logger, "action failed"; "action" => kind,
+                        "reason" => reason, "error" => error)
+                }
+            }
+        }
     }
 
     fn transition(&self, from: &Phase, why: &crate::lifecycle::Why, members: usize) {
