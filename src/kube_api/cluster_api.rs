@@ -542,6 +542,7 @@ impl KubeClusterApi {
             });
         }
         self.expectations.correct_versions(&mut pods);
+        self.expectations.correct_voters(&mut pods);
         pods.sort_by(|a, b| a.name.cmp(&b.name));
         pods
     }
@@ -756,8 +757,9 @@ impl ClusterApi for KubeClusterApi {
         self.pods_api()
             .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
             .await
-            .map(|_| ())
-            .map_err(|e| api_error(&format!("labelling pod {name} a voting member"), &e))
+            .map_err(|e| api_error(&format!("labelling pod {name} a voting member"), &e))?;
+        self.expectations.labelled_voter(name);
+        Ok(())
     }
 
     async fn publish_status(&self, report: &StatusReport) -> Result<(), ApiError> {

@@ -18,7 +18,7 @@ use kube::{Client, Resource};
 use serde_json::{Value, json};
 
 use etcd_operator_actors::lifecycle::TlsMode;
-use etcd_operator_actors::ports::{ApiError, ClusterApi, InitialState, MemberPod};
+use etcd_operator_actors::ports::{ApiError, ClusterApi, InitialState, KubeView, MemberPod};
 use etcd_operator_actors::topology::Topology;
 
 use super::{Caches, Identities, KubeClusterApi};
@@ -745,4 +745,22 @@ async fn a_recovery_is_recorded_from_a_fresh_read_once_and_uses_up_the_annotatio
     );
     api.record_recovery(&recovery(true)).await.unwrap();
     fake.assert_called(&format!("PATCH {CLUSTER}/status"));
+}
+
+#[tokio::test]
+async fn a_pod_labelled_a_voter_is_observed_as_one_before_the_cache_shows_the_label() {
+    // Seen in the operator's log: "pod X now serves clients" twice for one pod, the tick
+    // after the label still reading the pod without it from the cache and labelling again.
+    let fake = FakeApi::default();
+    let cached = pod("foo-bcdfg", "foo", UID);
+    let path = "/api/v1/namespaces/ns/pods/foo-bcdfg";
+    fake.answer("PATCH", path, 200, to_json(&cached));
+    let api = api_with(&fake, our_services(), vec![cached]);
+    let voter = |view: KubeView| view.pods.iter().any(|p| p.name == "foo-bcdfg" && p.voter);
+    assert!(!voter(api.observe().await.unwrap()));
+    api.label_voter("foo-bcdfg").await.unwrap();
+    assert!(
+        voter(api.observe().await.unwrap()),
+        "labelled, not cached yet"
+    );
 }

@@ -3,11 +3,14 @@
 //! Observations read pods from a watch cache, which lags behind the operator's own
 //! writes. Without care, a tick right after creating the seed pod could see no pod and
 //! create a second seed. Every create and delete is recorded here until the cache shows it
-//! (or a timeout passes), and observations are corrected with it.
+//! (or a timeout passes), and observations are corrected with it; so are image changes
+//! and voter labels, so that no step is taken twice for one pod.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use etcd_operator_actors::lifecycle::PodView;
 
 /// How long a write is expected before the cache is trusted again.
 pub const EXPECTATION_TIMEOUT: Duration = Duration::from_secs(60);
@@ -26,6 +29,30 @@ struct Inner {
     versions: BTreeMap<String, (String, Instant)>,
     /// Created pods of prepared joiners, with the members they were built to join.
     prepared: BTreeMap<String, Vec<String>>,
+    /// Pods labelled voting members.
+    labelled: BTreeMap<String, ((), Instant)>,
+}
+
+/// Keeps the expected changes of `expected` the cache does not show yet (`shows`) and
+/// applies each to its pod in `pods` (`apply`); drops those shown, timed out, or whose
+/// pod is gone.
+fn correct<T>(
+    expected: &mut BTreeMap<String, (T, Instant)>,
+    pods: &mut [PodView],
+    shows: impl Fn(&PodView, &T) -> bool,
+    apply: impl Fn(&mut PodView, &T),
+) {
+    let now = Instant::now();
+    expected.retain(|name, (change, at)| {
+        let Some(pod) = pods.iter_mut().find(|p| &p.name == name) else {
+            return false;
+        };
+        if shows(pod, change) || now.duration_since(*at) >= EXPECTATION_TIMEOUT {
+            return false;
+        }
+        apply(pod, change);
+        true
+    });
 }
 
 impl Expectations {
@@ -33,6 +60,7 @@ impl Expectations {
     pub fn created(&self, name: &str) {
         let mut inner = self.lock();
         inner.deleted.remove(name);
+        inner.labelled.remove(name);
         inner.created.insert(name.to_string(), Instant::now());
     }
 
@@ -54,6 +82,7 @@ impl Expectations {
         let mut inner = self.lock();
         inner.created.remove(name);
         inner.prepared.remove(name);
+        inner.labelled.remove(name);
         inner.deleted.insert(name.to_string(), Instant::now());
     }
 
@@ -66,21 +95,31 @@ impl Expectations {
 
     /// Corrects the versions of `pods` whose image change the cache does not show yet, so
     /// an upgrade step is never taken twice for one member.
-    pub fn correct_versions(&self, pods: &mut [etcd_operator_actors::lifecycle::PodView]) {
-        let now = Instant::now();
-        let mut inner = self.lock();
-        inner.versions.retain(|name, (version, at)| {
-            let Some(pod) = pods.iter_mut().find(|p| &p.name == name) else {
-                return false;
-            };
-            if pod.version.as_deref() == Some(version.as_str())
-                || now.duration_since(*at) >= EXPECTATION_TIMEOUT
-            {
-                return false;
-            }
-            pod.version = Some(version.clone());
-            true
-        });
+    pub fn correct_versions(&self, pods: &mut [PodView]) {
+        correct(
+            &mut self.lock().versions,
+            pods,
+            |pod, version| pod.version.as_deref() == Some(version.as_str()),
+            |pod, version| pod.version = Some(version.clone()),
+        );
+    }
+
+    /// Records that pod `name` was labelled a voting member.
+    pub fn labelled_voter(&self, name: &str) {
+        self.lock()
+            .labelled
+            .insert(name.to_string(), ((), Instant::now()));
+    }
+
+    /// Marks as voters the `pods` labelled so whose label the cache does not show yet, so
+    /// a pod is labelled (and its label logged) once.
+    pub fn correct_voters(&self, pods: &mut [PodView]) {
+        correct(
+            &mut self.lock().labelled,
+            pods,
+            |pod, ()| pod.voter,
+            |pod, ()| pod.voter = true,
+        );
     }
 
     /// Given the names the cache shows, returns the pods it should also show (created, not
@@ -137,12 +176,11 @@ mod tests {
         );
     }
 
-    #[test]
-    fn an_image_change_shows_until_the_cache_catches_up() {
-        use etcd_operator_actors::lifecycle::{PodPhase, PodView};
-        let pod = |version: &str| PodView {
+    /// Pod `m1`, a Ready voter on etcd `version`, as the cache shows it.
+    fn pod(version: &str) -> PodView {
+        PodView {
             name: "m1".into(),
-            phase: PodPhase::Running,
+            phase: etcd_operator_actors::lifecycle::PodPhase::Running,
             ready: true,
             terminating: false,
             version: Some(version.into()),
@@ -157,7 +195,35 @@ mod tests {
             tls: Default::default(),
             published: true,
             prepared_with: None,
+        }
+    }
+
+    #[test]
+    fn a_voter_label_shows_until_the_cache_catches_up_and_not_on_a_new_pod_of_the_name() {
+        let unlabelled = || PodView {
+            voter: false,
+            ..pod("3.5.35")
         };
+        let e = Expectations::default();
+        e.labelled_voter("m1");
+        let mut stale = [unlabelled()];
+        e.correct_voters(&mut stale);
+        assert!(stale[0].voter, "labelled, not cached yet");
+        e.correct_voters(&mut [pod("3.5.35")]);
+        let mut later = [unlabelled()];
+        e.correct_voters(&mut later);
+        assert!(!later[0].voter, "settled, forgotten");
+
+        e.labelled_voter("m1");
+        e.deleted("m1");
+        e.created("m1");
+        let mut new_pod = [unlabelled()];
+        e.correct_voters(&mut new_pod);
+        assert!(!new_pod[0].voter, "a new pod of the same name has no label");
+    }
+
+    #[test]
+    fn an_image_change_shows_until_the_cache_catches_up() {
         let e = Expectations::default();
         e.version_set("m1", "3.5.35");
         let mut stale = [pod("3.4.23")];
