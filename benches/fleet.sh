@@ -17,7 +17,11 @@
 #   20 x 1 at once: the floor starts 20 single-member clusters at once (--initial-cluster-
 #     state new), each ready when started and healthy (timings.sh's test); the operator:
 #     one `kubectl apply` of 20 EtcdClusters of size 1 (one multi-document YAML), timed
-#     from the apply until every one is Running with 1 ready member.
+#     from the apply until every one is Running with 1 ready member. Then a second floor,
+#     Kubernetes': the objects the operator made for them (each seed's pod, both
+#     Services, the budget) saved, the EtcdClusters deleted, and the saved objects made
+#     again, every POST in flight at once, timed until every pod is Ready: what the
+#     control plane and the nodes need for them on this machine, no operator at work.
 #   10 x 3 at once: the floor bootstraps 10 three-member clusters concurrently, each
 #     seed-then-add as timings.sh does (learners added, started with --initial-cluster-
 #     state existing, healthy, promoted); the operator: one apply of 10 EtcdClusters of
@@ -397,6 +401,85 @@ operator_upgrade() {
     since "$start"
 }
 
+# ---------------------------------------------------------------------------
+# The Kubernetes floor of "N x 1 at once": the operator's objects, made by hand
+# ---------------------------------------------------------------------------
+# What the control plane alone needs for the clusters the operator made: their objects
+# made again with one `kubectl create`, no operator involved. It names how much of the
+# operator's time is the API server, the controllers, the scheduler and the node making
+# pods, Services, endpoints and budgets on this machine, next to etcd's own floor.
+KUBE_OBJECTS=""
+
+# Saves the objects of the EtcdClusters $NS/$1* (each seed's pod, both Services, the
+# budget) as a List, and each as a file under $TOP/kube/ to POST, as a user would write
+# them: without what the API server, the scheduler or a controller fills in (status, uid,
+# versions, node, cluster IP) and without their owner (the EtcdCluster, deleted before
+# they are made again).
+kube_floor_save() {
+    local i=0 line
+    KUBE_OBJECTS=$TOP/kube-objects.json
+    kubectl -n "$NS" get pods,services,poddisruptionbudgets -o json | jq --arg p "$1" '
+        .items |= map(select(.metadata.name | startswith($p))
+            | .metadata |= {name, labels, annotations}
+            | del(.status, .spec.nodeName)
+            | if .kind == "Service" and .spec.clusterIP != "None"
+              then del(.spec.clusterIP, .spec.clusterIPs) else . end)' >"$KUBE_OBJECTS"
+    rm -rf "$TOP/kube"
+    mkdir -p "$TOP/kube"
+    while read -r line; do
+        i=$((i + 1))
+        printf '%s\n' "$line" >"$TOP/kube/$i.json"
+    done < <(jq -c '.items[]' "$KUBE_OBJECTS")
+}
+
+# The API path of the collection the object in file $1 is created in.
+collection_of() {
+    case $(jq -r .kind "$1") in
+    Pod) echo "/api/v1/namespaces/$NS/pods" ;;
+    Service) echo "/api/v1/namespaces/$NS/services" ;;
+    PodDisruptionBudget) echo "/apis/policy/v1/namespaces/$NS/poddisruptionbudgets" ;;
+    *) die "no collection for $(jq -r .kind "$1") in $1" ;;
+    esac
+}
+
+# True when none of the saved objects is left (their owner's deletion removes them).
+no_saved_objects() {
+    [[ -z $(kubectl -n "$NS" get -f "$KUBE_OBJECTS" --ignore-not-found -o name 2>/dev/null) ]]
+}
+
+# True when $1 pods of NS are Ready.
+pods_ready() {
+    local n
+    n=$(kubectl -n "$NS" get pods -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>/dev/null |
+        grep -c '^True$') || true
+    ((n == $1))
+}
+
+# Makes the saved objects of $1 clusters again, every POST in flight at once (curl
+# --parallel, as the environment's admin: no kubectl, no operator); RESULT = the seconds
+# until their $1 pods are Ready. Then deletes them and waits until they are gone.
+kube_floor() {
+    local pki=$LOCAL_ENV_DIR/pki server f args=() codes n start took
+    server=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+    for f in "$TOP"/kube/*.json; do
+        ((${#args[@]} == 0)) || args+=(--next)
+        args+=(-sS --max-time 30 -X POST -w '%{http_code}\n' -o /dev/null
+            --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key"
+            -H 'Content-Type: application/json' --data-binary "@$f" "$server$(collection_of "$f")")
+    done
+    n=$(find "$TOP/kube" -name '*.json' | wc -l)
+    poll "the operator's objects to be gone" no_saved_objects
+    start=$(now)
+    codes=$(curl --parallel --parallel-max 128 "${args[@]}") || die "creating the saved objects: curl failed"
+    [[ $(grep -cx 201 <<<"$codes") == "$n" ]] || die "creating the saved objects: HTTP codes $(xargs <<<"$codes")"
+    poll "$1 hand-made etcd pods to be Ready" pods_ready "$1"
+    since "$start"
+    took=$RESULT
+    kubectl -n "$NS" delete -f "$KUBE_OBJECTS" --wait=false >/dev/null
+    poll "the hand-made objects to be gone" no_saved_objects
+    RESULT=$took
+}
+
 T0_MS=""        # when the last operator scenario applied, deleted or patched (Unix ms)
 BREAKDOWNS=""   # the tables of fleet_trace, printed at the end
 
@@ -446,7 +529,9 @@ for ((run = 1; run <= RUNS; run++)); do
         [[ -n $NS ]] || operator_setup
         operator_fleet "s$run-" "$SINGLES" 1; record OPER singles
         fleet_trace "s$run-" "$SINGLES x 1 at once (T0: the apply)"
+        kube_floor_save "s$run-"
         operator_fleet_delete
+        kube_floor "$SINGLES"; record FLOOR kube
         operator_fleet "t$run-" "$TRIPLES" 3; record OPER triples
         fleet_trace "t$run-" "$TRIPLES x 3 at once (T0: the apply)"
         sleep "$SETTLE_S"
@@ -469,6 +554,9 @@ echo
 printf '%-28s | %8s | %10s | %6s\n' scenario "floor s" "operator s" ratio
 printf '%-28s-|-%8s-|-%10s-|-%6s\n' "" "" "" "" | tr ' ' -
 table_row "$SINGLES x 1 at once" "${FLOOR[singles]}" "${OPER[singles]:-}" 28
+if [[ -n ${FLOOR[kube]:-} ]]; then
+    table_row "  against Kubernetes' floor" "${FLOOR[kube]}" "${OPER[singles]}" 28
+fi
 table_row "$TRIPLES x 3 at once" "${FLOOR[triples]}" "${OPER[triples]:-}" 28
 table_row "node failure, $TRIPLES clusters" "${FLOOR[failure]}" "${OPER[failure]:-}" 28
 if [[ -n $UPGRADE_TO ]]; then
