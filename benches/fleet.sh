@@ -550,6 +550,7 @@ echo
 echo "etcd-operator fleet, $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname) ($(nproc) cores)"
 echo "etcd $ETCD_VERSION ($OLD_ETCD); members added as $MODE"
 echo "runs: $RUNS (median shown); a failure or an upgrade starts ${SETTLE_S}s after ready"
+echo "CPU time stolen by the hypervisor during the runs: $(cpu_stolen) (/proc/stat)"
 echo
 printf '%-28s | %8s | %10s | %6s\n' scenario "floor s" "operator s" ratio
 printf '%-28s-|-%8s-|-%10s-|-%6s\n' "" "" "" "" | tr ' ' -

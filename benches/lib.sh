@@ -11,6 +11,17 @@ now() { date +%s.%N; }
 RESULT=""
 since() { RESULT=$(awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'); }
 
+# The machine's CPU counters (the "cpu" line of /proc/stat) when the script started, and
+# the share of all CPU time since then that the hypervisor gave to others ("steal"): a run
+# with much of it measured a busier machine than its floor may have had.
+CPU_AT_START=$(head -1 /proc/stat)
+cpu_stolen() {
+    awk -v a="$CPU_AT_START" -v b="$(head -1 /proc/stat)" 'BEGIN {
+        split(a, x, " "); split(b, y, " "); total = 0
+        for (i = 2; i <= 9; i++) total += y[i] - x[i]
+        printf "%.1f%%", total ? 100 * (y[9] - x[9]) / total : 0 }'
+}
+
 # Runs "$@" every 100 ms until it succeeds; dies after TIMEOUT_S seconds naming $1.
 poll() {
     local what=$1 deadline=$((SECONDS + ${TIMEOUT_S:-180}))

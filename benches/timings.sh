@@ -349,6 +349,7 @@ echo
 echo "etcd-operator timings, $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname) ($(nproc) cores)"
 echo "etcd $ETCD_VERSION ($ETCD); members added as $MODE"
 echo "runs: $RUNS (median shown); a replacement starts ${SETTLE_S}s after Ready"
+echo "CPU time stolen by the hypervisor during the runs: $(cpu_stolen) (/proc/stat)"
 echo
 printf '%-28s | %8s | %10s | %6s\n' scenario "floor s" "operator s" ratio
 printf '%-28s-|-%8s-|-%10s-|-%6s\n' "" "" "" "" | tr ' ' -
