@@ -80,6 +80,18 @@ async fn evict(pods: &Api<Pod>, ns: &str, name: &str) -> Result<serde_json::Valu
         .await
 }
 
+/// Waits until member `gone` has left the ready members of cluster `name` (right after an
+/// eviction or a drain the status may still list it), then until the cluster runs with 3
+/// ready members again; their names.
+async fn replaced(ns: &str, name: &str, gone: &str) -> Vec<String> {
+    let what = format!("{gone} gone from the ready members");
+    wait_status(ns, name, &what, Duration::from_secs(180), |s| {
+        !s.members.ready.iter().any(|m| m == gone)
+    })
+    .await;
+    wait_running(ns, name, 3, Duration::from_secs(180)).await
+}
+
 #[tokio::test]
 async fn the_budget_lets_one_of_three_voters_be_evicted_and_follows_the_size() {
     let ns = Namespace::create("disruption");
@@ -106,15 +118,8 @@ async fn the_budget_lets_one_of_three_voters_be_evicted_and_follows_the_size() {
         .await
         .expect("the first eviction is allowed");
 
-    // The evicted member is replaced; the data is all there. (Right after the eviction
-    // the status may still list it ready: wait until it is gone from the status first.)
-    let evicted = ready[0].clone();
-    let what = format!("{evicted} gone from the ready members");
-    wait_status(&ns.0, "budgeted", &what, Duration::from_secs(180), |s| {
-        !s.members.ready.contains(&evicted)
-    })
-    .await;
-    let healed = wait_running(&ns.0, "budgeted", 3, Duration::from_secs(180)).await;
+    // The evicted member is replaced; the data is all there.
+    let healed = replaced(&ns.0, "budgeted", &ready[0]).await;
     let mut client_etcd = etcd(&ns.0, &healed).await;
     assert_keys(&mut client_etcd, "budget", 100).await;
 
@@ -188,16 +193,10 @@ async fn a_drain_waits_while_a_member_on_another_node_is_down_and_completes_once
     wait_budget(&ns.0, "drained", 2, 3).await;
     let (ok, out) = drain(&target, "drained", "120s");
     assert!(ok, "the drain failed with every member back: {out}");
-    // Right after the drain the status may still list the drained member ready.
-    let drained = ready[1].clone();
-    let what = format!("{drained} gone from the ready members");
-    wait_status(&ns.0, "drained", &what, Duration::from_secs(180), |s| {
-        !s.members.ready.contains(&drained)
-    })
-    .await;
-    let healed = wait_running(&ns.0, "drained", 3, Duration::from_secs(180)).await;
+    let drained = &ready[1];
+    let healed = replaced(&ns.0, "drained", drained).await;
     assert!(
-        !healed.contains(&drained),
+        !healed.contains(drained),
         "the drained member is back in the list: {healed:?}"
     );
     let mut client_etcd = etcd(&ns.0, &healed).await;

@@ -49,22 +49,15 @@ async fn restarted_in_place(ns: &str, name: &str, victims: &[String]) {
     }
     // Restarted and Ready again: the status alone may still be the one from before the
     // kill, and a client may be routed to a member whose etcd does not listen yet.
-    let path = "jsonpath={.status.containerStatuses[0].restartCount} \
-                {.status.containerStatuses[0].ready}";
     wait_for(
         "the killed members to restart and be ready",
         Duration::from_secs(120),
         || async {
-            let states: Vec<String> = victims
+            let states: Vec<(u32, bool)> = victims.iter().map(|v| container_state(ns, v)).collect();
+            match states
                 .iter()
-                .map(|v| kubectl(&["get", "pod", v, "-n", ns, "-o", path], None).1)
-                .collect();
-            let back = |s: &String| {
-                let mut words = s.split_whitespace();
-                let restarts: u32 = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
-                restarts >= 1 && words.next() == Some("true")
-            };
-            match states.iter().all(back) {
+                .all(|(restarts, ready)| *restarts >= 1 && *ready)
+            {
                 true => Ok(()),
                 false => Err(format!("restart counts and readiness {states:?}")),
             }

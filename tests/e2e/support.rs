@@ -371,9 +371,18 @@ pub fn delete_pods(ns: &str, names: &[String]) {
 
 /// The restart count of pod `name`'s etcd container (0 when unknown).
 pub fn restart_count(ns: &str, name: &str) -> u32 {
-    let path = "jsonpath={.status.containerStatuses[0].restartCount}";
+    container_state(ns, name).0
+}
+
+/// Pod `name`'s etcd container: its restart count (0 when unknown) and whether it is
+/// Ready.
+pub fn container_state(ns: &str, name: &str) -> (u32, bool) {
+    let path = "jsonpath={.status.containerStatuses[0].restartCount} \
+                {.status.containerStatuses[0].ready}";
     let (_, out) = kubectl(&["get", "pod", name, "-n", ns, "-o", path], None);
-    out.trim().parse().unwrap_or(0)
+    let mut words = out.split_whitespace();
+    let restarts = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
+    (restarts, words.next() == Some("true"))
 }
 
 /// The state directory of the process node that runs pod `name`.
