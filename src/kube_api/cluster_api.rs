@@ -458,9 +458,16 @@ impl KubeClusterApi {
         if name_problem(&t.namespace, &t.name).is_some() {
             return Ok((false, None));
         }
+        // Both at once: a Service the cache lacks is a read from the API server, and a new
+        // cluster's first tick lacks both.
+        let client = t.client_service();
+        let (headless, client) = futures::join!(
+            self.service(cluster, &t.name),
+            self.service(cluster, &client)
+        );
         let mut present = true;
-        for name in [self.topology.name.clone(), self.topology.client_service()] {
-            match self.service(cluster, &name).await? {
+        for presence in [headless?, client?] {
+            match presence {
                 Presence::Ours => {}
                 Presence::Missing => present = false,
                 Presence::Conflict(message) => return Ok((false, Some(message))),
@@ -555,6 +562,23 @@ enum Created {
     Existing,
 }
 
+/// Refuses a new seed for `cluster` when its status records a bootstrap or members already.
+fn unborn(cluster: &EtcdCluster) -> Result<(), ApiError> {
+    let recorded = cluster
+        .status
+        .as_ref()
+        .map(EtcdClusterStatus::recorded)
+        .unwrap_or_default();
+    if recorded.bootstrap.is_some() || !recorded.members.is_empty() {
+        return Err(ApiError::Conflict(format!(
+            "refusing to record a new seed: the status already records this cluster's \
+             bootstrap ({:?}) or members ({:?})",
+            recorded.bootstrap, recorded.members
+        )));
+    }
+    Ok(())
+}
+
 #[async_trait]
 impl ClusterApi for KubeClusterApi {
     async fn observe(&self) -> Result<KubeView, ApiError> {
@@ -602,14 +626,15 @@ impl ClusterApi for KubeClusterApi {
 
     async fn ensure_services(&self) -> Result<(), ApiError> {
         let cluster = self.cluster()?;
-        self.create_if_missing(&cluster, Kind::Service, &headless_service(&cluster))
-            .await?;
+        let headless = headless_service(&cluster);
         let client = client_service(&cluster);
-        if self
-            .create_if_missing(&cluster, Kind::Service, &client)
-            .await?
-            == Created::Existing
-        {
+        // Both at once (each is one POST): observe found neither name held by another.
+        let (headless, created) = futures::join!(
+            self.create_if_missing(&cluster, Kind::Service, &headless),
+            self.create_if_missing(&cluster, Kind::Service, &client)
+        );
+        headless?;
+        if created? == Created::Existing {
             let selector = client_selector(&self.topology.name);
             let patch = json!({"spec": {"selector": selector}});
             let api: Api<Service> = Api::namespaced(self.client.clone(), &self.topology.namespace);
@@ -778,28 +803,29 @@ impl ClusterApi for KubeClusterApi {
     }
 
     async fn record_bootstrap(&self, record: &BootstrapRecord) -> Result<(), ApiError> {
-        // Read fresh, not from the cache: this is the one check before a cluster is born.
-        let fresh = self.read_fresh("recording its seed").await?;
-        let recorded = fresh
-            .status
-            .as_ref()
-            .map(EtcdClusterStatus::recorded)
-            .unwrap_or_default();
-        if recorded.bootstrap.is_some() || !recorded.members.is_empty() {
-            return Err(ApiError::Conflict(format!(
-                "refusing to record a new seed: the status already records this cluster's \
-                 bootstrap ({:?}) or members ({:?})",
-                recorded.bootstrap, recorded.members
-            )));
-        }
+        // The one check before a cluster is born is a compare-and-swap on the object it
+        // reads: first the cached one (current unless a write is still on its way to the
+        // cache, and then the swap fails), else one read fresh from the API server.
+        const WHAT: &str = "recording the seed in status";
         let bootstrap = json!(BootstrapStatus::from_record(record));
-        self.swap_status(
-            &fresh,
-            "bootstrap",
-            bootstrap,
-            "recording the seed in status",
-        )
-        .await?;
+        let cached = self.cluster()?;
+        let swapped = match unborn(&cached) {
+            Ok(()) => {
+                self.swap_status(&cached, "bootstrap", bootstrap.clone(), WHAT)
+                    .await
+            }
+            Err(refused) => Err(refused),
+        };
+        match swapped {
+            Ok(()) => {}
+            Err(ApiError::Conflict(_)) => {
+                let fresh = self.read_fresh("recording its seed").await?;
+                unborn(&fresh)?;
+                self.swap_status(&fresh, "bootstrap", bootstrap, WHAT)
+                    .await?;
+            }
+            Err(e) => return Err(e),
+        }
         *self
             .written_bootstrap
             .lock()

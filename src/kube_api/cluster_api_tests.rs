@@ -33,6 +33,8 @@ const UID: &str = "uid-of-foo";
 struct FakeApi {
     answers: Arc<Mutex<BTreeMap<String, (u16, Value)>>>,
     calls: Arc<Mutex<Vec<String>>>,
+    /// The JSON bodies sent, by `METHOD path`, in order.
+    bodies: Arc<Mutex<Vec<(String, Value)>>>,
 }
 
 impl FakeApi {
@@ -66,24 +68,43 @@ impl FakeApi {
         assert!(calls.iter().any(|c| c == call), "no {call} in {calls:?}");
     }
 
+    /// The JSON bodies sent with `call` (`METHOD path`), in order.
+    fn sent(&self, call: &str) -> Vec<Value> {
+        let bodies = self.bodies.lock().unwrap();
+        bodies
+            .iter()
+            .filter(|(c, _)| c == call)
+            .map(|(_, b)| b.clone())
+            .collect()
+    }
+
     fn client(&self) -> Client {
         let fake = self.clone();
         let service = tower::service_fn(move |req: Request<Body>| {
-            let key = format!("{} {}", req.method(), req.uri().path());
-            fake.calls.lock().unwrap().push(key.clone());
-            let (code, body) = fake
-                .answers
-                .lock()
-                .unwrap()
-                .get(&key)
-                .cloned()
-                .unwrap_or_else(|| (404, status(404, "NotFound")));
-            let response = Response::builder()
-                .status(code)
-                .header("content-type", "application/json")
-                .body(Body::from(serde_json::to_vec(&body).unwrap()))
-                .unwrap();
-            async move { Ok::<_, std::convert::Infallible>(response) }
+            let fake = fake.clone();
+            async move {
+                let key = format!("{} {}", req.method(), req.uri().path());
+                fake.calls.lock().unwrap().push(key.clone());
+                let sent = axum::body::to_bytes(axum::body::Body::new(req.into_body()), 1 << 20)
+                    .await
+                    .unwrap_or_default();
+                if let Ok(json) = serde_json::from_slice::<Value>(&sent) {
+                    fake.bodies.lock().unwrap().push((key.clone(), json));
+                }
+                let (code, body) = fake
+                    .answers
+                    .lock()
+                    .unwrap()
+                    .get(&key)
+                    .cloned()
+                    .unwrap_or_else(|| (404, status(404, "NotFound")));
+                let response = Response::builder()
+                    .status(code)
+                    .header("content-type", "application/json")
+                    .body(Body::from(serde_json::to_vec(&body).unwrap()))
+                    .unwrap();
+                Ok::<_, std::convert::Infallible>(response)
+            }
         });
         Client::new(service, NS)
     }
@@ -763,4 +784,91 @@ async fn a_pod_labelled_a_voter_is_observed_as_one_before_the_cache_shows_the_la
         voter(api.observe().await.unwrap()),
         "labelled, not cached yet"
     );
+}
+
+/// The seed `foo-seed00` with its token, as `create_seed` records it.
+fn seed_record() -> etcd_operator_actors::lifecycle::BootstrapRecord {
+    etcd_operator_actors::lifecycle::BootstrapRecord::seed("foo-seed00", "foo-token")
+}
+
+#[tokio::test]
+async fn a_seed_is_recorded_as_a_swap_on_the_cached_cluster_without_reading_it_again() {
+    let fake = FakeApi::default();
+    let mut cached = cluster("foo", UID);
+    cached.metadata.resource_version = Some("41".into());
+    let status_path = format!("{CLUSTER}/status");
+    fake.answer("PATCH", &status_path, 200, to_json(&cached));
+    let api = api_of(&fake, cached, our_services(), vec![], vec![], vec![]);
+    api.record_bootstrap(&seed_record()).await.unwrap();
+    assert_eq!(fake.calls(), [format!("PATCH {status_path}")]);
+    let patch = &fake.sent(&format!("PATCH {status_path}"))[0];
+    // The swap: written only if the object is still the one the cache showed.
+    assert_eq!(patch["metadata"]["resourceVersion"], "41");
+    assert_eq!(patch["status"]["bootstrap"]["seed"], "foo-seed00");
+}
+
+#[tokio::test]
+async fn a_seed_swap_refused_as_stale_is_decided_again_on_a_fresh_read() {
+    // The cache has not seen a bootstrap another writer recorded: the swap on the cached
+    // object fails, and the fresh read refuses a second seed, writing nothing more.
+    let fake = FakeApi::default();
+    let mut cached = cluster("foo", UID);
+    cached.metadata.resource_version = Some("41".into());
+    let mut born = cluster("foo", UID);
+    born.metadata.resource_version = Some("42".into());
+    born.status = Some(crate::api::EtcdClusterStatus {
+        bootstrap: Some(crate::api::BootstrapStatus::from_record(
+            &etcd_operator_actors::lifecycle::BootstrapRecord::seed("foo-other0", "foo-t2"),
+        )),
+        ..Default::default()
+    });
+    let status_path = format!("{CLUSTER}/status");
+    fake.answer("PATCH", &status_path, 409, status(409, "Conflict"));
+    fake.holds(&status_path, &born);
+    let api = api_of(&fake, cached, our_services(), vec![], vec![], vec![]);
+    let err = api.record_bootstrap(&seed_record()).await.unwrap_err();
+    assert!(
+        conflict_message(&err).contains("refusing to record a new seed"),
+        "{err}"
+    );
+    assert_eq!(
+        fake.calls(),
+        [format!("PATCH {status_path}"), format!("GET {status_path}")]
+    );
+
+    // Unborn when read fresh: the second swap is made on the fresh object's version.
+    let fake = FakeApi::default();
+    let mut cached = cluster("foo", UID);
+    cached.metadata.resource_version = Some("41".into());
+    let mut fresh = cluster("foo", UID);
+    fresh.metadata.resource_version = Some("43".into());
+    fake.answer("PATCH", &status_path, 409, status(409, "Conflict"));
+    fake.holds(&status_path, &fresh);
+    let api = api_of(&fake, cached, our_services(), vec![], vec![], vec![]);
+    let _ = api.record_bootstrap(&seed_record()).await;
+    let versions: Vec<_> = fake
+        .sent(&format!("PATCH {status_path}"))
+        .iter()
+        .map(|p| p["metadata"]["resourceVersion"].clone())
+        .collect();
+    assert_eq!(versions, [json!("41"), json!("43")]);
+}
+
+#[tokio::test]
+async fn a_cached_cluster_that_records_a_seed_is_read_fresh_before_refusing() {
+    let fake = FakeApi::default();
+    let mut cached = cluster("foo", UID);
+    cached.status = Some(crate::api::EtcdClusterStatus {
+        bootstrap: Some(crate::api::BootstrapStatus::from_record(&seed_record())),
+        ..Default::default()
+    });
+    let status_path = format!("{CLUSTER}/status");
+    fake.holds(&status_path, &cached);
+    let api = api_of(&fake, cached, our_services(), vec![], vec![], vec![]);
+    let err = api.record_bootstrap(&seed_record()).await.unwrap_err();
+    assert!(
+        conflict_message(&err).contains("refusing to record a new seed"),
+        "{err}"
+    );
+    assert_eq!(fake.calls(), [format!("GET {status_path}")]);
 }
