@@ -15,7 +15,7 @@ use kube::{Api, Client, Config};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{RunArgs, etcd_entries};
+use crate::cli::{Binding, RunArgs, etcd_entries};
 use crate::ctx::NodeCtx;
 use crate::dispatcher::Dispatcher;
 use crate::etcfiles::ClusterDns;
@@ -229,6 +229,18 @@ async fn kubelet_api(
         .with_context(|| format!("serving the kubelet API on {at}"))
 }
 
+/// The pods the node watches: with a kube-scheduler binding them, only those bound to it
+/// (a kubelet's `spec.nodeName` field selector: the API server sends no other pod's
+/// changes to this node); binding them itself, every pod, the pending ones included.
+fn pods_to_watch(binding: Binding, node_name: &str) -> watcher::Config {
+    match binding {
+        Binding::Scheduler => {
+            watcher::Config::default().fields(&format!("spec.nodeName={node_name}"))
+        }
+        Binding::Node => watcher::Config::default(),
+    }
+}
+
 /// Runs the node until SIGINT/SIGTERM.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let config = config(args.kubeconfig.as_deref()).await?;
@@ -244,8 +256,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let _ = ctx.network.set(network);
 
     watch_signals(shutdown.clone())?;
-    let pods =
-        watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()).default_backoff();
+    let pods = watcher(
+        Api::<Pod>::all(client.clone()),
+        pods_to_watch(args.binding, &args.node_name),
+    )
+    .default_backoff();
     let (storage, storage_tasks) = Storage::watch(&client, &shutdown);
     let provisioner = Provisioner::new(client.clone(), args.node_name.clone(), ctx.state.volumes());
     let provisioner = tokio::spawn(provisioner.run(storage.clone(), shutdown.clone()));
@@ -278,4 +293,22 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let _ = kubelet.await;
     event!("node {} stopped", args.node_name);
     Ok(())
+}
+
+#[cfg(test)]
+mod pod_watch_tests {
+    use super::*;
+
+    #[test]
+    fn a_node_the_scheduler_binds_to_watches_only_its_own_pods() {
+        let config = pods_to_watch(Binding::Scheduler, "local-node-1");
+        assert_eq!(
+            config.field_selector.as_deref(),
+            Some("spec.nodeName=local-node-1")
+        );
+        assert_eq!(
+            pods_to_watch(Binding::Node, "local-node-1").field_selector,
+            None
+        );
+    }
 }
