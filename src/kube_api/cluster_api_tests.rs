@@ -791,11 +791,32 @@ fn seed_record() -> etcd_operator_actors::lifecycle::BootstrapRecord {
     etcd_operator_actors::lifecycle::BootstrapRecord::seed("foo-seed00", "foo-token")
 }
 
+/// Cluster `foo` at resourceVersion `version`, its status recording `bootstrap`, if any.
+fn foo_at(
+    version: &str,
+    bootstrap: Option<etcd_operator_actors::lifecycle::BootstrapRecord>,
+) -> EtcdCluster {
+    let mut c = cluster("foo", UID);
+    c.metadata.resource_version = Some(version.into());
+    c.status = bootstrap.map(|b| crate::api::EtcdClusterStatus {
+        bootstrap: Some(crate::api::BootstrapStatus::from_record(&b)),
+        ..Default::default()
+    });
+    c
+}
+
+fn assert_refuses_a_second_seed(error: &ApiError) {
+    let message = conflict_message(error);
+    assert!(
+        message.contains("refusing to record a new seed"),
+        "{message}"
+    );
+}
+
 #[tokio::test]
 async fn a_seed_is_recorded_as_a_swap_on_the_cached_cluster_without_reading_it_again() {
     let fake = FakeApi::default();
-    let mut cached = cluster("foo", UID);
-    cached.metadata.resource_version = Some("41".into());
+    let cached = foo_at("41", None);
     let status_path = format!("{CLUSTER}/status");
     fake.answer("PATCH", &status_path, 200, to_json(&cached));
     let api = api_of(&fake, cached, our_services(), vec![], vec![], vec![]);
@@ -811,26 +832,20 @@ async fn a_seed_is_recorded_as_a_swap_on_the_cached_cluster_without_reading_it_a
 async fn a_seed_swap_refused_as_stale_is_decided_again_on_a_fresh_read() {
     // The cache has not seen a bootstrap another writer recorded: the swap on the cached
     // object fails, and the fresh read refuses a second seed, writing nothing more.
-    let fake = FakeApi::default();
-    let mut cached = cluster("foo", UID);
-    cached.metadata.resource_version = Some("41".into());
-    let mut born = cluster("foo", UID);
-    born.metadata.resource_version = Some("42".into());
-    born.status = Some(crate::api::EtcdClusterStatus {
-        bootstrap: Some(crate::api::BootstrapStatus::from_record(
-            &etcd_operator_actors::lifecycle::BootstrapRecord::seed("foo-other0", "foo-t2"),
-        )),
-        ..Default::default()
-    });
+    let other = etcd_operator_actors::lifecycle::BootstrapRecord::seed("foo-other0", "foo-t2");
     let status_path = format!("{CLUSTER}/status");
+    let fake = FakeApi::default();
     fake.answer("PATCH", &status_path, 409, status(409, "Conflict"));
-    fake.holds(&status_path, &born);
-    let api = api_of(&fake, cached, our_services(), vec![], vec![], vec![]);
-    let err = api.record_bootstrap(&seed_record()).await.unwrap_err();
-    assert!(
-        conflict_message(&err).contains("refusing to record a new seed"),
-        "{err}"
+    fake.holds(&status_path, &foo_at("42", Some(other)));
+    let api = api_of(
+        &fake,
+        foo_at("41", None),
+        our_services(),
+        vec![],
+        vec![],
+        vec![],
     );
+    assert_refuses_a_second_seed(&api.record_bootstrap(&seed_record()).await.unwrap_err());
     assert_eq!(
         fake.calls(),
         [format!("PATCH {status_path}"), format!("GET {status_path}")]
@@ -838,13 +853,16 @@ async fn a_seed_swap_refused_as_stale_is_decided_again_on_a_fresh_read() {
 
     // Unborn when read fresh: the second swap is made on the fresh object's version.
     let fake = FakeApi::default();
-    let mut cached = cluster("foo", UID);
-    cached.metadata.resource_version = Some("41".into());
-    let mut fresh = cluster("foo", UID);
-    fresh.metadata.resource_version = Some("43".into());
     fake.answer("PATCH", &status_path, 409, status(409, "Conflict"));
-    fake.holds(&status_path, &fresh);
-    let api = api_of(&fake, cached, our_services(), vec![], vec![], vec![]);
+    fake.holds(&status_path, &foo_at("43", None));
+    let api = api_of(
+        &fake,
+        foo_at("41", None),
+        our_services(),
+        vec![],
+        vec![],
+        vec![],
+    );
     let _ = api.record_bootstrap(&seed_record()).await;
     let versions: Vec<_> = fake
         .sent(&format!("PATCH {status_path}"))
@@ -857,18 +875,10 @@ async fn a_seed_swap_refused_as_stale_is_decided_again_on_a_fresh_read() {
 #[tokio::test]
 async fn a_cached_cluster_that_records_a_seed_is_read_fresh_before_refusing() {
     let fake = FakeApi::default();
-    let mut cached = cluster("foo", UID);
-    cached.status = Some(crate::api::EtcdClusterStatus {
-        bootstrap: Some(crate::api::BootstrapStatus::from_record(&seed_record())),
-        ..Default::default()
-    });
+    let cached = foo_at("41", Some(seed_record()));
     let status_path = format!("{CLUSTER}/status");
     fake.holds(&status_path, &cached);
     let api = api_of(&fake, cached, our_services(), vec![], vec![], vec![]);
-    let err = api.record_bootstrap(&seed_record()).await.unwrap_err();
-    assert!(
-        conflict_message(&err).contains("refusing to record a new seed"),
-        "{err}"
-    );
+    assert_refuses_a_second_seed(&api.record_bootstrap(&seed_record()).await.unwrap_err());
     assert_eq!(fake.calls(), [format!("GET {status_path}")]);
 }
