@@ -128,6 +128,7 @@ mkdir -p "$WORK"
 declare -A RUNNER=()    # fleet cluster k -> pid of the subshell running it
 declare -A GOFD=()      # fleet cluster k -> this shell's descriptor of its FIFO "go"
 NS=""                   # the operator part's namespace, once created
+WATCH_DIR=$TOP          # the watches' files (benches/operator.sh)
 
 # Kills every etcd this script started (named in a pid file and running on a data
 # directory under $TOP: a pid reused by another process is left alone) and the subshells.
@@ -158,8 +159,7 @@ fleet_stop() {
 }
 
 cleanup() {
-    local w
-    for w in "${!WATCH[@]}"; do watch_stop "$w"; done
+    watch_stop_all
     fleet_stop
     floor_stop
     delete_namespace
@@ -294,49 +294,8 @@ floor_upgrade() {
 # ---------------------------------------------------------------------------
 # "name|phase|readyMembers|currentVersion|targetVersion|ready member names" of each
 # EtcdCluster in the namespace, one a line (a field not yet in the status is empty).
-# ---------------------------------------------------------------------------
-# Watching: the operator's side is seen through one `kubectl get -w` stream per kind, read
-# from its file, not a `kubectl get` per poll. A kubectl every 100 ms cost about a fifth
-# of this machine's two cores (0.06 to 0.1 s of CPU each, several a second) on the
-# operator's side only (the floor's clusters write files), and queued on the API server
-# the scenario loads.
-# ---------------------------------------------------------------------------
-declare -A WATCH=()   # watch name -> the pid of its kubectl
-
-# Starts watch $1 of NS: `kubectl get $2 -w`, each change a line "$3" (a jsonpath for one
-# object: its name first, then fields separated by "|"), into $TOP/watch-$1.
-watch_start() {
-    local name=$1 kind=$2 template=$3
-    watch_stop "$name"
-    kubectl -n "$NS" get "$kind" -w -o jsonpath="$template{\"\\n\"}" \
-        >"$TOP/watch-$name" 2>"$TOP/watch-$name.err" &
-    WATCH[$name]=$!
-}
-
-# Stops watch $1 (a kubectl this script started) if it runs.
-watch_stop() {
-    local pid=${WATCH[$1]:-}
-    [[ -n $pid ]] || return 0
-    kill "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-    unset "WATCH[$1]"
-}
-
-# The last line of each object of watch $1; dies when its kubectl has stopped (a watch
-# that ended can no longer tell a change).
-watch_last() {
-    local pid=${WATCH[$1]:-}
-    if [[ -z $pid ]] || ! kill -0 "$pid" 2>/dev/null; then
-        die "the watch of $1 has stopped: $(tail -3 "$TOP/watch-$1.err" 2>/dev/null)"
-    fi
-    # Complete lines only: the kubectl may be writing the next one.
-    head -n "$(wc -l <"$TOP/watch-$1")" "$TOP/watch-$1" |
-        awk -F'|' '{ last[$1] = $0 } END { for (n in last) print last[n] }'
-}
-
 # "name|phase|ready|current|target|ready-names" of each EtcdCluster of NS, as last seen.
 fleet_status() { watch_last clusters; }
-CLUSTER_LINE='{.metadata.name}|{.status.phase}|{.status.readyMembers}|{.status.currentVersion}|{.status.targetVersion}|{.status.members.ready[*]}'
 
 declare -A VICTIM=()   # EtcdCluster -> the pod deleted in it
 # True when $2 EtcdClusters named $1<k> are Running with $3 ready members each, none of
@@ -492,7 +451,7 @@ no_saved_objects() {
 # True when $1 pods of NS are Ready (watch "pods", started before they were made).
 pods_ready() {
     local n
-    n=$(watch_last pods | grep -c '|True$') || true
+    n=$(watch_last pods | awk -F'|' '$3 == "True" { n++ } END { print n + 0 }')
     ((n == $1))
 }
 
@@ -511,7 +470,7 @@ kube_floor() {
     n=$(find "$TOP/kube" -name '*.json' | wc -l)
     poll "the operator's objects to be gone" no_saved_objects
     # The operator's pods of the same names are gone: the watch starts with none of them.
-    watch_start pods pods '{.metadata.name}|{.status.conditions[?(@.type=="Ready")].status}'
+    watch_start pods pods "$POD_LINE"
     sleep 0.5   # its kubectl started, not starting while the objects are made
     start=$(now)
     codes=$(curl --parallel --parallel-max 128 "${args[@]}") || die "creating the saved objects: curl failed"

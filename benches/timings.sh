@@ -90,8 +90,10 @@ busy=$(floor_busy "$FLOOR_NET" 5)
 
 WORK=$(mktemp -d /tmp/etcd-operator-timings.XXXXXX)
 NS=""               # the operator part's namespace, once created
+WATCH_DIR=$WORK     # the watches' files (benches/operator.sh)
 
 cleanup() {
+    watch_stop_all
     floor_stop
     delete_namespace
     rm -rf "$WORK"
@@ -126,11 +128,9 @@ EOF
     since "$start"
 }
 
-# The sum of the etcd containers' restart counts of EtcdCluster $1's pods.
+# The sum of the etcd containers' restart counts of EtcdCluster $1's pods (not deleted).
 restarts_of() {
-    kubectl -n "$NS" get pods -l "app=etcd,etcd_cluster=$1" \
-        -o jsonpath='{range .items[*]}{.status.containerStatuses[0].restartCount}{"\n"}{end}' |
-        awk '{ s += $1 } END { print s + 0 }'
+    watch_last pods | awk -F'|' -v c="$1" '$5 == c && $6 == "" { s += $4 } END { print s + 0 }'
 }
 
 # True when EtcdCluster $1 restarted at least $3 containers in all and is ready with $2.
@@ -173,10 +173,9 @@ operator_replace() {
     operator_steps_since replace3 "$name" "$deleted"
 }
 
-# "uid ready" of pod $1.
+# "uid ready" of pod $1, as watch "pods" saw it last.
 pod_state() {
-    kubectl -n "$NS" get pod "$1" \
-        -o jsonpath='{.metadata.uid} {.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null
+    watch_last pods | awk -F'|' -v p="$1" '$1 == p { print $2, $3 }'
 }
 
 # True when pod $3 is back under a new uid (not $4), ready, and EtcdCluster $1 is ready
@@ -319,7 +318,11 @@ for ((run = 1; run <= RUNS; run++)); do
     floor_create 5; record FLOOR create5
     floor_stop
     if [[ $SKIP_OPERATOR != 1 ]]; then
-        [[ -n $NS ]] || operator_setup
+        if [[ -z $NS ]]; then
+            operator_setup
+            watch_start clusters etcd "$CLUSTER_LINE"
+            watch_start pods pods "$POD_LINE"
+        fi
         operator_create "t3-$run" 3; record OPER create3
         operator_trace create3 "t3-$run"
         sleep "$SETTLE_S"
