@@ -293,8 +293,8 @@ floor_upgrade() {
 # The operator, in the local environment
 # ---------------------------------------------------------------------------
 # "name|phase|readyMembers|currentVersion|targetVersion|ready member names" of each
-# EtcdCluster in the namespace, one a line (a field not yet in the status is empty).
-# "name|phase|ready|current|target|ready-names" of each EtcdCluster of NS, as last seen.
+# EtcdCluster in the namespace, one a line, as its watch saw it last (a field not yet in
+# the status is empty).
 fleet_status() { watch_last clusters; }
 
 declare -A VICTIM=()   # EtcdCluster -> the pod deleted in it

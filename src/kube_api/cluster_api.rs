@@ -306,6 +306,20 @@ impl KubeClusterApi {
             .map_err(|e| api_error(what, &e))
     }
 
+    /// Writes `bootstrap` into the status of `cluster` as it was read, when that status
+    /// records no bootstrap and no members (see [`unborn`]); a conflict when it does, or
+    /// when the object has changed since.
+    async fn seed_unborn(
+        &self,
+        cluster: &EtcdCluster,
+        bootstrap: &serde_json::Value,
+    ) -> Result<(), ApiError> {
+        unborn(cluster)?;
+        let what = "recording the seed in status";
+        self.swap_status(cluster, "bootstrap", bootstrap.clone(), what)
+            .await
+    }
+
     fn cluster(&self) -> Result<Arc<EtcdCluster>, ApiError> {
         let key = ObjectRef::new(&self.topology.name).within(&self.topology.namespace);
         self.caches.clusters.get(&key).ok_or_else(|| {
@@ -806,23 +820,12 @@ impl ClusterApi for KubeClusterApi {
         // The one check before a cluster is born is a compare-and-swap on the object it
         // reads: first the cached one (current unless a write is still on its way to the
         // cache, and then the swap fails), else one read fresh from the API server.
-        const WHAT: &str = "recording the seed in status";
         let bootstrap = json!(BootstrapStatus::from_record(record));
-        let cached = self.cluster()?;
-        let swapped = match unborn(&cached) {
-            Ok(()) => {
-                self.swap_status(&cached, "bootstrap", bootstrap.clone(), WHAT)
-                    .await
-            }
-            Err(refused) => Err(refused),
-        };
-        match swapped {
+        match self.seed_unborn(&*self.cluster()?, &bootstrap).await {
             Ok(()) => {}
             Err(ApiError::Conflict(_)) => {
                 let fresh = self.read_fresh("recording its seed").await?;
-                unborn(&fresh)?;
-                self.swap_status(&fresh, "bootstrap", bootstrap, WHAT)
-                    .await?;
+                self.seed_unborn(&fresh, &bootstrap).await?;
             }
             Err(e) => return Err(e),
         }
