@@ -167,6 +167,11 @@ pub struct RunArgs {
     /// Deadline of a whole tick of one cluster, in seconds.
     #[arg(long, default_value_t = 60)]
     pub tick_timeout_s: u64,
+    /// Shortest time between two writes of a cluster's status that differ only in their
+    /// messages, in milliseconds (a change of phase, reason, members or conditions is
+    /// written at once).
+    #[arg(long, default_value_t = 5000)]
+    pub status_rewording_ms: u64,
     /// Seconds a member may stay added-but-not-started before it is removed.
     #[arg(long, default_value_t = 90)]
     pub unstarted_member_deadline_s: u64,
@@ -229,6 +234,7 @@ impl RunArgs {
                 follow_up: Duration::from_millis(self.follow_up_ms),
                 idle_interval: Duration::from_millis(self.idle_interval_ms),
                 tick_timeout: Duration::from_secs(self.tick_timeout_s),
+                status_rewording: Duration::from_millis(self.status_rewording_ms),
                 deadlines: Deadlines {
                     unstarted_member: Duration::from_secs(self.unstarted_member_deadline_s),
                     unhealthy_member: Duration::from_secs(self.unhealthy_member_deadline_s),

@@ -374,6 +374,48 @@ async fn a_nudge_about_a_changed_pod_makes_the_actor_look_at_once() {
 }
 
 #[actix_rt::test]
+async fn a_seed_failing_in_changing_words_rewrites_the_status_only_at_the_rewording_interval() {
+    tokio::time::pause();
+    let fake = FakeCluster::new(demo());
+    fake.make_unrunnable(V);
+    let config = ClusterConfig::default();
+    let actor = start(&fake, DesiredCluster::new(1, V), config);
+    until(&actor, &fake, "waiting for the seed", |view, _| {
+        view["status"]["reason"] == "WaitingForSeed"
+    })
+    .await;
+    let seed = fake.pods()[0].name.clone();
+    let writes_before = fake.calls().publish_status;
+
+    // Thirty ticks a second apart, each seeing the seed's pod fail in other words.
+    let attempts = 30;
+    for attempt in 1..=attempts {
+        let problem = format!("CrashLoopBackOff: back-off restarting, attempt {attempt}");
+        assert!(fake.set_pod_problem(&seed, Some(problem)));
+        actor.do_send(Nudge);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let writes = fake.calls().publish_status - writes_before;
+    let interval = config.status_rewording.as_secs();
+    assert!(
+        writes <= attempts / interval + 1,
+        "{writes} status writes in {attempts} s of rewording, at most one per {interval} s expected"
+    );
+    assert!(
+        writes >= attempts / interval - 1,
+        "{writes} writes: the wording is held back for good"
+    );
+    // The newest wording is written within the interval, though no event comes.
+    tokio::time::sleep(config.status_rewording).await;
+    let status = fake.last_status().expect("a status was written");
+    assert!(
+        status.message.contains(&format!("attempt {attempts}")),
+        "{}",
+        status.message
+    );
+}
+
+#[actix_rt::test]
 async fn a_dead_member_is_removed_and_replaced_by_a_member_with_a_new_name() {
     tokio::time::pause();
     let fake = FakeCluster::running(demo(), 3, V);

@@ -9,6 +9,7 @@ mod cadence;
 mod execute;
 mod messages;
 mod observe;
+mod publish;
 mod steps;
 mod tick;
 mod tracer;
@@ -35,6 +36,7 @@ use crate::report::StatusReport;
 use crate::topology::Topology;
 use cadence::Cadence;
 use observe::HealthProbe;
+use publish::Written;
 use tick::{TickJob, TickOutcome};
 
 /// Timing of a Cluster actor.
@@ -54,6 +56,10 @@ pub struct ClusterConfig {
     /// abandoned with the rest of the round, and the next tick starts afresh. It is a
     /// backstop: each etcd call has its own deadline, owned by the [`EtcdApi`] port.
     pub tick_timeout: Duration,
+    /// How long a status that differs from the one written last only in its wording
+    /// (messages) waits before it is written: the newest wording is written at most this
+    /// often, a change of substance at once.
+    pub status_rewording: Duration,
     /// Deadlines of the lifecycle.
     pub deadlines: Deadlines,
 }
@@ -65,6 +71,7 @@ impl Default for ClusterConfig {
             follow_up: Duration::from_millis(100),
             idle_interval: Duration::from_secs(20),
             tick_timeout: Duration::from_secs(60),
+            status_rewording: Duration::from_secs(5),
             deadlines: Deadlines::default(),
         }
     }
@@ -136,8 +143,9 @@ pub struct ClusterActor {
     schedule: Schedule,
     cadence: Cadence,
     last_pace: Option<Pace>,
-    /// Shared with each tick's job and the debug view, so neither copies it.
-    last_status: Option<Arc<StatusReport>>,
+    /// The status written last, and when. Shared with each tick's job and the debug
+    /// view, so neither copies it.
+    last_written: Option<Written>,
     last_reason: Option<Reason>,
     last_message: String,
     /// The action and decision reason of the last "not yet" answer logged at info: the
@@ -178,7 +186,7 @@ impl ClusterActor {
             schedule: Schedule::Idle,
             cadence: Cadence::default(),
             last_pace: None,
-            last_status: None,
+            last_written: None,
             last_reason: None,
             last_message: String::new(),
             last_not_yet: None,
@@ -219,7 +227,7 @@ impl ClusterActor {
             spec: self.spec.clone(),
             reason: self.last_reason.map(|r| r.as_str()),
             message: self.last_message.clone(),
-            status: self.last_status.clone(),
+            status: self.last_written.as_ref().map(|w| w.status.clone()),
             ticks: self.ticks,
             pace: self.last_pace.map(Pace::as_str),
             busy: self.busy(),
@@ -251,6 +259,7 @@ impl ClusterActor {
                     outcomes,
                     status,
                     status_error,
+                    written_at,
                     members,
                     elapsed,
                     sight,
@@ -268,8 +277,11 @@ impl ClusterActor {
                 self.trace_tick(sight, observed, &outcomes);
                 if let Some(error) = status_error {
                     warn!(self.logger, "cannot write status"; "error" => error);
-                } else {
-                    self.last_status = Some(Arc::new(status));
+                } else if let Some(at) = written_at {
+                    self.last_written = Some(Written {
+                        status: Arc::new(status),
+                        at,
+                    });
                 }
                 let from = std::mem::replace(&mut self.state, decision.state);
                 self.transition(&from.phase, &decision.why, members);
@@ -386,7 +398,7 @@ impl Supervised for ClusterActor {
         self.schedule = Schedule::Idle;
         self.cadence.reset();
         self.last_pace = None;
-        self.last_status = None;
+        self.last_written = None;
     }
 }
 
@@ -409,7 +421,8 @@ impl Handler<Tick> for ClusterActor {
             spec: self.spec.clone(),
             state: self.state.clone(),
             deadlines: self.config.deadlines,
-            last_status: self.last_status.clone(),
+            last_written: self.last_written.clone(),
+            rewording: self.config.status_rewording,
             last_reason: self.last_reason,
         };
         let timeout = self.config.tick_timeout;
@@ -455,7 +468,7 @@ impl Handler<SpecChanged> for ClusterActor {
             warn!(self.logger, "the EtcdCluster was replaced by a new object; starting afresh";
                 "old_uid" => &self.spec.uid, "new_uid" => &msg.0.uid);
             self.state = State::default();
-            self.last_status = None;
+            self.last_written = None;
             self.last_reason = None;
             self.trace_spec_seen();
         }

@@ -17,6 +17,7 @@ use crate::topology::Topology;
 
 use super::execute::{ActionOutcome, Effectors, execute};
 use super::observe::{HealthProbe, observe};
+use super::publish::{WriteDue, Written, write_due};
 use super::steps::Sight;
 
 /// Inputs of one tick.
@@ -28,8 +29,11 @@ pub(crate) struct TickJob {
     pub spec: Arc<DesiredCluster>,
     pub state: State,
     pub deadlines: Deadlines,
-    /// The status published last, to skip writes that change nothing.
-    pub last_status: Option<Arc<StatusReport>>,
+    /// The status written last, and when: to skip writes that change nothing, and to
+    /// hold back those that only reword it (`publish`).
+    pub last_written: Option<Written>,
+    /// How long a status that only rewords the last one waits to be written.
+    pub rewording: Duration,
     /// The reason this actor published last, to raise a refusal's Event once (a fresh
     /// actor compares with the reason in the object's status instead).
     pub last_reason: Option<Reason>,
@@ -51,6 +55,9 @@ pub(crate) struct Decided {
     pub outcomes: Vec<ActionOutcome>,
     pub status: StatusReport,
     pub status_error: Option<String>,
+    /// When the status was written, if this tick wrote it (not when it was unchanged,
+    /// held back, or its write failed).
+    pub written_at: Option<Instant>,
     pub members: usize,
     pub elapsed: Duration,
     /// What the tick saw and decided, for the step trace.
@@ -103,14 +110,20 @@ impl TickJob {
             // An Event that cannot be written must not stop the lifecycle.
             let _ = kube.record_event(event).await;
         }
-        let status_error = if self.last_status.as_deref() != Some(&status) {
-            kube.publish_status(&status)
-                .await
-                .err()
-                .map(|e| e.to_string())
-        } else {
-            None
-        };
+        let now = Instant::now();
+        let mut deadline = deadline;
+        let (status_error, written_at) =
+            match write_due(self.last_written.as_ref(), &status, now, self.rewording) {
+                WriteDue::Unchanged => (None, None),
+                WriteDue::At(due) => {
+                    deadline = Some(deadline.map_or(due, |d| d.min(due)));
+                    (None, None)
+                }
+                WriteDue::Now => match kube.publish_status(&status).await {
+                    Ok(()) => (None, Some(now)),
+                    Err(e) => (Some(e.to_string()), None),
+                },
+            };
         let members = status.size;
         let published = status_error
             .is_none()
@@ -121,6 +134,7 @@ impl TickJob {
             outcomes,
             status,
             status_error,
+            written_at,
             members,
             elapsed: started.elapsed(),
             sight,

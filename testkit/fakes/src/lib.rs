@@ -355,6 +355,19 @@ impl FakeCluster {
         }
     }
 
+    /// Sets what the kubelet says is wrong with pod `name` (its container's waiting or
+    /// terminated reason), as a pod's status would. Returns whether the pod exists.
+    pub fn set_pod_problem(&self, name: &str, problem: Option<String>) -> bool {
+        let mut w = self.lock();
+        match w.pods.iter_mut().find(|p| p.name == name) {
+            Some(pod) => {
+                pod.problem = problem;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Makes the next `member add` call fail with `kind` (queued: each call takes one).
     pub fn fail_next_add(&self, kind: EtcdErrorKind) {
         self.lock().add_errors.push_back(etcd_error(kind));
