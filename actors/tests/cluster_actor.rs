@@ -442,6 +442,54 @@ async fn a_dead_member_is_removed_and_replaced_by_a_member_with_a_new_name() {
 }
 
 #[actix_rt::test]
+async fn with_prepared_joiners_a_dead_members_replacement_pod_is_made_by_the_tick_that_removes_it()
+{
+    tokio::time::pause();
+    let fake = FakeCluster::running(demo(), 3, V);
+    fake.set_prepares_joiners(true);
+    let actor = start(&fake, DesiredCluster::new(3, V), ClusterConfig::default());
+    until(&actor, &fake, "3 running members", running_with(3)).await;
+    let pods_before = fake.created_pods().len();
+
+    assert!(fake.kill_member("demo-m1"));
+    until(&actor, &fake, "3 running members again", |view, fake| {
+        running_with(3)(view, fake) && fake.members().iter().all(|m| m.name != "demo-m1")
+    })
+    .await;
+
+    // The tick that removed the member prepared its replacement's pod too.
+    let by_tick = fake.events_by_tick();
+    let tick_of = |reason: &str| {
+        by_tick
+            .iter()
+            .find(|(_, r)| r == reason)
+            .map(|(tick, _)| *tick)
+            .unwrap_or_else(|| panic!("no {reason} Event: {by_tick:?}"))
+    };
+    assert_eq!(
+        tick_of("MemberRemoved"),
+        tick_of("JoinerPrepared"),
+        "{by_tick:?}"
+    );
+    assert!(
+        tick_of("MemberAdded") > tick_of("MemberRemoved"),
+        "{by_tick:?}"
+    );
+    let made = &fake.created_pods()[pods_before..];
+    assert_eq!(made.len(), 1, "one replacement pod: {made:?}");
+    let survivors: Vec<String> = fake
+        .members()
+        .into_iter()
+        .map(|m| m.name)
+        .filter(|n| *n != made[0].name)
+        .collect();
+    let mut peers = made[0].prepared_with.clone().expect("a prepared joiner");
+    peers.sort();
+    assert_eq!(peers, survivors, "built to join the survivors");
+    assert_eq!(fake.calls().max_membership_in_flight, 1);
+}
+
+#[actix_rt::test]
 async fn a_dead_member_traces_its_loss_then_its_replacement_pod_and_the_replacement_healthy() {
     tokio::time::pause();
     let fake = FakeCluster::running(demo(), 3, V);

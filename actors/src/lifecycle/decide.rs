@@ -571,7 +571,7 @@ fn with_member_list(
     if view.healthy_voters < view.quorum() {
         return quorum_lost(state, view, spec, target);
     }
-    if let Some(d) = dead_or_unhealthy_member(&state, view, deadlines) {
+    if let Some(d) = dead_or_unhealthy_member(&state, view, deadlines, (size, &join_version)) {
         return d(state);
     }
     if let Some(d) = promotable_learner(view, &scaling) {
@@ -830,6 +830,7 @@ fn dead_or_unhealthy_member(
     state: &State,
     view: &ClusterView<'_>,
     deadlines: &Deadlines,
+    (size, join_version): (usize, &Version),
 ) -> Option<Step> {
     let now = view.obs.now;
     let (m, reason, message) = view.members.iter().filter(|m| m.started()).find_map(|m| {
@@ -879,11 +880,36 @@ fn dead_or_unhealthy_member(
             )),
         }
     })?;
-    let actions = removal(m.id, &m.name, view.obs.pod(&m.name));
+    let mut actions = removal(m.id, &m.name, view.obs.pod(&m.name));
+    actions.extend(replacement(view, m, size, join_version));
     let why = Why::new(reason, message);
     Some(Box::new(move |state: State| {
         settle(state, Phase::Recovering, actions, why)
     }))
+}
+
+/// The replacement of member `removed`, prepared in the tick that removes it: its pod is
+/// scheduled, given an address and published while the removal goes through, instead of
+/// after it (seconds under load, the longest wait of a replacement). Only when joiners'
+/// pods can be prepared, a member is still wanted after the removal, no prepared joiner
+/// is there already, and every other member is a started voter whose address the cluster
+/// DNS publishes (what `grow` asks before any joiner). It runs after the removal, so a
+/// removal that fails prepares nothing; the next tick adds it as any prepared joiner.
+fn replacement(
+    view: &ClusterView<'_>,
+    removed: &MemberView,
+    size: usize,
+    version: &Version,
+) -> Option<Action> {
+    let others: Vec<&MemberView> = view.members.iter().filter(|m| m.id != removed.id).collect();
+    let settled = others.iter().all(|m| {
+        m.started() && !m.is_learner && view.obs.pod(&m.name).is_some_and(|p| p.published)
+    });
+    let wanted = view.obs.prepares_joiners && others.len() < size;
+    (wanted && settled && prepared_joiners(view).next().is_none()).then(|| Action::PrepareJoiner {
+        version: version.clone(),
+        peers: others.iter().filter_map(|m| m.pod_name()).collect(),
+    })
 }
 
 /// Why a member may not join yet: some member's pod is not in the cluster DNS. The

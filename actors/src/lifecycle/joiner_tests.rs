@@ -309,3 +309,73 @@ fn a_prepared_joiner_that_cannot_run_is_not_added_and_says_why() {
     assert_idle(&d, Reason::WaitingForJoin);
     assert!(d.why.message.contains("ErrImagePull"), "{}", d.why.message);
 }
+
+#[test]
+fn a_dead_members_replacement_is_prepared_in_the_tick_that_removes_it() {
+    let world = World::healthy(Instant::now(), 3, VERSION)
+        .preparing_joiners()
+        .unreachable(2)
+        .without_pod("m2");
+    let d = run(running_state(), &world.build(), 3);
+    assert_eq!(
+        d.why.reason,
+        Reason::ReplacingDeadMember,
+        "{}",
+        d.why.message
+    );
+    assert_eq!(
+        d.actions,
+        vec![
+            Action::RemoveMember {
+                id: 2,
+                name: "m2".into()
+            },
+            prepare(&["m1", "m3"]),
+        ]
+    );
+    // The next tick, the removal seen, adds that pod once it is published.
+    let after = World::healthy(Instant::now(), 1, VERSION)
+        .member(3, VERSION)
+        .preparing_joiners()
+        .prepared("m4", &["m1", "m3"]);
+    let d = run(d.state, &after.build(), 3);
+    assert_eq!(d.actions, vec![add_prepared("m4")]);
+}
+
+#[test]
+fn no_replacement_is_prepared_with_a_removal_when_none_is_wanted_or_one_is_there() {
+    let dead_m2 = || {
+        World::healthy(Instant::now(), 3, VERSION)
+            .preparing_joiners()
+            .unreachable(2)
+            .pod("m2", |p| p.phase = PodPhase::Failed)
+    };
+    let prepares = |d: &Decision| {
+        d.actions
+            .iter()
+            .any(|a| matches!(a, Action::PrepareJoiner { .. }))
+    };
+    // Scaling down to 2: the removal is all that is needed.
+    let d = run(running_state(), &dead_m2().build(), 2);
+    assert!(!prepares(&d), "{:?}", d.actions);
+    // A prepared joiner is there already.
+    let d = run(
+        running_state(),
+        &dead_m2().prepared("m4", &["m1", "m3"]).build(),
+        3,
+    );
+    assert!(!prepares(&d), "{:?}", d.actions);
+    // A survivor's address is not published: the replacement waits, as any joiner does.
+    let d = run(
+        running_state(),
+        &dead_m2().pod("m3", |p| p.published = false).build(),
+        3,
+    );
+    assert!(!prepares(&d), "{:?}", d.actions);
+    // Without the operator's image, members are added before their pods, as before.
+    let plain = World::healthy(Instant::now(), 3, VERSION)
+        .unreachable(2)
+        .without_pod("m2");
+    let d = run(running_state(), &plain.build(), 3);
+    assert!(!prepares(&d), "{:?}", d.actions);
+}

@@ -111,6 +111,9 @@ struct World {
     created_pods: Vec<MemberPod>,
     last_status: Option<StatusReport>,
     events: Vec<EventRecord>,
+    /// For each Event, how many observations had been made when it was raised: Events
+    /// of one tick share the number.
+    event_ticks: Vec<u64>,
     add_errors: VecDeque<EtcdError>,
     hang: bool,
     /// Deadline of one etcd call; `None` (a fresh world) means [`FAKE_CALL_TIMEOUT`].
@@ -484,6 +487,14 @@ impl FakeCluster {
     /// Every Event recorded, in order.
     pub fn events(&self) -> Vec<EventRecord> {
         self.lock().events.clone()
+    }
+
+    /// Every Event's reason with the tick that raised it (numbered by the observations
+    /// made so far: the Events of one tick share the number).
+    pub fn events_by_tick(&self) -> Vec<(u64, String)> {
+        let w = self.lock();
+        let reasons = w.events.iter().map(|e| e.reason.clone());
+        w.event_ticks.iter().copied().zip(reasons).collect()
     }
 
     /// The ID of the member the others follow: the lowest ID of the serving voters.
@@ -937,7 +948,9 @@ impl ClusterApi for FakeCluster {
     async fn record_event(&self, event: &EventRecord) -> Result<(), ApiError> {
         let mut w = self.lock();
         w.calls.record_event += 1;
+        let tick = w.calls.observe;
         w.events.push(event.clone());
+        w.event_ticks.push(tick);
         Ok(())
     }
 
