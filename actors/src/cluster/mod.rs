@@ -262,6 +262,7 @@ impl ClusterActor {
                     written_at,
                     members,
                     elapsed,
+                    stages,
                     sight,
                     observed,
                     pace,
@@ -284,7 +285,7 @@ impl ClusterActor {
                     });
                 }
                 let from = std::mem::replace(&mut self.state, decision.state);
-                self.transition(&from.phase, &decision.why, members);
+                self.transition(&from.phase, &decision.why, members, &stages);
                 self.last_reason = Some(decision.why.reason);
                 self.last_message = decision.why.message;
                 (pace, deadline)
@@ -343,10 +344,18 @@ impl ClusterActor {
         }
     }
 
-    fn transition(&self, from: &Phase, why: &crate::lifecycle::Why, members: usize) {
+    fn transition(
+        &self,
+        from: &Phase,
+        why: &crate::lifecycle::Why,
+        members: usize,
+        stages: &tick::Stages,
+    ) {
         let to = &self.state.phase;
         if from == to {
-            debug!(self.logger, "tick"; "phase" => %to, "reason" => why.reason.as_str());
+            debug!(self.logger, "tick"; "phase" => %to, "reason" => why.reason.as_str(),
+                "observe_ms" => stages.observe.as_millis(), "act_ms" => stages.act.as_millis(),
+                "report_ms" => stages.report.as_millis());
             return;
         }
         info!(self.logger, "state transition";

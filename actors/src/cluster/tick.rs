@@ -48,6 +48,17 @@ pub(crate) enum TickOutcome {
     Decided(Box<Decided>),
 }
 
+/// How long each stage of a tick took (logged with the tick at debug level).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Stages {
+    /// Reading the caches, etcd's member list and every member's status.
+    pub observe: Duration,
+    /// Deciding and carrying out the actions.
+    pub act: Duration,
+    /// Raising the Events and writing the status.
+    pub report: Duration,
+}
+
 /// A tick that decided something.
 #[derive(Debug)]
 pub(crate) struct Decided {
@@ -60,6 +71,8 @@ pub(crate) struct Decided {
     pub written_at: Option<Instant>,
     pub members: usize,
     pub elapsed: Duration,
+    /// How long each stage of the tick took.
+    pub stages: Stages,
     /// What the tick saw and decided, for the step trace.
     pub sight: Sight,
     /// When it observed the world.
@@ -93,6 +106,7 @@ impl TickJob {
                 };
             }
         };
+        let seen = Instant::now();
         let decision = decide(self.state, &obs, &self.spec, &self.deadlines);
         let pace = pace(&decision, &obs, &self.spec);
         let deadline = next_deadline(&decision, &obs, &self.spec, &self.deadlines);
@@ -104,12 +118,12 @@ impl TickJob {
             endpoints: obs.endpoints.clone(),
         };
         let outcomes = execute(&fx, &decision.actions).await;
+        let acted = Instant::now();
         let Report { status, events } =
             report(&decision, &obs, &self.spec, &outcomes, self.last_reason);
-        for event in &events {
-            // An Event that cannot be written must not stop the lifecycle.
-            let _ = kube.record_event(event).await;
-        }
+        // Every Event at once (one POST each, created in the order the tick acted), all
+        // before the status. An Event that cannot be written must not stop the lifecycle.
+        futures::future::join_all(events.iter().map(|event| kube.record_event(event))).await;
         let now = Instant::now();
         let mut deadline = deadline;
         let (status_error, written_at) =
@@ -137,6 +151,11 @@ impl TickJob {
             written_at,
             members,
             elapsed: started.elapsed(),
+            stages: Stages {
+                observe: seen - started,
+                act: acted - seen,
+                report: acted.elapsed(),
+            },
             sight,
             observed: obs.now,
             pace,
