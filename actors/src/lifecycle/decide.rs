@@ -634,13 +634,25 @@ fn promotable_learner(view: &ClusterView<'_>, scaling: &Phase) -> Option<Step> {
         Reason::PromotingLearner,
         format!("promoting learner {} to a voting member", m.name),
     );
-    let action = Action::PromoteLearner {
+    let mut actions = vec![Action::PromoteLearner {
         id: m.id,
         name: m.name.clone(),
-    };
+    }];
+    // Its pod goes behind the client Service right after the promotion, in this tick (a
+    // failed promotion stops the tick first): the next tick, which finds the cluster
+    // converged, has no write left to make before the status.
+    if view
+        .obs
+        .pod(&m.name)
+        .is_some_and(|p| !p.voter && !p.is_dead())
+    {
+        actions.push(Action::LabelVoter {
+            name: m.name.clone(),
+        });
+    }
     let phase = scaling.clone();
     Some(Box::new(move |state: State| {
-        settle(state, phase, vec![action], why)
+        settle(state, phase, actions, why)
     }))
 }
 

@@ -299,6 +299,25 @@ fn started_learner_is_promoted_before_anything_else() {
 }
 
 #[test]
+fn a_promoted_learners_pod_is_labelled_a_voter_by_the_tick_that_promotes_it() {
+    let now = Instant::now();
+    let world = World::healthy(now, 2, "3.5.21")
+        .learner(2)
+        .pod("m2", |p| p.voter = false);
+    let d = on_running(world, 3, "3.5.21");
+    assert_eq!(
+        d.actions,
+        vec![
+            Action::PromoteLearner {
+                id: 2,
+                name: "m2".into()
+            },
+            Action::LabelVoter { name: "m2".into() },
+        ]
+    );
+}
+
+#[test]
 fn unhealthy_member_blocks_scaling_until_it_recovers() {
     let now = Instant::now();
     let d = on_running(World::healthy(now, 3, "3.5.21").unreachable(3), 5, "3.5.21");
