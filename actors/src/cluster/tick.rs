@@ -49,7 +49,7 @@ pub(crate) enum TickOutcome {
 }
 
 /// How long each stage of a tick took (logged with the tick at debug level).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Stages {
     /// Reading the caches, etcd's member list and every member's status.
     pub observe: Duration,
@@ -109,7 +109,7 @@ impl TickJob {
         let seen = Instant::now();
         let decision = decide(self.state, &obs, &self.spec, &self.deadlines);
         let pace = pace(&decision, &obs, &self.spec);
-        let deadline = next_deadline(&decision, &obs, &self.spec, &self.deadlines);
+        let mut deadline = next_deadline(&decision, &obs, &self.spec, &self.deadlines);
         let fx = Effectors {
             kube,
             members: &self.members,
@@ -125,7 +125,6 @@ impl TickJob {
         // before the status. An Event that cannot be written must not stop the lifecycle.
         futures::future::join_all(events.iter().map(|event| kube.record_event(event))).await;
         let now = Instant::now();
-        let mut deadline = deadline;
         let (status_error, written_at) =
             match write_due(self.last_written.as_ref(), &status, now, self.rewording) {
                 WriteDue::Unchanged => (None, None),
