@@ -416,6 +416,28 @@ async fn a_seed_failing_in_changing_words_rewrites_the_status_only_at_the_reword
 }
 
 #[actix_rt::test]
+async fn a_new_clusters_seed_pod_is_made_while_its_services_are_still_being_made() {
+    tokio::time::pause();
+    let fake = FakeCluster::new(demo());
+    // A loaded API server: the Services' POSTs take two seconds to answer.
+    fake.set_service_latency(Duration::from_secs(2));
+    let actor = start(&fake, DesiredCluster::new(1, V), ClusterConfig::default());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !fake.services_present(),
+        "the Services are still being made"
+    );
+    let seeds: Vec<String> = fake.created_pods().into_iter().map(|p| p.name).collect();
+    assert_eq!(
+        seeds.len(),
+        1,
+        "the seed's pod does not wait for the Services: {seeds:?}"
+    );
+    until(&actor, &fake, "1 running member", running_with(1)).await;
+    assert!(fake.services_present());
+}
+
+#[actix_rt::test]
 async fn a_dead_member_is_removed_and_replaced_by_a_member_with_a_new_name() {
     tokio::time::pause();
     let fake = FakeCluster::running(demo(), 3, V);

@@ -1,5 +1,6 @@
 //! The act step of a tick: performs a decision's actions in order, stopping at the first
-//! failure. What to tell people about them is the report step's business.
+//! failure; those that run alongside ([`Action::runs_alongside`]) start at once beside the
+//! others. What to tell people about them is the report step's business.
 
 use actix::Addr;
 use serde::Serialize;
@@ -114,28 +115,51 @@ pub(crate) struct Effectors<'a> {
     pub endpoints: Vec<String>,
 }
 
-/// Executes `actions` in order; stops after the first failure.
+/// Executes `actions`: those that run alongside start at once, beside the others, which
+/// run in order and stop after the first failure. The outcomes come in the order of
+/// `actions`.
 pub(crate) async fn execute(fx: &Effectors<'_>, actions: &[Action]) -> Vec<ActionOutcome> {
-    let mut outcomes = Vec::new();
-    for action in actions {
-        let result = match perform(fx, action).await {
-            Ok(done) => ActionResult::Done {
-                note: done.note,
-                member: done.member,
-            },
-            Err(f) if f.not_yet => ActionResult::NotYet { error: f.message },
-            Err(f) => ActionResult::Failed { error: f.message },
-        };
-        let failed = !result.is_done();
-        outcomes.push(ActionOutcome {
-            action: action.clone(),
-            result,
-        });
-        if failed {
-            break;
+    let (beside, in_turn): (Vec<_>, Vec<_>) = actions
+        .iter()
+        .enumerate()
+        .partition(|(_, action)| action.runs_alongside());
+    let beside = futures::future::join_all(
+        beside
+            .into_iter()
+            .map(|(i, action)| async move { (i, outcome(fx, action).await) }),
+    );
+    let in_turn = async {
+        let mut outcomes = Vec::new();
+        for (i, action) in in_turn {
+            let outcome = outcome(fx, action).await;
+            let failed = !outcome.result.is_done();
+            outcomes.push((i, outcome));
+            if failed {
+                break;
+            }
         }
+        outcomes
+    };
+    let (mut outcomes, in_turn) = futures::join!(beside, in_turn);
+    outcomes.extend(in_turn);
+    outcomes.sort_by_key(|(i, _)| *i);
+    outcomes.into_iter().map(|(_, outcome)| outcome).collect()
+}
+
+/// Performs one action and says how it ended.
+async fn outcome(fx: &Effectors<'_>, action: &Action) -> ActionOutcome {
+    let result = match perform(fx, action).await {
+        Ok(done) => ActionResult::Done {
+            note: done.note,
+            member: done.member,
+        },
+        Err(f) if f.not_yet => ActionResult::NotYet { error: f.message },
+        Err(f) => ActionResult::Failed { error: f.message },
+    };
+    ActionOutcome {
+        action: action.clone(),
+        result,
     }
-    outcomes
 }
 
 async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {

@@ -217,6 +217,14 @@ pub enum Action {
 }
 
 impl Action {
+    /// Whether the action starts together with the others of its tick instead of in its
+    /// turn: it touches no member and no data, nothing else of the tick waits for it, and
+    /// its failure holds nothing back. The Services are such: a seed's etcd starts alone,
+    /// and a member that needs its peers' names retries them until they are published.
+    pub fn runs_alongside(&self) -> bool {
+        matches!(self, Action::EnsureServices)
+    }
+
     /// A short, bounded label for metrics.
     pub fn kind(&self) -> &'static str {
         match self {

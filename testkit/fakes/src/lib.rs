@@ -20,6 +20,7 @@
 //! - [`FakeCluster::refuse_pod_creation`]: every pod creation is refused with an error
 //!   (a namespace being deleted, a quota, a policy);
 //! - [`FakeCluster::set_latency`]: etcd calls take this long (to expose overlapping calls);
+//! - [`FakeCluster::set_service_latency`]: making the Services takes this long;
 //! - [`FakeCluster::panic_on_next_observe`]: the next `observe` panics once;
 //! - [`FakeCluster::calls`]: call counters, with the most calls ever in flight at once.
 //!
@@ -127,6 +128,8 @@ struct World {
     /// Versions whose image cannot be run (pulled): a pod set to one does not serve.
     unrunnable: Vec<String>,
     latency: Duration,
+    /// How long `ensure_services` takes before the Services exist.
+    service_latency: Duration,
     panic_next_observe: bool,
     /// Members the operator cannot reach while the rest of the cluster (and the kubelet)
     /// can: a network split between the operator and one member.
@@ -408,6 +411,11 @@ impl FakeCluster {
     /// The deadline of each etcd call from now on, as the real adapter's `--etcd-timeout-ms`.
     pub fn set_call_timeout(&self, timeout: Duration) {
         self.lock().call_timeout = Some(timeout);
+    }
+
+    /// Making the Services takes `latency` (a Tokio sleep), as under a loaded API server.
+    pub fn set_service_latency(&self, latency: Duration) {
+        self.lock().service_latency = latency;
     }
 
     /// Every etcd call takes `latency` (a Tokio sleep) before it takes effect; a latency
@@ -784,9 +792,15 @@ impl ClusterApi for FakeCluster {
     }
 
     async fn ensure_services(&self) -> Result<(), ApiError> {
-        let mut w = self.lock();
-        w.calls.ensure_services += 1;
-        w.services_present = true;
+        let latency = {
+            let mut w = self.lock();
+            w.calls.ensure_services += 1;
+            w.service_latency
+        };
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
+        self.lock().services_present = true;
         Ok(())
     }
 
