@@ -324,21 +324,33 @@ admin_tls() {
     ADMIN_TLS=(--cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key")
 }
 
-# POSTs every JSON file $2... to the collection the function $1 names for it (called with
-# the file), all requests in flight at once (curl --parallel, as the environment's admin);
-# fails unless every one was created.
-post_at_once() {
-    local collection=$1 server f args=() codes
+POSTS=()      # curl's arguments of the prepared POSTs (prepare_posts)
+POST_COUNT=0  # how many objects they make
+
+# Prepares the POST of every JSON file $2... to the collection the function $1 names for
+# it (called with the file), as the environment's admin; send_posts sends them. Made
+# before a clock starts: naming 80 collections takes jq longer than the POSTs themselves.
+prepare_posts() {
+    local collection=$1 server f
     shift
     server=$(api_server)
     admin_tls
+    POSTS=()
+    POST_COUNT=$#
     for f in "$@"; do
-        ((${#args[@]} == 0)) || args+=(--next)
-        args+=(-sS --max-time 30 -X POST -w '%{http_code}\n' -o /dev/null "${ADMIN_TLS[@]}"
+        ((${#POSTS[@]} == 0)) || POSTS+=(--next)
+        POSTS+=(-sS --max-time 30 -X POST -w '%{http_code}\n' -o /dev/null "${ADMIN_TLS[@]}"
             -H 'Content-Type: application/json' --data-binary "@$f" "$server$("$collection" "$f")")
     done
-    codes=$(curl --parallel --parallel-max 128 "${args[@]}") || die "creating $# objects: curl failed"
-    [[ $(grep -cx 201 <<<"$codes") == "$#" ]] || die "creating $# objects: HTTP codes $(xargs <<<"$codes")"
+}
+
+# Sends the prepared POSTs, all in flight at once (curl --parallel); fails unless every
+# object was created.
+send_posts() {
+    local codes
+    codes=$(curl --parallel --parallel-max 128 "${POSTS[@]}") || die "creating $POST_COUNT objects: curl failed"
+    [[ $(grep -cx 201 <<<"$codes") == "$POST_COUNT" ]] ||
+        die "creating $POST_COUNT objects: HTTP codes $(xargs <<<"$codes")"
 }
 
 # The collection EtcdClusters are created in.
@@ -369,10 +381,11 @@ spec:
             >"$TOP/clusters/$k.json"
         files+=("$TOP/clusters/$k.json")
     done
+    [[ $how == posts ]] && prepare_posts etcdclusters_path "${files[@]}"
     start=$(now)
     T0_MS=$(now_ms)
     case $how in
-    posts) post_at_once etcdclusters_path "${files[@]}" ;;
+    posts) send_posts ;;
     apply) kubectl -n "$NS" apply -f - >/dev/null <<<"$yaml" ;;
     *) die "operator_fleet: no way '$how' to make EtcdClusters" ;;
     esac
@@ -508,12 +521,13 @@ pods_ready() {
 # until their $1 pods are Ready. Then deletes them and waits until they are gone.
 kube_floor() {
     local start took
+    prepare_posts collection_of "$TOP"/kube/*.json
     poll "the operator's objects to be gone" no_saved_objects
     # The operator's pods of the same names are gone: the watch starts with none of them.
     watch_start pods pods "$POD_LINE"
     sleep 0.5   # its kubectl started, not starting while the objects are made
     start=$(now)
-    post_at_once collection_of "$TOP"/kube/*.json
+    send_posts
     poll "$1 hand-made etcd pods to be Ready" pods_ready "$1"
     since "$start"
     took=$RESULT

@@ -416,25 +416,64 @@ async fn a_seed_failing_in_changing_words_rewrites_the_status_only_at_the_reword
 }
 
 #[actix_rt::test]
-async fn a_new_clusters_seed_pod_is_made_while_its_services_are_still_being_made() {
+async fn a_new_clusters_seed_is_recorded_while_its_services_are_being_made_and_its_pod_follows_them()
+ {
     tokio::time::pause();
     let fake = FakeCluster::new(demo());
     // A loaded API server: the Services' POSTs take two seconds to answer.
-    fake.set_service_latency(Duration::from_secs(2));
+    let services_take = Duration::from_secs(2);
+    fake.set_service_latency(services_take);
+    let started = Instant::now();
     let actor = start(&fake, DesiredCluster::new(1, V), ClusterConfig::default());
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(
         !fake.services_present(),
         "the Services are still being made"
     );
-    let seeds: Vec<String> = fake.created_pods().into_iter().map(|p| p.name).collect();
-    assert_eq!(
-        seeds.len(),
-        1,
-        "the seed's pod does not wait for the Services: {seeds:?}"
+    assert!(
+        fake.bootstrap().is_some(),
+        "the seed's record waits for the Services"
+    );
+    assert!(fake.created_pods().is_empty(), "a pod before its Services");
+    until(&actor, &fake, "the seed's pod", |_, fake| {
+        !fake.created_pods().is_empty()
+    })
+    .await;
+    assert!(fake.services_present());
+    assert!(
+        started.elapsed() < services_take + Duration::from_millis(200),
+        "the seed's pod came {:?} after the start, not right after the Services",
+        started.elapsed()
     );
     until(&actor, &fake, "1 running member", running_with(1)).await;
-    assert!(fake.services_present());
+}
+
+#[actix_rt::test]
+async fn no_pod_is_made_while_the_clusters_services_cannot_be() {
+    tokio::time::pause();
+    let fake = FakeCluster::new(demo());
+    // Another object's Service holds the name, found only when the POST is refused.
+    fake.refuse_services(Some(ApiError::Conflict(
+        "Service demo exists and belongs to someone else".into(),
+    )));
+    fake.set_service_latency(Duration::from_secs(1));
+    let actor = start(&fake, DesiredCluster::new(1, V), ClusterConfig::default());
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(
+        fake.created_pods().is_empty(),
+        "a pod was made without its Services: {:?}",
+        fake.created_pods()
+    );
+    let status = fake.last_status().expect("a status was written");
+    assert!(
+        status.message.contains("belongs to someone else"),
+        "{}",
+        status.message
+    );
+    // Once the name is free, the seed recorded meanwhile starts.
+    fake.refuse_services(None);
+    until(&actor, &fake, "1 running member", running_with(1)).await;
+    assert_eq!(fake.created_pods().len(), 1);
 }
 
 #[actix_rt::test]

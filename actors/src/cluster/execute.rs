@@ -1,6 +1,7 @@
 //! The act step of a tick: performs a decision's actions in order, stopping at the first
-//! failure; those that run alongside ([`Action::runs_alongside`]) start at once beside the
-//! others. What to tell people about them is the report step's business.
+//! failure; those that run alongside ([`Action::runs_alongside`]: the Services) start at
+//! once beside the others, and a pod waits for them (`services_gate.rs`). What to tell
+//! people about them is the report step's business.
 
 use actix::Addr;
 use serde::Serialize;
@@ -17,6 +18,8 @@ use crate::ports::{
     NewMember, VersionChange,
 };
 use crate::topology::Topology;
+
+use super::services_gate::ServicesGate;
 
 /// What happened to one action.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -113,21 +116,33 @@ pub(crate) struct Effectors<'a> {
     pub tls: TlsMode,
     /// Client URLs of the live members, for membership calls.
     pub endpoints: Vec<String>,
+    /// What a member's pod waits for while the Services are being made.
+    pub services: ServicesGate,
 }
 
 /// Executes `actions`: those that run alongside start at once, beside the others, which
-/// run in order and stop after the first failure. The outcomes come in the order of
+/// run in order and stop after the first failure; a pod waits until the ones alongside
+/// succeeded, and is not made when one failed. The outcomes come in the order of
 /// `actions`.
 pub(crate) async fn execute(fx: &Effectors<'_>, actions: &[Action]) -> Vec<ActionOutcome> {
     let (beside, in_turn): (Vec<_>, Vec<_>) = actions
         .iter()
         .enumerate()
         .partition(|(_, action)| action.runs_alongside());
-    let beside = futures::future::join_all(
-        beside
-            .into_iter()
-            .map(|(i, action)| async move { (i, outcome(fx, action).await) }),
-    );
+    if !beside.is_empty() {
+        fx.services.close();
+    }
+    let beside = async {
+        let outcomes = futures::future::join_all(
+            beside
+                .into_iter()
+                .map(|(i, action)| async move { (i, outcome(fx, action).await) }),
+        )
+        .await;
+        fx.services
+            .settle(outcomes.iter().all(|(_, o)| o.result.is_done()));
+        outcomes
+    };
     let in_turn = async {
         let mut outcomes = Vec::new();
         for (i, action) in in_turn {
@@ -214,8 +229,7 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
                 restore: None,
                 prepared_with: None,
             };
-            let created = fx.kube.create_member_pod(&pod).await;
-            created.map_err(|e| format!("creating pod {name}: {e}"))?;
+            create_pod(fx, &pod, "pod").await?;
             let note = format!("started member {name} again on its volume (etcd {version})");
             Ok(Done::member(note, name))
         }
@@ -304,8 +318,7 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
                 restore: None,
                 prepared_with: None,
             };
-            let created = fx.kube.create_member_pod(&pod).await;
-            created.map_err(|e| format!("creating pod {name}: {e}"))?;
+            create_pod(fx, &pod, "pod").await?;
             let note = format!(
                 "restarted survivor {name} alone with --force-new-cluster on its volume \
                  (etcd {version})"
@@ -460,10 +473,7 @@ async fn prepare_joiner(
         restore: None,
         prepared_with: Some(peers.to_vec()),
     };
-    fx.kube
-        .create_member_pod(&pod)
-        .await
-        .map_err(|e| format!("creating prepared joiner pod {name}: {e}"))?;
+    create_pod(fx, &pod, "prepared joiner pod").await?;
     let note = format!("prepared joiner {name} (etcd {version}): its pod waits for its member add");
     Ok(Done::member(note, &name))
 }
@@ -581,10 +591,7 @@ async fn start_seed(
         restore: restore.cloned(),
         prepared_with: None,
     };
-    fx.kube
-        .create_member_pod(&pod)
-        .await
-        .map_err(|e| format!("creating seed pod {name}: {e}"))
+    create_pod(fx, &pod, "seed pod").await
 }
 
 /// Creates the pod of a member etcd already knows, with `--initial-cluster` built from
@@ -615,8 +622,18 @@ async fn start_joining_pod(
         restore: None,
         prepared_with: None,
     };
-    fx.kube
-        .create_member_pod(&pod)
+    create_pod(fx, &pod, "pod").await
+}
+
+/// Creates a member's pod once the Services allow it; `what` names it in an error.
+async fn create_pod(fx: &Effectors<'_>, pod: &MemberPod, what: &str) -> Result<(), String> {
+    let name = &pod.name;
+    fx.services
+        .passed()
         .await
-        .map_err(|e| format!("creating pod {name}: {e}"))
+        .map_err(|e| format!("creating {what} {name}: {e}"))?;
+    fx.kube
+        .create_member_pod(pod)
+        .await
+        .map_err(|e| format!("creating {what} {name}: {e}"))
 }

@@ -10,6 +10,7 @@ mod execute;
 mod messages;
 mod observe;
 mod publish;
+mod services_gate;
 mod steps;
 mod tick;
 mod tracer;

@@ -18,6 +18,7 @@ use crate::topology::Topology;
 use super::execute::{ActionOutcome, Effectors, execute};
 use super::observe::{HealthProbe, observe};
 use super::publish::{WriteDue, Written, write_due};
+use super::services_gate::ServicesGate;
 use super::steps::Sight;
 
 /// Inputs of one tick.
@@ -116,6 +117,7 @@ impl TickJob {
             topology: &self.topology,
             tls: self.spec.tls,
             endpoints: obs.endpoints.clone(),
+            services: ServicesGate::default(),
         };
         let outcomes = execute(&fx, &decision.actions).await;
         let acted = Instant::now();

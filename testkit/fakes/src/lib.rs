@@ -21,6 +21,7 @@
 //!   (a namespace being deleted, a quota, a policy);
 //! - [`FakeCluster::set_latency`]: etcd calls take this long (to expose overlapping calls);
 //! - [`FakeCluster::set_service_latency`]: making the Services takes this long;
+//! - [`FakeCluster::refuse_services`]: making the Services fails with an error;
 //! - [`FakeCluster::panic_on_next_observe`]: the next `observe` panics once;
 //! - [`FakeCluster::calls`]: call counters, with the most calls ever in flight at once.
 //!
@@ -130,6 +131,8 @@ struct World {
     latency: Duration,
     /// How long `ensure_services` takes before the Services exist.
     service_latency: Duration,
+    /// The error every `ensure_services` returns, while set.
+    services_refused: Option<ApiError>,
     panic_next_observe: bool,
     /// Members the operator cannot reach while the rest of the cluster (and the kubelet)
     /// can: a network split between the operator and one member.
@@ -341,6 +344,11 @@ impl FakeCluster {
         self.lock().certificate_event = Some(at);
     }
 
+    /// The seed the status records (`record_bootstrap`).
+    pub fn bootstrap(&self) -> Option<BootstrapRecord> {
+        self.lock().recorded.bootstrap.clone()
+    }
+
     /// The recovery the status records (`record_recovery`).
     pub fn recovery(&self) -> Option<RecoveryRecord> {
         self.lock().recovery_record()
@@ -411,6 +419,12 @@ impl FakeCluster {
     /// The deadline of each etcd call from now on, as the real adapter's `--etcd-timeout-ms`.
     pub fn set_call_timeout(&self, timeout: Duration) {
         self.lock().call_timeout = Some(timeout);
+    }
+
+    /// While `error` is set, making the Services fails with it (a Service of the same name
+    /// that another object owns: a conflict).
+    pub fn refuse_services(&self, error: Option<ApiError>) {
+        self.lock().services_refused = error;
     }
 
     /// Making the Services takes `latency` (a Tokio sleep), as under a loaded API server.
@@ -800,7 +814,11 @@ impl ClusterApi for FakeCluster {
         if !latency.is_zero() {
             tokio::time::sleep(latency).await;
         }
-        self.lock().services_present = true;
+        let mut w = self.lock();
+        if let Some(error) = &w.services_refused {
+            return Err(error.clone());
+        }
+        w.services_present = true;
         Ok(())
     }
 

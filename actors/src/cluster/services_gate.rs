@@ -1,0 +1,101 @@
+//! The cluster's Services, made alongside a tick's other actions, hold back its pods: no
+//! member's pod is made before the Services are known to be there and the cluster's own
+//! (a Service of the same name that another object owns blocks the cluster, pods and
+//! all). Everything else of the tick goes on meanwhile: a new cluster's seed is recorded
+//! in its status while its Services are being made.
+
+use tokio::sync::watch;
+
+/// Where the Services stand in the current tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Services {
+    /// There, or not made this tick (observe found them): pods may be made.
+    Made,
+    /// Being made: a pod waits.
+    Pending,
+    /// Their creation failed: no pod this tick.
+    Failed,
+}
+
+/// The gate a pod's creation passes; open unless the tick is making the Services.
+#[derive(Debug)]
+pub(crate) struct ServicesGate(watch::Sender<Services>);
+
+impl Default for ServicesGate {
+    fn default() -> Self {
+        ServicesGate(watch::channel(Services::Made).0)
+    }
+}
+
+impl ServicesGate {
+    /// The Services are being made: pods wait from now on.
+    pub(crate) fn close(&self) {
+        self.0.send_replace(Services::Pending);
+    }
+
+    /// The Services' creation ended: `made` opens the gate, a failure keeps it shut for the
+    /// rest of the tick.
+    pub(crate) fn settle(&self, made: bool) {
+        self.0.send_replace(if made {
+            Services::Made
+        } else {
+            Services::Failed
+        });
+    }
+
+    /// Waits until the Services' creation ended; an error when it failed.
+    pub(crate) async fn passed(&self) -> Result<(), String> {
+        let mut seen = self.0.subscribe();
+        let services = seen
+            .wait_for(|s| *s != Services::Pending)
+            .await
+            .map(|s| *s)
+            // The sender lives in the gate itself: it cannot be gone while we wait.
+            .unwrap_or(Services::Failed);
+        match services {
+            Services::Made => Ok(()),
+            _ => Err(
+                "the cluster's Services could not be made (see that step), so no pod is \
+                      made this tick"
+                    .to_string(),
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn an_untouched_gate_lets_a_pod_through_at_once() {
+        assert_eq!(ServicesGate::default().passed().await, Ok(()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pod_waits_for_the_services_being_made_and_passes_once_they_are() {
+        let gate = std::sync::Arc::new(ServicesGate::default());
+        gate.close();
+        let waiting = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.passed().await }
+        });
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(
+            !waiting.is_finished(),
+            "passed while the Services were pending"
+        );
+        gate.settle(true);
+        assert_eq!(waiting.await.unwrap(), Ok(()));
+    }
+
+    #[tokio::test]
+    async fn no_pod_passes_once_the_services_failed() {
+        let gate = ServicesGate::default();
+        gate.close();
+        gate.settle(false);
+        let refused = gate.passed().await.unwrap_err();
+        assert!(refused.contains("Services could not be made"), "{refused}");
+    }
+}
