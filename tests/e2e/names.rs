@@ -132,6 +132,54 @@ async fn a_cluster_whose_client_service_is_another_clusters_headless_service_is_
 }
 
 #[tokio::test]
+async fn two_colliding_clusters_applied_together_leave_one_running_and_the_other_blocked_without_a_pod()
+ {
+    let ns = Namespace::create("names-together");
+    let ns = ns.0.as_str();
+    // `foo-client` is both `foo`'s client Service and `foo-client`'s headless one: which
+    // cluster gets it depends on whose POST comes first.
+    apply(&format!(
+        "{}---\n{}",
+        cluster_yaml(ns, "foo", 1, "3.5.35", false),
+        cluster_yaml(ns, "foo-client", 1, "3.5.35", false)
+    ));
+    let phase = |name: &str| get(ns, &format!("etcd/{name}"), "{.status.phase}");
+    until("one of the two clusters blocked", || {
+        phase("foo") == "Blocked" || phase("foo-client") == "Blocked"
+    })
+    .await;
+    let (blocked, running) = if phase("foo") == "Blocked" {
+        ("foo", "foo-client")
+    } else {
+        ("foo-client", "foo")
+    };
+    wait_blocked(ns, blocked, "NameConflict").await;
+    let ready = wait_running(ns, running, 1, Duration::from_secs(120)).await;
+    let mut client = etcd(ns, &ready).await;
+    write_keys(&mut client, "together", 10).await;
+    // The cluster that lost the name never had a pod.
+    let selector = format!("etcd_cluster={blocked}");
+    let (ok, pods) = kubectl(
+        &["get", "pods", "-n", ns, "-l", &selector, "-o", "name"],
+        None,
+    );
+    assert!(ok, "{pods}");
+    assert!(pods.trim().is_empty(), "{blocked} has pods: {pods}");
+    assert_eq!(
+        get(
+            ns,
+            "service/foo-client",
+            "{.metadata.ownerReferences[*].uid}"
+        ),
+        uid_of(ns, running)
+    );
+    assert_eq!(
+        get(ns, &format!("etcd/{blocked}"), "{.status.phase}"),
+        "Blocked"
+    );
+}
+
+#[tokio::test]
 async fn a_users_service_named_like_the_client_service_blocks_the_cluster_until_deleted() {
     let ns = Namespace::create("names-user-service");
     let (ok, out) = kubectl(
