@@ -17,7 +17,7 @@ use crate::lifecycle::{
 };
 use crate::ports::{
     AddedMember, ApiError, ClusterApi, EtcdApi, EtcdError, EventRecord, KubeView, MemberList,
-    MemberPod, NewMember, VersionChange,
+    MemberPod, NewMember, ServiceKind, VersionChange,
 };
 use crate::report::StatusReport;
 
@@ -220,8 +220,12 @@ impl ClusterApi for CountedClusterApi {
         )
     }
 
-    async fn ensure_services(&self) -> Result<(), ApiError> {
-        self.counted("ensure_services", self.inner.ensure_services().await)
+    async fn ensure_service(&self, service: ServiceKind) -> Result<(), ApiError> {
+        let call = match service {
+            ServiceKind::Headless => "ensure_headless_service",
+            ServiceKind::Client => "ensure_client_service",
+        };
+        self.counted(call, self.inner.ensure_service(service).await)
     }
 
     async fn set_disruption_budget(&self, min_available: u32) -> Result<(), ApiError> {

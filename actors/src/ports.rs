@@ -191,6 +191,25 @@ impl ApiError {
     }
 }
 
+/// One of a cluster's two Services.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServiceKind {
+    /// The headless Service under the cluster's name: its members' DNS names live under it.
+    Headless,
+    /// `<name>-client`: the address clients use, over the voting members.
+    Client,
+}
+
+impl ServiceKind {
+    /// A short, bounded label (metrics, messages).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServiceKind::Headless => "headless",
+            ServiceKind::Client => "client",
+        }
+    }
+}
+
 /// What the Kubernetes side shows of one cluster.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct KubeView {
@@ -306,8 +325,9 @@ pub trait ClusterApi: Send + Sync + 'static {
         from: Option<CaRotationStep>,
         to: Option<CaRotationStep>,
     ) -> Result<String, ApiError>;
-    /// Creates the headless and client Services if missing.
-    async fn ensure_services(&self) -> Result<(), ApiError>;
+    /// Creates the cluster's `service` if missing (and corrects an older client
+    /// Service's selector); a conflict when its name belongs to someone else.
+    async fn ensure_service(&self, service: ServiceKind) -> Result<(), ApiError>;
     /// Creates the cluster's PodDisruptionBudget over its voting members' pods, or sets
     /// its `minAvailable` (idempotent).
     async fn set_disruption_budget(&self, min_available: u32) -> Result<(), ApiError>;

@@ -10,7 +10,7 @@ use etcd_operator_actors::cluster::{
 use etcd_operator_actors::debug::Received;
 use etcd_operator_actors::lifecycle::{DesiredCluster, Phase};
 use etcd_operator_actors::metrics::{ErrorLabels, Telemetry};
-use etcd_operator_actors::ports::{ApiError, EtcdErrorKind, InitialState};
+use etcd_operator_actors::ports::{ApiError, EtcdErrorKind, InitialState, ServiceKind};
 use etcd_operator_actors::topology::Topology;
 use etcd_operator_actors::trace::{Step, StepRecord};
 use etcd_operator_fakes::FakeCluster;
@@ -416,52 +416,74 @@ async fn a_seed_failing_in_changing_words_rewrites_the_status_only_at_the_reword
 }
 
 #[actix_rt::test]
-async fn a_new_clusters_seed_is_recorded_while_its_services_are_being_made_and_its_pod_follows_them()
- {
+async fn a_new_clusters_seed_is_recorded_while_its_headless_service_is_made_and_its_pod_follows_it()
+{
     tokio::time::pause();
     let fake = FakeCluster::new(demo());
     // A loaded API server: the Services' POSTs take two seconds to answer.
-    let services_take = Duration::from_secs(2);
-    fake.set_service_latency(services_take);
+    let takes = Duration::from_secs(2);
+    fake.set_service_latency(ServiceKind::Headless, takes);
+    fake.set_service_latency(ServiceKind::Client, takes);
     let started = Instant::now();
     let actor = start(&fake, DesiredCluster::new(1, V), ClusterConfig::default());
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(
-        !fake.services_present(),
-        "the Services are still being made"
-    );
+    assert!(!fake.service_present(ServiceKind::Headless));
     assert!(
         fake.bootstrap().is_some(),
         "the seed's record waits for the Services"
     );
-    assert!(fake.created_pods().is_empty(), "a pod before its Services");
+    assert!(
+        fake.created_pods().is_empty(),
+        "a pod before its headless Service"
+    );
     until(&actor, &fake, "the seed's pod", |_, fake| {
         !fake.created_pods().is_empty()
     })
     .await;
-    assert!(fake.services_present());
+    assert!(fake.service_present(ServiceKind::Headless));
     assert!(
-        started.elapsed() < services_take + Duration::from_millis(200),
-        "the seed's pod came {:?} after the start, not right after the Services",
+        started.elapsed() < takes + Duration::from_millis(200),
+        "the seed's pod came {:?} after the start, not right after its Service",
         started.elapsed()
     );
     until(&actor, &fake, "1 running member", running_with(1)).await;
 }
 
 #[actix_rt::test]
-async fn no_pod_is_made_while_the_clusters_services_cannot_be() {
+async fn a_new_clusters_seed_pod_does_not_wait_for_its_client_service() {
+    tokio::time::pause();
+    let fake = FakeCluster::new(demo());
+    // The client Service's cluster IP takes the API server seconds under load.
+    fake.set_service_latency(ServiceKind::Client, Duration::from_secs(3));
+    let actor = start(&fake, DesiredCluster::new(1, V), ClusterConfig::default());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!fake.service_present(ServiceKind::Client));
+    assert_eq!(
+        fake.created_pods().len(),
+        1,
+        "the seed's pod waited for the client Service"
+    );
+    until(&actor, &fake, "1 running member", running_with(1)).await;
+    assert!(fake.services_present());
+}
+
+#[actix_rt::test]
+async fn no_pod_is_made_while_the_clusters_headless_service_cannot_be() {
     tokio::time::pause();
     let fake = FakeCluster::new(demo());
     // Another object's Service holds the name, found only when the POST is refused.
-    fake.refuse_services(Some(ApiError::Conflict(
-        "Service demo exists and belongs to someone else".into(),
-    )));
-    fake.set_service_latency(Duration::from_secs(1));
+    fake.refuse_service(
+        ServiceKind::Headless,
+        Some(ApiError::Conflict(
+            "Service demo exists and belongs to someone else".into(),
+        )),
+    );
+    fake.set_service_latency(ServiceKind::Headless, Duration::from_secs(1));
     let actor = start(&fake, DesiredCluster::new(1, V), ClusterConfig::default());
     tokio::time::sleep(Duration::from_secs(30)).await;
     assert!(
         fake.created_pods().is_empty(),
-        "a pod was made without its Services: {:?}",
+        "a pod was made without its headless Service: {:?}",
         fake.created_pods()
     );
     let status = fake.last_status().expect("a status was written");
@@ -471,7 +493,7 @@ async fn no_pod_is_made_while_the_clusters_services_cannot_be() {
         status.message
     );
     // Once the name is free, the seed recorded meanwhile starts.
-    fake.refuse_services(None);
+    fake.refuse_service(ServiceKind::Headless, None);
     until(&actor, &fake, "1 running member", running_with(1)).await;
     assert_eq!(fake.created_pods().len(), 1);
 }

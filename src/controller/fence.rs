@@ -21,7 +21,7 @@ use etcd_operator_actors::lifecycle::{
 };
 use etcd_operator_actors::ports::{
     AddedMember, ApiError, ClusterApi, EtcdApi, EtcdError, EtcdErrorKind, EventRecord, KubeView,
-    MemberList, MemberPod, NewMember, VersionChange,
+    MemberList, MemberPod, NewMember, ServiceKind, VersionChange,
 };
 use etcd_operator_actors::report::StatusReport;
 
@@ -220,9 +220,12 @@ impl ClusterApi for FencedClusterApi {
         self.inner.advance_ca_rotation(from, to).await
     }
 
-    async fn ensure_services(&self) -> Result<(), ApiError> {
-        self.pass("create the cluster's Services")?;
-        self.inner.ensure_services().await
+    async fn ensure_service(&self, service: ServiceKind) -> Result<(), ApiError> {
+        self.pass(&format!(
+            "create the cluster's {} Service",
+            service.as_str()
+        ))?;
+        self.inner.ensure_service(service).await
     }
 
     async fn set_disruption_budget(&self, min_available: u32) -> Result<(), ApiError> {

@@ -22,7 +22,8 @@ use etcd_operator_actors::lifecycle::{
     RecoveryRecord, SnapshotSource, check_fence,
 };
 use etcd_operator_actors::ports::{
-    ApiError, ClusterApi, EventRecord, EventType, InitialState, KubeView, MemberPod, VersionChange,
+    ApiError, ClusterApi, EventRecord, EventType, InitialState, KubeView, MemberPod, ServiceKind,
+    VersionChange,
 };
 use etcd_operator_actors::report::StatusReport;
 use etcd_operator_actors::topology::Topology;
@@ -638,17 +639,19 @@ impl ClusterApi for KubeClusterApi {
         self.tls.advance_ca_rotation(&cluster, (from, to)).await
     }
 
-    async fn ensure_services(&self) -> Result<(), ApiError> {
+    async fn ensure_service(&self, service: ServiceKind) -> Result<(), ApiError> {
         let cluster = self.cluster()?;
-        let headless = headless_service(&cluster);
+        if service == ServiceKind::Headless {
+            let headless = headless_service(&cluster);
+            self.create_if_missing(&cluster, Kind::Service, &headless)
+                .await?;
+            return Ok(());
+        }
         let client = client_service(&cluster);
-        // Both at once (each is one POST): observe found neither name held by another.
-        let (headless, created) = futures::join!(
-            self.create_if_missing(&cluster, Kind::Service, &headless),
-            self.create_if_missing(&cluster, Kind::Service, &client)
-        );
-        headless?;
-        if created? == Created::Existing {
+        let created = self
+            .create_if_missing(&cluster, Kind::Service, &client)
+            .await?;
+        if created == Created::Existing {
             let selector = client_selector(&self.topology.name);
             let patch = json!({"spec": {"selector": selector}});
             let api: Api<Service> = Api::namespaced(self.client.clone(), &self.topology.namespace);

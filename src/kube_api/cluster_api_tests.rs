@@ -18,7 +18,9 @@ use kube::{Client, Resource};
 use serde_json::{Value, json};
 
 use etcd_operator_actors::lifecycle::TlsMode;
-use etcd_operator_actors::ports::{ApiError, ClusterApi, InitialState, KubeView, MemberPod};
+use etcd_operator_actors::ports::{
+    ApiError, ClusterApi, InitialState, KubeView, MemberPod, ServiceKind,
+};
 use etcd_operator_actors::topology::Topology;
 
 use super::{Caches, Identities, KubeClusterApi};
@@ -336,8 +338,10 @@ async fn creating_a_service_another_owner_holds_fails_naming_that_owner() {
     let ours = service("foo", Some(owned_by("foo", UID)), Some("foo"));
     fake.holds("/api/v1/namespaces/ns/services/foo", &ours);
     fake.holds("/api/v1/namespaces/ns/services/foo-client", &theirs);
-    let error = api_with(&fake, vec![], vec![])
-        .ensure_services()
+    let api = api_with(&fake, vec![], vec![]);
+    assert_eq!(api.ensure_service(ServiceKind::Headless).await, Ok(()));
+    let error = api
+        .ensure_service(ServiceKind::Client)
         .await
         .expect_err("someone else's Service is not ours");
     let message = conflict_message(&error);
@@ -358,7 +362,8 @@ async fn a_service_of_our_own_that_already_exists_counts_as_created() {
         fake.answer("PATCH", &path, 200, to_json(&s));
     }
     let api = api_with(&fake, vec![], vec![]);
-    assert_eq!(api.ensure_services().await, Ok(()));
+    assert_eq!(api.ensure_service(ServiceKind::Headless).await, Ok(()));
+    assert_eq!(api.ensure_service(ServiceKind::Client).await, Ok(()));
     // The client Service's selector is set to voting members (an older operator's
     // Service selected learners too).
     fake.assert_called("PATCH /api/v1/namespaces/ns/services/foo-client");

@@ -132,7 +132,7 @@ async fn a_cluster_whose_client_service_is_another_clusters_headless_service_is_
 }
 
 #[tokio::test]
-async fn two_colliding_clusters_applied_together_leave_one_running_and_the_other_blocked_without_a_pod()
+async fn two_colliding_clusters_applied_together_leave_one_running_and_the_other_blocked_sharing_nothing()
  {
     let ns = Namespace::create("names-together");
     let ns = ns.0.as_str();
@@ -157,14 +157,6 @@ async fn two_colliding_clusters_applied_together_leave_one_running_and_the_other
     let ready = wait_running(ns, running, 1, Duration::from_secs(120)).await;
     let mut client = etcd(ns, &ready).await;
     write_keys(&mut client, "together", 10).await;
-    // The cluster that lost the name never had a pod.
-    let selector = format!("etcd_cluster={blocked}");
-    let (ok, pods) = kubectl(
-        &["get", "pods", "-n", ns, "-l", &selector, "-o", "name"],
-        None,
-    );
-    assert!(ok, "{pods}");
-    assert!(pods.trim().is_empty(), "{blocked} has pods: {pods}");
     assert_eq!(
         get(
             ns,
@@ -172,6 +164,56 @@ async fn two_colliding_clusters_applied_together_leave_one_running_and_the_other
             "{.metadata.ownerReferences[*].uid}"
         ),
         uid_of(ns, running)
+    );
+    // Nothing is shared: `foo-client` losing its headless Service never had a pod; `foo`
+    // losing its client Service may have started its seed, a pod of its own that the
+    // other cluster's Services do not select.
+    let selector = format!("etcd_cluster={blocked}");
+    let (ok, owners) = kubectl(
+        &[
+            "get",
+            "pods",
+            "-n",
+            ns,
+            "-l",
+            &selector,
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.ownerReferences[*].uid} {end}",
+        ],
+        None,
+    );
+    assert!(ok, "{owners}");
+    let owners: Vec<&str> = owners.split_whitespace().collect();
+    if blocked == "foo-client" {
+        assert!(owners.is_empty(), "{blocked} has pods without its Service");
+    }
+    let blocked_uid = uid_of(ns, blocked);
+    assert!(owners.iter().all(|o| *o == blocked_uid), "{owners:?}");
+    // The running cluster's Services select its own pods only.
+    let mut endpoints = String::new();
+    for service in [running.to_string(), format!("{running}-client")] {
+        let (ok, out) = kubectl(
+            &[
+                "get",
+                "endpointslices",
+                "-n",
+                ns,
+                "-l",
+                &format!("kubernetes.io/service-name={service}"),
+                "-o",
+                "jsonpath={range .items[*]}{.endpoints[*].targetRef.name} {end}",
+            ],
+            None,
+        );
+        assert!(ok, "{out}");
+        endpoints.push_str(&out);
+        endpoints.push(' ');
+    }
+    assert!(
+        endpoints
+            .split_whitespace()
+            .all(|pod| ready.iter().any(|r| r == pod)),
+        "{running}'s Service selects {endpoints}, not only {ready:?}"
     );
     assert_eq!(
         get(ns, &format!("etcd/{blocked}"), "{.status.phase}"),

@@ -15,7 +15,7 @@ use crate::member_client::{
 };
 use crate::ports::{
     ClusterApi, EtcdError, EtcdErrorKind, EventRecord, EventType, InitialState, MemberPod,
-    NewMember, VersionChange,
+    NewMember, ServiceKind, VersionChange,
 };
 use crate::topology::Topology;
 
@@ -139,6 +139,7 @@ pub(crate) async fn execute(fx: &Effectors<'_>, actions: &[Action]) -> Vec<Actio
                 .map(|(i, action)| async move { (i, outcome(fx, action).await) }),
         )
         .await;
+        // Whatever has not opened or shut the gate by its end decides it now.
         fx.services
             .settle(outcomes.iter().all(|(_, o)| o.result.is_done()));
         outcomes
@@ -422,8 +423,17 @@ where
         .map_err(|e| Failure::etcd(context, &e))
 }
 
+/// Both Services at once; the headless one, which the members' names live under, opens
+/// the gate to their pods as soon as it is there (the client Service, whose cluster IP
+/// the API server allocates, can take seconds longer under load).
 async fn ensure_services(fx: &Effectors<'_>) -> Result<Done, Failure> {
-    fx.kube.ensure_services().await.map_err(|e| e.to_string())?;
+    let headless = async {
+        let made = fx.kube.ensure_service(ServiceKind::Headless).await;
+        fx.services.settle(made.is_ok());
+        made
+    };
+    let (headless, client) = futures::join!(headless, fx.kube.ensure_service(ServiceKind::Client));
+    headless.and(client).map_err(|e| e.to_string())?;
     let t = fx.topology;
     Ok(Done::cluster(format!(
         "Services {} and {} ensured",

@@ -1,8 +1,8 @@
 //! The cluster's Services, made alongside a tick's other actions, hold back its pods: no
-//! member's pod is made before the Services are known to be there and the cluster's own
-//! (a Service of the same name that another object owns blocks the cluster, pods and
-//! all). Everything else of the tick goes on meanwhile: a new cluster's seed is recorded
-//! in its status while its Services are being made.
+//! member's pod is made before the headless Service its DNS name lives under is known to
+//! be there and the cluster's own (one of that name that another object owns blocks the
+//! cluster before it has a pod). Everything else of the tick goes on meanwhile: a new
+//! cluster's seed is recorded in its status while its Services are being made.
 
 use tokio::sync::watch;
 
@@ -34,12 +34,19 @@ impl ServicesGate {
     }
 
     /// The Services' creation ended: `made` opens the gate, a failure keeps it shut for the
-    /// rest of the tick.
+    /// rest of the tick. Only the first word counts: a gate once opened or shut stays so.
     pub(crate) fn settle(&self, made: bool) {
-        self.0.send_replace(if made {
+        let to = if made {
             Services::Made
         } else {
             Services::Failed
+        };
+        self.0.send_if_modified(|now| {
+            let pending = *now == Services::Pending;
+            if pending {
+                *now = to;
+            }
+            pending
         });
     }
 
@@ -88,6 +95,15 @@ mod tests {
         );
         gate.settle(true);
         assert_eq!(waiting.await.unwrap(), Ok(()));
+    }
+
+    #[tokio::test]
+    async fn a_gate_once_opened_stays_open_whatever_ends_later() {
+        let gate = ServicesGate::default();
+        gate.close();
+        gate.settle(true);
+        gate.settle(false);
+        assert_eq!(gate.passed().await, Ok(()));
     }
 
     #[tokio::test]

@@ -20,8 +20,8 @@
 //! - [`FakeCluster::refuse_pod_creation`]: every pod creation is refused with an error
 //!   (a namespace being deleted, a quota, a policy);
 //! - [`FakeCluster::set_latency`]: etcd calls take this long (to expose overlapping calls);
-//! - [`FakeCluster::set_service_latency`]: making the Services takes this long;
-//! - [`FakeCluster::refuse_services`]: making the Services fails with an error;
+//! - [`FakeCluster::set_service_latency`]: making one of the Services takes this long;
+//! - [`FakeCluster::refuse_service`]: making one of the Services fails with an error;
 //! - [`FakeCluster::panic_on_next_observe`]: the next `observe` panics once;
 //! - [`FakeCluster::calls`]: call counters, with the most calls ever in flight at once.
 //!
@@ -41,8 +41,16 @@ use etcd_operator_actors::lifecycle::{
 };
 use etcd_operator_actors::ports::{
     AddedMember, ApiError, ClusterApi, EtcdApi, EtcdError, EtcdErrorKind, EventRecord,
-    InitialState, KubeView, MemberList, MemberPod, NewMember, VersionChange,
+    InitialState, KubeView, MemberList, MemberPod, NewMember, ServiceKind, VersionChange,
 };
+
+/// Where a Service's state sits in the fake's per-Service arrays.
+fn service_index(service: ServiceKind) -> usize {
+    match service {
+        ServiceKind::Headless => 0,
+        ServiceKind::Client => 1,
+    }
+}
 use etcd_operator_actors::report::StatusReport;
 use etcd_operator_actors::supervisor::ClusterWiring;
 use etcd_operator_actors::topology::Topology;
@@ -53,7 +61,7 @@ use etcd_operator_actors::topology::Topology;
 pub struct CallCounts {
     /// `ClusterApi::observe`.
     pub observe: u64,
-    /// `ClusterApi::ensure_services`.
+    /// `ClusterApi::ensure_service`, either kind.
     pub ensure_services: u64,
     /// `ClusterApi::set_disruption_budget`.
     pub set_disruption_budget: u64,
@@ -101,7 +109,8 @@ impl CallCounts {
 struct World {
     pods: Vec<PodView>,
     members: Vec<MemberView>,
-    services_present: bool,
+    /// Which Services exist, headless and client ([`service_index`]).
+    services: [bool; 2],
     /// The PodDisruptionBudget's `minAvailable`, once set.
     disruption_budget: Option<u32>,
     /// The status as the real adapter keeps it: written by `publish_status` and
@@ -129,10 +138,10 @@ struct World {
     /// Versions whose image cannot be run (pulled): a pod set to one does not serve.
     unrunnable: Vec<String>,
     latency: Duration,
-    /// How long `ensure_services` takes before the Services exist.
-    service_latency: Duration,
-    /// The error every `ensure_services` returns, while set.
-    services_refused: Option<ApiError>,
+    /// How long `ensure_service` takes before each Service exists.
+    service_latency: [Duration; 2],
+    /// The error every `ensure_service` of each kind returns, while set.
+    services_refused: [Option<ApiError>; 2],
     panic_next_observe: bool,
     /// Members the operator cannot reach while the rest of the cluster (and the kubelet)
     /// can: a network split between the operator and one member.
@@ -273,7 +282,7 @@ impl FakeCluster {
         let fake = FakeCluster::new(topology);
         {
             let mut w = fake.lock();
-            w.services_present = true;
+            w.services = [true; 2];
             w.cluster_id = FAKE_CLUSTER_ID;
             w.recorded.bootstrap = Some(BootstrapRecord {
                 seed: None,
@@ -421,15 +430,16 @@ impl FakeCluster {
         self.lock().call_timeout = Some(timeout);
     }
 
-    /// While `error` is set, making the Services fails with it (a Service of the same name
-    /// that another object owns: a conflict).
-    pub fn refuse_services(&self, error: Option<ApiError>) {
-        self.lock().services_refused = error;
+    /// While `error` is set, making the `service` fails with it (a Service of the same
+    /// name that another object owns: a conflict).
+    pub fn refuse_service(&self, service: ServiceKind, error: Option<ApiError>) {
+        self.lock().services_refused[service_index(service)] = error;
     }
 
-    /// Making the Services takes `latency` (a Tokio sleep), as under a loaded API server.
-    pub fn set_service_latency(&self, latency: Duration) {
-        self.lock().service_latency = latency;
+    /// Making the `service` takes `latency` (a Tokio sleep), as under a loaded API server
+    /// (a client Service's cluster IP).
+    pub fn set_service_latency(&self, service: ServiceKind, latency: Duration) {
+        self.lock().service_latency[service_index(service)] = latency;
     }
 
     /// Every etcd call takes `latency` (a Tokio sleep) before it takes effect; a latency
@@ -488,7 +498,12 @@ impl FakeCluster {
 
     /// Whether both Services exist.
     pub fn services_present(&self) -> bool {
-        self.lock().services_present
+        self.lock().services == [true; 2]
+    }
+
+    /// Whether the `service` exists.
+    pub fn service_present(&self, service: ServiceKind) -> bool {
+        self.lock().services[service_index(service)]
     }
 
     /// The PodDisruptionBudget's `minAvailable`, once set.
@@ -776,7 +791,7 @@ impl ClusterApi for FakeCluster {
         };
         Ok(KubeView {
             pods: w.pods.clone(),
-            services_present: w.services_present,
+            services_present: w.services == [true; 2],
             disruption_budget: w.disruption_budget,
             claims: w.claims.clone().unwrap_or_default(),
             claim_class: None,
@@ -805,20 +820,21 @@ impl ClusterApi for FakeCluster {
         ))
     }
 
-    async fn ensure_services(&self) -> Result<(), ApiError> {
+    async fn ensure_service(&self, service: ServiceKind) -> Result<(), ApiError> {
+        let i = service_index(service);
         let latency = {
             let mut w = self.lock();
             w.calls.ensure_services += 1;
-            w.service_latency
+            w.service_latency[i]
         };
         if !latency.is_zero() {
             tokio::time::sleep(latency).await;
         }
         let mut w = self.lock();
-        if let Some(error) = &w.services_refused {
+        if let Some(error) = &w.services_refused[i] {
             return Err(error.clone());
         }
-        w.services_present = true;
+        w.services[i] = true;
         Ok(())
     }
 
