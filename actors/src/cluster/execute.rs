@@ -1,7 +1,7 @@
 //! The act step of a tick: performs a decision's actions in order, stopping at the first
 //! failure; those that run alongside ([`Action::runs_alongside`]: the Services) start at
-//! once beside the others, and a pod waits for them (`services_gate.rs`). What to tell
-//! people about them is the report step's business.
+//! once beside the others, and a pod waits for the headless Service (`services_gate.rs`).
+//! What to tell people about them is the report step's business.
 
 use actix::Addr;
 use serde::Serialize;
@@ -116,14 +116,14 @@ pub(crate) struct Effectors<'a> {
     pub tls: TlsMode,
     /// Client URLs of the live members, for membership calls.
     pub endpoints: Vec<String>,
-    /// What a member's pod waits for while the Services are being made.
+    /// What a member's pod waits for while the headless Service is being made.
     pub services: ServicesGate,
 }
 
 /// Executes `actions`: those that run alongside start at once, beside the others, which
-/// run in order and stop after the first failure; a pod waits until the ones alongside
-/// succeeded, and is not made when one failed. The outcomes come in the order of
-/// `actions`.
+/// run in order and stop after the first failure; a pod waits for the headless Service
+/// (opened by `ensure_services`, or by the end of every action alongside) and is not made
+/// when it failed. The outcomes come in the order of `actions`.
 pub(crate) async fn execute(fx: &Effectors<'_>, actions: &[Action]) -> Vec<ActionOutcome> {
     let (beside, in_turn): (Vec<_>, Vec<_>) = actions
         .iter()

@@ -6,10 +6,10 @@
 
 use tokio::sync::watch;
 
-/// Where the Services stand in the current tick.
+/// Where the headless Service stands in the current tick.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Services {
-    /// There, or not made this tick (observe found them): pods may be made.
+    /// There, or not made this tick (observe found both Services): pods may be made.
     Made,
     /// Being made: a pod waits.
     Pending,
@@ -33,8 +33,9 @@ impl ServicesGate {
         self.0.send_replace(Services::Pending);
     }
 
-    /// The Services' creation ended: `made` opens the gate, a failure keeps it shut for the
-    /// rest of the tick. Only the first word counts: a gate once opened or shut stays so.
+    /// The headless Service's creation ended: `made` opens the gate, a failure keeps it
+    /// shut for the rest of the tick. Only the first word counts: a gate once opened or
+    /// shut stays so.
     pub(crate) fn settle(&self, made: bool) {
         let to = if made {
             Services::Made
@@ -50,7 +51,7 @@ impl ServicesGate {
         });
     }
 
-    /// Waits until the Services' creation ended; an error when it failed.
+    /// Waits until the headless Service's creation ended; an error when it failed.
     pub(crate) async fn passed(&self) -> Result<(), String> {
         let mut seen = self.0.subscribe();
         let services = seen
@@ -62,8 +63,8 @@ impl ServicesGate {
         match services {
             Services::Made => Ok(()),
             _ => Err(
-                "the cluster's Services could not be made (see that step), so no pod is \
-                      made this tick"
+                "the cluster's headless Service could not be made (see that step), so no pod \
+                 is made this tick"
                     .to_string(),
             ),
         }
@@ -112,6 +113,6 @@ mod tests {
         gate.close();
         gate.settle(false);
         let refused = gate.passed().await.unwrap_err();
-        assert!(refused.contains("Services could not be made"), "{refused}");
+        assert!(refused.contains("Service could not be made"), "{refused}");
     }
 }

@@ -218,9 +218,10 @@ pub enum Action {
 
 impl Action {
     /// Whether the action starts together with the others of its tick instead of in its
-    /// turn: it touches no member and no data, nothing else of the tick waits for it, and
-    /// its failure holds nothing back. The Services are such: a seed's etcd starts alone,
-    /// and a member that needs its peers' names retries them until they are published.
+    /// turn: it touches no member and no data, and only a member's pod waits for it. The
+    /// Services are such: a seed is recorded while they are made, its pod waits for the
+    /// headless Service its name lives under (a failure there keeps every pod of the tick
+    /// from being made), and not for the client Service.
     pub fn runs_alongside(&self) -> bool {
         matches!(self, Action::EnsureServices)
     }
