@@ -52,6 +52,7 @@ fn healthy(n: u64) -> Observation {
             published: true,
             prepared_with: None,
             force_new_cluster: false,
+            on_claim: false,
         });
         let mut h = MemberHealth::healthy(V);
         h.leader = Some(1);

@@ -561,6 +561,11 @@ impl KubeClusterApi {
                 tls: cluster.spec.tls_mode(),
                 published: false,
                 force_new_cluster: forced,
+                on_claim: cluster
+                    .spec
+                    .pod
+                    .as_ref()
+                    .is_some_and(|p| p.persistent_volume_claim_spec.is_some()),
             });
         }
         self.expectations.correct_versions(&mut pods);

@@ -192,6 +192,7 @@ mod tests {
             restarts: 0,
             crash: None,
             force_new_cluster: false,
+            on_claim: false,
             tls: Default::default(),
             published: true,
             prepared_with: None,

@@ -10,7 +10,7 @@ mod tls;
 pub(crate) use budget::{disruption_budget, min_available};
 pub use pod::etcd_flags;
 pub(crate) use pod::{
-    ETCD_CONTAINER, image, member_of_claim, member_pod, pvc_name, version_of_image,
+    DATA_VOLUME, ETCD_CONTAINER, image, member_of_claim, member_pod, pvc_name, version_of_image,
 };
 pub(crate) use service::{client_service, headless_service};
 pub(crate) use tls::record_trust;

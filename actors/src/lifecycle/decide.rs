@@ -28,7 +28,7 @@ use super::{
     Action, Birth, Deadlines, DesiredCluster, MemberView, Membership, Observation, Phase, PodView,
     Reason, SnapshotSource, State, UpgradePath, Version, Why, check_readable,
 };
-use super::{crash, recovery, rollout, tls, volumes};
+use super::{crash, evidence, recovery, rollout, tls, volumes};
 use super::{transition, upgrade};
 
 /// Grace time before a pod that has no etcd member is deleted, so that a member list read
@@ -298,10 +298,13 @@ fn without_member_list(
         Birth::Born { .. } if live.is_empty() => {
             let why = Why::new(
                 Reason::AllMembersLost,
-                "every member's pod is gone or dead and no member answers; the operator \
-                 will not create an empty cluster in its place, nor delete the failed pods \
-                 that may hold its data (restore from a backup, or delete and recreate the \
-                 EtcdCluster)",
+                format!(
+                    "no member answers and no pod runs one ({}); their data is not known to \
+                     be gone, so the operator recovers nothing, creates no empty cluster in \
+                     their place and deletes nothing (a pod being deleted goes once its node \
+                     confirms it; an exited pod keeps its volume until it is deleted)",
+                    evidence::describe(obs, &evidence::known_members(obs))
+                ),
             );
             let mut d = recovery::quorum_lost(state, obs, spec, target, why);
             actions.append(&mut d.actions);
@@ -669,6 +672,15 @@ fn unhealthy_member(current: Phase, view: &ClusterView<'_>) -> Option<Step> {
                 crash::last_words(crash)
             ),
         ),
+        None if evidence::held_on_claim(view.obs, &name) => Why::new(
+            Reason::WaitingForHealthyMembers,
+            format!(
+                "waiting for member {name} to become healthy before the next step; its claim \
+                 holds its data, so it is never replaced while it may come back (if its node \
+                 is gone for good, delete the Node or taint it node.kubernetes.io/out-of-service \
+                 and the member restarts on its claim; delete the claim to have it replaced)"
+            ),
+        ),
         None => Why::new(
             Reason::WaitingForHealthyMembers,
             format!("waiting for member {name} to become healthy before the next step"),
@@ -846,7 +858,10 @@ fn dead_or_unhealthy_member(
 ) -> Option<Step> {
     let now = view.obs.now;
     let (m, reason, message) = view.members.iter().filter(|m| m.started()).find_map(|m| {
-        if view.pod_is_dead_or_missing(m) {
+        // A member whose claim holds its data comes back on it (`volumes`), or is waited
+        // for: it is replaced only when its own etcd says that data is unusable.
+        let on_claim = evidence::held_on_claim(view.obs, &m.name);
+        if view.pod_is_dead_or_missing(m) && !on_claim {
             return Some((
                 m,
                 Reason::ReplacingDeadMember,
@@ -872,6 +887,7 @@ fn dead_or_unhealthy_member(
         // A member whose etcd has crashed is restarted in place on its data: it is
         // replaced only when its last words say that data is unusable.
         match pod.and_then(|p| p.crash.as_deref()) {
+            None if on_claim => None,
             Some(crash) => crash::unusable_data(crash).map(|evidence| {
                 let message = format!(
                     "member {}'s etcd keeps failing on its own data ({evidence:?}) for {}s: \

@@ -5,7 +5,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::decide::ORPHAN_POD_GRACE;
-use super::fixtures::{self, World, assert_idle, running_state};
+use super::fixtures::{self, World, assert_idle, assert_no_action, running_state};
 use super::*;
 
 fn spec(size: u32, version: &str) -> DesiredCluster {
@@ -27,17 +27,6 @@ fn changes_membership(action: &Action) -> bool {
         action,
         Action::AddMember { .. } | Action::PromoteLearner { .. } | Action::RemoveMember { .. }
     )
-}
-
-/// The decision has no action of this pattern.
-macro_rules! assert_no_action {
-    ($d:expr, $pattern:pat) => {
-        assert!(
-            !$d.actions.iter().any(|a| matches!(a, $pattern)),
-            "{:?}",
-            $d.actions
-        )
-    };
 }
 
 /// The decision removes member `id` from etcd first, for `reason`.

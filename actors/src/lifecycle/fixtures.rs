@@ -155,6 +155,7 @@ impl World {
             published: true,
             prepared_with: None,
             force_new_cluster: false,
+            on_claim: false,
         });
         self
     }
@@ -200,9 +201,12 @@ impl World {
         self
     }
 
-    /// Member `name` has a PersistentVolumeClaim in `phase`.
+    /// Member `name` has a PersistentVolumeClaim in `phase`, which its pod (if any) mounts.
     pub(crate) fn claim(mut self, name: &str, phase: ClaimPhase) -> Self {
         self.obs.claims.insert(name.to_string(), Claim::new(phase));
+        if let Some(pod) = self.obs.pods.iter_mut().find(|p| p.name == name) {
+            pod.on_claim = true;
+        }
         self
     }
 
@@ -302,3 +306,15 @@ pub(crate) fn running_state() -> State {
         ..State::default()
     }
 }
+
+/// The decision has no action of this pattern.
+macro_rules! assert_no_action {
+    ($d:expr, $pattern:pat) => {
+        assert!(
+            !$d.actions.iter().any(|a| matches!(a, $pattern)),
+            "{:?}",
+            $d.actions
+        )
+    };
+}
+pub(crate) use assert_no_action;

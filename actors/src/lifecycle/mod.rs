@@ -5,6 +5,7 @@ mod action;
 mod bootstrap;
 mod crash;
 mod decide;
+mod evidence;
 mod leadership;
 mod observation;
 mod pace;
@@ -20,6 +21,8 @@ mod upgrade;
 mod version;
 mod volumes;
 
+#[cfg(test)]
+mod claim_tests;
 #[cfg(test)]
 mod decide_tests;
 #[cfg(test)]

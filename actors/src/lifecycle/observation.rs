@@ -70,6 +70,8 @@ pub struct PodView {
     /// The pod restarts its member alone with `--force-new-cluster` (a recovery from a
     /// survivor); such a pod is made again without the flag once the member runs alone.
     pub force_new_cluster: bool,
+    /// The pod keeps the member's data on its PersistentVolumeClaim (not an emptyDir).
+    pub on_claim: bool,
 }
 
 impl PodView {
@@ -92,6 +94,7 @@ impl PodView {
             published: true,
             prepared_with: None,
             force_new_cluster: false,
+            on_claim: false,
         }
     }
 
@@ -103,9 +106,15 @@ impl PodView {
     }
 
     /// A pod that runs, or may run, a member: not dead and not a prepared joiner still
-    /// waiting for its member add. Only such a pod may answer, or hold a member's data.
+    /// waiting for its member add.
     pub fn may_run_a_member(&self) -> bool {
         !self.is_dead() && !self.awaits_membership()
+    }
+
+    /// A pod whose etcd may answer: not exited and not a prepared joiner still waiting for
+    /// its member add. A pod being deleted may: a stopped kubelet never ends its etcd.
+    pub fn may_answer(&self) -> bool {
+        !matches!(self.phase, PodPhase::Failed | PodPhase::Succeeded) && !self.awaits_membership()
     }
 
     /// Ready, with its current address published in the cluster's headless Service: a
@@ -114,7 +123,8 @@ impl PodView {
         self.ready && self.published
     }
 
-    /// A pod whose member can never come back: failed, succeeded, or being deleted.
+    /// A pod whose member will not serve again from it: failed, succeeded, or being
+    /// deleted. Not evidence that the member's data is gone (`evidence::member_data`).
     pub(crate) fn is_dead(&self) -> bool {
         matches!(self.phase, PodPhase::Failed | PodPhase::Succeeded) || self.terminating
     }

@@ -28,8 +28,8 @@ use serde::Serialize;
 
 use super::decide::settle;
 use super::{
-    Action, Decision, MemberView, Membership, Observation, Phase, PodView, Reason, SnapshotSource,
-    State, Version, Why, check_readable, volumes,
+    Action, Decision, MemberView, Membership, Observation, Phase, Reason, SnapshotSource, State,
+    Version, Why, check_readable, evidence, volumes,
 };
 
 /// The annotation on an EtcdCluster that triggers a recovery whatever `spec.recovery`
@@ -212,18 +212,10 @@ struct Loss {
     survivors: Vec<Survivor>,
 }
 
-/// Whether the members keep their data on claims (`spec.pod.persistentVolumeClaimSpec`).
-fn on_claims(obs: &Observation) -> bool {
-    !obs.claims.is_empty()
-}
-
-/// Whether member `name`'s data is gone: on claims, its claim is missing, lost or being
-/// deleted; on emptyDir, its pod is gone or dead.
+/// Whether member `name`'s data is gone, by the one rule every destructive action asks
+/// ([`evidence::member_data`]): a member whose pod object exists is never gone.
 fn data_gone(obs: &Observation, name: &str) -> bool {
-    if on_claims(obs) {
-        return !volumes::on_a_volume(obs, name);
-    }
-    obs.pod(name).is_none_or(|p| p.is_dead())
+    evidence::member_data(obs, name).is_gone()
 }
 
 /// The permanent loss `obs` shows, if any. `cluster` is the etcd cluster ID the incident
@@ -274,24 +266,18 @@ fn listed_loss(obs: &Observation, members: &[MemberView], cluster: &str) -> Opti
     })
 }
 
-/// No member answers: a loss only when every member's data is gone (no live pod, no
-/// claim that holds data); the members are those the status remembered.
+/// No member answers: a loss only when every member's data is gone (no pod object, no
+/// claim that holds data); the members are those the status remembered, every pod that
+/// may have run one, and every claim.
 fn total_loss(obs: &Observation, cluster: &str) -> Option<Loss> {
-    let live = obs.pods.iter().any(PodView::may_run_a_member);
-    let held = obs.claims.values().any(|c| c.phase.holds_data());
-    if live || held {
+    let known = evidence::known_members(obs);
+    if !known.iter().all(|name| data_gone(obs, name)) {
         return None;
     }
-    // A prepared joiner that never ran was never a member: it is not among the lost.
-    let mut lost: Vec<String> = obs.recorded.members.clone();
-    let members = obs.pods.iter().filter(|p| !p.awaits_membership());
-    lost.extend(members.map(|p| p.name.clone()));
-    lost.sort();
-    lost.dedup();
     Some(Loss {
         incident: format!("{cluster}: lost every member"),
-        voters: lost.len(),
-        lost,
+        voters: known.len(),
+        lost: known,
         survivors: Vec::new(),
     })
 }
@@ -487,14 +473,6 @@ fn from_survivor(
              {RECOVER_ANNOTATION}=FromBackup to restore the newest backup)"
         ));
     }
-    if !on_claims(obs) {
-        return Err(
-            "FromSurvivor cannot proceed: the members keep their data on emptyDir volumes, \
-             and restarting the survivor in a new pod would lose it (members need \
-             spec.pod.persistentVolumeClaimSpec for this recovery)"
-                .to_string(),
-        );
-    }
     let candidates: Vec<&Survivor> = loss
         .survivors
         .iter()
@@ -518,6 +496,14 @@ fn from_survivor(
         .into_iter()
         .max_by(|a, b| (a.raft_index, &b.name).cmp(&(b.raft_index, &a.name)))
         .expect("at least one survivor");
+    if !evidence::held_on_claim(obs, &chosen.name) {
+        return Err(format!(
+            "FromSurvivor cannot proceed: survivor {} (the most advanced) keeps its data on \
+             an emptyDir volume, and restarting it in a new pod would lose it (members need \
+             spec.pod.persistentVolumeClaimSpec for this recovery)",
+            chosen.name
+        ));
+    }
     let version = chosen
         .version
         .as_deref()

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::fixtures::{CLUSTER_ID, World, assert_idle, running_state};
+use super::fixtures::{CLUSTER_ID, World, assert_idle, assert_no_action, running_state};
 use super::*;
 
 const VERSION: &str = "3.5.35";
@@ -591,4 +591,117 @@ fn recovery_actions_are_refused_for_a_cluster_that_does_not_exist() {
         true,
     )
     .unwrap();
+}
+
+// Issue 34: a recovery acts only on members whose data is gone by the evidence rule
+// (`evidence::member_data`): a pod object that still exists is never gone.
+
+/// Every member's pod is being deleted while no member answers (their kubelets stopped:
+/// etcd may still serve behind them); a verified backup exists.
+fn terminating_everywhere(now: Instant) -> Observation {
+    let mut obs = World::healthy(now, 3, VERSION).born().etcd_down().build();
+    for pod in &mut obs.pods {
+        pod.terminating = true;
+        pod.ready = false;
+    }
+    obs.recorded.members = vec!["m1".into(), "m2".into(), "m3".into()];
+    obs.newest_backup = Some(Ok(backup(120, VERSION)));
+    obs
+}
+
+#[test]
+fn pods_being_deleted_are_unreachable_not_gone_and_no_backup_is_restored_over_them() {
+    let (first, d) = after_deadline(terminating_everywhere, &spec(RecoveryPolicy::FromBackup));
+    for d in [&first, &d] {
+        assert_no_action!(
+            d,
+            Action::BeginRecovery { .. } | Action::StartRecoverySeed { .. }
+        );
+        assert!(d.state.quorum_lost_since.is_none(), "{}", d.why.message);
+        assert!(
+            d.why
+                .message
+                .contains("being deleted but may still run etcd"),
+            "{}",
+            d.why.message
+        );
+    }
+}
+
+#[test]
+fn exited_pods_keep_their_data_until_deleted_and_are_never_restored_over() {
+    let exited = |now| {
+        let mut obs = terminating_everywhere(now);
+        for pod in &mut obs.pods {
+            pod.terminating = false;
+            pod.phase = PodPhase::Failed;
+        }
+        obs
+    };
+    let (_, d) = after_deadline(exited, &spec(RecoveryPolicy::FromBackup));
+    assert_no_action!(d, Action::BeginRecovery { .. } | Action::DeletePod { .. });
+    assert!(d.state.quorum_lost_since.is_none(), "{}", d.why.message);
+}
+
+#[test]
+fn claims_being_deleted_that_live_pods_still_mount_are_no_loss() {
+    // m2 and m3 do not answer; their claims are being deleted, but pvc-protection keeps
+    // them while their pods (still there) mount them.
+    let deleting = |now| {
+        let mut obs = losing(now, 3, &[]);
+        for (id, name) in [(2, "m2"), (3, "m3")] {
+            obs.claims.get_mut(name).unwrap().phase = ClaimPhase::Deleting;
+            obs.health
+                .insert(id, MemberHealth::unreachable("deadline exceeded"));
+        }
+        obs
+    };
+    let (_, d) = after_deadline(deleting, &spec(RecoveryPolicy::FromSurvivor));
+    assert_no_action!(d, Action::BeginRecovery { .. } | Action::RecreatePod { .. });
+    assert!(d.state.quorum_lost_since.is_none(), "{}", d.why.message);
+}
+
+#[test]
+fn mid_move_onto_claims_a_quorum_blip_never_forces_the_one_claimed_member() {
+    // m1 is already on a claim, m2 and m3 still on emptyDir and running; every member
+    // answers with an alarm (unhealthy): no member is gone, nothing is a loss.
+    let mixed = |now| {
+        let mut obs = World::healthy(now, 3, VERSION)
+            .claim("m1", ClaimPhase::Bound)
+            .born()
+            .build();
+        for id in 1..=3 {
+            answers(&mut obs, id, 100 * id, 10);
+            obs.health.get_mut(&id).unwrap().errors = vec!["NOSPACE".into()];
+        }
+        obs
+    };
+    let (_, d) = after_deadline(mixed, &spec(RecoveryPolicy::FromSurvivor));
+    assert_no_action!(
+        d,
+        Action::BeginRecovery { .. } | Action::RecreatePod { .. } | Action::ForceNewCluster { .. }
+    );
+    assert!(d.state.quorum_lost_since.is_none(), "{}", d.why.message);
+}
+
+#[test]
+fn from_survivor_refuses_when_the_most_advanced_survivor_is_not_on_a_claim() {
+    // m2 and m3 gone with their data; survivors m1 (emptyDir, ahead) and m4 (claim) of 5
+    // with m5 gone too: forcing m4 would drop what only m1 has.
+    let five = |now| {
+        let mut obs = losing(now, 5, &[2, 3, 5]);
+        obs.claims.remove("m1");
+        obs.pods
+            .iter_mut()
+            .find(|p| p.name == "m1")
+            .unwrap()
+            .on_claim = false;
+        answers(&mut obs, 1, 900, 90);
+        answers(&mut obs, 4, 400, 40);
+        obs
+    };
+    let (_, d) = after_deadline(five, &spec(RecoveryPolicy::FromSurvivor));
+    assert_idle(&d, Reason::RecoveryRefused);
+    assert!(d.why.message.contains("m1"), "{}", d.why.message);
+    assert!(d.why.message.contains("emptyDir"), "{}", d.why.message);
 }

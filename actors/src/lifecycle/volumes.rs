@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{Action, DesiredCluster, MemberView, Observation, Reason, Version, Why};
+use super::{Action, DesiredCluster, MemberView, Observation, Reason, Version, Why, evidence};
 
 /// What to do for the members whose pods are gone while their volumes hold their data.
 #[derive(Debug, PartialEq)]
@@ -32,6 +32,13 @@ pub(super) fn with_member_list(
     members: &[MemberView],
     version: &Version,
 ) -> Option<OnVolumes> {
+    let started = members
+        .iter()
+        .filter(|m| m.started())
+        .map(|m| m.name.as_str());
+    if let Some(on) = exited(obs, started) {
+        return Some(on);
+    }
     let gone: Vec<&MemberView> = members
         .iter()
         .filter(|m| m.started() && on_a_volume(obs, &m.name))
@@ -49,6 +56,9 @@ pub(super) fn with_member_list(
 /// missing or being deleted. Started as non-voters for the client Service until etcd's
 /// list says which are voting members.
 pub(super) fn without_member_list(obs: &Observation, version: &Version) -> Option<OnVolumes> {
+    if let Some(on) = exited(obs, obs.claims.keys().map(String::as_str)) {
+        return Some(on);
+    }
     let gone: Vec<(String, bool)> = obs
         .claims
         .iter()
@@ -64,6 +74,38 @@ pub(super) fn without_member_list(obs: &Observation, version: &Version) -> Optio
             .map(|p| p.name.clone()),
     );
     decide(obs, gone, peers.into_iter().collect(), version)
+}
+
+/// Members among `names` whose pods exited for good (Failed or Succeeded: a graceful node
+/// shutdown, an eviction) while their claims hold their data: their pods are deleted, the
+/// claims kept, and the members come back on them under their own names, with or without
+/// a quorum. Never replaced: their data is there.
+fn exited<'a>(obs: &Observation, names: impl Iterator<Item = &'a str>) -> Option<OnVolumes> {
+    let exited: Vec<&str> = names
+        .filter(|name| evidence::held_on_claim(obs, name))
+        .filter(|name| {
+            evidence::member_data(obs, name)
+                == evidence::MemberData::Unreachable(evidence::Unreachable::Exited)
+        })
+        .collect();
+    if exited.is_empty() {
+        return None;
+    }
+    let why = Why::new(
+        Reason::RestartingMembers,
+        format!(
+            "the pods of {} exited and their claims hold their data: deleting the pods (the \
+             claims stay) to restart the same members on them",
+            exited.join(", ")
+        ),
+    );
+    let actions = exited
+        .into_iter()
+        .map(|name| Action::RecreatePod {
+            name: name.to_string(),
+        })
+        .collect();
+    Some(OnVolumes::Restart(actions, why))
 }
 
 fn decide(

@@ -327,6 +327,9 @@ impl FakeCluster {
                 .map(|p| (p.name.clone(), Claim::new(ClaimPhase::Bound)))
                 .collect();
             w.claims = Some(claims);
+            for pod in &mut w.pods {
+                pod.on_claim = true;
+            }
         }
         self
     }
@@ -868,6 +871,7 @@ impl ClusterApi for FakeCluster {
         }
         let mut view = PodView::running(&pod.name, &pod.version.to_string());
         view.voter = pod.voter;
+        view.on_claim = w.claims.is_some();
         if let Some(peers) = &pod.prepared_with {
             // A prepared joiner: its etcd waits (not started, not ready) until a member
             // add names it.
