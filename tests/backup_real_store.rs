@@ -64,6 +64,7 @@ fn request(cluster: &str, endpoints: Vec<String>) -> BackupRequest {
         cluster: cluster.into(),
         endpoints,
         dialer: Dialer::plain(),
+        cluster_id: None,
         etcd_timeout: Duration::from_secs(3),
         timeout: Duration::from_secs(60),
     }
@@ -262,6 +263,29 @@ async fn an_unreachable_cluster_is_reported_as_such_and_nothing_is_stored() {
     let err = failure(&store, vec![net.client_url(1)]).await;
     assert_eq!(err.reason(), "EtcdUnavailable", "{err}");
     assert_eq!(s3.keys(BUCKET), before);
+}
+
+#[actix_rt::test]
+async fn a_member_answering_with_another_cluster_id_than_recorded_is_refused_nothing_stored() {
+    let (_net, etcd, s3, before) = one_good_backup().await;
+    let store = store_at(&s3.endpoint(), BUCKET, SECRET_KEY);
+    let recorded: BackupMetadata =
+        serde_json::from_slice(&std::fs::read(s3.file(BUCKET, &before[1])).unwrap()).unwrap();
+    let actual = u64::from_str_radix(&recorded.cluster_id, 16).unwrap();
+    let other = BackupRequest {
+        cluster_id: Some(actual ^ 1),
+        ..request("prod", vec![etcd.client_url()])
+    };
+    let err = failure_of(&store, &other).await;
+    assert_eq!(err.reason(), "ClusterIDMismatch", "{err}");
+    assert!(err.to_string().contains(&recorded.cluster_id), "{err}");
+    assert_eq!(s3.keys(BUCKET), before);
+    // The recorded ID itself is accepted.
+    let same = BackupRequest {
+        cluster_id: Some(actual),
+        ..request("prod", vec![etcd.client_url()])
+    };
+    take_backup(&store, &same).await.unwrap();
 }
 
 /// The names of the TLS member's cluster: `demo` in `default`.

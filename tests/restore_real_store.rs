@@ -122,6 +122,7 @@ async fn backed_up(net: &Loopback, s3: &S3Server, count: usize) -> (EtcdProcess,
         cluster: "prod".into(),
         endpoints: vec![etcd.client_url()],
         dialer: Dialer::plain(),
+        cluster_id: None,
         etcd_timeout: Duration::from_secs(3),
         timeout: Duration::from_secs(60),
     };

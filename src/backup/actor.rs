@@ -266,6 +266,7 @@ async fn attempt_inner(
         cluster: etcd.cluster,
         endpoints: etcd.endpoints,
         dialer: etcd.dialer,
+        cluster_id: etcd.cluster_id,
         etcd_timeout: deps.config.etcd_timeout,
         timeout,
     };

@@ -29,6 +29,9 @@ pub struct BackupRequest {
     pub endpoints: Vec<String>,
     /// How they and the members are dialed (plain, or TLS with a client certificate).
     pub dialer: Dialer,
+    /// The cluster ID recorded for the cluster (its EtcdCluster's status): a member
+    /// answering with another one refuses the backup. `None`: not known, not checked.
+    pub cluster_id: Option<u64>,
     /// Deadline of each etcd call before the stream (connect, member list, status).
     pub etcd_timeout: Duration,
     /// Deadline of the whole backup.
@@ -118,7 +121,12 @@ pub async fn take_backup(
     let within = |d| BackupError::Timeout(d);
     let member = tokio::time::timeout_at(
         deadline,
-        snapshot::choose_member(&request.dialer, &request.endpoints, request.etcd_timeout),
+        snapshot::choose_member(
+            &request.dialer,
+            &request.endpoints,
+            request.etcd_timeout,
+            request.cluster_id,
+        ),
     )
     .await
     .map_err(|_| within(request.timeout))??;

@@ -3,9 +3,10 @@
 //! The members are found from the first endpoint of the cluster that answers (its member
 //! list); each voting member with a client URL is asked for its status on its own. Every
 //! endpoint is dialed by a [`Dialer`]: over TLS with the backup's client certificate, or
-//! plain. A healthy follower is
-//! preferred (the most up to date one: highest raft index), so the leader's disk and
-//! network are spared; the leader is used when it is the only healthy member.
+//! plain. The member with the highest applied revision is chosen (the newest data; its
+//! raft applied index breaks ties), a follower among equals, so the leader's disk and
+//! network are spared when a follower is as up to date. When the cluster's ID is recorded
+//! (the EtcdCluster's status), a member answering with another one refuses the backup.
 
 use std::time::Duration;
 
@@ -27,6 +28,19 @@ pub enum SnapshotError {
     /// No voting member answered its status without errors.
     #[error("no healthy voting member to take a snapshot from: {0}")]
     NoHealthyMember(String),
+    /// A member answered with another cluster ID than the one recorded for the cluster.
+    #[error(
+        "the member at {endpoint} answers with cluster ID {found:x}, not the cluster's \
+         recorded ID {recorded:x}: it is not this cluster's data, no backup is taken"
+    )]
+    OtherCluster {
+        /// The member's endpoint.
+        endpoint: String,
+        /// The cluster ID it answered with.
+        found: u64,
+        /// The cluster ID recorded for the cluster.
+        recorded: u64,
+    },
     /// The snapshot call or its stream failed.
     #[error("the snapshot stream from {endpoint} failed: {message}")]
     Stream {
@@ -43,6 +57,7 @@ impl SnapshotError {
         match self {
             SnapshotError::Unavailable { .. } => "EtcdUnavailable",
             SnapshotError::NoHealthyMember(_) => "NoHealthyMember",
+            SnapshotError::OtherCluster { .. } => "ClusterIDMismatch",
             SnapshotError::Stream { .. } => "SnapshotFailed",
         }
     }
@@ -63,8 +78,10 @@ pub struct ChosenMember {
     pub revision: i64,
     /// Whether it was the leader.
     pub leader: bool,
-    /// Its raft index.
+    /// Its raft index (committed).
     pub raft_index: u64,
+    /// Its raft applied index (0 from an etcd that does not report it).
+    pub raft_applied_index: u64,
 }
 
 fn text(err: &etcd_client::Error) -> String {
@@ -153,15 +170,17 @@ async fn member_status(
         revision: header.revision(),
         leader: status.leader() == header.member_id(),
         raft_index: status.raft_index(),
+        raft_applied_index: status.raft_applied_index(),
     })
 }
 
 /// The member to take the snapshot from (see the module documentation), each endpoint
-/// dialed by `dialer`.
+/// dialed by `dialer`; `recorded`: the cluster ID every member must answer with, when known.
 pub async fn choose_member(
     dialer: &Dialer,
     endpoints: &[String],
     timeout: Duration,
+    recorded: Option<u64>,
 ) -> Result<ChosenMember, SnapshotError> {
     let urls = voting_members(dialer, endpoints, timeout).await?;
     let answers =
@@ -174,6 +193,7 @@ pub async fn choose_member(
             Err(problem) => problems.push(format!("{url}: {problem}")),
         }
     }
+    check_cluster(&healthy, recorded)?;
     pick(healthy).ok_or_else(|| {
         SnapshotError::NoHealthyMember(if problems.is_empty() {
             "the member list has no voting member with a client URL".to_string()
@@ -183,9 +203,33 @@ pub async fn choose_member(
     })
 }
 
-/// A follower with the highest raft index, else the leader (or any member).
+/// `Err` naming the first member that answered with another cluster ID than `recorded`;
+/// `Ok` when every one answered with it, or when no ID is recorded.
+pub fn check_cluster(healthy: &[ChosenMember], recorded: Option<u64>) -> Result<(), SnapshotError> {
+    let Some(recorded) = recorded else {
+        return Ok(());
+    };
+    match healthy.iter().find(|m| m.cluster_id != recorded) {
+        Some(m) => Err(SnapshotError::OtherCluster {
+            endpoint: m.endpoint.clone(),
+            found: m.cluster_id,
+            recorded,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The member with the highest applied revision, then raft applied index; a follower
+/// among equals (then the lowest member ID, so the choice is the same on every run).
 pub fn pick(mut healthy: Vec<ChosenMember>) -> Option<ChosenMember> {
-    healthy.sort_by_key(|m| (!m.leader, m.raft_index));
+    healthy.sort_by_key(|m| {
+        (
+            m.revision,
+            m.raft_applied_index,
+            !m.leader,
+            std::cmp::Reverse(m.member_id),
+        )
+    });
     healthy.pop()
 }
 
@@ -221,6 +265,7 @@ mod tests {
             revision: 10,
             leader,
             raft_index,
+            raft_applied_index: raft_index,
         }
     }
 
@@ -229,9 +274,55 @@ mod tests {
         let chosen = pick(vec![
             member(1, true, 90),
             member(2, false, 80),
-            member(3, false, 85),
+            member(3, false, 90),
         ]);
         assert_eq!(chosen.unwrap().member_id, 3);
+    }
+
+    fn at(id: u64, leader: bool, revision: i64, raft_index: u64) -> ChosenMember {
+        ChosenMember {
+            revision,
+            ..member(id, leader, raft_index)
+        }
+    }
+
+    #[test]
+    fn the_member_with_the_highest_applied_revision_is_chosen_not_the_highest_raft_index() {
+        // Member 2 has committed more entries but applied fewer: its snapshot is older.
+        let chosen = pick(vec![at(2, false, 50, 100), at(3, false, 60, 90)]);
+        assert_eq!(chosen.unwrap().member_id, 3);
+    }
+
+    #[test]
+    fn the_leader_is_chosen_when_it_alone_has_applied_the_newest_revision() {
+        let chosen = pick(vec![at(1, true, 70, 90), at(2, false, 60, 95)]);
+        assert_eq!(chosen.unwrap().member_id, 1);
+    }
+
+    #[test]
+    fn a_follower_is_preferred_to_the_leader_at_the_same_revision() {
+        let chosen = pick(vec![at(2, false, 70, 90), at(1, true, 70, 90)]);
+        assert_eq!(chosen.unwrap().member_id, 2);
+    }
+
+    #[test]
+    fn a_member_answering_with_another_cluster_id_than_the_recorded_one_is_refused() {
+        let foreign = ChosenMember {
+            cluster_id: 0xbad,
+            ..member(3, false, 9)
+        };
+        let err = check_cluster(&[member(1, true, 9), foreign], Some(1)).unwrap_err();
+        assert_eq!(err.reason(), "ClusterIDMismatch");
+        let text = err.to_string();
+        assert!(
+            text.contains("http://m3:2379") && text.contains("bad"),
+            "{text}"
+        );
+        assert!(check_cluster(&[member(1, true, 9)], Some(1)).is_ok());
+        assert!(
+            check_cluster(&[member(1, true, 9)], None).is_ok(),
+            "nothing recorded"
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use etcd_operator_actors::topology::{CLIENT_PORT, Topology};
 
+use crate::api::EtcdCluster;
 use crate::api::backup::{BackupStorageType, EtcdBackupSpec};
 use crate::tls::SecretProblem;
 
@@ -198,6 +199,25 @@ pub struct Etcd {
     pub endpoints: Vec<String>,
     /// How they and the members are dialed.
     pub dialer: Dialer,
+    /// The cluster ID its EtcdCluster's status records ([`recorded_cluster_id`]); `None`
+    /// for endpoints given, or when nothing is recorded.
+    pub cluster_id: Option<u64>,
+}
+
+/// The cluster ID `cluster`'s members must answer with, as its status records it: the last
+/// recovery's (none while a restore's new seed has not answered yet), else the
+/// bootstrap's. An ID that does not parse is kept as an unknown existing cluster (every
+/// member then differs from it), never as "nothing recorded".
+pub fn recorded_cluster_id(cluster: &EtcdCluster) -> Option<u64> {
+    let status = cluster.status.as_ref()?;
+    if let Some(recovery) = status.recovery.as_ref().map(|r| r.to_record()) {
+        match (recovery.cluster_id, &recovery.seed) {
+            (Some(id), _) => return Some(id),
+            (None, Some(_)) => return None,
+            (None, None) => {}
+        }
+    }
+    status.bootstrap.as_ref()?.to_record().cluster_id
 }
 
 /// The etcd a backup of `spec` dials: a named EtcdCluster's member pods known to the
@@ -210,11 +230,11 @@ pub async fn etcd(
     backup_name: &str,
     spec: &EtcdBackupSpec,
 ) -> Result<Etcd, TargetError> {
-    let (cluster, endpoints, secret) = match &spec.cluster_name {
+    let (cluster, endpoints, secret, cluster_id) = match &spec.cluster_name {
         None => {
             let endpoints = spec.etcd_endpoints.clone().unwrap_or_default();
             let secret = client_tls::certificate_secret(spec, None)?;
-            (backup_name.to_string(), endpoints, secret)
+            (backup_name.to_string(), endpoints, secret, None)
         }
         Some(name) => {
             let object = kube
@@ -240,7 +260,8 @@ pub async fn etcd(
                 "{}.{namespace}.svc",
                 topology.client_service()
             )));
-            (name.clone(), endpoints, secret)
+            let cluster_id = recorded_cluster_id(&object);
+            (name.clone(), endpoints, secret, cluster_id)
         }
     };
     let dialer = match secret {
@@ -265,6 +286,7 @@ pub async fn etcd(
         cluster,
         endpoints,
         dialer,
+        cluster_id,
     })
 }
 
@@ -277,7 +299,8 @@ mod tests {
     use super::*;
     use crate::api::backup::{EtcdBackup, EtcdBackupStatus, S3BackupSource};
     use crate::api::{
-        AutoTls, EtcdCluster, EtcdClusterSpec, KeyType, MemberSecret, StaticTls, TlsPolicy,
+        AutoTls, BootstrapStatus, EtcdCluster, EtcdClusterSpec, EtcdClusterStatus, KeyType,
+        MemberSecret, RecoveryStatus, StaticTls, TlsPolicy,
     };
     use crate::tls::{ClusterNames, Lifetime, Role, issue_leaf, new_ca};
 
@@ -469,6 +492,51 @@ mod tests {
         assert!(etcd.dialer.uses_tls());
         assert_eq!(etcd.cluster, "nightly");
         assert_eq!(etcd.endpoints, ["https://etcd.example:2379"]);
+    }
+
+    #[tokio::test]
+    async fn a_named_cluster_is_backed_up_only_with_the_cluster_id_its_status_records() {
+        let mut kube = kube(None, &[]);
+        let demo = kube.clusters.get_mut("demo").unwrap();
+        demo.status = Some(EtcdClusterStatus {
+            bootstrap: Some(BootstrapStatus {
+                cluster_id: Some("1a2b".into()),
+                ..BootstrapStatus::default()
+            }),
+            ..EtcdClusterStatus::default()
+        });
+        let etcd = resolve(&kube, &by_cluster(None)).await.unwrap();
+        assert_eq!(etcd.cluster_id, Some(0x1a2b));
+        // A recovery's record supersedes the bootstrap's.
+        let demo = kube.clusters.get_mut("demo").unwrap();
+        let status = demo.status.as_mut().unwrap();
+        status.recovery = Some(RecoveryStatus {
+            cluster_id: Some("beef".into()),
+            ..RecoveryStatus::default()
+        });
+        let etcd = resolve(&kube, &by_cluster(None)).await.unwrap();
+        assert_eq!(etcd.cluster_id, Some(0xbeef));
+        // A restore under way: the new seed's ID is not known yet, nothing is checked.
+        let status = kube
+            .clusters
+            .get_mut("demo")
+            .unwrap()
+            .status
+            .as_mut()
+            .unwrap();
+        status.recovery = Some(RecoveryStatus {
+            seed: Some("demo-abcde".into()),
+            ..RecoveryStatus::default()
+        });
+        let etcd = resolve(&kube, &by_cluster(None)).await.unwrap();
+        assert_eq!(etcd.cluster_id, None);
+        // Endpoints given: no record to check against.
+        let spec = EtcdBackupSpec {
+            cluster_name: None,
+            etcd_endpoints: Some(vec!["http://etcd.example:2379".into()]),
+            ..s3_spec()
+        };
+        assert_eq!(resolve(&kube, &spec).await.unwrap().cluster_id, None);
     }
 
     fn s3_spec() -> EtcdBackupSpec {
