@@ -18,7 +18,7 @@ use etcd_operator::backup::integrity::SnapshotVerifier;
 use etcd_operator::backup::integrity::sha256_hex;
 use etcd_operator::backup::metadata::BackupMetadata;
 use etcd_operator::backup::naming::{BackupName, metadata_key};
-use etcd_operator::backup::run::{BackupError, BackupRequest, retain, take_backup};
+use etcd_operator::backup::run::{BackupError, BackupRequest, Writer, retain, take_backup};
 use etcd_operator::backup::store::{BackupStore, Location, StoreConfig, StoreTimeouts};
 use etcd_operator::etcd_api::{AddressSource, Route};
 use etcd_operator::tls::{Ca, ClusterNames, Lifetime, Role, issue_leaf, new_ca};
@@ -47,10 +47,14 @@ fn quick() -> StoreTimeouts {
 }
 
 fn store_at(endpoint: &str, bucket: &str, secret_key: &str) -> BackupStore {
+    store_under(endpoint, bucket, secret_key, PREFIX)
+}
+
+fn store_under(endpoint: &str, bucket: &str, secret_key: &str, prefix: &str) -> BackupStore {
     let config = StoreConfig::S3 {
         location: Location {
             bucket: bucket.into(),
-            prefix: PREFIX.into(),
+            prefix: prefix.into(),
         },
         endpoint: Some(endpoint.into()),
         force_path_style: true,
@@ -59,8 +63,17 @@ fn store_at(endpoint: &str, bucket: &str, secret_key: &str) -> BackupStore {
     BackupStore::open(&config, quick()).unwrap()
 }
 
+/// The EtcdBackup `uid` in namespace `prod`.
+fn writer(uid: &str) -> Option<Writer> {
+    Some(Writer {
+        namespace: "prod".into(),
+        uid: uid.into(),
+    })
+}
+
 fn request(cluster: &str, endpoints: Vec<String>) -> BackupRequest {
     BackupRequest {
+        writer: writer("nightly"),
         cluster: cluster.into(),
         endpoints,
         dialer: Dialer::plain(),
@@ -183,7 +196,7 @@ async fn retention_keeps_the_newest_backups_of_the_cluster_and_nothing_else_is_t
         let outcome = take_backup(&store, &request("prod", vec![etcd.client_url()]))
             .await
             .unwrap();
-        let retention = retain(&store, "prod", 2, &outcome.key).await;
+        let retention = retain(&store, &outcome.metadata, 2).await;
         assert_eq!(retention.error, None);
         assert!(retention.kept <= 2, "{retention:?}");
         keys.push(outcome.key);
@@ -198,6 +211,53 @@ async fn retention_keeps_the_newest_backups_of_the_cluster_and_nothing_else_is_t
         metadata_key(&keys[3]),
         other,
         "etcd/prod/notes.txt".to_string(),
+    ];
+    want.sort();
+    assert_eq!(s3.keys(BUCKET), want);
+}
+
+#[actix_rt::test]
+async fn retention_deletes_only_this_etcdbackups_backups_directly_under_its_prefix() {
+    let net = Loopback::new();
+    let etcd = EtcdProcess::start_seed(&net, 1, "seed").await;
+    let s3 = S3Server::start(&[BUCKET]);
+    let store = store_at(&s3.endpoint(), BUCKET, SECRET_KEY);
+    let take = |request: BackupRequest, store: BackupStore| async move {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        take_backup(&store, &request).await.unwrap()
+    };
+    let prod = || request("prod", vec![etcd.client_url()]);
+    let old = take(prod(), store.clone()).await;
+    // A one-shot EtcdBackup into the same prefix, and one into a prefix below it.
+    let one_shot = BackupRequest {
+        writer: writer("one-shot"),
+        ..prod()
+    };
+    let one_shot = take(one_shot, store.clone()).await;
+    let nested = store_under(&s3.endpoint(), BUCKET, SECRET_KEY, "etcd/prod/one-shot");
+    let nested = take(prod(), nested).await;
+    let made = take(prod(), store.clone()).await;
+
+    // The listing sees only what is directly under the prefix.
+    let listed: Vec<String> = store
+        .list_backups()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|b| b.key)
+        .collect();
+    assert!(!listed.contains(&nested.key), "{listed:?}");
+    let retention = retain(&store, &made.metadata, 1).await;
+    assert_eq!(retention.error, None);
+    assert_eq!(retention.deleted, vec![old.key.clone()]);
+    assert_eq!(retention.kept, 1);
+    let mut want = vec![
+        made.key.clone(),
+        metadata_key(&made.key),
+        one_shot.key.clone(),
+        metadata_key(&one_shot.key),
+        nested.key.clone(),
+        metadata_key(&nested.key),
     ];
     want.sort();
     assert_eq!(s3.keys(BUCKET), want);

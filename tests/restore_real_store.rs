@@ -119,6 +119,7 @@ async fn backed_up(net: &Loopback, s3: &S3Server, count: usize) -> (EtcdProcess,
     let etcd = EtcdProcess::start_seed(net, 1, "source").await;
     write_keys(&etcd.client_url(), count).await;
     let request = BackupRequest {
+        writer: None,
         cluster: "prod".into(),
         endpoints: vec![etcd.client_url()],
         dialer: Dialer::plain(),

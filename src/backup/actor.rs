@@ -21,7 +21,7 @@ use crate::api::backup::{EtcdBackup, EtcdBackupStatus};
 use super::kube::BackupKube;
 use super::metrics::BackupMetrics;
 use super::report::{self, Verdict};
-use super::run::{BackupRequest, retain, take_backup};
+use super::run::{BackupRequest, Writer, retain, take_backup};
 use super::schedule::{Schedule, next_run};
 use super::store::StoreTimeouts;
 use super::target::{self, DEFAULT_TIMEOUT, TargetError, spec_problem};
@@ -256,13 +256,17 @@ async fn attempt_inner(
     let etcd = target::etcd(deps.kube.as_ref(), &namespace, &backup.name_any(), spec)
         .await
         .map_err(fail)?;
-    let cluster = etcd.cluster.clone();
     let policy = spec.policy();
     let timeout = policy
         .timeout_in_second
         .filter(|s| *s > 0)
         .map_or(DEFAULT_TIMEOUT, |s| Duration::from_secs(s.unsigned_abs()));
+    let writer = backup.metadata.uid.clone().map(|uid| Writer {
+        namespace: namespace.clone(),
+        uid,
+    });
     let request = BackupRequest {
+        writer,
         cluster: etcd.cluster,
         endpoints: etcd.endpoints,
         dialer: etcd.dialer,
@@ -275,7 +279,7 @@ async fn attempt_inner(
         .map_err(|e| (e.reason(), e.to_string()))?;
     let max = usize::try_from(policy.max_backups.unwrap_or(0)).unwrap_or(0);
     let retention = match deps.kube.may_act("delete old backups") {
-        Ok(()) => retain(&store, &cluster, max, &outcome.key).await,
+        Ok(()) => retain(&store, &outcome.metadata, max).await,
         Err(e) => super::run::Retention {
             error: Some(e),
             ..Default::default()

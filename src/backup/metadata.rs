@@ -27,11 +27,52 @@ pub struct BackupMetadata {
     pub time: String,
     /// The snapshot's key in the bucket.
     pub key: String,
+    /// The namespace of the EtcdBackup that wrote it (a cluster it names by `clusterName`
+    /// is in the same one). Absent in metadata written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// The UID of the EtcdBackup that wrote it: retention deletes only what the same
+    /// EtcdBackup wrote. Absent in metadata written before it was recorded.
+    #[serde(
+        rename = "etcdBackupUID",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub etcd_backup_uid: Option<String>,
 }
 
 impl BackupMetadata {
     /// The JSON stored.
     pub fn to_json(&self) -> Vec<u8> {
         serde_json::to_vec_pretty(self).expect("metadata serializes")
+    }
+
+    /// The cluster ID as a number; `None` when it is not hexadecimal.
+    pub fn cluster_id_number(&self) -> Option<u64> {
+        u64::from_str_radix(&self.cluster_id, 16).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_written_before_the_writer_was_recorded_still_reads_without_one() {
+        let old = br#"{"cluster":"demo","clusterID":"1a2b","memberID":"3c","revision":7,
+            "etcdVersion":"3.5.35","size":4128,"sha256":"00","time":"2026-11-30T10:33:00Z",
+            "key":"p/demo.db"}"#;
+        let metadata: BackupMetadata = serde_json::from_slice(old).unwrap();
+        assert_eq!(metadata.namespace, None);
+        assert_eq!(metadata.etcd_backup_uid, None);
+        assert_eq!(metadata.cluster_id_number(), Some(0x1a2b));
+        let written = BackupMetadata {
+            namespace: Some("prod".into()),
+            etcd_backup_uid: Some("u-1".into()),
+            ..metadata
+        };
+        let json: serde_json::Value = serde_json::from_slice(&written.to_json()).unwrap();
+        assert_eq!(json["namespace"], "prod");
+        assert_eq!(json["etcdBackupUID"], "u-1");
     }
 }

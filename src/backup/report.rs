@@ -234,6 +234,8 @@ mod tests {
                 sha256: "00ff".into(),
                 time: "2026-01-01T00:00:00Z".into(),
                 key: "p/c_20260101T000000.000Z_r42.db".into(),
+                namespace: None,
+                etcd_backup_uid: None,
             },
         }
     }

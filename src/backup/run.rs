@@ -16,13 +16,25 @@ use super::dial::Dialer;
 use super::integrity::{IntegrityError, SnapshotVerifier, Verified};
 use super::metadata::BackupMetadata;
 use super::naming::{BackupName, metadata_key};
-use super::retention::to_delete;
+use super::retention::{Described, StoredBackup, count_written_like, to_delete};
 use super::snapshot::{self, ChosenMember, SnapshotError};
 use super::store::{BackupStore, StoreError, Upload};
+
+/// The EtcdBackup a backup is taken for, as the backup's metadata records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Writer {
+    /// Its namespace (a cluster it names is in the same one).
+    pub namespace: String,
+    /// Its UID: retention deletes only what the same EtcdBackup wrote.
+    pub uid: String,
+}
 
 /// What to back up.
 #[derive(Debug, Clone)]
 pub struct BackupRequest {
+    /// The EtcdBackup it is taken for; `None`: none recorded (retention then deletes
+    /// nothing after it).
+    pub writer: Option<Writer>,
     /// The cluster's name in backup names.
     pub cluster: String,
     /// Client URLs of the cluster.
@@ -54,7 +66,8 @@ pub struct BackupOutcome {
 pub struct Retention {
     /// The backups deleted (snapshot keys; each one's metadata went with it).
     pub deleted: Vec<String>,
-    /// Backups of the cluster under the prefix afterwards.
+    /// Backups of the cluster the same EtcdBackup wrote, directly under the prefix,
+    /// afterwards (with `maxBackups` 0: every backup of the cluster's name there).
     pub kept: usize,
     /// Why retention stopped early, if it did (the new backup itself is good).
     pub error: Option<String>,
@@ -214,6 +227,8 @@ async fn stream_to_store(
         sha256: verified.sha256,
         time: name.time.to_string(),
         key: key.clone(),
+        namespace: request.writer.as_ref().map(|w| w.namespace.clone()),
+        etcd_backup_uid: request.writer.as_ref().map(|w| w.uid.clone()),
     };
     Ok((key, metadata))
 }
@@ -259,22 +274,37 @@ async fn check_stored(
     Ok(())
 }
 
-/// Deletes the backups of `cluster` beyond the `max` newest (snapshot, then its
-/// metadata), never `keep`: call it only with a backup that [`take_backup`] verified.
-/// `max == 0` keeps everything.
-pub async fn retain(store: &BackupStore, cluster: &str, max: usize, keep: &str) -> Retention {
+/// Deletes the backups written like `made` (by the same EtcdBackup, of the same
+/// cluster, directly under the prefix) beyond the `max` newest (snapshot, then its
+/// metadata), never `made` itself nor the newest backup of another cluster ID (see
+/// [`to_delete`]): call it only with a backup that [`take_backup`] verified. `max == 0`
+/// keeps everything (and reads no metadata).
+pub async fn retain(store: &BackupStore, made: &BackupMetadata, max: usize) -> Retention {
+    let failed = |e: StoreError| Retention {
+        error: Some(e.to_string()),
+        ..Retention::default()
+    };
     let backups = match store.list_backups().await {
         Ok(b) => b,
-        Err(e) => {
-            return Retention {
-                error: Some(e.to_string()),
-                ..Retention::default()
-            };
-        }
+        Err(e) => return failed(e),
     };
-    let ours = backups.iter().filter(|b| b.name.cluster == cluster).count();
+    let named: Vec<StoredBackup> = backups
+        .into_iter()
+        .filter(|b| b.name.cluster == made.cluster)
+        .collect();
+    if max == 0 {
+        return Retention {
+            kept: named.len(),
+            ..Retention::default()
+        };
+    }
+    let described = match describe(store, named).await {
+        Ok(d) => d,
+        Err(e) => return failed(e),
+    };
+    let ours = count_written_like(&described, made);
     let mut retention = Retention::default();
-    for key in to_delete(&backups, cluster, max, keep) {
+    for key in to_delete(&described, made, max) {
         if let Err(e) = store.delete(&key).await {
             retention.error = Some(e.to_string());
             break;
@@ -284,4 +314,104 @@ pub async fn retain(store: &BackupStore, cluster: &str, max: usize, keep: &str) 
     }
     retention.kept = ours - retention.deleted.len();
     retention
+}
+
+/// Each backup with its metadata object, `None` where that is missing or is no backup's
+/// metadata; a store failure stops it (nothing is deleted on a partial reading).
+async fn describe(
+    store: &BackupStore,
+    backups: Vec<StoredBackup>,
+) -> Result<Vec<Described>, StoreError> {
+    let mut described = Vec::with_capacity(backups.len());
+    for backup in backups {
+        let metadata = match store.get_small(&metadata_key(&backup.key)).await {
+            Ok(bytes) => serde_json::from_slice(&bytes).ok(),
+            Err(StoreError::ObjectNotFound(_)) => None,
+            Err(e) => return Err(e),
+        };
+        described.push(Described { backup, metadata });
+    }
+    Ok(described)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backup::store::memory;
+
+    /// Stores a backup of `cluster` at `second` under `prefix` with its metadata, written
+    /// by `uid` with `cluster_id`; returns the metadata.
+    async fn put(
+        store: &BackupStore,
+        prefix: &str,
+        cluster: &str,
+        second: i64,
+        uid: &str,
+        cluster_id: &str,
+    ) -> BackupMetadata {
+        let name = BackupName::new(cluster, Timestamp::from_second(second).unwrap(), second);
+        let key = name.key(prefix);
+        let metadata = BackupMetadata {
+            cluster: cluster.into(),
+            cluster_id: cluster_id.into(),
+            member_id: "3c".into(),
+            revision: second,
+            etcd_version: "3.5.35".into(),
+            size: 1,
+            sha256: "0f".repeat(32),
+            time: name.time.to_string(),
+            key: key.clone(),
+            namespace: Some("prod".into()),
+            etcd_backup_uid: Some(uid.into()),
+        };
+        store.put_small(&key, b"x".to_vec()).await.unwrap();
+        store
+            .put_small(&metadata_key(&key), metadata.to_json())
+            .await
+            .unwrap();
+        metadata
+    }
+
+    async fn keys(store: &BackupStore) -> Vec<String> {
+        let mut keys: Vec<String> = store
+            .list_backups()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|b| b.key)
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    #[tokio::test]
+    async fn retention_deletes_only_what_this_etcdbackup_wrote_directly_under_its_prefix() {
+        let store = memory("p");
+        let old = put(&store, "p", "demo", 10, "nightly", "1a").await;
+        let one_shot = put(&store, "p", "demo", 20, "one-shot", "1a").await;
+        let nested = put(&store, "p/deeper", "demo", 25, "nightly", "1a").await;
+        let earlier_cluster = put(&store, "p", "demo", 5, "nightly", "0e").await;
+        let no_metadata = BackupName::new("demo", Timestamp::from_second(1).unwrap(), 1);
+        store
+            .put_small(&no_metadata.key("p"), b"x".to_vec())
+            .await
+            .unwrap();
+        let made = put(&store, "p", "demo", 30, "nightly", "1a").await;
+
+        let retention = retain(&store, &made, 1).await;
+        assert_eq!(retention.error, None);
+        assert_eq!(retention.deleted, vec![old.key.clone()]);
+        // Kept: the new one, and the newest of the earlier cluster ID.
+        assert_eq!(retention.kept, 2);
+        let mut want = vec![
+            made.key.clone(),
+            one_shot.key.clone(),
+            earlier_cluster.key.clone(),
+            no_metadata.key("p"),
+        ];
+        want.sort();
+        assert_eq!(keys(&store).await, want);
+        assert!(store.exists(&metadata_key(&old.key)).await.is_err());
+        assert!(store.exists(&nested.key).await.is_ok());
+    }
 }

@@ -263,7 +263,23 @@ fn virtual_hosted(endpoint: &str, bucket: &str) -> String {
     }
 }
 
+/// Whether `key` is an object directly under `prefix` (no `/` after it).
+fn directly_under(prefix: &str, key: &str) -> bool {
+    let rest = if prefix.is_empty() {
+        Some(key)
+    } else {
+        key.strip_prefix(prefix).and_then(|r| r.strip_prefix('/'))
+    };
+    rest.is_some_and(|r| !r.is_empty() && !r.contains('/'))
+}
+
 impl BackupStore {
+    /// A store over any `object_store` implementation at `location` (tests use an
+    /// in-memory one).
+    pub fn with_store(store: Arc<dyn ObjectStore>, location: Location) -> Self {
+        BackupStore { store, location }
+    }
+
     /// Opens the store a configuration names (no call is made yet).
     pub fn open(config: &StoreConfig, timeouts: StoreTimeouts) -> Result<Self, StoreError> {
         // The HTTP client's TLS takes the process's default provider: ring, the one
@@ -414,22 +430,22 @@ impl BackupStore {
         })
     }
 
-    /// Every backup under the prefix (objects whose names parse as backups), of any cluster.
+    /// Every backup directly under the prefix (objects whose names parse as backups), of
+    /// any cluster; never one under a deeper prefix (listed with the delimiter `/`).
     pub async fn list_backups(&self) -> Result<Vec<StoredBackup>, StoreError> {
-        let prefix = self.location.prefix.clone();
+        let prefix = self.location.prefix.trim_matches('/').to_string();
         let prefix_path = (!prefix.is_empty()).then(|| Path::from(prefix.as_str()));
-        let objects: Vec<_> = self
+        let listed = self
             .store
-            .list(prefix_path.as_ref())
-            .try_collect()
+            .list_with_delimiter(prefix_path.as_ref())
             .await
             .map_err(self.err(&prefix))?;
-        Ok(objects
+        Ok(listed
+            .objects
             .into_iter()
-            .filter_map(|meta| {
-                let key = meta.location.to_string();
-                BackupName::parse(&key).map(|name| StoredBackup { key, name })
-            })
+            .map(|meta| meta.location.to_string())
+            .filter(|key| directly_under(&prefix, key))
+            .filter_map(|key| BackupName::parse(&key).map(|name| StoredBackup { key, name }))
             .collect())
     }
 
@@ -473,9 +489,45 @@ fn s3(
     builder.build().map_err(|e| StoreError::Config(chain(&e)))
 }
 
+/// An in-memory store at `bucket/<prefix>`, for tests.
+#[cfg(test)]
+pub(crate) fn memory(prefix: &str) -> BackupStore {
+    let location = Location {
+        bucket: "bucket".into(),
+        prefix: prefix.into(),
+    };
+    BackupStore::with_store(Arc::new(object_store::memory::InMemory::new()), location)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn only_backups_directly_under_the_prefix_are_listed() {
+        let store = memory("etcd/prod");
+        let name = |c: &str| BackupName::new(c, jiff::Timestamp::UNIX_EPOCH, 1).file_name();
+        let direct = format!("etcd/prod/{}", name("demo"));
+        for key in [
+            direct.clone(),
+            format!("etcd/prod/one-shot/{}", name("demo")),
+            format!("etcd/prod/a/b/{}", name("demo")),
+            format!("etcd/production/{}", name("demo")),
+            "etcd/prod/notes.txt".to_string(),
+        ] {
+            store.put_small(&key, b"x".to_vec()).await.unwrap();
+        }
+        let keys: Vec<String> = store
+            .list_backups()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|b| b.key)
+            .collect();
+        assert_eq!(keys, [direct]);
+        assert!(directly_under("", "x.db") && !directly_under("", "a/x.db"));
+        assert!(directly_under("p", "p/x.db") && !directly_under("p", "px/x.db"));
+    }
 
     #[test]
     fn a_bucket_as_subdomain_goes_before_the_host() {

@@ -326,6 +326,8 @@ mod tests {
             sha256: "0f".repeat(32),
             time: "2026-11-30T10:33:00Z".into(),
             key: "ns/prod/prod_20261130T103300.123Z_r1234.db".into(),
+            namespace: Some("ns".into()),
+            etcd_backup_uid: None,
         }
     }
 

@@ -227,6 +227,8 @@ mod tests {
             sha256: "0f".repeat(32),
             time: "2026-11-30T10:33:00Z".into(),
             key: key.into(),
+            namespace: Some("prod".into()),
+            etcd_backup_uid: Some("uid".into()),
         }
     }
 
