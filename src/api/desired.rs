@@ -62,6 +62,7 @@ pub(crate) fn cluster_restore(source: &SnapshotSource) -> ClusterRestore {
         etcd_version: source.etcd_version.clone(),
         revision: source.revision,
         restore_name: None,
+        cluster_id: source.cluster_id.map(|id| format!("{id:x}")),
     }
 }
 
@@ -78,6 +79,10 @@ pub(crate) fn snapshot_source(restore: &ClusterRestore) -> SnapshotSource {
         size: u64::try_from(restore.size).unwrap_or(0),
         etcd_version: restore.etcd_version.clone(),
         revision: restore.revision,
+        cluster_id: restore
+            .cluster_id
+            .as_deref()
+            .and_then(|id| u64::from_str_radix(id, 16).ok()),
     }
 }
 

@@ -154,6 +154,31 @@ spec:
 }
 
 #[test]
+fn a_snapshots_cluster_id_goes_through_spec_restore_to_the_lifecycle_and_back() {
+    let source = etcd_operator_actors::lifecycle::SnapshotSource {
+        bucket: "b".into(),
+        key: "p/demo_20261130T103300.000Z_r7.db".into(),
+        endpoint: None,
+        force_path_style: true,
+        secret: "aws".into(),
+        sha256: "0f".repeat(32),
+        size: 4128,
+        etcd_version: "3.5.35".into(),
+        revision: 7,
+        cluster_id: Some(0x1a2b),
+    };
+    let restore = super::desired::cluster_restore(&source);
+    assert_eq!(restore.cluster_id.as_deref(), Some("1a2b"));
+    assert_eq!(super::desired::snapshot_source(&restore), source);
+    // A spec.restore written before the ID was recorded has none.
+    let older = crate::api::restore::ClusterRestore {
+        cluster_id: None,
+        ..restore
+    };
+    assert_eq!(super::desired::snapshot_source(&older).cluster_id, None);
+}
+
+#[test]
 fn committed_crd_yaml_matches_the_code() {
     let committed = include_str!("../../manifests/10-crd.yaml");
     assert!(

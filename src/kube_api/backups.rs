@@ -14,10 +14,12 @@ use etcd_operator_actors::ports::ApiError;
 
 use super::error::api_error;
 use crate::api::RecoveryBackup;
+use crate::api::restore::S3RestoreSource;
+use crate::backup::metadata::BackupMetadata;
 use crate::backup::store::StoreTimeouts;
 use crate::restore::plan::Refusal;
 use crate::restore::run::store_for;
-use crate::restore::source::{self, Lookup};
+use crate::restore::source::{self, Lookup, Owner};
 
 /// How long a lookup's answer is used before the store is read again.
 pub(crate) const LOOKUP_TTL: Duration = Duration::from_secs(30);
@@ -32,19 +34,20 @@ pub(crate) struct BackupLookups {
 }
 
 impl BackupLookups {
-    /// The newest backup in `backup`'s store (the Secret read from `namespace`); the last
-    /// answer while it is recent, of the same store, and read at or after `read_since`.
+    /// The newest backup of cluster `owner` in `backup`'s store (the Secret read from the
+    /// owner's namespace); the last answer while it is recent, of the same store, and read
+    /// at or after `read_since`.
     pub(crate) async fn newest(
         &self,
         client: &Client,
-        namespace: &str,
+        owner: &Owner,
         backup: &RecoveryBackup,
         read_since: Option<Instant>,
     ) -> Result<SnapshotSource, ApiError> {
         if let Some(answer) = self.kept(backup, read_since, Instant::now()) {
             return answer;
         }
-        let answer = lookup(client, namespace, backup).await;
+        let answer = lookup(client, owner, backup).await;
         self.keep(Instant::now(), backup, answer.clone());
         answer
     }
@@ -72,16 +75,16 @@ fn refused(refusal: Refusal) -> ApiError {
     ApiError::Other(format!("{} ({})", refusal.message, refusal.reason))
 }
 
-/// Reads the store's Secret, then the newest snapshot under the path whose metadata
-/// verifies (the seed's pod checks the bytes' sha256 and etcd's checksum as it fetches
-/// them, before etcd ever reads them).
+/// Reads the store's Secret, then the newest snapshot of `owner` directly under the path
+/// whose metadata verifies (the seed's pod checks the bytes' sha256 and etcd's checksum as
+/// it fetches them, before etcd ever reads them); a path naming one snapshot names it.
 async fn lookup(
     client: &Client,
-    namespace: &str,
+    owner: &Owner,
     backup: &RecoveryBackup,
 ) -> Result<SnapshotSource, ApiError> {
     let s3 = &backup.s3;
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &owner.namespace);
     let secret = secrets
         .get_opt(&s3.aws_secret)
         .await
@@ -95,11 +98,18 @@ async fn lookup(
         .collect();
     let lookup = Lookup::of(&s3.path);
     let store = store_for(s3, &lookup, &data, StoreTimeouts::default()).map_err(refused)?;
-    let metadata = source::resolve(&store, &lookup)
+    let metadata = source::resolve_for(&store, &lookup, Some(owner))
         .await
         .map_err(|e| ApiError::Other(format!("{e} ({})", e.reason())))?;
-    Ok(SnapshotSource {
-        bucket: lookup.bucket().to_string(),
+    Ok(snapshot_source(s3, lookup.bucket(), metadata))
+}
+
+/// The source of the snapshot `metadata` describes, in `bucket` of the store `s3` names;
+/// with the snapshot's etcd cluster ID (`None` when its metadata's is not hexadecimal).
+fn snapshot_source(s3: &S3RestoreSource, bucket: &str, metadata: BackupMetadata) -> SnapshotSource {
+    SnapshotSource {
+        bucket: bucket.to_string(),
+        cluster_id: metadata.cluster_id_number(),
         key: metadata.key,
         endpoint: s3.endpoint.clone().filter(|e| !e.is_empty()),
         force_path_style: s3.force_path_style,
@@ -108,7 +118,7 @@ async fn lookup(
         size: metadata.size,
         etcd_version: metadata.etcd_version,
         revision: metadata.revision,
-    })
+    }
 }
 
 #[cfg(test)]
@@ -117,6 +127,36 @@ mod tests {
 
     fn not_found() -> Result<SnapshotSource, ApiError> {
         Err(ApiError::NotFound("no snapshot under backups/demo".into()))
+    }
+
+    #[test]
+    fn a_recovery_source_carries_the_snapshots_etcd_cluster_id() {
+        let metadata = BackupMetadata {
+            cluster: "demo".into(),
+            cluster_id: "1a2b".into(),
+            member_id: "3c".into(),
+            revision: 7,
+            etcd_version: "3.5.35".into(),
+            size: 4128,
+            sha256: "0f".repeat(32),
+            time: "2026-11-30T10:33:00Z".into(),
+            key: "p/demo_20261130T103300.000Z_r7.db".into(),
+            namespace: Some("prod".into()),
+            etcd_backup_uid: None,
+        };
+        let s3 = S3RestoreSource {
+            path: "bucket/p".into(),
+            aws_secret: "aws".into(),
+            ..S3RestoreSource::default()
+        };
+        let source = snapshot_source(&s3, "bucket", metadata.clone());
+        assert_eq!(source.cluster_id, Some(0x1a2b));
+        assert_eq!(source.path(), "bucket/p/demo_20261130T103300.000Z_r7.db");
+        let unreadable = BackupMetadata {
+            cluster_id: "not hex".into(),
+            ..metadata
+        };
+        assert_eq!(snapshot_source(&s3, "bucket", unreadable).cluster_id, None);
     }
 
     #[test]

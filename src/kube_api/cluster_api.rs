@@ -907,8 +907,12 @@ impl ClusterApi for KubeClusterApi {
         else {
             return Ok(None);
         };
+        let owner = crate::restore::source::Owner {
+            cluster: self.topology.name.clone(),
+            namespace: self.topology.namespace.clone(),
+        };
         self.backups
-            .newest(&self.client, &self.topology.namespace, backup, read_since)
+            .newest(&self.client, &owner, backup, read_since)
             .await
             .map(Some)
     }

@@ -461,6 +461,7 @@ fn restoring_seed(version: &str) -> MemberPod {
             size: 8224,
             etcd_version: "3.5.35".into(),
             revision: 1234,
+            cluster_id: None,
         }),
         ..seed()
     }

@@ -123,6 +123,7 @@ pub fn cluster_spec(
         etcd_version: metadata.etcd_version.clone(),
         revision: metadata.revision,
         restore_name: Some(restore.name_any()),
+        cluster_id: Some(metadata.cluster_id.clone()),
     });
     spec
 }

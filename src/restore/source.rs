@@ -155,19 +155,64 @@ async fn metadata_of(store: &BackupStore, key: &str) -> Result<BackupMetadata, S
     }
 }
 
-/// The snapshot `lookup` names, with its checked metadata.
+/// The cluster whose own snapshots a lookup under a prefix takes (a recovery's): its name
+/// and namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    /// The EtcdCluster's name (the cluster in backup names and metadata).
+    pub cluster: String,
+    /// Its namespace (the metadata's `namespace`, which the EtcdBackup that wrote it
+    /// records).
+    pub namespace: String,
+}
+
+impl Owner {
+    /// Whether `metadata` is of this cluster: its name and namespace both. Metadata that
+    /// records no namespace (written before it was recorded) is never this cluster's.
+    pub fn owns(&self, metadata: &BackupMetadata) -> bool {
+        metadata.cluster == self.cluster
+            && metadata.namespace.as_deref() == Some(self.namespace.as_str())
+    }
+}
+
+/// The snapshot `lookup` names, with its checked metadata: the one named, or the newest
+/// directly under the prefix whose metadata verifies, of any cluster.
 pub async fn resolve(store: &BackupStore, lookup: &Lookup) -> Result<BackupMetadata, SourceError> {
+    resolve_for(store, lookup, None).await
+}
+
+/// [`resolve`], and under a prefix only `owner`'s snapshots when one is given (a
+/// recovery's lookup: another cluster's data is never restored into it); the snapshot a
+/// path names exactly is used as named.
+pub async fn resolve_for(
+    store: &BackupStore,
+    lookup: &Lookup,
+    owner: Option<&Owner>,
+) -> Result<BackupMetadata, SourceError> {
     let prefix = match lookup {
         Lookup::Exact { key, .. } => return metadata_of(store, key).await,
         Lookup::Prefix { prefix, .. } => prefix,
     };
     let mut skipped = Vec::new();
-    for backup in newest_first(store.list_backups().await?) {
+    let mut others = 0;
+    let named = |b: &StoredBackup| owner.is_none_or(|o| b.name.cluster == o.cluster);
+    for backup in newest_first(store.list_backups().await?)
+        .into_iter()
+        .filter(named)
+    {
         match metadata_of(store, &backup.key).await {
-            Ok(metadata) => return Ok(metadata),
+            Ok(metadata) if owner.is_none_or(|o| o.owns(&metadata)) => return Ok(metadata),
+            Ok(_) => others += 1,
             Err(SourceError::Store(e)) => return Err(SourceError::Store(e)),
             Err(e) => skipped.push(e.to_string()),
         }
+    }
+    if let (Some(owner), true) = (owner, others > 0) {
+        skipped.push(format!(
+            "{others} snapshot(s) named {} are of another namespace than {} or record none \
+             (written before backups recorded it)",
+            owner.cluster, owner.namespace
+        ));
     }
     let place = format!("{}/{prefix}", lookup.bucket());
     Err(SourceError::NotFound(if skipped.is_empty() {
@@ -230,6 +275,88 @@ mod tests {
             namespace: Some("prod".into()),
             etcd_backup_uid: Some("uid".into()),
         }
+    }
+
+    /// Stores a snapshot of `cluster` in `namespace` at `second` under `prefix`, with its
+    /// metadata; returns its key.
+    async fn put(
+        store: &BackupStore,
+        prefix: &str,
+        cluster: &str,
+        namespace: Option<&str>,
+        second: i64,
+    ) -> String {
+        let name = BackupName::new(cluster, jiff::Timestamp::from_second(second).unwrap(), 7);
+        let key = name.key(prefix);
+        let described = BackupMetadata {
+            cluster: cluster.into(),
+            namespace: namespace.map(str::to_string),
+            ..metadata(&key)
+        };
+        store.put_small(&key, b"x".to_vec()).await.unwrap();
+        store
+            .put_small(&metadata_key(&key), described.to_json())
+            .await
+            .unwrap();
+        key
+    }
+
+    fn demo_in_prod() -> Owner {
+        Owner {
+            cluster: "demo".into(),
+            namespace: "prod".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_recovery_lookup_takes_only_its_own_clusters_snapshots_by_name_and_namespace() {
+        let store = crate::backup::store::memory("backups");
+        let ours = put(&store, "backups", "demo", Some("prod"), 10).await;
+        // Each newer, none of them this cluster's own.
+        put(&store, "backups", "demo", Some("staging"), 20).await;
+        put(&store, "backups", "other", Some("prod"), 30).await;
+        put(&store, "backups", "demo", None, 40).await;
+        put(&store, "backups/deeper", "demo", Some("prod"), 50).await;
+        let lookup = Lookup::of("bucket/backups");
+        let found = resolve_for(&store, &lookup, Some(&demo_in_prod()))
+            .await
+            .unwrap();
+        assert_eq!(found.key, ours);
+    }
+
+    #[tokio::test]
+    async fn a_recovery_lookup_with_only_other_clusters_snapshots_finds_none_and_says_why() {
+        let store = crate::backup::store::memory("backups");
+        put(&store, "backups", "demo", Some("staging"), 20).await;
+        put(&store, "backups", "demo", None, 40).await;
+        let lookup = Lookup::of("bucket/backups");
+        let err = resolve_for(&store, &lookup, Some(&demo_in_prod()))
+            .await
+            .unwrap_err();
+        assert_eq!(err.reason(), "BackupNotFound");
+        assert!(err.to_string().contains("another namespace"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_restore_lookup_under_a_prefix_never_takes_a_snapshot_under_a_deeper_one() {
+        let store = crate::backup::store::memory("backups");
+        let direct = put(&store, "backups", "demo", Some("prod"), 10).await;
+        put(&store, "backups/deeper", "other", Some("prod"), 50).await;
+        let found = resolve(&store, &Lookup::of("bucket/backups"))
+            .await
+            .unwrap();
+        assert_eq!(found.key, direct);
+    }
+
+    #[tokio::test]
+    async fn an_exact_path_names_its_snapshot_whatever_its_cluster() {
+        let store = crate::backup::store::memory("");
+        let key = put(&store, "backups/deeper", "other", None, 50).await;
+        let lookup = Lookup::of(&format!("bucket/{key}"));
+        let found = resolve_for(&store, &lookup, Some(&demo_in_prod()))
+            .await
+            .unwrap();
+        assert_eq!(found.key, key);
     }
 
     #[test]

@@ -1471,6 +1471,7 @@ fn restoring(size: u32, version: &str, snapshot_version: &str) -> DesiredCluster
             size: 4096,
             etcd_version: snapshot_version.into(),
             revision: 4021,
+            cluster_id: None,
         }),
         ..spec(size, version)
     }

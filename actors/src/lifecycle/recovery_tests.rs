@@ -272,6 +272,7 @@ fn backup(revision: i64, etcd_version: &str) -> SnapshotSource {
         size: 4096,
         etcd_version: etcd_version.into(),
         revision,
+        cluster_id: None,
     }
 }
 

@@ -32,6 +32,10 @@ pub struct SnapshotSource {
     pub etcd_version: String,
     /// The snapshot's revision.
     pub revision: i64,
+    /// The etcd cluster ID of the cluster the snapshot was taken from (its metadata's
+    /// `clusterID`); `None` when not known (a spec written before it was recorded, or
+    /// metadata whose ID is not hexadecimal).
+    pub cluster_id: Option<u64>,
 }
 
 impl SnapshotSource {

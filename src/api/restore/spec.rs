@@ -110,4 +110,8 @@ pub struct ClusterRestore {
     /// The EtcdRestore that created the cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_name: Option<String>,
+    /// etcd's cluster ID of the cluster the snapshot was taken from (hexadecimal, as
+    /// etcdctl prints it), from the snapshot's metadata.
+    #[serde(rename = "clusterID", default, skip_serializing_if = "Option::is_none")]
+    pub cluster_id: Option<String>,
 }
