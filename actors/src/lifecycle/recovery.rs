@@ -376,7 +376,10 @@ pub(super) fn quorum_lost(
     let last_revision = newest_revision(&loss, obs);
     let begun = match policy {
         RecoveryPolicy::FromSurvivor => from_survivor(&loss, obs, last_revision),
-        RecoveryPolicy::FromBackup => from_backup(&loss, obs, target, last_revision),
+        RecoveryPolicy::FromBackup => {
+            let recorded = recorded_cluster_id(&state, obs);
+            from_backup(&loss, obs, target, last_revision, recorded)
+        }
         RecoveryPolicy::Manual => unreachable!("Manual returned above"),
     };
     match begun {
@@ -562,6 +565,7 @@ fn from_backup(
     obs: &Observation,
     target: &Version,
     last_revision: Option<i64>,
+    recorded_cluster: Option<u64>,
 ) -> Result<(Vec<Action>, String), String> {
     if !loss.survivors.is_empty() {
         let names: Vec<&str> = loss.survivors.iter().map(|s| s.name.as_str()).collect();
@@ -590,6 +594,14 @@ fn from_backup(
             "FromBackup cannot proceed: backup {}: {problem}",
             backup.path()
         ));
+    }
+    if let (Some(taken), Some(recorded)) = (backup.cluster_id, recorded_cluster) {
+        if taken != recorded {
+            return Err(format!(
+                "FromBackup cannot proceed: backup {} was taken from etcd cluster {taken:x},                  not from this cluster's {recorded:x} (status records it): restoring it would                  replace this cluster's data with another cluster's; restore it explicitly                  with an EtcdRestore if that is meant",
+                backup.path()
+            ));
+        }
     }
     let record = RecoveryRecord {
         incident: loss.incident.clone(),

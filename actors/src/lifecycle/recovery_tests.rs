@@ -706,3 +706,35 @@ fn from_survivor_refuses_when_the_most_advanced_survivor_is_not_on_a_claim() {
     assert!(d.why.message.contains("m1"), "{}", d.why.message);
     assert!(d.why.message.contains("emptyDir"), "{}", d.why.message);
 }
+
+#[test]
+fn from_backup_refuses_a_snapshot_of_another_etcd_cluster_id_than_the_recorded_one() {
+    // Found under this cluster's name and namespace, but taken from another etcd cluster
+    // (a cluster deleted and re-applied under the same name wrote there too).
+    let foreign = |now| {
+        let mut snapshot = backup(120, VERSION);
+        snapshot.cluster_id = Some(CLUSTER_ID + 1);
+        total_loss(now, Some(Ok(snapshot)))
+    };
+    let (_, d) = after_deadline(foreign, &spec(RecoveryPolicy::FromBackup));
+    assert_idle(&d, Reason::RecoveryRefused);
+    let message = &d.why.message;
+    assert!(
+        message.contains(&format!("{:x}", CLUSTER_ID + 1)),
+        "{message}"
+    );
+    assert!(message.contains(&format!("{CLUSTER_ID:x}")), "{message}");
+    // The recorded cluster's own snapshot is restored.
+    let own = |now| {
+        let mut snapshot = backup(120, VERSION);
+        snapshot.cluster_id = Some(CLUSTER_ID);
+        total_loss(now, Some(Ok(snapshot)))
+    };
+    let (_, d) = after_deadline(own, &spec(RecoveryPolicy::FromBackup));
+    assert_eq!(
+        d.why.reason,
+        Reason::RecoveringFromBackup,
+        "{}",
+        d.why.message
+    );
+}
