@@ -18,6 +18,7 @@ pub(crate) fn desired_cluster(cluster: &EtcdCluster) -> DesiredCluster {
         size: u32::try_from(spec.size).unwrap_or(0),
         version: spec.version_or_default().to_string(),
         paused: spec.paused,
+        deleting: cluster.metadata.deletion_timestamp.is_some(),
         tls: spec.tls_mode(),
         // The CRD refuses such names; this catches objects created before it did.
         name_problem: name_problem(

@@ -179,6 +179,17 @@ fn a_snapshots_cluster_id_goes_through_spec_restore_to_the_lifecycle_and_back() 
 }
 
 #[test]
+fn an_object_with_a_deletion_timestamp_is_desired_as_being_deleted() {
+    let mut cluster: EtcdCluster =
+        serde_yaml_ng::from_str("metadata: {name: demo}\nspec: {size: 3}\n").unwrap();
+    assert!(!desired_cluster(&cluster).deleting);
+    cluster.metadata.deletion_timestamp = Some(
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
+    );
+    assert!(desired_cluster(&cluster).deleting);
+}
+
+#[test]
 fn committed_crd_yaml_matches_the_code() {
     let committed = include_str!("../../manifests/10-crd.yaml");
     assert!(

@@ -3,7 +3,7 @@
 //! One call per tick. It looks at what the tick observed, compares it with the spec, and
 //! picks at most one membership step, in this order of precedence:
 //!
-//! 1. spec problems (name, bad version), TLS that cannot be used (a Secret invalid, a mode
+//! 1. an object being deleted, spec problems (name, bad version), TLS that cannot be used (a Secret invalid, a mode
 //!    other than the pods run), a name owned by someone else, and an etcd answering for
 //!    another cluster block every action; `paused` too;
 //! 2. without a member list: the bootstrap rule ([`Birth`]) decides whether a seed may be
@@ -28,7 +28,7 @@ use super::{
     Action, Birth, Deadlines, DesiredCluster, MemberView, Membership, Observation, Phase, PodView,
     Reason, SnapshotSource, State, UpgradePath, Version, Why, check_readable,
 };
-use super::{crash, evidence, recovery, rollout, tls, volumes};
+use super::{crash, evidence, recorded_recovery, recovery, rollout, tls, volumes};
 use super::{transition, upgrade};
 
 /// Grace time before a pod that has no etcd member is deleted, so that a member list read
@@ -69,6 +69,14 @@ fn step(
     spec: &DesiredCluster,
     deadlines: &Deadlines,
 ) -> Decision {
+    if spec.deleting {
+        let why = Why::new(
+            Reason::Deleting,
+            "the EtcdCluster is being deleted (metadata.deletionTimestamp is set): no pod, \
+             claim or recovery is made for it; the garbage collector removes what it owns",
+        );
+        return blocked(state, why);
+    }
     if let Err(why) = check_cluster_id(&mut state, obs) {
         return blocked(state, why);
     }
@@ -96,7 +104,10 @@ fn step(
         return settle(state, Phase::Paused, vec![], why);
     }
     recovery::track_loss(&mut state, obs);
-    if let Some(d) = recovery::in_progress(&state, obs, &target) {
+    if let Some(d) = recorded_recovery::in_progress(&state, obs, &target) {
+        return d;
+    }
+    if let Some(d) = recorded_recovery::stale_force(&state, obs) {
         return d;
     }
     upgrade::track_upgrades(&mut state, obs, |pod| healthy_on_own_version(obs, pod));

@@ -10,6 +10,7 @@ mod leadership;
 mod observation;
 mod pace;
 mod reason;
+mod recorded_recovery;
 mod recovery;
 mod restore;
 mod rollout;
@@ -25,6 +26,8 @@ mod volumes;
 mod claim_tests;
 #[cfg(test)]
 mod decide_tests;
+#[cfg(test)]
+mod deletion_tests;
 #[cfg(test)]
 pub(crate) mod fixtures;
 #[cfg(test)]

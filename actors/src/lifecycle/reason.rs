@@ -98,9 +98,14 @@ reasons! {
     RecoveringFromBackup,
     /// A recovery finished: the cluster runs again (and grows back with learners).
     Recovered,
+    /// A pod started with `--force-new-cluster` outside an unfinished recovery is made
+    /// again without the flag.
+    StaleForceNewCluster,
     // Refusals and blocks.
     /// `spec.paused`.
     Paused,
+    /// The object is being deleted: no pod, claim or recovery is made for it.
+    Deleting,
     /// A TLS Secret is missing, lacks a key, or holds a certificate that cannot serve
     /// (names not covered, expired, key not matching, not signed by its CA).
     TlsSecretInvalid = "TLSSecretInvalid",

@@ -738,3 +738,48 @@ fn from_backup_refuses_a_snapshot_of_another_etcd_cluster_id_than_the_recorded_o
         d.why.message
     );
 }
+
+#[test]
+fn a_pod_still_forcing_a_new_cluster_after_its_recovery_finished_is_recreated_before_anything_else()
+{
+    // FinishRecovery was written but the RecreatePod of the same tick failed: the next
+    // container restart would force a new cluster again, splitting the one grown since.
+    let mut obs = World::healthy(Instant::now(), 1, VERSION)
+        .on_volumes()
+        .born()
+        .pod("m1", |p| p.force_new_cluster = true)
+        .build();
+    answers(&mut obs, 1, 105, 10);
+    obs.recorded.recovery = Some(survivor_record(true));
+    let d = run(running_state(), &obs, &spec(RecoveryPolicy::FromSurvivor));
+    assert_eq!(d.actions, [Action::RecreatePod { name: "m1".into() }]);
+    assert!(
+        d.why.message.contains("--force-new-cluster"),
+        "{}",
+        d.why.message
+    );
+    // Also without any recovery record (a status restored from an old copy), and before
+    // anything waits for a quorum.
+    let mut quorumless = World::healthy(Instant::now(), 3, VERSION)
+        .on_volumes()
+        .born()
+        .pod("m2", |p| p.force_new_cluster = true)
+        .unreachable(1)
+        .unreachable(3)
+        .build();
+    quorumless.recorded.recovery = None;
+    let d = run(running_state(), &quorumless, &spec(RecoveryPolicy::Manual));
+    assert_eq!(d.actions, [Action::RecreatePod { name: "m2".into() }]);
+}
+
+#[test]
+fn a_pod_forcing_a_new_cluster_on_an_empty_dir_is_never_deleted() {
+    // Its data would go with it; nothing the operator makes looks like this.
+    let mut obs = World::healthy(Instant::now(), 1, VERSION)
+        .born()
+        .pod("m1", |p| p.force_new_cluster = true)
+        .build();
+    answers(&mut obs, 1, 105, 10);
+    let d = run(running_state(), &obs, &spec(RecoveryPolicy::FromSurvivor));
+    assert_no_action!(d, Action::RecreatePod { .. } | Action::DeletePod { .. });
+}

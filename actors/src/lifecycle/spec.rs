@@ -16,6 +16,9 @@ pub struct DesiredCluster {
     pub version: String,
     /// Observe and report only; take no action.
     pub paused: bool,
+    /// The object is being deleted (`metadata.deletionTimestamp` is set, a finalizer or a
+    /// foreground deletion keeping it): nothing new is made for it.
+    pub deleting: bool,
     /// How peer and client traffic is secured (`spec.TLS`).
     pub tls: TlsMode,
     /// Why the cluster's name cannot make valid object names (Services, pods, DNS
@@ -69,6 +72,7 @@ impl DesiredCluster {
             size,
             version: version.to_string(),
             paused: false,
+            deleting: false,
             tls: TlsMode::Off,
             name_problem: None,
             generation: 1,

@@ -1,0 +1,216 @@
+//! Carrying out a recorded recovery (`status.recovery` unfinished): the survivor
+//! restarted alone, or the new seed restoring a backup, until the cluster answers again
+//! and the record is finished. [`recovery`](super::recovery) decides whether one begins.
+
+use super::decide::settle;
+use super::recovery::{RecoveryPolicy, RecoveryRecord, blocked};
+use super::{
+    Action, Decision, Membership, Observation, Phase, Reason, State, Version, Why, evidence,
+    volumes,
+};
+
+/// The steps of a recorded recovery that has not finished: they take precedence over
+/// everything else (the survivor must not be restarted the usual way, the dead members
+/// not be replaced).
+pub(super) fn in_progress(state: &State, obs: &Observation, target: &Version) -> Option<Decision> {
+    let record = obs.recorded.recovery.as_ref().filter(|r| !r.finished)?;
+    let state = state.clone();
+    Some(match record.policy {
+        RecoveryPolicy::FromBackup => backup_steps(state, obs, record, target),
+        _ => survivor_steps(state, obs, record, target),
+    })
+}
+
+/// A pod still started with `--force-new-cluster` outside an unfinished recovery (the
+/// recreate after `FinishRecovery` failed, or the status lost its record): its next
+/// container restart would force a new cluster again and split the one grown since. It is
+/// recreated on its claim before anything else; a pod on an emptyDir is left alone (its
+/// data would go with it, and the operator never makes one).
+pub(super) fn stale_force(state: &State, obs: &Observation) -> Option<Decision> {
+    let pod = obs
+        .pods
+        .iter()
+        .find(|p| p.force_new_cluster && !p.terminating && evidence::held_on_claim(obs, &p.name))?;
+    let message = format!(
+        "pod {} still runs etcd with --force-new-cluster although no recovery is under way: \
+         it is made again on its claim without the flag before anything else",
+        pod.name
+    );
+    let actions = vec![Action::RecreatePod {
+        name: pod.name.clone(),
+    }];
+    Some(progress(
+        state.clone(),
+        Reason::StaleForceNewCluster,
+        actions,
+        message,
+    ))
+}
+
+fn progress(state: State, reason: Reason, actions: Vec<Action>, message: String) -> Decision {
+    settle(state, Phase::Recovering, actions, Why::new(reason, message))
+}
+
+fn survivor_steps(
+    state: State,
+    obs: &Observation,
+    record: &RecoveryRecord,
+    target: &Version,
+) -> Decision {
+    let name = record.survivor.clone().unwrap_or_default();
+    let reason = Reason::RecoveringFromSurvivor;
+    if !volumes::on_a_volume(obs, &name) {
+        let why = Why::new(
+            Reason::RecoveryRefused,
+            format!(
+                "the FromSurvivor recovery of {} cannot go on: survivor {name}'s claim no \
+                 longer holds its data; nothing more is done",
+                record.incident
+            ),
+        );
+        return blocked(state, why);
+    }
+    let Some(pod) = obs.pod(&name) else {
+        let version = record
+            .version
+            .as_deref()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| target.clone());
+        let message = format!(
+            "restarting survivor {name} alone with --force-new-cluster on its volume (etcd \
+             {version})"
+        );
+        return progress(
+            state,
+            reason,
+            vec![Action::ForceNewCluster { name, version }],
+            message,
+        );
+    };
+    if pod.terminating {
+        let message = format!("waiting for survivor {name}'s old pod to go");
+        return progress(state, reason, vec![], message);
+    }
+    if !pod.force_new_cluster {
+        let message = format!("stopping survivor {name} to restart it alone");
+        return progress(state, reason, vec![Action::RecreatePod { name }], message);
+    }
+    match alone(obs, &name) {
+        Some((cluster_id, revision)) => {
+            let finished = RecoveryRecord {
+                restored_revision: revision,
+                cluster_id: Some(cluster_id),
+                finished: true,
+                ..record.clone()
+            };
+            let message = format!(
+                "survivor {name} runs alone at revision {}: recovered; its pod is made again \
+                 without --force-new-cluster, then the cluster grows back with learners",
+                revision.map_or_else(|| "unknown".into(), |r| r.to_string())
+            );
+            let actions = vec![
+                Action::FinishRecovery { record: finished },
+                Action::RecreatePod { name },
+            ];
+            progress(state, Reason::Recovered, actions, message)
+        }
+        None => {
+            let message = format!("waiting for survivor {name} to come back as the only member");
+            progress(state, reason, vec![], message)
+        }
+    }
+}
+
+/// The member `name` answers, healthy, as the cluster's only member: the cluster ID and
+/// the revision it answers with.
+fn alone(obs: &Observation, name: &str) -> Option<(u64, Option<i64>)> {
+    let Membership::Listed {
+        cluster_id,
+        members,
+    } = &obs.membership
+    else {
+        return None;
+    };
+    let [only] = members.as_slice() else {
+        return None;
+    };
+    let health = obs.health.get(&only.id).filter(|h| h.is_healthy())?;
+    (only.name == name).then_some((*cluster_id, health.revision))
+}
+
+fn backup_steps(
+    state: State,
+    obs: &Observation,
+    record: &RecoveryRecord,
+    target: &Version,
+) -> Decision {
+    let reason = Reason::RecoveringFromBackup;
+    let (Some(seed), Some(token), Some(backup)) = (&record.seed, &record.token, &record.backup)
+    else {
+        let why = Why::new(
+            Reason::RecoveryRefused,
+            format!(
+                "the FromBackup recovery of {} names no seed or backup; nothing more is done",
+                record.incident
+            ),
+        );
+        return blocked(state, why);
+    };
+    let version = record
+        .version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| target.clone());
+    match obs.pod(seed) {
+        None => {
+            let message = format!(
+                "starting seed {seed}, which restores backup {} (revision {})",
+                backup.path(),
+                backup.revision
+            );
+            let action = Action::StartRecoverySeed {
+                name: seed.clone(),
+                token: token.clone(),
+                version,
+                restore: backup.clone(),
+            };
+            progress(state, reason, vec![action], message)
+        }
+        Some(pod) if pod.is_dead() && !pod.terminating => {
+            // It died before answering: it holds nothing but a copy of the backup.
+            let message = format!("seed {seed} died before it answered; starting it anew");
+            let action = Action::DeletePod { name: seed.clone() };
+            progress(state, reason, vec![action], message)
+        }
+        Some(_) => match alone(obs, seed) {
+            Some((cluster_id, revision)) => {
+                let restored = revision.or(Some(backup.revision));
+                let finished = RecoveryRecord {
+                    restored_revision: restored,
+                    cluster_id: Some(cluster_id),
+                    finished: true,
+                    ..record.clone()
+                };
+                let window = match (record.last_revision, restored) {
+                    (Some(last), Some(now)) if last > now => {
+                        format!("revisions {} to {last} are lost", now + 1)
+                    }
+                    (Some(_), Some(_)) => "no known revision is lost".to_string(),
+                    _ => "the last revision before the loss is unknown".to_string(),
+                };
+                let message = format!(
+                    "seed {seed} runs backup {} at revision {}: recovered ({window}); the \
+                     cluster grows back with learners",
+                    backup.path(),
+                    restored.unwrap_or_default()
+                );
+                let action = Action::FinishRecovery { record: finished };
+                progress(state, Reason::Recovered, vec![action], message)
+            }
+            None => {
+                let message = format!("waiting for seed {seed} to restore backup and answer");
+                progress(state, reason, vec![], message)
+            }
+        },
+    }
+}
