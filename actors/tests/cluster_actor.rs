@@ -970,6 +970,7 @@ async fn two_members_lost_with_their_claims_are_recovered_from_the_survivor_once
         policy: RecoveryPolicy::FromSurvivor,
         requested: None,
         quorum_loss: Duration::from_secs(30),
+        ..RecoverySpec::default()
     };
     let actor = start(&fake, spec, ClusterConfig::default());
     until(&actor, &fake, "running", |_, f| f.is_converged(3, SAFE)).await;

@@ -156,6 +156,7 @@ async fn a_quorum_loss_deadline_wakes_the_actor_at_its_time() {
         policy: RecoveryPolicy::FromSurvivor,
         requested: None,
         quorum_loss: Duration::from_millis(7_300),
+        ..RecoverySpec::default()
     };
     let (fake, _actor) = idle_for(Duration::from_secs(600), spec).await;
     let fake = fake.on_claims();

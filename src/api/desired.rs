@@ -8,7 +8,7 @@ use kube::ResourceExt;
 use super::EtcdCluster;
 use super::names::name_problem;
 use super::quantity;
-use super::recovery::{ClusterRecovery, requested};
+use super::recovery::ClusterRecovery;
 use super::restore::{ClusterRestore, RestoreStorageType, S3RestoreSource};
 
 /// The lifecycle's view of an EtcdCluster's spec.
@@ -30,10 +30,7 @@ pub(crate) fn desired_cluster(cluster: &EtcdCluster) -> DesiredCluster {
         pod_template: spec.pod_template_digest(),
         storage: storage(cluster),
         restore: spec.restore.as_ref().map(snapshot_source),
-        recovery: ClusterRecovery::to_spec(
-            spec.recovery.as_ref(),
-            requested(cluster.annotations()),
-        ),
+        recovery: ClusterRecovery::to_spec(spec.recovery.as_ref(), cluster.annotations()),
         requests: requests(cluster),
     }
 }

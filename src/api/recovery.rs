@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use etcd_operator_actors::lifecycle::{
-    DEFAULT_QUORUM_LOSS, RECOVER_ANNOTATION, RecoveryPolicy, RecoveryRecord, RecoverySpec,
+    ABANDON_RECOVERY_ANNOTATION, DEFAULT_QUORUM_LOSS, DEFAULT_RECOVERY_DEADLINE,
+    RECOVER_ANNOTATION, RecoveryPolicy, RecoveryRecord, RecoverySpec,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -32,6 +33,13 @@ pub struct ClusterRecovery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 86400))]
     pub quorum_loss_seconds: Option<i64>,
+    /// Seconds a recorded recovery may take (until the cluster answers again) before it is
+    /// reported `RecoveryFailed`; after that nothing more is done for it but its finish,
+    /// and the annotation `etcd.database.coreos.com/abandon-recovery: <incident>` gives it
+    /// up. Default 900.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 60, max = 604800))]
+    pub deadline_seconds: Option<i64>,
     /// Where the backups of this cluster are (as an EtcdBackup writes them): the newest
     /// verified snapshot under `s3.path` is what `FromBackup` restores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -62,10 +70,13 @@ pub struct RecoveryBackup {
 }
 
 impl ClusterRecovery {
-    /// The lifecycle's view, with the value of the recovery annotation if one is set.
-    pub(crate) fn to_spec(recovery: Option<&Self>, annotation: Option<&str>) -> RecoverySpec {
+    /// The lifecycle's view, with the recovery annotations that are set.
+    pub(crate) fn to_spec(recovery: Option<&Self>, annotations: Annotations<'_>) -> RecoverySpec {
         let seconds = recovery
             .and_then(|r| r.quorum_loss_seconds)
+            .and_then(|s| u64::try_from(s).ok());
+        let deadline = recovery
+            .and_then(|r| r.deadline_seconds)
             .and_then(|s| u64::try_from(s).ok());
         RecoverySpec {
             policy: match recovery.map(|r| r.policy).unwrap_or_default() {
@@ -73,18 +84,19 @@ impl ClusterRecovery {
                 RecoveryPolicyName::FromSurvivor => RecoveryPolicy::FromSurvivor,
                 RecoveryPolicyName::FromBackup => RecoveryPolicy::FromBackup,
             },
-            requested: annotation
-                .and_then(RecoveryPolicy::parse)
+            requested: annotations
+                .get(RECOVER_ANNOTATION)
+                .and_then(|a| RecoveryPolicy::parse(a))
                 .filter(|p| *p != RecoveryPolicy::Manual),
             quorum_loss: seconds.map_or(DEFAULT_QUORUM_LOSS, Duration::from_secs),
+            deadline: deadline.map_or(DEFAULT_RECOVERY_DEADLINE, Duration::from_secs),
+            abandon: annotations.get(ABANDON_RECOVERY_ANNOTATION).cloned(),
         }
     }
 }
 
-/// The annotation of a cluster that asks for a recovery.
-pub(crate) fn requested(annotations: &std::collections::BTreeMap<String, String>) -> Option<&str> {
-    annotations.get(RECOVER_ANNOTATION).map(String::as_str)
-}
+/// An object's annotations.
+pub(crate) type Annotations<'a> = &'a std::collections::BTreeMap<String, String>;
 
 /// `status.recovery`: the last recovery from a loss of quorum.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -130,6 +142,13 @@ pub struct RecoveryStatus {
     /// The etcd cluster ID after the recovery (hexadecimal).
     #[serde(rename = "clusterID", default, skip_serializing_if = "Option::is_none")]
     pub cluster_id: Option<String>,
+    /// `metadata.uid` of the EtcdCluster this record was written for: it is carried out
+    /// on no other object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// The user gave the recovery up before it finished (`abandon-recovery`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub abandoned: bool,
 }
 
 /// Every field of [`RecoveryStatus`] as it is serialized.
@@ -148,6 +167,8 @@ const RECOVERY_STATUS_FIELDS: &[&str] = &[
     "seed",
     "token",
     "clusterID",
+    "uid",
+    "abandoned",
 ];
 
 impl RecoveryStatus {
@@ -168,6 +189,8 @@ impl RecoveryStatus {
             seed: record.seed.clone(),
             token: record.token.clone(),
             cluster_id: record.cluster_id.map(|id| format!("{id:x}")),
+            uid: record.uid.clone(),
+            abandoned: record.abandoned,
         }
     }
 
@@ -201,7 +224,9 @@ impl RecoveryStatus {
                 .cluster_id
                 .as_deref()
                 .map(|id| u64::from_str_radix(id, 16).unwrap_or(u64::MAX)),
+            uid: self.uid.clone(),
             finished: self.finished.is_some(),
+            abandoned: self.abandoned,
         }
     }
 }
@@ -215,20 +240,38 @@ mod tests {
         let spec = ClusterRecovery {
             policy: RecoveryPolicyName::FromSurvivor,
             quorum_loss_seconds: Some(30),
+            deadline_seconds: Some(120),
             backup: None,
         };
-        let read = ClusterRecovery::to_spec(Some(&spec), None);
+        let annotated = |value: &str| {
+            std::collections::BTreeMap::from([(RECOVER_ANNOTATION.to_string(), value.to_string())])
+        };
+        let none = std::collections::BTreeMap::new();
+        let read = ClusterRecovery::to_spec(Some(&spec), &none);
         assert_eq!(read.policy, RecoveryPolicy::FromSurvivor);
         assert_eq!(read.quorum_loss, Duration::from_secs(30));
-        let asked = ClusterRecovery::to_spec(None, Some("FromBackup"));
+        assert_eq!(read.deadline, Duration::from_secs(120));
+        let asked = ClusterRecovery::to_spec(None, &annotated("FromBackup"));
         assert_eq!(asked.effective(), RecoveryPolicy::FromBackup);
         assert_eq!(asked.quorum_loss, DEFAULT_QUORUM_LOSS);
-        let manual = ClusterRecovery::to_spec(Some(&spec), Some("Manual"));
+        assert_eq!(asked.deadline, DEFAULT_RECOVERY_DEADLINE);
+        let manual = ClusterRecovery::to_spec(Some(&spec), &annotated("Manual"));
         assert_eq!(manual.requested, None);
         assert_eq!(
-            ClusterRecovery::to_spec(None, Some("bogus")).requested,
+            ClusterRecovery::to_spec(None, &annotated("bogus")).requested,
             None
         );
+    }
+
+    #[test]
+    fn the_abandon_annotation_is_read_as_the_incident_it_gives_up() {
+        let annotations = std::collections::BTreeMap::from([(
+            ABANDON_RECOVERY_ANNOTATION.to_string(),
+            "dead: lost m2, m3".to_string(),
+        )]);
+        let read = ClusterRecovery::to_spec(None, &annotations);
+        assert_eq!(read.abandon.as_deref(), Some("dead: lost m2, m3"));
+        assert_eq!(read.requested, None);
     }
 
     #[test]
@@ -248,6 +291,8 @@ mod tests {
             seed: Some("s".into()),
             token: Some("t".into()),
             cluster_id: Some("1".into()),
+            uid: Some("u".into()),
+            abandoned: true,
             ..RecoveryStatus::default()
         };
         let serialized = serde_json::to_value(&full).unwrap();
@@ -270,7 +315,9 @@ mod tests {
             seed: None,
             token: None,
             cluster_id: Some(0xdead),
+            uid: Some("0b1ec7".into()),
             finished: true,
+            abandoned: true,
         };
         let status = RecoveryStatus::from_record(&record, None, "2026-01-01T00:00:00Z");
         assert_eq!(status.started.as_deref(), Some("2026-01-01T00:00:00Z"));

@@ -18,8 +18,8 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use etcd_operator_actors::lifecycle::{
-    BootstrapRecord, CaRotationStep, Claim, ClaimClass, PodView, RECOVER_ANNOTATION, Recorded,
-    RecoveryRecord, SnapshotSource, check_fence,
+    ABANDON_RECOVERY_ANNOTATION, BootstrapRecord, CaRotationStep, Claim, ClaimClass, PodView,
+    RECOVER_ANNOTATION, Recorded, RecoveryRecord, SnapshotSource, check_fence,
 };
 use etcd_operator_actors::ports::{
     ApiError, ClusterApi, EventRecord, EventType, InitialState, KubeView, MemberPod, ServiceKind,
@@ -879,9 +879,17 @@ impl ClusterApi for KubeClusterApi {
             .written_recovery
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = Some(record.clone());
-        if !record.finished && fresh.annotations().contains_key(RECOVER_ANNOTATION) {
-            // The annotation asks for one recovery: it is used up once recorded.
-            let patch = json!({"metadata": {"annotations": {RECOVER_ANNOTATION: null}}});
+        // An annotation that asks for one recovery, or gives one up, is used up once the
+        // record it asked for is written.
+        let used_up = if record.abandoned {
+            ABANDON_RECOVERY_ANNOTATION
+        } else if !record.finished {
+            RECOVER_ANNOTATION
+        } else {
+            return Ok(());
+        };
+        if fresh.annotations().contains_key(used_up) {
+            let patch = json!({"metadata": {"annotations": {used_up: null}}});
             self.clusters_api()
                 .patch(
                     &self.topology.name,
@@ -889,7 +897,7 @@ impl ClusterApi for KubeClusterApi {
                     &Patch::Merge(patch),
                 )
                 .await
-                .map_err(|e| api_error(&format!("removing annotation {RECOVER_ANNOTATION}"), &e))?;
+                .map_err(|e| api_error(&format!("removing annotation {used_up}"), &e))?;
         }
         Ok(())
     }

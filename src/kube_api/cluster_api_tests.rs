@@ -722,7 +722,9 @@ fn recovery(finished: bool) -> etcd_operator_actors::lifecycle::RecoveryRecord {
         seed: None,
         token: None,
         cluster_id: Some(0xdead),
+        uid: None,
         finished,
+        abandoned: false,
     }
 }
 

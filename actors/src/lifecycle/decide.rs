@@ -104,7 +104,7 @@ fn step(
         return settle(state, Phase::Paused, vec![], why);
     }
     recovery::track_loss(&mut state, obs);
-    if let Some(d) = recorded_recovery::in_progress(&state, obs, &target) {
+    if let Some(d) = recorded_recovery::in_progress(&mut state, obs, spec, &target) {
         return d;
     }
     if let Some(d) = recorded_recovery::stale_force(&state, obs) {

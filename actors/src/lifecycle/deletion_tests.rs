@@ -64,6 +64,7 @@ fn a_cluster_being_deleted_starts_no_recovery_whatever_its_policy() {
         policy: RecoveryPolicy::FromBackup,
         requested: None,
         quorum_loss: Duration::ZERO,
+        ..RecoverySpec::default()
     };
     let first = run(running_state(), &lost(now), &spec);
     let later = run(first.state, &lost(now + Duration::from_secs(120)), &spec);

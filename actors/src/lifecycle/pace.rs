@@ -66,7 +66,8 @@ fn all_well(decision: &Decision, obs: &Observation, spec: &DesiredCluster) -> bo
         && state.unstarted_since.is_empty()
         && state.orphan_since.is_empty()
         && state.upgrade_since.is_empty()
-        && state.quorum_lost_since.is_none();
+        && state.quorum_lost_since.is_none()
+        && state.recovery_since.is_none();
     let Membership::Listed { members, .. } = &obs.membership else {
         return false;
     };
@@ -95,7 +96,7 @@ fn all_well(decision: &Decision, obs: &Observation, spec: &DesiredCluster) -> bo
 
 /// The earliest time-based event the lifecycle knows after a tick that decided `decision`
 /// from `obs`: a member's or a quorum loss's deadline running out, a certificate's
-/// renewal, a CA's renewal point, the end of a rotation's propagation wait. A settled
+/// renewal, a recorded recovery's deadline, a CA's renewal point, the end of a rotation's propagation wait. A settled
 /// cluster must be looked at again by then. `None`: nothing is due at a known time.
 pub fn next_deadline(
     decision: &Decision,
@@ -132,6 +133,13 @@ pub fn next_deadline(
                 .quorum_lost_since
                 .iter()
                 .map(|s| after(s, spec.recovery.quorum_loss)),
+        )
+        .chain(
+            state
+                .recovery_since
+                .iter()
+                .map(|(_, s)| after(s, spec.recovery.deadline))
+                .filter(|at| *at > obs.now),
         )
         .chain(
             // Only a rolling restart waits for the settle; in any other phase its end
@@ -266,6 +274,19 @@ mod tests {
         assert_eq!(
             next_deadline(&decision, &obs, &spec, &Deadlines::default()),
             Some(now + Duration::from_secs(15))
+        );
+    }
+
+    #[test]
+    fn a_recorded_recovery_is_due_at_the_specs_recovery_deadline() {
+        let now = Instant::now();
+        let (mut decision, obs, mut spec) = settled(now);
+        spec.recovery.deadline = Duration::from_secs(90);
+        decision.state.recovery_since = Some(("dead: lost m2".into(), now));
+        assert_eq!(pace(&decision, &obs, &spec), Pace::Watchful);
+        assert_eq!(
+            next_deadline(&decision, &obs, &spec, &Deadlines::default()),
+            Some(now + Duration::from_secs(90))
         );
     }
 

@@ -101,6 +101,8 @@ reasons! {
     /// A pod started with `--force-new-cluster` outside an unfinished recovery is made
     /// again without the flag.
     StaleForceNewCluster,
+    /// The user gave an unfinished recovery up (`abandon-recovery` annotation).
+    RecoveryAbandoned,
     // Refusals and blocks.
     /// `spec.paused`.
     Paused,
@@ -143,6 +145,9 @@ reasons! {
     /// A recovery from a loss of quorum cannot proceed (no survivor, no backup, data on
     /// emptyDir, already done for this incident); the message says why.
     RecoveryRefused,
+    /// A recorded recovery did not complete by `spec.recovery.deadlineSeconds`; the
+    /// message says what it waits for and how to give it up.
+    RecoveryFailed,
     /// The decision broke the state machine's rules (a bug); nothing was done.
     IllegalTransition,
 }
@@ -175,6 +180,7 @@ impl Reason {
                 | Reason::UpgradeFailed
                 | Reason::RestoreRefused
                 | Reason::RecoveryRefused
+                | Reason::RecoveryFailed
                 | Reason::IllegalTransition
         )
     }

@@ -3,22 +3,146 @@
 //! and the record is finished. [`recovery`](super::recovery) decides whether one begins.
 
 use super::decide::settle;
-use super::recovery::{RecoveryPolicy, RecoveryRecord, blocked};
+use super::recovery::{ABANDON_RECOVERY_ANNOTATION, RecoveryPolicy, RecoveryRecord, blocked};
 use super::{
-    Action, Decision, Membership, Observation, Phase, Reason, State, Version, Why, evidence,
-    volumes,
+    Action, Decision, DesiredCluster, Membership, Observation, Phase, Reason, State, Version, Why,
+    evidence, volumes,
 };
 
 /// The steps of a recorded recovery that has not finished: they take precedence over
 /// everything else (the survivor must not be restarted the usual way, the dead members
-/// not be replaced).
-pub(super) fn in_progress(state: &State, obs: &Observation, target: &Version) -> Option<Decision> {
-    let record = obs.recorded.recovery.as_ref().filter(|r| !r.finished)?;
-    let state = state.clone();
-    Some(match record.policy {
-        RecoveryPolicy::FromBackup => backup_steps(state, obs, record, target),
-        _ => survivor_steps(state, obs, record, target),
+/// not be replaced). A record is carried out only while it is this object's and the loss
+/// it names still holds ([`record_problem`]); past `spec.recovery.deadlineSeconds` it is
+/// reported `RecoveryFailed` and only its finish is still acted on; the user gives it up
+/// with [`ABANDON_RECOVERY_ANNOTATION`].
+pub(super) fn in_progress(
+    state: &mut State,
+    obs: &Observation,
+    spec: &DesiredCluster,
+    target: &Version,
+) -> Option<Decision> {
+    let Some(record) = obs.recorded.recovery.as_ref().filter(|r| !r.finished) else {
+        state.recovery_since = None;
+        return None;
+    };
+    if spec.recovery.abandon.as_deref() == Some(record.incident.as_str()) {
+        return Some(abandon(state.clone(), record));
+    }
+    if let Some(problem) = record_problem(record, obs, spec) {
+        let why = Why::new(
+            Reason::RecoveryRefused,
+            format!(
+                "status.recovery names an unfinished {} recovery of {:?}, but {problem}: it is \
+                 not carried out and nothing is changed. {}",
+                record.policy,
+                record.incident,
+                how_to_abandon(record)
+            ),
+        );
+        return Some(blocked(state.clone(), why));
+    }
+    let since = match &state.recovery_since {
+        Some((incident, at)) if *incident == record.incident => *at,
+        _ => {
+            state.recovery_since = Some((record.incident.clone(), obs.now));
+            obs.now
+        }
+    };
+    let step = match record.policy {
+        RecoveryPolicy::FromBackup => backup_steps(state.clone(), obs, record, target),
+        _ => survivor_steps(state.clone(), obs, record, target),
+    };
+    let waited = obs.now.saturating_duration_since(since);
+    if step.why.reason == Reason::Recovered || waited < spec.recovery.deadline {
+        return Some(step);
+    }
+    let why = Why::new(
+        Reason::RecoveryFailed,
+        format!(
+            "the {} recovery of {:?} has not completed in {}s (spec.recovery.deadlineSeconds); \
+             last step: {}. Nothing more is done for it but its finish, should the cluster \
+             answer; nothing is deleted. Look at the recovering member's pod (kubectl \
+             describe pod, kubectl logs --all-containers), fix what it waits for, or {}",
+            record.policy,
+            record.incident,
+            spec.recovery.deadline.as_secs(),
+            step.why.message,
+            lowercase_first(&how_to_abandon(record))
+        ),
+    );
+    Some(blocked(step.state, why))
+}
+
+/// Why `record` must not be carried out on this object, if it must not: it was written
+/// for another object, or a member it says was lost is not gone by the evidence rule
+/// ([`evidence::member_data`]).
+fn record_problem(
+    record: &RecoveryRecord,
+    obs: &Observation,
+    spec: &DesiredCluster,
+) -> Option<String> {
+    if let Some(uid) = record
+        .uid
+        .as_deref()
+        .filter(|u| !spec.uid.is_empty() && **u != spec.uid)
+    {
+        return Some(format!(
+            "it was written for another EtcdCluster object (uid {uid}; this one is {})",
+            spec.uid
+        ));
+    }
+    let back: Vec<String> = record
+        .lost
+        .iter()
+        .filter(|name| !evidence::member_data(obs, name).is_gone())
+        .cloned()
+        .collect();
+    (!back.is_empty()).then(|| {
+        format!(
+            "the incident it names does not hold: {}",
+            evidence::describe(obs, &back)
+        )
     })
+}
+
+/// How the user gives `record` up, for people.
+fn how_to_abandon(record: &RecoveryRecord) -> String {
+    format!(
+        "To give this recovery up, annotate this EtcdCluster with \
+         {ABANDON_RECOVERY_ANNOTATION}={:?} (the record's incident): it is marked finished \
+         and abandoned, nothing is deleted, and the loss is assessed again",
+        record.incident
+    )
+}
+
+fn lowercase_first(text: &str) -> String {
+    let mut chars = text.chars();
+    chars.next().map_or_else(String::new, |first| {
+        first.to_lowercase().chain(chars).collect()
+    })
+}
+
+/// Gives `record` up, as the user asked: it is written finished and abandoned, so that no
+/// step of it is taken again and its incident may be recovered anew. Nothing it made is
+/// deleted.
+fn abandon(state: State, record: &RecoveryRecord) -> Decision {
+    let abandoned = RecoveryRecord {
+        finished: true,
+        abandoned: true,
+        ..record.clone()
+    };
+    let message = format!(
+        "the {} recovery of {:?} is given up as {ABANDON_RECOVERY_ANNOTATION} asks: nothing \
+         it made is deleted, and the loss is assessed again (a new recovery of the same \
+         incident may start)",
+        record.policy, record.incident
+    );
+    progress(
+        state,
+        Reason::RecoveryAbandoned,
+        vec![Action::FinishRecovery { record: abandoned }],
+        message,
+    )
 }
 
 /// A pod still started with `--force-new-cluster` outside an unfinished recovery (the

@@ -38,8 +38,18 @@ use super::{
 /// recovery.
 pub const RECOVER_ANNOTATION: &str = "etcd.database.coreos.com/recover";
 
+/// The annotation on an EtcdCluster that gives up its unfinished recovery: its value must
+/// be the record's incident (`status.recovery.incident`), so that it can never give up a
+/// later one. The operator marks the record finished and abandoned, and removes the
+/// annotation.
+pub const ABANDON_RECOVERY_ANNOTATION: &str = "etcd.database.coreos.com/abandon-recovery";
+
 /// How long a permanent loss of quorum lasts before a recovery may start, by default.
 pub const DEFAULT_QUORUM_LOSS: Duration = Duration::from_secs(300);
+
+/// How long a recorded recovery may take before it is reported `RecoveryFailed`, by
+/// default.
+pub const DEFAULT_RECOVERY_DEADLINE: Duration = Duration::from_secs(900);
 
 /// What the operator does about a permanent loss of quorum (`spec.recovery.policy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -87,6 +97,11 @@ pub struct RecoverySpec {
     /// `spec.recovery.quorumLossSeconds`: how long a permanent loss lasts before a
     /// recovery may start.
     pub quorum_loss: Duration,
+    /// `spec.recovery.deadlineSeconds`: how long a recorded recovery may take before it
+    /// is reported `RecoveryFailed` and nothing more is done for it.
+    pub deadline: Duration,
+    /// The incident [`ABANDON_RECOVERY_ANNOTATION`] gives up, as written.
+    pub abandon: Option<String>,
 }
 
 impl Default for RecoverySpec {
@@ -95,6 +110,8 @@ impl Default for RecoverySpec {
             policy: RecoveryPolicy::Manual,
             requested: None,
             quorum_loss: DEFAULT_QUORUM_LOSS,
+            deadline: DEFAULT_RECOVERY_DEADLINE,
+            abandon: None,
         }
     }
 }
@@ -136,8 +153,16 @@ pub struct RecoveryRecord {
     /// The etcd cluster ID after the recovery (`FromSurvivor` keeps the old one; a
     /// restore makes a new one, known once the seed answers).
     pub cluster_id: Option<u64>,
-    /// The cluster came back: a later loss is a new incident.
+    /// `metadata.uid` of the EtcdCluster the record was written for: a record found on
+    /// another object (one deleted and created again, a status restored from a copy) is
+    /// never carried out. `None` in records written before it was kept.
+    pub uid: Option<String>,
+    /// The cluster came back, or the user gave the recovery up: a later loss is a new
+    /// incident.
     pub finished: bool,
+    /// The user gave this recovery up ([`ABANDON_RECOVERY_ANNOTATION`]) before it
+    /// finished: its incident may be recovered again.
+    pub abandoned: bool,
 }
 
 impl RecoveryRecord {
@@ -177,7 +202,9 @@ pub fn force_new_cluster_is_safe(version: &Version) -> bool {
 pub fn check_fence(stored: Option<&RecoveryRecord>, new: &RecoveryRecord) -> Result<(), String> {
     match (stored, new.finished) {
         (None, false) => Ok(()),
-        (Some(old), false) if old.finished && old.incident != new.incident => Ok(()),
+        (Some(old), false) if old.finished && (old.abandoned || old.incident != new.incident) => {
+            Ok(())
+        }
         (Some(old), false) if !old.finished => Err(format!(
             "refusing to start a recovery: the {} recovery of {:?} has not finished",
             old.policy, old.incident
@@ -335,7 +362,7 @@ pub(super) fn quorum_lost(
         .recorded
         .recovery
         .as_ref()
-        .filter(|r| r.incident == loss.incident)
+        .filter(|r| r.incident == loss.incident && !r.abandoned)
     {
         let why = Why::new(
             Reason::RecoveryRefused,
@@ -382,7 +409,8 @@ pub(super) fn quorum_lost(
             from_backup(&loss, obs, target, last_revision, recorded)
         }
         RecoveryPolicy::Manual => unreachable!("Manual returned above"),
-    };
+    }
+    .map(|(actions, message)| (bound_to(actions, &spec.uid), message));
     match begun {
         Ok((actions, message)) => {
             let why = Why::new(policy_reason(policy), format!("{facts}. {message}"));
@@ -393,6 +421,16 @@ pub(super) fn quorum_lost(
             Why::new(Reason::RecoveryRefused, format!("{facts}. {problem}")),
         ),
     }
+}
+
+/// `actions` with the record they begin bound to the object of `uid`.
+fn bound_to(mut actions: Vec<Action>, uid: &str) -> Vec<Action> {
+    for action in &mut actions {
+        if let Action::BeginRecovery { record } = action {
+            record.uid = (!uid.is_empty()).then(|| uid.to_string());
+        }
+    }
+    actions
 }
 
 fn policy_reason(policy: RecoveryPolicy) -> Reason {
@@ -543,7 +581,9 @@ fn from_survivor(
             Membership::Listed { cluster_id, .. } => Some(*cluster_id),
             Membership::Unreachable { .. } => None,
         },
+        uid: None,
         finished: false,
+        abandoned: false,
     };
     let message = format!(
         "recovering from survivor {} (raft index {}): recorded, then restarted alone with \
@@ -620,7 +660,9 @@ fn from_backup(
         seed: None,
         token: None,
         cluster_id: None,
+        uid: None,
         finished: false,
+        abandoned: false,
     };
     let message = format!(
         "recovering from backup {} (revision {}{}): recorded, then restored into a new seed \

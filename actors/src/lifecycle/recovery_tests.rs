@@ -16,6 +16,7 @@ fn spec(policy: RecoveryPolicy) -> DesiredCluster {
         policy,
         requested: None,
         quorum_loss: DEADLINE,
+        ..RecoverySpec::default()
     };
     spec
 }
@@ -386,7 +387,9 @@ fn survivor_record(finished: bool) -> RecoveryRecord {
         seed: None,
         token: None,
         cluster_id: Some(CLUSTER_ID),
+        uid: None,
         finished,
+        abandoned: false,
     }
 }
 
@@ -782,4 +785,175 @@ fn a_pod_forcing_a_new_cluster_on_an_empty_dir_is_never_deleted() {
     answers(&mut obs, 1, 105, 10);
     let d = run(running_state(), &obs, &spec(RecoveryPolicy::FromSurvivor));
     assert_no_action!(d, Action::RecreatePod { .. } | Action::DeletePod { .. });
+}
+
+#[test]
+fn an_unfinished_record_whose_lost_members_still_run_is_never_acted_on() {
+    // A status patched by hand, or restored from an old copy: the record says m2 and m3
+    // were lost, but every member runs. Acting on it would force a new cluster from m1.
+    let mut obs = World::healthy(Instant::now(), 3, VERSION)
+        .on_volumes()
+        .born()
+        .build();
+    obs.recorded.recovery = Some(survivor_record(false));
+    let d = run(running_state(), &obs, &spec(RecoveryPolicy::FromSurvivor));
+    assert_idle(&d, Reason::RecoveryRefused);
+    let message = &d.why.message;
+    assert!(
+        message.contains("m2") && message.contains("status.recovery"),
+        "{message}"
+    );
+    assert!(
+        message.contains(super::ABANDON_RECOVERY_ANNOTATION),
+        "{message}"
+    );
+}
+
+#[test]
+fn an_unfinished_record_written_for_another_object_is_never_acted_on() {
+    // The loss it names holds, but the record was written for an EtcdCluster of the same
+    // name that was deleted since (its UID differs).
+    let mut obs = recovering(Instant::now());
+    obs.recorded.recovery.as_mut().unwrap().uid = Some("uid-of-the-old-object".into());
+    let mut spec = spec(RecoveryPolicy::FromSurvivor);
+    spec.uid = "uid-of-this-object".into();
+    let d = run(running_state(), &obs, &spec);
+    assert_idle(&d, Reason::RecoveryRefused);
+    assert!(
+        d.why.message.contains("uid-of-the-old-object"),
+        "{}",
+        d.why.message
+    );
+    // Written for this object: carried out.
+    obs.recorded.recovery.as_mut().unwrap().uid = Some("uid-of-this-object".into());
+    let d = run(running_state(), &obs, &spec);
+    assert_eq!(d.actions, [Action::RecreatePod { name: "m1".into() }]);
+}
+
+#[test]
+fn a_recovery_record_is_bound_to_the_object_it_is_written_for() {
+    let mut spec = spec(RecoveryPolicy::FromSurvivor);
+    spec.uid = "uid-of-this-object".into();
+    let (_, d) = after_deadline(|now| losing(now, 3, &[2, 3]), &spec);
+    assert_eq!(begun(&d).uid.as_deref(), Some("uid-of-this-object"));
+}
+
+/// The FromBackup recovery of `backup_record`, whose seed `s1` never starts: its fetch
+/// crash-loops (the pod is Pending, not dead).
+fn stuck_seed(now: Instant) -> Observation {
+    let mut obs = total_loss(now, None);
+    obs.recorded.recovery = Some(backup_record());
+    let mut seed = PodView::running("s1", VERSION);
+    seed.phase = PodPhase::Pending;
+    seed.ready = false;
+    seed.started = false;
+    obs.pods.push(seed);
+    obs
+}
+
+#[test]
+fn a_recorded_recovery_that_cannot_complete_fails_at_its_deadline_and_says_what_to_do() {
+    let mut spec = spec(RecoveryPolicy::FromBackup);
+    spec.recovery.deadline = Duration::from_secs(600);
+    let t0 = Instant::now();
+    let first = run(running_state(), &stuck_seed(t0), &spec);
+    assert_eq!(
+        first.why.reason,
+        Reason::RecoveringFromBackup,
+        "{}",
+        first.why.message
+    );
+    let before = run(
+        first.state.clone(),
+        &stuck_seed(t0 + Duration::from_secs(599)),
+        &spec,
+    );
+    assert_eq!(before.why.reason, Reason::RecoveringFromBackup);
+    let after = run(
+        before.state,
+        &stuck_seed(t0 + Duration::from_secs(601)),
+        &spec,
+    );
+    assert_idle(&after, Reason::RecoveryFailed);
+    let message = &after.why.message;
+    assert!(message.contains("600s"), "{message}");
+    assert!(
+        message.contains(super::ABANDON_RECOVERY_ANNOTATION),
+        "{message}"
+    );
+    assert!(message.contains(&backup_record().incident), "{message}");
+    assert_eq!(
+        after.state.phase,
+        Phase::Blocked {
+            reason: Reason::RecoveryFailed
+        }
+    );
+}
+
+#[test]
+fn a_failed_recovery_still_finishes_when_its_member_answers_after_the_deadline() {
+    let mut spec = spec(RecoveryPolicy::FromSurvivor);
+    spec.recovery.deadline = Duration::from_secs(60);
+    let t0 = Instant::now();
+    let first = run(running_state(), &recovering(t0), &spec);
+    let mut alone = World::healthy(t0, 1, VERSION)
+        .on_volumes()
+        .born()
+        .pod("m1", |p| p.force_new_cluster = true)
+        .build();
+    alone.now = t0 + Duration::from_secs(3600);
+    answers(&mut alone, 1, 105, 10);
+    alone.recorded.recovery = Some(survivor_record(false));
+    let d = run(first.state, &alone, &spec);
+    assert_eq!(d.why.reason, Reason::Recovered, "{}", d.why.message);
+}
+
+#[test]
+fn the_abandon_annotation_gives_up_only_the_recovery_whose_incident_it_names() {
+    let mut spec = spec(RecoveryPolicy::FromBackup);
+    spec.recovery.abandon = Some("another incident".into());
+    let d = run(running_state(), &stuck_seed(Instant::now()), &spec);
+    assert_eq!(
+        d.why.reason,
+        Reason::RecoveringFromBackup,
+        "{}",
+        d.why.message
+    );
+    spec.recovery.abandon = Some(backup_record().incident);
+    let d = run(running_state(), &stuck_seed(Instant::now()), &spec);
+    assert_eq!(d.why.reason, Reason::RecoveryAbandoned, "{}", d.why.message);
+    let [Action::FinishRecovery { record }] = d.actions.as_slice() else {
+        panic!("{:?}", d.actions);
+    };
+    assert!(record.finished && record.abandoned);
+    assert_no_action!(d, Action::DeletePod { .. } | Action::RecreatePod { .. });
+}
+
+#[test]
+fn an_abandoned_incident_may_be_recovered_again() {
+    let abandoned = RecoveryRecord {
+        finished: true,
+        abandoned: true,
+        ..backup_record()
+    };
+    let again = RecoveryRecord {
+        finished: false,
+        ..backup_record()
+    };
+    assert_eq!(check_fence(Some(&abandoned), &again), Ok(()));
+    let lost_again = |now| {
+        let mut obs = total_loss(now, Some(Ok(backup(120, VERSION))));
+        obs.recorded.recovery = Some(RecoveryRecord {
+            incident: format!("{CLUSTER_ID:x}: lost every member"),
+            ..abandoned.clone()
+        });
+        obs
+    };
+    let (_, d) = after_deadline(lost_again, &spec(RecoveryPolicy::FromBackup));
+    assert_eq!(
+        d.why.reason,
+        Reason::RecoveringFromBackup,
+        "{}",
+        d.why.message
+    );
 }

@@ -149,6 +149,11 @@ pub struct State {
     /// `spec.recovery.quorumLossSeconds` from here.
     #[serde(skip)]
     pub quorum_lost_since: Option<Instant>,
+    /// The incident of the unfinished recorded recovery this actor carries out, and when
+    /// it first saw it (an operator restart starts the clock again: the deadline is a
+    /// lower bound). `spec.recovery.deadlineSeconds` counts from here.
+    #[serde(skip)]
+    pub recovery_since: Option<(String, Instant)>,
     /// Since when every member's pod has been seen Ready with its address published
     /// (cleared when one is not, when no member list is read, and by each restart of a
     /// rolling restart); a rolling restart's next member waits
@@ -168,6 +173,7 @@ impl Default for State {
             orphan_since: BTreeMap::new(),
             upgrade_since: BTreeMap::new(),
             quorum_lost_since: None,
+            recovery_since: None,
             settled_since: None,
         }
     }
