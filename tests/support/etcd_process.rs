@@ -384,8 +384,20 @@ impl EtcdProcess {
 
     /// Suspends the process (SIGSTOP): its sockets stay open but it answers nothing, like
     /// a member on a hung node. [`EtcdProcess::stop`] still kills it.
+    /// Returns once every thread of the process is stopped: the kernel stops a thread
+    /// only when it next leaves the kernel, so `kill` returning proves nothing yet.
     pub fn freeze(&self) {
         self.signal("-STOP");
+        let pid = self.child.as_ref().expect("frozen above").id();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !all_threads_stopped(pid) {
+            assert!(
+                Instant::now() < deadline,
+                "etcd member {} (pid {pid}) did not stop within 5 s of SIGSTOP",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// Resumes a frozen process (SIGCONT).
@@ -455,4 +467,21 @@ impl Drop for EtcdProcess {
             let _ = fs::remove_dir_all(&self.dir);
         }
     }
+}
+
+/// Whether every thread of process `pid` is in the stopped state (`T` in its stat line).
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|task| {
+        fs::read_to_string(task.path().join("stat"))
+            .ok()
+            .and_then(|stat| {
+                // The state follows the command name, which is in parentheses.
+                let after = stat.rsplit_once(')')?.1;
+                after.split_whitespace().next().map(|state| state == "T")
+            })
+            .unwrap_or(false)
+    })
 }
