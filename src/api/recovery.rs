@@ -20,12 +20,14 @@ use super::restore::{ClusterRestore, RestoreStorageType, S3RestoreSource};
 pub struct ClusterRecovery {
     /// `Manual` (default): report what is known (members gone and surviving, each
     /// survivor's raft index and revision, the newest backup) and wait for the annotation
-    /// `etcd.database.coreos.com/recover: FromSurvivor` or `FromBackup`. `FromSurvivor`:
-    /// restart the survivor with the highest raft index alone (`--force-new-cluster`, on
-    /// its own claim), then grow back with learners. `FromBackup`: when no member keeps
-    /// any data, restore the newest verified backup of `backup` in place (same name, same
-    /// Services). Each recovery happens at most once per incident and is recorded in
-    /// `status.recovery` before it acts.
+    /// `etcd.database.coreos.com/recover: FromSurvivor`, `FromBackup` or `Reseed`.
+    /// `FromSurvivor`: restart the survivor with the highest raft index alone
+    /// (`--force-new-cluster`, on its own claim), then grow back with learners.
+    /// `FromBackup`: when no member keeps any data, restore the newest verified backup of
+    /// `backup` in place (same name, same Services). `Reseed` (annotation only, never a
+    /// policy): when no member keeps any data, start a new, empty seed in place. Each
+    /// recovery happens at most once per incident and is recorded in `status.recovery`
+    /// before it acts.
     #[serde(default)]
     pub policy: RecoveryPolicyName,
     /// Seconds a permanent loss of quorum lasts before a recovery may start (also one the
@@ -104,7 +106,7 @@ pub(crate) type Annotations<'a> = &'a std::collections::BTreeMap<String, String>
 pub struct RecoveryStatus {
     /// The etcd cluster and the members it lost: recovered at most once.
     pub incident: String,
-    /// `FromSurvivor` or `FromBackup`.
+    /// `FromSurvivor`, `FromBackup` or `Reseed`.
     pub policy: String,
     /// When the recovery was recorded, before it acted (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -332,10 +332,10 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
             version,
             restore,
         } => {
-            start_seed(fx, name, token, version, Some(restore)).await?;
+            start_seed(fx, name, token, version, restore.as_ref()).await?;
             let note = format!(
                 "started recovery seed {name} (etcd {version}){}",
-                from_snapshot(Some(restore))
+                from_snapshot(restore.as_ref())
             );
             Ok(Done::member(note, name))
         }
@@ -345,7 +345,12 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
                 .record_recovery(record)
                 .await
                 .map_err(|e| format!("recording the end of the recovery in status: {e}"))?;
-            announce(fx, "RecoveryFinished", &note).await;
+            let reason = if record.abandoned {
+                "RecoveryAbandoned"
+            } else {
+                "RecoveryFinished"
+            };
+            announce(fx, reason, &note).await;
             Ok(Done::cluster(note))
         }
     }
@@ -355,7 +360,11 @@ async fn perform(fx: &Effectors<'_>, action: &Action) -> Result<Done, Failure> {
 /// before anything of the recovery is done.
 async fn begin_recovery(fx: &Effectors<'_>, record: &RecoveryRecord) -> Result<Done, Failure> {
     let mut record = record.clone();
-    if record.policy == RecoveryPolicy::FromBackup && record.seed.is_none() {
+    let new_seed = matches!(
+        record.policy,
+        RecoveryPolicy::FromBackup | RecoveryPolicy::Reseed
+    );
+    if new_seed && record.seed.is_none() {
         let t = fx.topology;
         record.seed = Some(t.new_member_name(&mut rand::rng()));
         record.token = Some(format!("{}-{:016x}", t.name, rand::random::<u64>()));
@@ -397,9 +406,17 @@ fn recovery_note(r: &RecoveryRecord) -> String {
             b.revision,
             r.seed.as_deref().unwrap_or("?")
         ),
+        (None, None) if r.policy == RecoveryPolicy::Reseed => format!(
+            "into a new, empty seed {}",
+            r.seed.as_deref().unwrap_or("?")
+        ),
         (None, None) => "with nothing to recover from".to_string(),
     };
-    let state = if r.finished { "finished" } else { "started" };
+    let state = match (r.finished, r.abandoned) {
+        (_, true) => "abandoned",
+        (true, false) => "finished",
+        (false, false) => "started",
+    };
     format!(
         "{} recovery {state} for incident {:?} (lost {}), {what}; last known revision {}, \
          restored revision {}",

@@ -198,8 +198,8 @@ pub enum Action {
         token: String,
         /// etcd version to run.
         version: Version,
-        /// The backup restored.
-        restore: SnapshotSource,
+        /// The backup restored (`None`: an empty seed, a `Reseed`).
+        restore: Option<SnapshotSource>,
     },
     /// Record in the status that a recovery finished (with the revision the cluster came
     /// back at), and raise its Event.

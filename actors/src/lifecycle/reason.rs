@@ -96,6 +96,9 @@ reasons! {
     RecoveringFromSurvivor,
     /// A recorded recovery restores the newest verified backup into a new seed.
     RecoveringFromBackup,
+    /// A recorded `Reseed` starts a new, empty seed: the user accepted that the data is
+    /// gone.
+    Reseeding,
     /// A recovery finished: the cluster runs again (and grows back with learners).
     Recovered,
     /// A pod started with `--force-new-cluster` outside an unfinished recovery is made

@@ -49,8 +49,12 @@ pub(super) fn in_progress(
         }
     };
     let step = match record.policy {
-        RecoveryPolicy::FromBackup => backup_steps(state.clone(), obs, record, target),
-        _ => survivor_steps(state.clone(), obs, record, target),
+        RecoveryPolicy::FromBackup | RecoveryPolicy::Reseed => {
+            seed_steps(state.clone(), obs, record, target)
+        }
+        RecoveryPolicy::FromSurvivor | RecoveryPolicy::Manual => {
+            survivor_steps(state.clone(), obs, record, target)
+        }
     };
     let waited = obs.now.saturating_duration_since(since);
     if step.why.reason == Reason::Recovered || waited < spec.recovery.deadline {
@@ -262,23 +266,30 @@ fn alone(obs: &Observation, name: &str) -> Option<(u64, Option<i64>)> {
     (only.name == name).then_some((*cluster_id, health.revision))
 }
 
-fn backup_steps(
+/// The steps of a recorded recovery into a new seed: `FromBackup` (the seed restores the
+/// record's backup first) or `Reseed` (an empty seed).
+fn seed_steps(
     state: State,
     obs: &Observation,
     record: &RecoveryRecord,
     target: &Version,
 ) -> Decision {
-    let reason = Reason::RecoveringFromBackup;
-    let (Some(seed), Some(token), Some(backup)) = (&record.seed, &record.token, &record.backup)
-    else {
-        let why = Why::new(
-            Reason::RecoveryRefused,
-            format!(
-                "the FromBackup recovery of {} names no seed or backup; nothing more is done",
-                record.incident
-            ),
-        );
-        return blocked(state, why);
+    let restoring = record.policy == RecoveryPolicy::FromBackup;
+    let reason = if restoring {
+        Reason::RecoveringFromBackup
+    } else {
+        Reason::Reseeding
+    };
+    let (Some(seed), Some(token)) = (&record.seed, &record.token) else {
+        return refused(state, record, "names no seed");
+    };
+    if restoring != record.backup.is_some() {
+        return refused(state, record, "names no backup, or one it must not restore");
+    }
+    // What the seed starts from, for people.
+    let from = match &record.backup {
+        Some(backup) => format!("backup {} (revision {})", backup.path(), backup.revision),
+        None => "no data (an empty cluster)".to_string(),
     };
     let version = record
         .version
@@ -287,28 +298,25 @@ fn backup_steps(
         .unwrap_or_else(|| target.clone());
     match obs.pod(seed) {
         None => {
-            let message = format!(
-                "starting seed {seed}, which restores backup {} (revision {})",
-                backup.path(),
-                backup.revision
-            );
+            let message = format!("starting seed {seed} from {from}");
             let action = Action::StartRecoverySeed {
                 name: seed.clone(),
                 token: token.clone(),
                 version,
-                restore: backup.clone(),
+                restore: record.backup.clone(),
             };
             progress(state, reason, vec![action], message)
         }
         Some(pod) if pod.is_dead() && !pod.terminating => {
-            // It died before answering: it holds nothing but a copy of the backup.
+            // It died before answering: it holds nothing but a copy of the backup, or
+            // nothing at all.
             let message = format!("seed {seed} died before it answered; starting it anew");
             let action = Action::DeletePod { name: seed.clone() };
             progress(state, reason, vec![action], message)
         }
         Some(_) => match alone(obs, seed) {
             Some((cluster_id, revision)) => {
-                let restored = revision.or(Some(backup.revision));
+                let restored = revision.or(record.backup.as_ref().map(|b| b.revision));
                 let finished = RecoveryRecord {
                     restored_revision: restored,
                     cluster_id: Some(cluster_id),
@@ -323,18 +331,32 @@ fn backup_steps(
                     _ => "the last revision before the loss is unknown".to_string(),
                 };
                 let message = format!(
-                    "seed {seed} runs backup {} at revision {}: recovered ({window}); the \
-                     cluster grows back with learners",
-                    backup.path(),
+                    "seed {seed} runs {} at revision {}: recovered ({window}); the cluster \
+                     grows back with learners",
+                    if restoring { from.as_str() } else { "empty" },
                     restored.unwrap_or_default()
                 );
                 let action = Action::FinishRecovery { record: finished };
                 progress(state, Reason::Recovered, vec![action], message)
             }
             None => {
-                let message = format!("waiting for seed {seed} to restore backup and answer");
+                let message = format!("waiting for seed {seed} to start from {from} and answer");
                 progress(state, reason, vec![], message)
             }
         },
     }
+}
+
+/// A record that cannot be carried out as written.
+fn refused(state: State, record: &RecoveryRecord, what: &str) -> Decision {
+    let why = Why::new(
+        Reason::RecoveryRefused,
+        format!(
+            "the {} recovery of {} {what}; nothing more is done. {}",
+            record.policy,
+            record.incident,
+            how_to_abandon(record)
+        ),
+    );
+    blocked(state, why)
 }

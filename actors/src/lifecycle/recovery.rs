@@ -61,6 +61,10 @@ pub enum RecoveryPolicy {
     FromSurvivor,
     /// Restore the newest verified backup in place, when no member keeps any data.
     FromBackup,
+    /// Start a new, empty seed in place, when no member keeps any data: the user accepts
+    /// that the data is gone. Only ever asked for once, by [`RECOVER_ANNOTATION`]; never
+    /// a standing policy.
+    Reseed,
 }
 
 impl RecoveryPolicy {
@@ -70,14 +74,20 @@ impl RecoveryPolicy {
             RecoveryPolicy::Manual => "Manual",
             RecoveryPolicy::FromSurvivor => "FromSurvivor",
             RecoveryPolicy::FromBackup => "FromBackup",
+            RecoveryPolicy::Reseed => "Reseed",
         }
     }
 
     /// The policy a spec or annotation value names, if any.
     pub fn parse(text: &str) -> Option<Self> {
-        [Self::Manual, Self::FromSurvivor, Self::FromBackup]
-            .into_iter()
-            .find(|p| p.as_str() == text.trim())
+        [
+            Self::Manual,
+            Self::FromSurvivor,
+            Self::FromBackup,
+            Self::Reseed,
+        ]
+        .into_iter()
+        .find(|p| p.as_str() == text.trim())
     }
 }
 
@@ -117,9 +127,14 @@ impl Default for RecoverySpec {
 }
 
 impl RecoverySpec {
-    /// The policy in force: the annotation's, else the spec's.
+    /// The policy in force: the annotation's, else the spec's (never `Reseed`, which only
+    /// the annotation asks for).
     pub fn effective(&self) -> RecoveryPolicy {
-        self.requested.unwrap_or(self.policy)
+        match (self.requested, self.policy) {
+            (Some(requested), _) => requested,
+            (None, RecoveryPolicy::Reseed) => RecoveryPolicy::Manual,
+            (None, policy) => policy,
+        }
     }
 }
 
@@ -382,7 +397,7 @@ pub(super) fn quorum_lost(
             Reason::QuorumLost
         };
     if policy == RecoveryPolicy::Manual {
-        let why = Why::new(reason, format!("{facts}. {}", how_to_trigger(&loss)));
+        let why = Why::new(reason, format!("{facts}. {}", how_to_trigger(&loss, obs)));
         return blocked(state, why);
     }
     let since = state.quorum_lost_since.unwrap_or(obs.now);
@@ -408,6 +423,7 @@ pub(super) fn quorum_lost(
             let recorded = recorded_cluster_id(&state, obs);
             from_backup(&loss, obs, target, last_revision, recorded)
         }
+        RecoveryPolicy::Reseed => reseed(&loss, last_revision),
         RecoveryPolicy::Manual => unreachable!("Manual returned above"),
     }
     .map(|(actions, message)| (bound_to(actions, &spec.uid), message));
@@ -436,6 +452,7 @@ fn bound_to(mut actions: Vec<Action>, uid: &str) -> Vec<Action> {
 fn policy_reason(policy: RecoveryPolicy) -> Reason {
     match policy {
         RecoveryPolicy::FromBackup => Reason::RecoveringFromBackup,
+        RecoveryPolicy::Reseed => Reason::Reseeding,
         _ => Reason::RecoveringFromSurvivor,
     }
 }
@@ -482,25 +499,98 @@ fn describe(loss: &Loss, obs: &Observation) -> String {
     };
     format!(
         "quorum is lost for good: {} of {} voting members are gone with their data ({}); \
-         {survivors}{backup}",
+         {survivors}{backup}; {}",
         loss.lost.len(),
         loss.voters,
-        loss.lost.join(", ")
+        loss.lost.join(", "),
+        last_seen(obs)
     )
 }
 
 /// The annotation that triggers the recovery this loss allows.
-fn how_to_trigger(loss: &Loss) -> String {
-    let policy = if loss.survivors.is_empty() {
-        RecoveryPolicy::FromBackup
+fn how_to_trigger(loss: &Loss, obs: &Observation) -> String {
+    let how = |policy: RecoveryPolicy| format!("{RECOVER_ANNOTATION}={policy}");
+    let choice = if !loss.survivors.is_empty() {
+        how(RecoveryPolicy::FromSurvivor)
     } else {
-        RecoveryPolicy::FromSurvivor
+        let reseed = format!(
+            "{} to accept an empty cluster (a new seed with no data: everything above is \
+             given up)",
+            how(RecoveryPolicy::Reseed)
+        );
+        match &obs.newest_backup {
+            Some(Ok(_)) => format!(
+                "{} to restore the newest backup, or {reseed}",
+                how(RecoveryPolicy::FromBackup)
+            ),
+            Some(Err(_)) => format!(
+                "{} once a backup is usable, or {reseed}",
+                how(RecoveryPolicy::FromBackup)
+            ),
+            None => format!(
+                "{reseed}; no backup store is named (spec.recovery.backup), so there is no \
+                 backup to restore"
+            ),
+        }
     };
     format!(
         "spec.recovery.policy is Manual: nothing is done. To recover, set the annotation \
-         {RECOVER_ANNOTATION}={policy} on this EtcdCluster (it acts after \
-         spec.recovery.quorumLossSeconds of loss, once)"
+         {choice} on this EtcdCluster (it acts after spec.recovery.quorumLossSeconds of \
+         loss, once)"
     )
+}
+
+/// What the operator last saw of the cluster's data, for people judging a reseed: the
+/// newest revision published, and whether a member ever answered.
+fn last_seen(obs: &Observation) -> String {
+    let revision = match obs.recorded.revision {
+        Some(r) if r <= 1 => format!("revision {r} (no write was ever made)"),
+        Some(r) => format!("revision {r}"),
+        None => "no revision".to_string(),
+    };
+    let answered = match obs.recorded.bootstrap.as_ref().and_then(|b| b.cluster_id) {
+        Some(id) => format!("a member answered as etcd cluster {id:x}"),
+        None if !obs.recorded.members.is_empty() => "members were listed".to_string(),
+        None => "no member ever answered".to_string(),
+    };
+    format!("last seen: {revision}; {answered}")
+}
+
+/// `Reseed`: a new, empty seed in place, when no member keeps any data.
+fn reseed(loss: &Loss, last_revision: Option<i64>) -> Result<(Vec<Action>, String), String> {
+    if !loss.survivors.is_empty() {
+        let names: Vec<&str> = loss.survivors.iter().map(|s| s.name.as_str()).collect();
+        return Err(format!(
+            "Reseed cannot proceed: member(s) {} keep their data, which a new seed would \
+             throw away (set {RECOVER_ANNOTATION}=FromSurvivor to recover from them)",
+            names.join(", ")
+        ));
+    }
+    let record = RecoveryRecord {
+        incident: loss.incident.clone(),
+        policy: RecoveryPolicy::Reseed,
+        lost: loss.lost.clone(),
+        survivor: None,
+        raft_index: None,
+        version: None,
+        backup: None,
+        last_revision,
+        restored_revision: None,
+        seed: None,
+        token: None,
+        cluster_id: None,
+        uid: None,
+        finished: false,
+        abandoned: false,
+    };
+    let message = format!(
+        "reseeding as {RECOVER_ANNOTATION}=Reseed asks: recorded, then a new, empty seed of \
+         this cluster starts{}",
+        last_revision.map_or_else(String::new, |r| format!(
+            " (revisions up to {r} are given up)"
+        ))
+    );
+    Ok((vec![Action::BeginRecovery { record }], message))
 }
 
 /// `FromSurvivor`: the survivor with the highest raft index, restarted alone.

@@ -146,17 +146,16 @@ fn manual_reports_survivors_raft_index_revision_and_the_annotation_only() {
 }
 
 #[test]
-fn manual_without_any_survivor_points_to_a_restore_from_backup() {
+fn manual_without_any_survivor_offers_the_newest_backup_or_a_reseed() {
     let spec = spec(RecoveryPolicy::Manual);
-    let (_, d) = after_deadline(|now| total_loss(now, None), &spec);
+    let (_, d) = after_deadline(|now| total_loss(now, Some(Ok(backup(120, VERSION)))), &spec);
     assert_idle(&d, Reason::AllMembersLost);
-    assert!(
-        d.why
-            .message
-            .contains("etcd.database.coreos.com/recover=FromBackup"),
-        "{}",
-        d.why.message
-    );
+    for words in [
+        "etcd.database.coreos.com/recover=FromBackup to restore the newest backup",
+        "etcd.database.coreos.com/recover=Reseed",
+    ] {
+        assert!(d.why.message.contains(words), "{words}: {}", d.why.message);
+    }
 }
 
 #[test]
@@ -523,7 +522,7 @@ fn a_recorded_recovery_from_a_backup_starts_its_seed_from_the_backup() {
             name: "s1".into(),
             token: "demo-recovery".into(),
             version: VERSION.parse().unwrap(),
-            restore: backup(120, VERSION),
+            restore: Some(backup(120, VERSION)),
         }]
     );
     assert_eq!(d.state.phase, Phase::Recovering);
@@ -956,4 +955,117 @@ fn an_abandoned_incident_may_be_recovered_again() {
         "{}",
         d.why.message
     );
+}
+
+#[test]
+fn all_lost_without_a_backup_store_offers_reseed_and_says_what_was_last_seen() {
+    // No spec.recovery.backup: a FromBackup recovery has nothing to restore.
+    let fresh = |now| {
+        let mut obs = total_loss(now, None);
+        obs.recorded.revision = Some(1);
+        obs
+    };
+    let (_, d) = after_deadline(fresh, &spec(RecoveryPolicy::Manual));
+    assert_idle(&d, Reason::AllMembersLost);
+    let message = &d.why.message;
+    assert!(
+        message.contains("etcd.database.coreos.com/recover=Reseed"),
+        "{message}"
+    );
+    assert!(!message.contains("recover=FromBackup"), "{message}");
+    assert!(
+        message.contains("revision 1 (no write was ever made)"),
+        "{message}"
+    );
+    assert!(message.contains(&format!("{CLUSTER_ID:x}")), "{message}");
+    // With writes: the revision says what a reseed throws away.
+    let (_, d) = after_deadline(|now| total_loss(now, None), &spec(RecoveryPolicy::Manual));
+    assert!(d.why.message.contains("revision 500"), "{}", d.why.message);
+}
+
+#[test]
+fn reseed_records_first_then_starts_an_empty_seed_and_finishes_once_it_answers() {
+    let mut spec = spec(RecoveryPolicy::Manual);
+    spec.recovery.requested = Some(RecoveryPolicy::Reseed);
+    let (_, d) = after_deadline(|now| total_loss(now, None), &spec);
+    assert_eq!(d.why.reason, Reason::Reseeding, "{}", d.why.message);
+    let record = begun(&d);
+    assert_eq!(record.policy, RecoveryPolicy::Reseed);
+    assert_eq!(record.backup, None);
+    assert_eq!(record.last_revision, Some(500));
+    // Recorded, with its seed named: an empty seed, no restore.
+    let mut obs = total_loss(Instant::now(), None);
+    obs.recorded.recovery = Some(RecoveryRecord {
+        policy: RecoveryPolicy::Reseed,
+        backup: None,
+        ..backup_record()
+    });
+    let d = run(running_state(), &obs, &spec);
+    assert_eq!(
+        d.actions,
+        [Action::StartRecoverySeed {
+            name: "s1".into(),
+            token: "demo-recovery".into(),
+            version: VERSION.parse().unwrap(),
+            restore: None,
+        }]
+    );
+    // It answers alone: finished.
+    let new_cluster = 0xfeed;
+    obs.pods.push(PodView::running("s1", VERSION));
+    let mut health = MemberHealth::healthy(VERSION);
+    health.revision = Some(1);
+    health.cluster_id = Some(new_cluster);
+    obs.health.insert(7, health);
+    obs.membership = Membership::Listed {
+        cluster_id: new_cluster,
+        members: vec![MemberView {
+            id: 7,
+            name: "s1".into(),
+            peer_urls: vec![super::fixtures::peer_url("s1")],
+            client_urls: vec![],
+            is_learner: false,
+        }],
+    };
+    let d = run(running_state(), &obs, &spec);
+    assert_eq!(d.why.reason, Reason::Recovered, "{}", d.why.message);
+    let [Action::FinishRecovery { record }] = d.actions.as_slice() else {
+        panic!("{:?}", d.actions);
+    };
+    assert_eq!(record.cluster_id, Some(new_cluster));
+    assert!(d.why.message.contains("empty"), "{}", d.why.message);
+}
+
+#[test]
+fn reseed_is_refused_while_any_member_may_keep_data() {
+    let mut spec = spec(RecoveryPolicy::Manual);
+    spec.recovery.requested = Some(RecoveryPolicy::Reseed);
+    let (_, d) = after_deadline(|now| losing(now, 3, &[2, 3]), &spec);
+    assert_idle(&d, Reason::RecoveryRefused);
+    assert!(d.why.message.contains("m1"), "{}", d.why.message);
+    // Pods being deleted may still serve: no loss at all, nothing to reseed.
+    let terminating = |now| {
+        World::healthy(now, 3, VERSION)
+            .born()
+            .pod("m1", |p| p.terminating = true)
+            .pod("m2", |p| p.terminating = true)
+            .pod("m3", |p| p.terminating = true)
+            .etcd_down()
+            .build()
+    };
+    let (_, d) = after_deadline(terminating, &spec);
+    assert_no_action!(d, Action::BeginRecovery { .. });
+}
+
+#[test]
+fn reseed_is_never_a_standing_policy_only_a_one_time_request() {
+    assert_eq!(
+        RecoveryPolicy::parse("Reseed"),
+        Some(RecoveryPolicy::Reseed)
+    );
+    let standing = RecoverySpec {
+        policy: RecoveryPolicy::Reseed,
+        ..RecoverySpec::default()
+    };
+    assert_eq!(standing.effective(), RecoveryPolicy::Manual);
 }
