@@ -142,16 +142,84 @@ fn of_this_cluster(health: MemberHealth, cluster_id: u64) -> MemberHealth {
 }
 
 /// Client URLs to reach etcd through: the ready member pods, or when none is ready (a
-/// seed starting, a cluster recovering) every live one. Never a prepared joiner whose etcd
+/// seed starting, a cluster recovering) every pod whose etcd may answer, those being
+/// deleted included (a stopped kubelet never ends its etcd, and a majority still serving
+/// there must be seen before any loss is declared). Never a prepared joiner whose etcd
 /// waits for its member add: nothing answers there.
 pub(crate) fn client_endpoints(pods: &[PodView], topology: &Topology, tls: TlsMode) -> Vec<String> {
-    let live = || pods.iter().filter(|p| p.may_run_a_member());
-    let ready: Vec<String> = live()
-        .filter(|p| p.ready)
+    let ready: Vec<String> = pods
+        .iter()
+        .filter(|p| p.may_run_a_member() && p.ready)
         .map(|p| topology.client_url(&p.name, tls))
         .collect();
     if !ready.is_empty() {
         return ready;
     }
-    live().map(|p| topology.client_url(&p.name, tls)).collect()
+    pods.iter()
+        .filter(|p| p.may_answer())
+        .map(|p| topology.client_url(&p.name, tls))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lifecycle::PodPhase;
+
+    fn names(endpoints: &[String]) -> Vec<&str> {
+        endpoints
+            .iter()
+            .map(|e| e.split("//").nth(1).unwrap().split('.').next().unwrap())
+            .collect()
+    }
+
+    fn pod(name: &str, f: impl FnOnce(&mut PodView)) -> PodView {
+        let mut pod = PodView::running(name, "3.5.21");
+        f(&mut pod);
+        pod
+    }
+
+    #[test]
+    fn pods_being_deleted_are_still_dialed_when_no_member_is_ready() {
+        // Kubelets stopped, pods deleted: Terminating and unready, etcd may still serve.
+        let pods: Vec<PodView> = ["m1", "m2", "m3"]
+            .iter()
+            .map(|n| {
+                pod(n, |p| {
+                    p.terminating = true;
+                    p.ready = false;
+                })
+            })
+            .collect();
+        let endpoints = client_endpoints(&pods, &Topology::new("default", "demo"), TlsMode::Off);
+        assert_eq!(names(&endpoints), ["m1", "m2", "m3"]);
+    }
+
+    #[test]
+    fn ready_members_are_dialed_first_and_exited_pods_never() {
+        let pods = vec![
+            pod("m1", |_| {}),
+            pod("m2", |p| p.terminating = true),
+            pod("m3", |p| {
+                p.phase = PodPhase::Failed;
+                p.ready = false;
+            }),
+        ];
+        let topology = Topology::new("default", "demo");
+        assert_eq!(
+            names(&client_endpoints(&pods, &topology, TlsMode::Off)),
+            ["m1"]
+        );
+        let unready: Vec<PodView> = pods
+            .into_iter()
+            .map(|mut p| {
+                p.ready = false;
+                p
+            })
+            .collect();
+        assert_eq!(
+            names(&client_endpoints(&unready, &topology, TlsMode::Off)),
+            ["m1", "m2"]
+        );
+    }
 }
