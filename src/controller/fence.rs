@@ -308,6 +308,27 @@ impl FencedEtcdApi {
             .check(write)
             .map_err(|e| EtcdError::new(EtcdErrorKind::Rejected, e.to_string()))
     }
+
+    /// Sends `call` only while the fence is open, and abandons it when the fence closes
+    /// first: one call may try several endpoints in turn, and none may be tried after.
+    async fn guarded<T>(
+        &self,
+        write: &str,
+        call: impl std::future::Future<Output = Result<T, EtcdError>>,
+    ) -> Result<T, EtcdError> {
+        self.pass(write)?;
+        let Some(closes) = self.fence.closes_at() else {
+            return call.await;
+        };
+        tokio::time::timeout_at(closes, call)
+            .await
+            .unwrap_or_else(|_| {
+                Err(EtcdError::new(
+                    EtcdErrorKind::Timeout,
+                    format!("{write}: abandoned: the leader fence closed before etcd answered"),
+                ))
+            })
+    }
 }
 
 #[async_trait]
@@ -317,18 +338,27 @@ impl EtcdApi for FencedEtcdApi {
     }
 
     async fn add(&self, endpoints: &[String], new: &NewMember) -> Result<AddedMember, EtcdError> {
-        self.pass(&format!("add etcd member {}", new.peer_url))?;
-        self.inner.add(endpoints, new).await
+        self.guarded(
+            &format!("add etcd member {}", new.peer_url),
+            self.inner.add(endpoints, new),
+        )
+        .await
     }
 
     async fn remove(&self, endpoints: &[String], id: u64) -> Result<(), EtcdError> {
-        self.pass(&format!("remove etcd member {id:x}"))?;
-        self.inner.remove(endpoints, id).await
+        self.guarded(
+            &format!("remove etcd member {id:x}"),
+            self.inner.remove(endpoints, id),
+        )
+        .await
     }
 
     async fn promote(&self, endpoints: &[String], id: u64) -> Result<(), EtcdError> {
-        self.pass(&format!("promote etcd member {id:x}"))?;
-        self.inner.promote(endpoints, id).await
+        self.guarded(
+            &format!("promote etcd member {id:x}"),
+            self.inner.promote(endpoints, id),
+        )
+        .await
     }
 
     async fn status(&self, endpoint: &str) -> Result<MemberHealth, EtcdError> {
@@ -336,8 +366,11 @@ impl EtcdApi for FencedEtcdApi {
     }
 
     async fn move_leader(&self, leader: &str, to: u64) -> Result<(), EtcdError> {
-        self.pass(&format!("move etcd leadership to member {to:x}"))?;
-        self.inner.move_leader(leader, to).await
+        self.guarded(
+            &format!("move etcd leadership to member {to:x}"),
+            self.inner.move_leader(leader, to),
+        )
+        .await
     }
 }
 
@@ -508,5 +541,49 @@ mod tests {
         assert_eq!(fake.pods(), pods, "a pod changed (a label, an image)");
         assert_eq!(fake.members(), members, "the membership changed");
         assert!(fence.closed().now_or_never().is_some());
+    }
+
+    /// An etcd that never answers a membership change.
+    struct SilentEtcd;
+
+    #[async_trait]
+    impl EtcdApi for SilentEtcd {
+        async fn list(&self, _: &[String]) -> Result<MemberList, EtcdError> {
+            futures::future::pending().await
+        }
+        async fn add(&self, _: &[String], _: &NewMember) -> Result<AddedMember, EtcdError> {
+            futures::future::pending().await
+        }
+        async fn remove(&self, _: &[String], _: u64) -> Result<(), EtcdError> {
+            futures::future::pending().await
+        }
+        async fn promote(&self, _: &[String], _: u64) -> Result<(), EtcdError> {
+            futures::future::pending().await
+        }
+        async fn status(&self, _: &str) -> Result<MemberHealth, EtcdError> {
+            futures::future::pending().await
+        }
+        async fn move_leader(&self, _: &str, _: u64) -> Result<(), EtcdError> {
+            futures::future::pending().await
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_membership_change_is_abandoned_when_the_fence_closes_before_etcd_answers() {
+        let t0 = Instant::now();
+        let fence = held_since(t0);
+        let etcd = FencedEtcdApi::new(Arc::new(SilentEtcd), fence.clone());
+        tokio::time::advance(secs(7)).await;
+        let new = NewMember {
+            peer_url: "http://m4.demo.default.svc:2380".into(),
+            learner: true,
+        };
+        let error = etcd
+            .add(&["http://m1:2379".into()], &new)
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind, EtcdErrorKind::Timeout, "{error:?}");
+        assert!(error.message.contains("leader fence closed"), "{error:?}");
+        assert_eq!(Instant::now(), t0 + DEADLINE, "waited past the fence");
     }
 }

@@ -9,6 +9,7 @@
 
 mod backups;
 pub mod fence;
+pub mod fenced_client;
 mod leader;
 mod restores;
 mod settings;
@@ -39,6 +40,7 @@ use etcd_operator_actors::supervisor::{PodChanged, Supervisor, WatchEvent};
 use etcd_operator_actors::topology::Topology;
 
 use fence::Fence;
+use fenced_client::FenceLayer;
 pub(crate) use leader::ElectionView;
 use leader::{LeaderElection, RENEW_DEADLINE};
 pub use settings::{LeaseSettings, Settings};
@@ -109,27 +111,38 @@ fn recorder(clients: &Clients, identity: &str) -> Recorder {
     Recorder::new(clients.calls.clone(), reporter)
 }
 
-/// The API clients: one for calls (reads and writes that answer at once), one for the
-/// informers' lists and watches.
+/// The API clients: one for calls (reads and writes that answer at once), its every write
+/// behind the leader's fence; one for the Lease, which keeps the fence open and so cannot
+/// be behind it; one for the informers' lists and watches.
 struct Clients {
     calls: Client,
+    lease: Client,
     watches: Client,
 }
 
-fn client_with(mut config: kube::Config, read_timeout: Duration) -> Result<Client, Error> {
+/// `config` with the operator's timeouts: connect and write, and `read_timeout`.
+fn with_timeouts(mut config: kube::Config, read_timeout: Duration) -> kube::Config {
     config.connect_timeout = Some(CONNECT_TIMEOUT);
     config.write_timeout = Some(CONNECT_TIMEOUT);
     config.read_timeout = Some(read_timeout);
     // The read timeout counts from each request, not from when a pooled connection idled.
     config.reset_reader_on_write = true;
-    Client::try_from(config).map_err(Error::KubeClient)
+    config
 }
 
-async fn clients(api_timeout: Duration) -> Result<Clients, Error> {
+async fn clients(api_timeout: Duration, fence: &Fence) -> Result<Clients, Error> {
     let config = kube::Config::infer().await.map_err(Error::KubeConfig)?;
+    let plain = |read_timeout| {
+        Client::try_from(with_timeouts(config.clone(), read_timeout)).map_err(Error::KubeClient)
+    };
+    let calls = kube::client::ClientBuilder::try_from(with_timeouts(config.clone(), api_timeout))
+        .map_err(Error::KubeClient)?
+        .with_layer(&FenceLayer::new(fence.clone(), api_timeout))
+        .build();
     Ok(Clients {
-        calls: client_with(config.clone(), api_timeout)?,
-        watches: client_with(config, WATCH_READ_TIMEOUT)?,
+        calls,
+        lease: plain(api_timeout)?,
+        watches: plain(WATCH_READ_TIMEOUT)?,
     })
 }
 
@@ -414,7 +427,6 @@ async fn start_http(
 /// the Lease holder runs the Supervisor. It exits (with an error) when its fence closes,
 /// and on SIGTERM closes the fence and then gives the Lease back.
 pub async fn run(settings: Settings, log: Logger) -> Result<(), Error> {
-    let clients = clients(settings.api_timeout).await?;
     let telemetry = Telemetry::default();
     let backup_metrics = BackupMetrics::default();
     let mut registry = Registry::default();
@@ -429,6 +441,7 @@ pub async fn run(settings: Settings, log: Logger) -> Result<(), Error> {
         let view = ElectionView::without_election(&telemetry, identity);
         (view, Fence::always_open())
     };
+    let clients = clients(settings.api_timeout, &fence).await?;
     let caches_synced = Arc::new(AtomicBool::new(false));
     let state = crate::http::HttpState {
         hub: telemetry.hub.clone(),
@@ -440,7 +453,7 @@ pub async fn run(settings: Settings, log: Logger) -> Result<(), Error> {
     let shutdown = shutdown_signal(&log)?;
     tokio::pin!(shutdown);
     let mut election = LeaderElection::new(
-        clients.calls.clone(),
+        clients.lease.clone(),
         &settings.lease.namespace,
         &settings.lease.name,
         identity,

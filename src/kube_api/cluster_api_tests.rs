@@ -11,7 +11,9 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::client::Body;
+use std::time::Duration;
+
+use kube::client::{Body, ClientBuilder};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::{reflector, watcher};
 use kube::{Client, Resource};
@@ -25,6 +27,8 @@ use etcd_operator_actors::topology::Topology;
 
 use super::{Caches, Identities, KubeClusterApi};
 use crate::api::{EtcdCluster, EtcdClusterSpec};
+use crate::controller::fence::Fence;
+use crate::controller::fenced_client::FenceLayer;
 use crate::resources::labels::{client_selector, object_labels};
 
 const NS: &str = "ns";
@@ -37,6 +41,9 @@ struct FakeApi {
     calls: Arc<Mutex<Vec<String>>>,
     /// The JSON bodies sent, by `METHOD path`, in order.
     bodies: Arc<Mutex<Vec<(String, Value)>>>,
+    /// The leader fence the client's writes pass, and the call (`METHOD path`) on whose
+    /// arrival it closes.
+    fence: Arc<Mutex<Option<(Fence, String)>>>,
 }
 
 impl FakeApi {
@@ -58,6 +65,11 @@ impl FakeApi {
     /// `GET path` answers `object`.
     fn holds<T: serde::Serialize>(&self, path: &str, object: &T) {
         self.answer("GET", path, 200, to_json(object));
+    }
+
+    /// The client's writes pass `fence`, which closes once `call` reaches the server.
+    fn fenced(&self, fence: &Fence, call: &str) {
+        *self.fence.lock().unwrap() = Some((fence.clone(), call.to_string()));
     }
 
     fn calls(&self) -> Vec<String> {
@@ -87,6 +99,10 @@ impl FakeApi {
             async move {
                 let key = format!("{} {}", req.method(), req.uri().path());
                 fake.calls.lock().unwrap().push(key.clone());
+                if let Some((fence, _)) = fake.fence.lock().unwrap().as_ref().filter(|f| f.1 == key)
+                {
+                    fence.close_now("the Lease was lost");
+                }
                 let sent = axum::body::to_bytes(axum::body::Body::new(req.into_body()), 1 << 20)
                     .await
                     .unwrap_or_default();
@@ -108,7 +124,12 @@ impl FakeApi {
                 Ok::<_, std::convert::Infallible>(response)
             }
         });
-        Client::new(service, NS)
+        match self.fence.lock().unwrap().as_ref() {
+            Some((fence, _)) => ClientBuilder::new(service, NS)
+                .with_layer(&FenceLayer::new(fence.clone(), Duration::from_secs(10)))
+                .build(),
+            None => Client::new(service, NS),
+        }
     }
 }
 
@@ -514,6 +535,26 @@ async fn a_removed_members_pod_goes_with_its_claim_and_a_recreated_ones_keeps_it
     );
     api.delete_pod("foo-bcdfg").await.expect("delete");
     fake.assert_called(claim);
+}
+
+#[tokio::test]
+async fn a_fence_closing_after_the_pods_delete_stops_the_delete_of_its_claim() {
+    // One port call, two writes: the fence is asked before each, not once for both.
+    let fake = FakeApi::default();
+    let fence = Fence::always_open();
+    let pod = "DELETE /api/v1/namespaces/ns/pods/foo-bcdfg";
+    let claim = "DELETE /api/v1/namespaces/ns/persistentvolumeclaims/foo-bcdfg-data";
+    fake.fenced(&fence, pod);
+    let api = api_with(&fake, our_services(), vec![]);
+    let error = api.delete_pod("foo-bcdfg").await.expect_err("fenced");
+    assert!(matches!(error, ApiError::Forbidden(_)), "{error:?}");
+    assert!(error.to_string().contains("the Lease was lost"), "{error}");
+    assert_eq!(
+        fake.calls(),
+        [pod],
+        "a write was sent after the fence closed"
+    );
+    assert!(!fake.calls().iter().any(|c| c == claim));
 }
 
 /// A PodDisruptionBudget named `name` with `minAvailable`, owned as given.

@@ -4,6 +4,7 @@
 
 use etcd_operator_actors::ports::ApiError;
 
+use crate::controller::fence::Fenced;
 use crate::error::with_causes;
 use kube::core::Status;
 
@@ -11,6 +12,9 @@ use kube::core::Status;
 pub(crate) fn api_error(what: &str, error: &kube::Error) -> ApiError {
     match error {
         kube::Error::Api(status) => from_status(what, status),
+        kube::Error::Service(cause) if cause.is::<Fenced>() => {
+            ApiError::Forbidden(format!("{what}: {cause}"))
+        }
         kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => {
             ApiError::Unavailable(format!(
                 "{what}: {}",
