@@ -44,8 +44,9 @@ use crate::resources::labels::{
     object_labels, owner_reference,
 };
 use crate::resources::{
-    ETCD_CONTAINER, client_service, disruption_budget, headless_service, image, member_pod,
-    min_available, pvc_name, record_trust,
+    ETCD_CONTAINER, budget_eviction_policy, client_service, disruption_budget,
+    every_member_on_claim, eviction_policy, headless_service, image, member_pod, min_available,
+    pvc_name, record_trust,
 };
 
 /// The informer caches every cluster reads from.
@@ -510,13 +511,24 @@ impl KubeClusterApi {
     }
 
     /// `minAvailable` of the cluster's own PodDisruptionBudget, from the cache. One under
-    /// its name that is not its own is found when creating it (a conflict).
+    /// its name that is not its own is found when creating it (a conflict). A budget
+    /// whose `unhealthyPodEvictionPolicy` is not the one its members call for (made by an
+    /// earlier operator, or before every member was on a claim) is reported as missing,
+    /// so that it is set again, policy included.
     fn disruption_budget(&self, cluster: &EtcdCluster) -> Option<u32> {
         let key = ObjectRef::new(&self.topology.name).within(&self.topology.namespace);
         let budget = self.caches.budgets.get(&key)?;
-        (owner(&budget.metadata, cluster) == Owner::Us)
-            .then(|| min_available(&budget))
-            .flatten()
+        let wanted = eviction_policy(self.every_member_on_claim(cluster));
+        (owner(&budget.metadata, cluster) == Owner::Us
+            && budget_eviction_policy(&budget) == Some(wanted))
+        .then(|| min_available(&budget))
+        .flatten()
+    }
+
+    /// Whether every member pod of the cluster in the cache keeps its data on a claim.
+    fn every_member_on_claim(&self, cluster: &EtcdCluster) -> bool {
+        let pods = self.cached_pods(cluster);
+        every_member_on_claim(cluster, pods.iter().map(|p| &**p))
     }
 
     fn pod_views(&self, cluster: &EtcdCluster) -> Vec<PodView> {
@@ -673,7 +685,8 @@ impl ClusterApi for KubeClusterApi {
 
     async fn set_disruption_budget(&self, min_available: u32) -> Result<(), ApiError> {
         let cluster = self.cluster()?;
-        let budget = disruption_budget(&cluster, min_available);
+        let on_claims = self.every_member_on_claim(&cluster);
+        let budget = disruption_budget(&cluster, min_available, on_claims);
         let created = self
             .create_if_missing(&cluster, Kind::PodDisruptionBudget, &budget)
             .await?;
@@ -681,7 +694,10 @@ impl ClusterApi for KubeClusterApi {
             let name = &self.topology.name;
             let api: Api<PodDisruptionBudget> =
                 Api::namespaced(self.client.clone(), &self.topology.namespace);
-            let patch = json!({"spec": {"minAvailable": min_available}});
+            let patch = json!({"spec": {
+                "minAvailable": min_available,
+                "unhealthyPodEvictionPolicy": eviction_policy(on_claims),
+            }});
             api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
                 .map_err(|e| api_error(&format!("setting PodDisruptionBudget {name}"), &e))?;

@@ -559,7 +559,7 @@ async fn a_fence_closing_after_the_pods_delete_stops_the_delete_of_its_claim() {
 
 /// A PodDisruptionBudget named `name` with `minAvailable`, owned as given.
 fn budget(name: &str, min_available: i32, owner: Option<OwnerReference>) -> PodDisruptionBudget {
-    let mut budget = crate::resources::disruption_budget(&cluster("foo", UID), 1);
+    let mut budget = crate::resources::disruption_budget(&cluster("foo", UID), 1, false);
     budget.metadata = meta(name, owner, Some("foo"));
     budget.spec.as_mut().unwrap().min_available =
         Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(min_available));
@@ -610,6 +610,35 @@ async fn setting_the_budget_creates_it_over_the_voting_members_or_patches_our_ow
     let api = api_with(&fake, our_services(), vec![]);
     api.set_disruption_budget(3).await.unwrap();
     fake.assert_called(&format!("PATCH {path}"));
+}
+
+#[tokio::test]
+async fn an_always_allow_budget_of_an_emptydir_cluster_is_set_again_to_if_healthy_budget() {
+    let fake = FakeApi::default();
+    let mut old = budget("foo", 2, Some(owned_by("foo", UID)));
+    old.spec.as_mut().unwrap().unhealthy_pod_eviction_policy = Some("AlwaysAllow".into());
+    let api = api_of(
+        &fake,
+        cluster("foo", UID),
+        our_services(),
+        vec![],
+        vec![old.clone()],
+        vec![],
+    );
+    // Reported as missing, so the lifecycle sets it again...
+    assert_eq!(api.observe().await.unwrap().disruption_budget, None);
+    // ...and setting it patches the policy along with minAvailable.
+    fake.already_exists(BUDGETS);
+    let path = format!("{BUDGETS}/foo");
+    fake.holds(&path, &old);
+    fake.answer("PATCH", &path, 200, json!({}));
+    api.set_disruption_budget(2).await.unwrap();
+    let sent = fake.sent(&format!("PATCH {path}"));
+    assert_eq!(
+        sent.last().unwrap()["spec"]["unhealthyPodEvictionPolicy"],
+        "IfHealthyBudget",
+        "{sent:?}"
+    );
 }
 
 #[tokio::test]

@@ -1,19 +1,67 @@
 //! The PodDisruptionBudget of a cluster: voluntary disruptions (evictions, `kubectl drain`)
 //! may take its voting members' pods only while a quorum of them stays ready.
 
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 
 use super::labels::{client_selector, object_meta};
+use super::pod::DATA_VOLUME;
 use crate::api::EtcdCluster;
 
+/// Unready pods are evicted like ready ones: only while the budget holds.
+pub(crate) const IF_HEALTHY_BUDGET: &str = "IfHealthyBudget";
+/// Unready pods may always be evicted.
+pub(crate) const ALWAYS_ALLOW: &str = "AlwaysAllow";
+
+/// The `unhealthyPodEvictionPolicy` of a cluster's budget. An unready member's pod may
+/// always be evicted only when every member keeps its data on a claim: its pod comes back
+/// on that claim with its data. A member on an emptyDir loses its data with its pod, and
+/// when every member is unready at once (an alarm, no leader) `AlwaysAllow` would admit
+/// the eviction of all of them; so with any member on an emptyDir, unready pods count
+/// like the others (`IfHealthyBudget`).
+pub(crate) fn eviction_policy(every_member_on_claim: bool) -> &'static str {
+    if every_member_on_claim {
+        ALWAYS_ALLOW
+    } else {
+        IF_HEALTHY_BUDGET
+    }
+}
+
+/// Whether every member keeps its data on a claim: the spec asks for claims and each of
+/// the cluster's `pods` (there is at least one) has its data volume on one. A pod made
+/// before the spec asked for claims is still on an emptyDir.
+pub(crate) fn every_member_on_claim<'a>(
+    cluster: &EtcdCluster,
+    pods: impl IntoIterator<Item = &'a Pod>,
+) -> bool {
+    let claims_asked = cluster
+        .spec
+        .pod
+        .as_ref()
+        .is_some_and(|p| p.persistent_volume_claim_spec.is_some());
+    let mut pods = pods.into_iter().peekable();
+    claims_asked && pods.peek().is_some() && pods.all(data_on_claim)
+}
+
+fn data_on_claim(pod: &Pod) -> bool {
+    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
+    volumes
+        .into_iter()
+        .flatten()
+        .any(|v| v.name == DATA_VOLUME && v.persistent_volume_claim.is_some())
+}
+
 /// The budget named like the cluster over its voting members' pods (learners do not count
-/// towards quorum, so they are not in it), with `min_available` of them to stay ready.
-/// Pods that are not ready may always be evicted: a member that does not answer holds no
-/// part of the quorum, and keeping it would only block a node's drain.
-pub(crate) fn disruption_budget(cluster: &EtcdCluster, min_available: u32) -> PodDisruptionBudget {
+/// towards quorum, so they are not in it), with `min_available` of them to stay ready,
+/// and the [`eviction_policy`] of unready pods.
+pub(crate) fn disruption_budget(
+    cluster: &EtcdCluster,
+    min_available: u32,
+    every_member_on_claim: bool,
+) -> PodDisruptionBudget {
     let name = cluster.name_any();
     PodDisruptionBudget {
         metadata: object_meta(cluster, name.clone()),
@@ -25,11 +73,20 @@ pub(crate) fn disruption_budget(cluster: &EtcdCluster, min_available: u32) -> Po
                 match_labels: Some(client_selector(&name)),
                 ..LabelSelector::default()
             }),
-            unhealthy_pod_eviction_policy: Some("AlwaysAllow".into()),
+            unhealthy_pod_eviction_policy: Some(eviction_policy(every_member_on_claim).into()),
             ..PodDisruptionBudgetSpec::default()
         }),
         status: None,
     }
+}
+
+/// A budget's `unhealthyPodEvictionPolicy`, when set.
+pub(crate) fn budget_eviction_policy(budget: &PodDisruptionBudget) -> Option<&str> {
+    budget
+        .spec
+        .as_ref()?
+        .unhealthy_pod_eviction_policy
+        .as_deref()
 }
 
 /// A budget's `minAvailable` when it is a number of pods.

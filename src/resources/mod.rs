@@ -7,7 +7,10 @@ mod restore;
 mod service;
 mod tls;
 
-pub(crate) use budget::{disruption_budget, min_available};
+pub(crate) use budget::{
+    budget_eviction_policy, disruption_budget, every_member_on_claim, eviction_policy,
+    min_available,
+};
 pub use pod::etcd_flags;
 pub(crate) use pod::{
     DATA_VOLUME, ETCD_CONTAINER, image, member_of_claim, member_pod, pvc_name, version_of_image,

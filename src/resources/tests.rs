@@ -711,3 +711,55 @@ fn a_prepared_joiners_pod_template_digest_is_every_other_members() {
     let ungated = member_pod(&c, &prepared_joiner(TlsMode::Static), None);
     assert!(init_containers(&ungated).is_empty());
 }
+
+fn claims_spec() -> EtcdClusterSpec {
+    EtcdClusterSpec {
+        pod: Some(PodPolicy {
+            persistent_volume_claim_spec: Some(Default::default()),
+            ..PodPolicy::default()
+        }),
+        ..spec(3, "3.5.21")
+    }
+}
+
+fn eviction_policy(budget: &k8s_openapi::api::policy::v1::PodDisruptionBudget) -> &str {
+    budget
+        .spec
+        .as_ref()
+        .and_then(|s| s.unhealthy_pod_eviction_policy.as_deref())
+        .unwrap_or("(unset)")
+}
+
+#[test]
+fn an_emptydir_clusters_budget_admits_no_eviction_of_an_unready_member_beyond_quorum() {
+    let c = cluster(spec(3, "3.5.21"));
+    let pods = [member_pod(&c, &seed(), None)];
+    let budget = disruption_budget(&c, 2, every_member_on_claim(&c, &pods));
+    // An unready member on an emptyDir still holds the only copy of its data: with every
+    // member unready at once (an alarm, no leader), AlwaysAllow would admit every eviction.
+    assert_eq!(eviction_policy(&budget), "IfHealthyBudget");
+}
+
+#[test]
+fn unready_members_may_always_be_evicted_only_when_every_member_is_on_a_claim() {
+    let c = cluster(claims_spec());
+    let on_claims = [
+        member_pod(&c, &seed(), None),
+        member_pod(&c, &joiner(), None),
+    ];
+    assert!(every_member_on_claim(&c, &on_claims));
+    let budget = disruption_budget(&c, 2, every_member_on_claim(&c, &on_claims));
+    assert_eq!(eviction_policy(&budget), "AlwaysAllow");
+    // A member still on an emptyDir (made before the spec asked for claims) keeps the
+    // budget strict.
+    let on_empty_dir = member_pod(&cluster(spec(3, "3.5.21")), &joiner(), None);
+    let mixed = [member_pod(&c, &seed(), None), on_empty_dir];
+    assert!(!every_member_on_claim(&c, &mixed));
+    let budget = disruption_budget(&c, 2, every_member_on_claim(&c, &mixed));
+    assert_eq!(eviction_policy(&budget), "IfHealthyBudget");
+    // Claims in the spec but no pod yet: nothing proves the data is on claims.
+    assert!(!every_member_on_claim(
+        &c,
+        &[] as &[k8s_openapi::api::core::v1::Pod]
+    ));
+}
