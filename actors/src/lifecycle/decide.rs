@@ -719,7 +719,11 @@ fn version_for_new_members(state: &State, view: &ClusterView<'_>, target: &Versi
     match view.running_versions() {
         Some((oldest, _)) if state.failed_version.as_ref() == Some(target) => oldest,
         Some((oldest, newest))
-            if target < &newest || oldest.path_to(target) == UpgradePath::TooFar =>
+            if target < &newest
+                || matches!(
+                    oldest.path_to(target),
+                    UpgradePath::TooFar | UpgradePath::UnsafePatch { .. }
+                ) =>
         {
             newest
         }

@@ -809,6 +809,60 @@ fn skipping_a_minor_version_is_refused() {
 }
 
 #[test]
+fn upgrade_to_3_6_from_a_3_5_patch_below_3_5_26_is_refused_naming_3_5_26() {
+    let now = Instant::now();
+    let d = on_running(World::healthy(now, 3, "3.5.19"), 3, "3.6.5");
+    assert_idle(&d, Reason::UpgradePathRefused);
+    assert_eq!(d.state.phase, Phase::Running);
+    assert!(d.why.message.contains("3.5.19"), "{}", d.why.message);
+    assert!(d.why.message.contains("3.5.26"), "{}", d.why.message);
+    assert!(d.why.message.contains("learner"), "{}", d.why.message);
+}
+
+#[test]
+fn upgrade_to_3_6_is_refused_while_any_member_runs_a_3_5_patch_below_3_5_26() {
+    let now = Instant::now();
+    let d = on_running(
+        World::healthy(now, 3, "3.5.26").runs(2, "3.5.25"),
+        3,
+        "3.6.0",
+    );
+    assert_idle(&d, Reason::UpgradePathRefused);
+    assert!(d.why.message.contains("3.5.25"), "{}", d.why.message);
+}
+
+#[test]
+fn upgrade_to_3_6_from_3_5_26_is_allowed() {
+    let now = Instant::now();
+    let d = on_running(World::healthy(now, 3, "3.5.26"), 3, "3.6.5");
+    assert!(
+        matches!(&d.actions[..], [Action::UpgradeMember { to, .. }] if to.to_string() == "3.6.5"),
+        "{}: {:?}",
+        d.why.message,
+        d.actions
+    );
+}
+
+#[test]
+fn upgrade_from_3_5_25_to_the_safe_patch_3_5_26_is_allowed() {
+    let now = Instant::now();
+    let d = on_running(World::healthy(now, 3, "3.5.25"), 3, "3.5.26");
+    assert!(
+        matches!(&d.actions[..], [Action::UpgradeMember { to, .. }] if to.to_string() == "3.5.26"),
+        "{}: {:?}",
+        d.why.message,
+        d.actions
+    );
+}
+
+#[test]
+fn members_added_while_an_unsafe_upgrade_is_refused_join_on_the_running_version() {
+    let now = Instant::now();
+    let d = on_running(World::healthy(now, 3, "3.5.19"), 4, "3.6.5");
+    assert_eq!(d.actions, vec![add(true, "3.5.19")]);
+}
+
+#[test]
 fn scaling_comes_before_upgrading() {
     let now = Instant::now();
     let d = on_running(World::healthy(now, 3, "3.4.23"), 4, "3.5.21");

@@ -141,6 +141,9 @@ reasons! {
     DowngradeRefused,
     /// An upgrade of more than one minor version was asked for.
     VersionSkipRefused,
+    /// An upgrade to the next minor from a patch release that cannot make that step
+    /// safely (3.5 below 3.5.26 to 3.6); the message names the patch to go through first.
+    UpgradePathRefused,
     /// An upgraded member did not become healthy by its deadline.
     UpgradeFailed,
     /// `spec.restore` names a snapshot the cluster's etcd version cannot read.
@@ -180,6 +183,7 @@ impl Reason {
                 | Reason::JoinStuck
                 | Reason::DowngradeRefused
                 | Reason::VersionSkipRefused
+                | Reason::UpgradePathRefused
                 | Reason::UpgradeFailed
                 | Reason::RestoreRefused
                 | Reason::RecoveryRefused

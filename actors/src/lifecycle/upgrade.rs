@@ -152,6 +152,19 @@ pub(super) fn upgrade(
             );
             settle(state, Phase::Running, confirms, why)
         }
+        UpgradePath::UnsafePatch { through, problems } => {
+            let why = Why::new(
+                Reason::UpgradePathRefused,
+                format!(
+                    "refusing to upgrade from {oldest} to {target}: {}. Upgrade to {through} \
+                     or a later {}.{} release first, then to {target}; nothing was changed",
+                    problems.join("; "),
+                    through.major,
+                    through.minor
+                ),
+            );
+            settle(state, Phase::Running, confirms, why)
+        }
         UpgradePath::Allowed => step_toward(state, view, (oldest, target), confirms),
     }
 }

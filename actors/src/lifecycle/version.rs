@@ -1,4 +1,5 @@
-//! etcd versions: parsing `X.Y.Z[-pre]`, ordering, and the one-minor-step upgrade rule.
+//! etcd versions: parsing `X.Y.Z[-pre]`, ordering, the one-minor-step upgrade rule, and
+//! the patch releases a minor must reach before it may step to the next one.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -92,7 +93,7 @@ impl PartialOrd for Version {
 }
 
 /// What moving a running cluster from one version to another would mean.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum UpgradePath {
     /// Nothing to do.
     Same,
@@ -102,7 +103,46 @@ pub(crate) enum UpgradePath {
     Downgrade,
     /// The target skips a minor version or changes the major version.
     TooFar,
+    /// The target is the next minor, but the running patch release has known defects
+    /// that make that step unsafe: the cluster must first move to `through` (or a later
+    /// patch of its own minor).
+    UnsafePatch {
+        /// The first patch release of the running minor that may step to the target.
+        through: Version,
+        /// What goes wrong when stepping from the running patch, one sentence each.
+        problems: Vec<&'static str>,
+    },
 }
+
+/// A defect of the patch releases of one minor that breaks an upgrade to the next minor,
+/// fixed in a later patch of the same minor.
+struct NextMinorHazard {
+    /// The minor (`major`, `minor`) whose early patches have the defect.
+    minor: (u64, u64),
+    /// The first patch of that minor without it.
+    fixed_in_patch: u64,
+    /// What goes wrong, for the refusal's message.
+    problem: &'static str,
+}
+
+/// Every known defect that makes a step to the next minor unsafe from some patch releases.
+/// An upgrade from an affected patch is refused until the cluster runs the highest
+/// `fixed_in_patch` of its minor.
+const NEXT_MINOR_HAZARDS: &[NextMinorHazard] = &[
+    NextMinorHazard {
+        minor: (3, 5),
+        fixed_in_patch: 20,
+        problem: "below 3.5.20 a learner's promotion is not persisted in the v3store, \
+                  which 3.6 reads membership from (etcd-io/etcd#19557), and this operator \
+                  adds every member as a learner",
+    },
+    NextMinorHazard {
+        minor: (3, 5),
+        fixed_in_patch: 26,
+        problem: "below 3.5.26 members removed earlier can come back as zombie members \
+                  after the upgrade to 3.6",
+    },
+];
 
 impl Version {
     /// Whether this etcd release supports learner members (`member add --learner`, 3.4+).
@@ -115,11 +155,38 @@ impl Version {
         match target.cmp(self) {
             Ordering::Equal => UpgradePath::Same,
             Ordering::Less => UpgradePath::Downgrade,
-            Ordering::Greater if target.major == self.major && target.minor <= self.minor + 1 => {
+            Ordering::Greater if target.major == self.major && target.minor == self.minor + 1 => {
+                self.unsafe_step_to_next_minor()
+                    .unwrap_or(UpgradePath::Allowed)
+            }
+            Ordering::Greater if target.major == self.major && target.minor == self.minor => {
                 UpgradePath::Allowed
             }
             Ordering::Greater => UpgradePath::TooFar,
         }
+    }
+
+    /// The refusal of a step from this patch release to the next minor, when a known
+    /// defect of this patch makes it unsafe ([`NEXT_MINOR_HAZARDS`]).
+    fn unsafe_step_to_next_minor(&self) -> Option<UpgradePath> {
+        let own = NEXT_MINOR_HAZARDS
+            .iter()
+            .filter(|h| h.minor == (self.major, self.minor));
+        let through = own.clone().map(|h| h.fixed_in_patch).max()?;
+        let fixed = |patch: u64| Version {
+            major: self.major,
+            minor: self.minor,
+            patch,
+            pre: None,
+        };
+        let problems: Vec<&'static str> = own
+            .filter(|h| self < &fixed(h.fixed_in_patch))
+            .map(|h| h.problem)
+            .collect();
+        (!problems.is_empty()).then(|| UpgradePath::UnsafePatch {
+            through: fixed(through),
+            problems,
+        })
     }
 }
 
@@ -161,6 +228,27 @@ mod tests {
         assert_eq!(v("3.5.21").path_to(&v("3.4.23")), UpgradePath::Downgrade);
         assert_eq!(v("3.4.23").path_to(&v("3.6.0")), UpgradePath::TooFar);
         assert_eq!(v("3.4.23").path_to(&v("4.0.0")), UpgradePath::TooFar);
+    }
+
+    #[test]
+    fn step_to_3_6_needs_3_5_26_and_names_every_defect_of_the_running_patch() {
+        let UpgradePath::UnsafePatch { through, problems } = v("3.5.19").path_to(&v("3.6.0"))
+        else {
+            panic!("3.5.19 -> 3.6.0 allowed");
+        };
+        assert_eq!(through, v("3.5.26"));
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        let UpgradePath::UnsafePatch { problems, .. } = v("3.5.25").path_to(&v("3.6.16")) else {
+            panic!("3.5.25 -> 3.6.16 allowed");
+        };
+        assert!(problems[0].contains("zombie"), "{problems:?}");
+        assert!(matches!(
+            v("3.5.26-rc.1").path_to(&v("3.6.0")),
+            UpgradePath::UnsafePatch { .. }
+        ));
+        assert_eq!(v("3.5.26").path_to(&v("3.6.0")), UpgradePath::Allowed);
+        assert_eq!(v("3.5.19").path_to(&v("3.5.26")), UpgradePath::Allowed);
+        assert_eq!(v("3.4.1").path_to(&v("3.5.0")), UpgradePath::Allowed);
     }
 
     #[test]
