@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{
     Capabilities, Container, EnvVar, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
 };
 
-use etcd_operator_actors::lifecycle::{SnapshotSource, TlsMode, restores_with_etcdutl};
+use etcd_operator_actors::lifecycle::{SnapshotSource, TlsMode, Version, restores_with_etcdutl};
 use etcd_operator_actors::ports::{InitialState, MemberPod};
 use etcd_operator_actors::topology::Topology;
 
@@ -83,8 +83,34 @@ pub(crate) fn place_args() -> Vec<String> {
     ]
 }
 
+/// How far a restore moves etcd's revision past the snapshot's (`--bump-revision`).
+///
+/// Clients that stay connected across a restore (a FromBackup recovery keeps the
+/// cluster's name and Services) have seen revisions written after the backup; a restore
+/// that starts again at the snapshot's revision makes revisions go backwards for them, and
+/// watch caches (the Kubernetes API server's among them) stay stale (etcd-io/etcd#16028).
+/// The revision a restored member starts from must exceed any revision written before the
+/// loss. The operator does not always know that revision (the newest one it saw may be
+/// older than the last write), so the bump is a fixed, generous amount, as etcd's restore
+/// documentation suggests: a billion revisions, far more than any cluster writes between
+/// two backups, and small enough beside the revision's range (`i64`, about 9.2 billion
+/// billions) for billions of restores. With `--mark-compacted` the revisions up to the
+/// bumped one are compacted: watchers from before the restore are cancelled and start
+/// again from a fresh read, instead of missing what changed.
+pub(crate) const RESTORE_REVISION_BUMP: u64 = 1_000_000_000;
+
+/// Whether the restoring tool of etcd `version` knows `--bump-revision` and
+/// `--mark-compacted`: `etcdutl` from 3.5.10 (the 3.5 backport of etcd-io/etcd#16029,
+/// etcd-io/etcd#16165) and every 3.6. `etcdctl snapshot restore` of 3.4 (3.4.23 here) and
+/// `etcdutl` before 3.5.10 refuse the flags, so a restore with them does not bump:
+/// clients connected across it may see revisions go backwards.
+pub(crate) fn bumps_revision(version: &Version) -> bool {
+    restores_with_etcdutl(version) && (version.major, version.minor, version.patch) >= (3, 5, 10)
+}
+
 /// `etcdutl snapshot restore` (or `etcdctl` on 3.4) of the fetched file, as the seed
-/// `member` of the new cluster: its name, peer URL, `--initial-cluster` and token.
+/// `member` of the new cluster: its name, peer URL, `--initial-cluster` and token; where
+/// the tool can, the revision moved past any lost write ([`RESTORE_REVISION_BUMP`]).
 pub(crate) fn restore_command(
     topology: &Topology,
     member: &MemberPod,
@@ -110,6 +136,10 @@ pub(crate) fn restore_command(
     ];
     if let InitialState::New { token } = &member.state {
         command.push(format!("--initial-cluster-token={token}"));
+    }
+    if bumps_revision(&member.version) {
+        command.push(format!("--bump-revision={RESTORE_REVISION_BUMP}"));
+        command.push("--mark-compacted".into());
     }
     command
 }

@@ -6,6 +6,7 @@ use etcd_operator_actors::topology::Topology;
 use kube::api::ObjectMeta;
 
 use super::pod::etcd_flags;
+use super::restore::RESTORE_REVISION_BUMP;
 use super::*;
 use crate::api::{EtcdCluster, EtcdClusterSpec, PodPolicy};
 
@@ -762,4 +763,41 @@ fn unready_members_may_always_be_evicted_only_when_every_member_is_on_a_claim() 
         &c,
         &[] as &[k8s_openapi::api::core::v1::Pod]
     ));
+}
+
+/// The restore step's command of a restoring seed at `version`.
+fn restore_step(version: &str) -> Vec<String> {
+    let c = cluster(spec(3, version));
+    let pod = member_pod(&c, &restoring_seed(version), Some("op:1"));
+    init_containers(&pod)[1].command.clone().unwrap()
+}
+
+#[test]
+fn a_restore_with_etcdutl_that_can_bump_revisions_bumps_them_past_any_lost_write() {
+    for version in ["3.5.10", "3.5.35", "3.6.0", "3.6.17"] {
+        let command = restore_step(version);
+        let bump = format!("--bump-revision={RESTORE_REVISION_BUMP}");
+        assert!(command.contains(&bump), "{version}: {command:?}");
+        assert!(
+            command.iter().any(|a| a == "--mark-compacted"),
+            "{version}: {command:?}"
+        );
+    }
+    // Far more than any writes between a backup and its restore.
+    const { assert!(RESTORE_REVISION_BUMP >= 1_000_000_000) };
+}
+
+#[test]
+fn a_restore_with_a_tool_without_the_flags_does_not_bump_revisions() {
+    // etcdctl 3.4 and etcdutl before 3.5.10 do not know the flags: asked for, the restore
+    // would fail.
+    for version in ["3.4.23", "3.5.0", "3.5.9"] {
+        let command = restore_step(version);
+        assert!(
+            !command
+                .iter()
+                .any(|a| a.starts_with("--bump-revision") || a == "--mark-compacted"),
+            "{version}: {command:?}"
+        );
+    }
 }
