@@ -1,13 +1,14 @@
 //! The CRD generated from the Rust types, with the validation rules the types cannot say.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, ValidationRule,
+    CustomResourceDefinition, JSONSchemaProps, ValidationRule,
 };
 use kube::CustomResourceExt;
 use serde_json::json;
 
 use super::EtcdCluster;
 use super::names;
+use super::reserved;
 
 /// Pattern every `spec.version` must match: `X.Y.Z` with an optional pre-release.
 pub(crate) const VERSION_PATTERN: &str = r"^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$";
@@ -27,6 +28,9 @@ pub fn crd() -> CustomResourceDefinition {
         schema.x_kubernetes_validations = Some(vec![name_rule()]);
         if let Some(spec) = schema.properties.as_mut().and_then(|p| p.get_mut("spec")) {
             spec.x_kubernetes_validations = Some(vec![version_rule()]);
+            if let Some(pod) = spec.properties.as_mut().and_then(|p| p.get_mut("pod")) {
+                add_pod_policy_rules(pod);
+            }
         }
     }
     crd
@@ -56,6 +60,38 @@ fn name_rule() -> ValidationRule {
         "message": names::name_rule_message(),
         "reason": "FieldValueInvalid",
     }))
+}
+
+/// The rules of `spec.pod` ([`reserved`]): no `etcdEnv` variable the operator owns, no
+/// label or annotation key of the operator's. Each holds on create and on every change
+/// of its field; an object stored before the rule keeps a writable status with its old
+/// value (the operator blocks it with reason `InvalidSpec`).
+fn add_pod_policy_rules(pod: &mut JSONSchemaProps) {
+    let Some(fields) = pod.properties.as_mut() else {
+        return;
+    };
+    let unchanged_or = |cel: String, message: String| {
+        rule(json!({
+            "rule": format!("(oldSelf.hasValue() && oldSelf.value() == self) || {cel}"),
+            "optionalOldSelf": true,
+            "message": message,
+            "reason": "FieldValueForbidden",
+        }))
+    };
+    if let Some(env) = fields.get_mut("etcdEnv") {
+        env.x_kubernetes_validations = Some(vec![unchanged_or(
+            reserved::env_cel_rule(),
+            reserved::env_rule_message(),
+        )]);
+    }
+    for field in ["labels", "annotations"] {
+        if let Some(map) = fields.get_mut(field) {
+            map.x_kubernetes_validations = Some(vec![unchanged_or(
+                reserved::keys_cel_rule(),
+                reserved::keys_rule_message(field),
+            )]);
+        }
+    }
 }
 
 /// Which CRDs `etcd-operator crd` prints.

@@ -9,6 +9,7 @@ use super::EtcdCluster;
 use super::names::name_problem;
 use super::quantity;
 use super::recovery::ClusterRecovery;
+use super::reserved;
 use super::restore::{ClusterRestore, RestoreStorageType, S3RestoreSource};
 
 /// The lifecycle's view of an EtcdCluster's spec.
@@ -25,6 +26,7 @@ pub(crate) fn desired_cluster(cluster: &EtcdCluster) -> DesiredCluster {
             &cluster.namespace().unwrap_or_default(),
             &cluster.name_any(),
         ),
+        pod_policy_problem: spec.pod.as_ref().and_then(reserved::pod_policy_problem),
         generation: cluster.metadata.generation.unwrap_or_default(),
         uid: cluster.metadata.uid.clone().unwrap_or_default(),
         pod_template: spec.pod_template_digest(),

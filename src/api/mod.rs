@@ -6,6 +6,7 @@ mod desired;
 pub mod names;
 pub(crate) mod quantity;
 mod recovery;
+mod reserved;
 pub mod restore;
 mod spec;
 mod status;

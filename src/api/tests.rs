@@ -468,3 +468,73 @@ fn a_rotate_ca_or_recover_annotation_change_is_a_change_of_the_desired_cluster()
         "other annotations change nothing"
     );
 }
+
+fn with_pod(pod: &str) -> EtcdCluster {
+    serde_yaml_ng::from_str(&format!(
+        "metadata: {{name: demo, namespace: default}}\nspec:\n  size: 3\n  pod:\n{pod}"
+    ))
+    .unwrap()
+}
+
+#[test]
+fn a_stored_cluster_setting_an_owned_etcd_variable_is_blocked_with_the_variable_named() {
+    for name in [
+        "ETCD_INITIAL_CLUSTER_STATE",
+        "ETCD_FORCE_NEW_CLUSTER",
+        "ETCD_WAL_DIR",
+        "ETCD_UNSAFE_NO_FSYNC",
+        "ETCD_LISTEN_CLIENT_HTTP_URLS",
+        "ETCD_DISCOVERY_SRV",
+        "ETCD_PEER_AUTO_TLS",
+    ] {
+        let cluster = with_pod(&format!("    etcdEnv:\n    - {{name: {name}, value: x}}\n"));
+        let problem = desired_cluster(&cluster).pod_policy_problem;
+        let problem = problem.unwrap_or_else(|| panic!("{name} was accepted"));
+        assert!(problem.contains(&format!("found {name}")), "{problem}");
+    }
+    let plain = with_pod("    etcdEnv:\n    - {name: ETCD_QUOTA_BACKEND_BYTES, value: '1'}\n");
+    assert_eq!(desired_cluster(&plain).pod_policy_problem, None);
+}
+
+#[test]
+fn a_stored_cluster_using_the_operators_label_or_annotation_keys_is_blocked() {
+    let labels = with_pod("    labels: {etcd.database.coreos.com/voter: 'true', team: a}\n");
+    let problem = desired_cluster(&labels).pod_policy_problem.unwrap();
+    assert!(problem.contains("spec.pod.labels"), "{problem}");
+    let annotations =
+        with_pod("    annotations: {etcd.database.coreos.com/force-new-cluster: 'true'}\n");
+    let problem = desired_cluster(&annotations).pod_policy_problem.unwrap();
+    assert!(problem.contains("spec.pod.annotations"), "{problem}");
+    let fine = with_pod("    labels: {team: a}\n    annotations: {example.com/x: y}\n");
+    assert_eq!(desired_cluster(&fine).pod_policy_problem, None);
+}
+
+#[test]
+fn the_crd_refuses_changes_to_owned_etcd_variables_and_keys_from_the_same_list() {
+    let pod = &spec_schema()["properties"]["pod"]["properties"];
+    let env_rule = &pod["etcdEnv"]["x-kubernetes-validations"][0];
+    let cel = env_rule["rule"].as_str().unwrap();
+    for name in super::reserved::RESERVED_ENV_NAMES
+        .iter()
+        .chain(super::reserved::RESERVED_ENV_PREFIXES)
+    {
+        assert!(
+            cel.contains(&format!("'{name}'")),
+            "{name} missing from {cel}"
+        );
+    }
+    // An object stored before the rule keeps a writable status: only a change is checked.
+    assert!(cel.starts_with("(oldSelf.hasValue() && oldSelf.value() == self) ||"));
+    assert_eq!(env_rule["optionalOldSelf"], true);
+    for field in ["labels", "annotations"] {
+        let rule = &pod[field]["x-kubernetes-validations"][0];
+        assert!(
+            rule["rule"]
+                .as_str()
+                .unwrap()
+                .contains("!k.startsWith('etcd.database.coreos.com/')"),
+            "{rule}"
+        );
+        assert!(rule["message"].as_str().unwrap().contains(field));
+    }
+}

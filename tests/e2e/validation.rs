@@ -106,3 +106,48 @@ fn the_api_server_refuses_exactly_the_names_the_operator_refuses() {
         );
     }
 }
+
+#[test]
+fn etcd_variables_and_label_keys_the_operator_owns_are_refused_at_kubectl_apply() {
+    let ns = Namespace::create("reserved");
+    let env = |name: &str| {
+        format!("  size: 1\n  pod:\n    etcdEnv:\n    - name: {name}\n      value: \"x\"\n")
+    };
+    for name in [
+        "ETCD_INITIAL_CLUSTER_STATE",
+        "ETCD_INITIAL_CLUSTER_TOKEN",
+        "ETCD_DATA_DIR",
+        "ETCD_FORCE_NEW_CLUSTER",
+        "ETCD_WAL_DIR",
+        "ETCD_UNSAFE_NO_FSYNC",
+        "ETCD_LISTEN_CLIENT_HTTP_URLS",
+        "ETCD_PEER_CERT_FILE",
+        "ETCD_NAME",
+    ] {
+        let (ok, out) = apply_spec(&ns.0, &env(name));
+        assert!(!ok, "accepted {name}: {out}");
+        assert!(
+            out.contains("spec.pod.etcdEnv") && out.contains("ETCD_FORCE_NEW_CLUSTER"),
+            "{name}: the message does not name the field and the list: {out}"
+        );
+    }
+    for (field, key) in [
+        ("labels", "etcd.database.coreos.com/voter"),
+        ("annotations", "etcd.database.coreos.com/force-new-cluster"),
+    ] {
+        let spec = format!("  size: 1\n  pod:\n    {field}:\n      {key}: \"true\"\n");
+        let (ok, out) = apply_spec(&ns.0, &spec);
+        assert!(!ok, "accepted {field} {key}: {out}");
+        assert!(out.contains("etcd.database.coreos.com/*"), "{out}");
+    }
+    // What users do set stays accepted.
+    let fine = "  size: 1\n  pod:\n    labels:\n      team: a\n    etcdEnv:\n    \
+                - name: ETCD_QUOTA_BACKEND_BYTES\n      value: \"4294967296\"\n";
+    let yaml = format!(
+        "apiVersion: etcd.database.coreos.com/v1beta2\nkind: EtcdCluster\nmetadata:\n  \
+         name: fine\n  namespace: {}\nspec:\n{fine}",
+        ns.0
+    );
+    let (ok, out) = kubectl(&["apply", "--dry-run=server", "-f", "-"], Some(&yaml));
+    assert!(ok, "a plain variable was refused: {out}");
+}

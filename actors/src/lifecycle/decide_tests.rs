@@ -1608,3 +1608,19 @@ fn an_unpublished_address_never_holds_back_a_scale_down() {
     let d = on_running(world, 1, VERSION);
     assert_eq!(d.why.reason, Reason::RemovingMember, "{}", d.why.message);
 }
+
+#[test]
+fn a_running_cluster_whose_pod_policy_sets_an_owned_etcd_variable_is_blocked_untouched() {
+    let now = Instant::now();
+    // One member gone: without the problem, a replacement would be made.
+    let world = World::healthy(now, 3, VERSION).without_pod("demo-2");
+    let mut s = spec(3, VERSION);
+    s.pod_policy_problem = Some("spec.pod.etcdEnv cannot set ETCD_FORCE_NEW_CLUSTER".into());
+    let d = run(running_state(), &world.build(), &s);
+    assert_idle(&d, Reason::InvalidSpec);
+    assert!(
+        d.why.message.contains("ETCD_FORCE_NEW_CLUSTER"),
+        "{}",
+        d.why.message
+    );
+}

@@ -24,6 +24,10 @@ pub struct DesiredCluster {
     /// Why the cluster's name cannot make valid object names (Services, pods, DNS
     /// labels), when it cannot; the CRD refuses such names, this catches older objects.
     pub name_problem: Option<String>,
+    /// Why the pod policy cannot be used, when it cannot (an `etcdEnv` variable whose
+    /// flag the operator owns, a label or annotation key of the operator's); the CRD
+    /// refuses such a spec, this catches older objects.
+    pub pod_policy_problem: Option<String>,
     /// `metadata.generation` of the object this was read from.
     pub generation: i64,
     /// `metadata.uid` of the object: a cluster deleted and created again under the same
@@ -75,6 +79,7 @@ impl DesiredCluster {
             deleting: false,
             tls: TlsMode::Off,
             name_problem: None,
+            pod_policy_problem: None,
             generation: 1,
             uid: String::new(),
             pod_template: String::new(),
