@@ -117,9 +117,14 @@ pub struct FetchArgs {
     #[arg(long)]
     pub out: std::path::PathBuf,
     /// Where etcd's tool restores next: a directory left there by an interrupted
-    /// earlier run is set aside first.
+    /// earlier run is removed first.
     #[arg(long)]
-    pub restored_dir: Option<std::path::PathBuf>,
+    pub restored_dir: std::path::PathBuf,
+    /// The member's data directory: when it exists, nothing is fetched and `--out` gets
+    /// an empty placeholder snapshot for etcd's tool, whose restore `snapshot-place`
+    /// throws away.
+    #[arg(long)]
+    pub data_dir: std::path::PathBuf,
 }
 
 /// Flags of `snapshot-place`.
@@ -316,16 +321,17 @@ fn report(result: Result<String, String>) -> ExitCode {
 }
 
 fn fetch(args: &FetchArgs) -> Result<String, String> {
-    use crate::restore::fetch::{Expected, fetch_snapshot, s3_credentials, s3_store, set_aside};
-    if let Some(restored) = &args.restored_dir
-        && let Some(aside) =
-            set_aside(restored).map_err(|e| format!("{}: {e}", restored.display()))?
-    {
-        println!(
-            "an interrupted restore's {} was set aside as {}",
-            restored.display(),
-            aside.display()
-        );
+    use crate::restore::fetch::{
+        Expected, Prepared, fetch_snapshot, prepare, s3_credentials, s3_store,
+    };
+    let prepared = prepare(&args.restored_dir, &args.data_dir, &args.out)
+        .map_err(|e| format!("preparing {}: {e}", args.out.display()))?;
+    if prepared == Prepared::DataInPlace {
+        return Ok(format!(
+            "{} holds the member's data already (an earlier run placed it): nothing is \
+             fetched, and etcd's tool restores an empty placeholder that is thrown away",
+            args.data_dir.display()
+        ));
     }
     let credentials = s3_credentials(&args.credentials).map_err(|e| e.to_string())?;
     let endpoint = args.endpoint.as_deref().filter(|e| !e.is_empty());
@@ -362,13 +368,10 @@ fn place(args: &PlaceArgs) -> Result<String, String> {
             "the restored data is the member's data directory {}",
             args.data_dir.display()
         ),
-        Placed::Kept(aside) => format!(
-            "{} holds data already (an earlier run placed it) and stays; the new copy {}",
+        Placed::Kept => format!(
+            "{} holds the member's data already (an earlier run placed it) and stays; \
+             the restored copy was removed",
             args.data_dir.display(),
-            aside.map_or("was not made".to_string(), |a| format!(
-                "was set aside as {}",
-                a.display()
-            ))
         ),
     })
 }

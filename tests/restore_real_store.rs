@@ -99,6 +99,7 @@ fn fetch_args(
     metadata: &BackupMetadata,
     credentials: &Path,
     out: &Path,
+    data: &Path,
 ) -> Vec<String> {
     vec![
         "snapshot-fetch".into(),
@@ -110,7 +111,47 @@ fn fetch_args(
         "--force-path-style".into(),
         format!("--credentials={}", credentials.display()),
         format!("--out={}", out.display()),
+        format!(
+            "--restored-dir={}",
+            out.with_file_name("restored").display()
+        ),
+        format!("--data-dir={}", data.display()),
     ]
+}
+
+/// The seed's three init containers on a volume at `dir` whose data directory is `data`:
+/// `snapshot-fetch` (checked), etcdutl 3.5 restore as the new cluster's seed `seed`
+/// (member 2 of `net`), `snapshot-place`. What the fetch and the place said.
+fn restore_steps(
+    (net, s3, found): (&Loopback, &S3Server, &BackupMetadata),
+    dir: &Path,
+    data: &Path,
+    seed: &str,
+) -> (String, String) {
+    let credentials = dir.join("credentials");
+    let (fetched, restored) = (dir.join("restore.db"), dir.join("restored"));
+    let args = fetch_args(&s3.endpoint(), found, &credentials, &fetched, data);
+    let (ok, fetch_said) = operator(&args);
+    assert!(ok, "snapshot-fetch failed: {fetch_said}");
+    let status = Command::new(cached_etcd35("etcdutl"))
+        .args(["snapshot", "restore"])
+        .arg(&fetched)
+        .arg(format!("--name={seed}"))
+        .arg(format!("--initial-cluster={}", net.cluster_entry(seed, 2)))
+        .arg(format!("--initial-advertise-peer-urls={}", net.peer_url(2)))
+        .arg("--initial-cluster-token=restored-0123456789abcdef")
+        .arg(format!("--data-dir={}", restored.display()))
+        .status()
+        .expect("run etcdutl");
+    assert!(status.success(), "etcdutl snapshot restore failed");
+    let (ok, place_said) = operator(&[
+        "snapshot-place".into(),
+        format!("--restored-dir={}", restored.display()),
+        format!("--data-dir={}", data.display()),
+        format!("--snapshot={}", fetched.display()),
+    ]);
+    assert!(ok, "snapshot-place failed: {place_said}");
+    (fetch_said, place_said)
 }
 
 /// Backs up `count` keys of a real etcd into the server; the source member, and the
@@ -165,34 +206,20 @@ async fn a_stored_snapshot_is_verified_fetched_restored_with_etcdutl_and_served_
     // The seed's init containers: fetch (checked), etcdutl restore as the new cluster's
     // seed, place.
     let tmp = TempDir::new("ok");
-    let credentials = mounted_secret(&tmp.0);
-    let (fetched, place_from) = (tmp.0.join("restore.db"), tmp.0.join("restored"));
-    let (ok, out) = operator(&fetch_args(&s3.endpoint(), &found, &credentials, &fetched));
-    assert!(ok, "snapshot-fetch failed: {out}");
-    assert_eq!(std::fs::metadata(&fetched).unwrap().len(), found.size);
+    mounted_secret(&tmp.0);
     let seed = "restored";
     let restored = EtcdProcess::start_on_data(&net, 2, seed, &cached_etcd35("etcd"), |data| {
-        let status = Command::new(cached_etcd35("etcdutl"))
-            .args(["snapshot", "restore"])
-            .arg(&fetched)
-            .arg(format!("--name={seed}"))
-            .arg(format!("--initial-cluster={}", net.cluster_entry(seed, 2)))
-            .arg(format!("--initial-advertise-peer-urls={}", net.peer_url(2)))
-            .arg("--initial-cluster-token=restored-0123456789abcdef")
-            .arg(format!("--data-dir={}", place_from.display()))
-            .status()
-            .expect("run etcdutl");
-        assert!(status.success(), "etcdutl snapshot restore failed");
-        let (ok, out) = operator(&[
-            "snapshot-place".into(),
-            format!("--restored-dir={}", place_from.display()),
-            format!("--data-dir={}", data.display()),
-            format!("--snapshot={}", fetched.display()),
-        ]);
-        assert!(ok, "snapshot-place failed: {out}");
+        let (fetched, _) = restore_steps((&net, &s3, &found), &tmp.0, data, seed);
+        assert!(
+            fetched.contains(&format!("({} bytes", found.size)),
+            "{fetched}"
+        );
     })
     .await;
-    assert!(!fetched.exists(), "the fetched file is removed once placed");
+    assert!(
+        !tmp.0.join("restore.db").exists(),
+        "the fetched file is removed once placed"
+    );
 
     // Every key, at the snapshot's revision or later, under a new cluster ID.
     let (count, last, revision) = read_keys(&restored.client_url()).await;
@@ -229,7 +256,14 @@ async fn a_corrupted_snapshot_is_refused_by_the_restore_and_by_the_fetch() {
     let tmp = TempDir::new("corrupt");
     let credentials = mounted_secret(&tmp.0);
     let out = tmp.0.join("restore.db");
-    let (ok, said) = operator(&fetch_args(&s3.endpoint(), &found, &credentials, &out));
+    let data = tmp.0.join("data");
+    let (ok, said) = operator(&fetch_args(
+        &s3.endpoint(),
+        &found,
+        &credentials,
+        &out,
+        &data,
+    ));
     assert!(!ok, "a corrupted snapshot was fetched: {said}");
     assert!(
         said.contains("corrupt") || said.contains("sha256"),
@@ -268,4 +302,90 @@ async fn a_missing_snapshot_or_one_without_metadata_is_refused_with_its_reason()
         .unwrap_err();
     assert_eq!(err.reason(), "BackupNotFound", "{err}");
     assert!(err.to_string().contains("no metadata"), "{err}");
+}
+
+#[actix_rt::test]
+async fn restore_steps_run_again_over_data_in_place_fetch_nothing_and_keep_every_write() {
+    let net = Loopback::new();
+    let s3 = S3Server::start(&[BUCKET]);
+    let (_source, metadata) = backed_up(&net, &s3, 100).await;
+    let tmp = TempDir::new("again");
+    mounted_secret(&tmp.0);
+    let seed = "restored";
+    let mut restored = EtcdProcess::start_on_data(&net, 2, seed, &cached_etcd35("etcd"), |data| {
+        restore_steps((&net, &s3, &metadata), &tmp.0, data, seed);
+    })
+    .await;
+    let mut client = etcd_client::Client::connect([restored.client_url()], None)
+        .await
+        .unwrap();
+    client
+        .put("written-after-the-restore", "kept", None)
+        .await
+        .unwrap();
+    drop(client);
+
+    // A new sandbox after the snapshot and the Secret are gone: the steps run again.
+    restored.stop();
+    store_at(&s3.endpoint(), "")
+        .delete(&metadata.key)
+        .await
+        .unwrap();
+    std::fs::remove_dir_all(tmp.0.join("credentials")).unwrap();
+    std::fs::create_dir_all(tmp.0.join("credentials")).unwrap();
+    let data = restored.data_dir();
+    let (fetched, placed) = restore_steps((&net, &s3, &metadata), &tmp.0, &data, seed);
+    assert!(fetched.contains("nothing is fetched"), "{fetched}");
+    assert!(placed.contains("stays"), "{placed}");
+    let mut beside: Vec<String> = std::fs::read_dir(&tmp.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    beside.sort();
+    assert_eq!(beside, ["credentials"], "nothing is left beside the data");
+
+    restored.restart().await;
+    let (count, last, _) = read_keys(&restored.client_url()).await;
+    assert_eq!((count, last.as_str()), (100, "value-00099"));
+    let mut client = etcd_client::Client::connect([restored.client_url()], None)
+        .await
+        .unwrap();
+    let kept = client.get("written-after-the-restore", None).await.unwrap();
+    assert_eq!(kept.kvs()[0].value_str().unwrap(), "kept");
+}
+
+#[test]
+fn the_placeholder_snapshot_restores_with_etcdctl_34_and_etcdutl_35_and_36() {
+    let tmp = TempDir::new("placeholder");
+    let file = tmp.0.join("placeholder.db");
+    std::fs::write(&file, etcd_operator::restore::fetch::PLACEHOLDER).unwrap();
+    let etcdctl34 =
+        std::env::var_os("ETCDCTL_BIN").map_or_else(|| "/usr/bin/etcdctl".into(), PathBuf::from);
+    for (i, tool) in [
+        etcdctl34,
+        cached_etcd35("etcdutl"),
+        support::etcd_process::cached_etcd("v3.6", "etcdutl"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let out = Command::new(tool)
+            .env("ETCDCTL_API", "3")
+            .args(["snapshot", "restore"])
+            .arg(&file)
+            .args(["--name=m", "--initial-cluster=m=http://m:2380"])
+            .arg("--initial-advertise-peer-urls=http://m:2380")
+            .arg(format!(
+                "--data-dir={}",
+                tmp.0.join(format!("r{i}")).display()
+            ))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{} refused the placeholder: {}",
+            tool.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

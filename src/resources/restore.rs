@@ -7,8 +7,9 @@
 //! `snapshot-place`); the restore runs the member's etcd image (`etcdutl snapshot restore`
 //! from 3.5, `etcdctl snapshot restore` on 3.4). Every path is a direct child of the data
 //! volume's mount, so the data directory moves into place with one rename, whatever user
-//! each image runs as. The steps may run again (a pod sandbox made anew): a data directory
-//! already in place is never replaced.
+//! each image runs as. The steps run again whenever the pod sandbox is made anew: over a
+//! data directory in place, the fetch fetches nothing, etcd's tool restores an empty
+//! placeholder, and the place step throws that away ([`crate::restore::fetch::prepare`]).
 
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, EnvVar, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
@@ -63,6 +64,7 @@ pub(crate) fn fetch_args(source: &SnapshotSource) -> Vec<String> {
         format!("--credentials={CREDENTIALS_MOUNT}"),
         format!("--out={SNAPSHOT_FILE}"),
         format!("--restored-dir={RESTORED_DIR}"),
+        format!("--data-dir={DATA_DIR}"),
     ];
     if let Some(endpoint) = &source.endpoint {
         args.push(format!("--endpoint={endpoint}"));
@@ -196,6 +198,9 @@ pub(crate) fn credentials_volume(source: &SnapshotSource) -> Volume {
         name: CREDENTIALS_VOLUME.into(),
         secret: Some(SecretVolumeSource {
             secret_name: Some(source.secret.clone()),
+            // A Secret deleted after the restore must not keep the pod from starting on
+            // its data: over data in place, the fetch reads no credentials.
+            optional: Some(true),
             ..SecretVolumeSource::default()
         }),
         ..Volume::default()

@@ -175,39 +175,63 @@ fn check(expected: &Expected, verifier: SnapshotVerifier) -> Result<(), FetchErr
     })
 }
 
-/// Moves a data directory left by an earlier, interrupted restore out of the way (a
-/// rename beside it, never a deletion), so that etcd's tool finds no directory there.
-pub fn set_aside(restored: &Path) -> std::io::Result<Option<PathBuf>> {
-    if !restored.exists() {
-        return Ok(None);
+/// The snapshot of an empty etcd (3.4.23, restorable by `etcdctl` 3.4 and `etcdutl` 3.5 and
+/// 3.6), written instead of a fetch when the member's data directory exists already.
+///
+/// The steps of a restoring seed run again whenever its pod sandbox is made anew (a node
+/// reboot), and etcd images have no shell: the restore step always runs etcd's tool on
+/// the fetched file. Over data in place, the tool restores this placeholder (20 KB, in
+/// milliseconds) and [`place`] throws its output away, instead of the real snapshot being
+/// fetched again (from a store, with a Secret, that may be gone by then).
+pub const PLACEHOLDER: &[u8] = include_bytes!("placeholder.db");
+
+/// What [`prepare`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Prepared {
+    /// No data directory: the snapshot is to be fetched.
+    Fetch,
+    /// The member's data directory exists (an earlier run of these steps placed it, and
+    /// etcd may have written to it since): [`PLACEHOLDER`] was written instead.
+    DataInPlace,
+}
+
+/// The fetch step's start: an interrupted earlier run's leftovers beside the data
+/// directory are removed (the restored directory, which only etcd's tool ever wrote and
+/// etcd never ran on, and a partial download), then, when `data_dir` holds the member's
+/// data already, [`PLACEHOLDER`] is written to `out` and nothing is fetched.
+pub fn prepare(restored: &Path, data_dir: &Path, out: &Path) -> std::io::Result<Prepared> {
+    remove_dir_if_present(restored)?;
+    remove_file_if_present(&out.with_extension("partial"))?;
+    if data_dir.exists() {
+        std::fs::write(out, PLACEHOLDER)?;
+        return Ok(Prepared::DataInPlace);
     }
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or_default();
-    let mut aside = restored.as_os_str().to_owned();
-    aside.push(format!(".unused-{stamp}"));
-    let aside = PathBuf::from(aside);
-    std::fs::rename(restored, &aside)?;
-    Ok(Some(aside))
+    Ok(Prepared::Fetch)
 }
 
 /// The last step before etcd starts (`etcd-operator snapshot-place`): the restored data
 /// directory becomes the member's, unless the member has one already (an earlier run of
-/// these steps placed it, and etcd may have written to it since): then it stays, and the
-/// new one is set aside. The fetched snapshot file is removed.
-pub fn place(restored: &Path, data_dir: &Path, snapshot: &Path) -> std::io::Result<Placed> {
+/// these steps placed it): then it stays, and the restored copy is removed. The fetched
+/// file is removed either way. A restore of [`PLACEHOLDER`] is never placed: the data
+/// directory it stood in for has gone since the fetch step, and an empty member must not
+/// start under the restored cluster's name.
+pub fn place(restored: &Path, data_dir: &Path, snapshot: &Path) -> Result<Placed, PlaceError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| PlaceError::Io { path, source }
+    };
     let placed = if data_dir.exists() {
-        Placed::Kept(set_aside(restored)?)
+        remove_dir_if_present(restored).map_err(io(restored))?;
+        Placed::Kept
+    } else if std::fs::read(snapshot).is_ok_and(|bytes| bytes == PLACEHOLDER) {
+        return Err(PlaceError::DataVanished {
+            data_dir: data_dir.to_path_buf(),
+        });
     } else {
-        std::fs::rename(restored, data_dir)?;
+        std::fs::rename(restored, data_dir).map_err(io(restored))?;
         Placed::Moved
     };
-    match std::fs::remove_file(snapshot) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
+    remove_file_if_present(snapshot).map_err(io(snapshot))?;
     Ok(placed)
 }
 
@@ -216,9 +240,44 @@ pub fn place(restored: &Path, data_dir: &Path, snapshot: &Path) -> std::io::Resu
 pub enum Placed {
     /// The restored directory is now the data directory.
     Moved,
-    /// A data directory was there already and stays; the restored one (if any) was set
-    /// aside there.
-    Kept(Option<PathBuf>),
+    /// A data directory was there already and stays; the restored copy was removed.
+    Kept,
+}
+
+/// Why [`place`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PlaceError {
+    /// A file or directory could not be moved or removed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The data directory existed when the fetch step ran and is gone now.
+    #[error(
+        "{data_dir} held the member's data when this pod's restore steps began and is \
+         gone now; an empty member is not started in its place"
+    )]
+    DataVanished {
+        /// The member's data directory.
+        data_dir: PathBuf,
+    },
+}
+
+fn remove_dir_if_present(dir: &Path) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+fn remove_file_if_present(file: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(file) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]
@@ -274,28 +333,82 @@ mod tests {
         assert!(check(&expected(&good), verifier(&bytes)).is_err());
     }
 
-    #[test]
-    fn placing_moves_the_restored_directory_unless_data_is_there_already() {
-        let dir = std::env::temp_dir().join(format!("eo-place-{}", std::process::id()));
+    /// A directory of this test with `restored/member`, `restore.db` and no data.
+    fn volume(label: &str) -> (PathBuf, PathBuf, PathBuf, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("eo-{label}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("restored/member")).unwrap();
         std::fs::write(dir.join("restore.db"), b"x").unwrap();
-        let (restored, data, file) = (
+        let paths = (
             dir.join("restored"),
             dir.join("data"),
             dir.join("restore.db"),
         );
+        (dir, paths.0, paths.1, paths.2)
+    }
+
+    fn entries(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn placing_moves_the_restored_directory_and_removes_the_snapshot() {
+        let (dir, restored, data, file) = volume("place");
         assert_eq!(place(&restored, &data, &file).unwrap(), Placed::Moved);
-        assert!(data.join("member").is_dir() && !restored.exists() && !file.exists());
-        // Run again (a new sandbox): the data in place stays, the new copy is set aside.
-        std::fs::create_dir_all(restored.join("member")).unwrap();
-        std::fs::write(data.join("member/written-by-etcd"), b"y").unwrap();
-        let Placed::Kept(Some(aside)) = place(&restored, &data, &file).unwrap() else {
-            panic!("the data in place must be kept");
-        };
-        assert!(aside.join("member").is_dir());
-        assert!(data.join("member/written-by-etcd").exists());
+        assert!(data.join("member").is_dir());
+        assert_eq!(entries(&dir), ["data"]);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn steps_run_again_over_data_in_place_fetch_nothing_keep_the_data_and_leave_nothing_beside_it()
+    {
+        let (dir, restored, data, file) = volume("again");
+        place(&restored, &data, &file).unwrap();
+        std::fs::write(data.join("member/written-by-etcd"), b"y").unwrap();
+        // A new sandbox: an interrupted download and restore are there too.
+        std::fs::write(file.with_extension("partial"), b"part").unwrap();
+        std::fs::create_dir_all(restored.join("member")).unwrap();
+        assert_eq!(
+            prepare(&restored, &data, &file).unwrap(),
+            Prepared::DataInPlace
+        );
+        assert_eq!(std::fs::read(&file).unwrap(), PLACEHOLDER);
+        assert!(!restored.exists());
+        // etcd's tool restores the placeholder; placing throws the copy away.
+        std::fs::create_dir_all(restored.join("member")).unwrap();
+        assert_eq!(place(&restored, &data, &file).unwrap(), Placed::Kept);
+        assert!(data.join("member/written-by-etcd").exists());
+        assert_eq!(entries(&dir), ["data"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_interrupted_first_restore_is_cleared_and_fetched_again() {
+        let (dir, restored, data, file) = volume("interrupted");
+        assert_eq!(prepare(&restored, &data, &file).unwrap(), Prepared::Fetch);
+        assert!(!restored.exists() && !data.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_restore_of_the_placeholder_is_never_placed_where_the_data_vanished() {
+        let (dir, restored, data, file) = volume("vanished");
+        std::fs::write(&file, PLACEHOLDER).unwrap();
+        let err = place(&restored, &data, &file).unwrap_err();
+        assert!(matches!(err, PlaceError::DataVanished { .. }), "{err}");
+        assert!(!data.exists(), "no empty member is placed");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_placeholder_is_an_etcd_snapshot_whose_checksum_holds() {
+        assert!(verifier(PLACEHOLDER).finish().is_ok());
     }
 
     #[test]
