@@ -735,9 +735,9 @@ async fn a_version_change_upgrades_every_member_in_place_keeping_the_membership(
     let actor = start(&fake, DesiredCluster::new(3, V), ClusterConfig::default());
     until(&actor, &fake, "3 running members", running_with(3)).await;
 
-    actor.do_send(SpecChanged(DesiredCluster::new(3, "3.6.0")));
-    let view = until(&actor, &fake, "3 members on 3.6.0", |view, fake| {
-        fake.is_converged(3, "3.6.0") && view["status"]["current_version"] == "3.6.0"
+    actor.do_send(SpecChanged(DesiredCluster::new(3, "3.5.30")));
+    let view = until(&actor, &fake, "3 members on 3.5.30", |view, fake| {
+        fake.is_converged(3, "3.5.30") && view["status"]["current_version"] == "3.5.30"
     })
     .await;
 
@@ -760,11 +760,11 @@ async fn an_upgrade_to_an_image_that_never_runs_halts_and_rolls_the_member_back(
     tokio::time::pause();
     let fake = FakeCluster::running(demo(), 3, V);
     let members_before = fake.members();
-    fake.make_unrunnable("3.6.0");
+    fake.make_unrunnable("3.5.30");
     let actor = start(&fake, DesiredCluster::new(3, V), ClusterConfig::default());
     until(&actor, &fake, "3 running members", running_with(3)).await;
 
-    actor.do_send(SpecChanged(DesiredCluster::new(3, "3.6.0")));
+    actor.do_send(SpecChanged(DesiredCluster::new(3, "3.5.30")));
     let view = until(&actor, &fake, "the upgrade halted", |view, _| {
         view["status"]["reason"] == "UpgradeFailed"
     })
