@@ -1,7 +1,7 @@
 //! The CRD generated from the Rust types, with the validation rules the types cannot say.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, JSONSchemaProps, ValidationRule,
+    CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, ValidationRule,
 };
 use kube::CustomResourceExt;
 use serde_json::json;
@@ -62,31 +62,43 @@ fn name_rule() -> ValidationRule {
     }))
 }
 
+/// Most `etcdEnv` entries a spec may hold; bounds the CEL rule's cost (the API server
+/// refuses a CRD whose rules' estimated cost is unbounded).
+const MAX_ETCD_ENV: i64 = 128;
+/// Longest `etcdEnv` name (etcd's longest variable is under 60 characters).
+const MAX_ENV_NAME: i64 = 256;
+
 /// The rules of `spec.pod` ([`reserved`]): no `etcdEnv` variable the operator owns, no
-/// label or annotation key of the operator's. Each holds on create and on every change
-/// of its field; an object stored before the rule keeps a writable status with its old
-/// value (the operator blocks it with reason `InvalidSpec`).
+/// label or annotation key of the operator's. The rules name no `oldSelf`, so the API
+/// server's validation ratcheting lets an object stored before them keep its unchanged
+/// values (and a writable status); the operator blocks such an object with reason
+/// `InvalidSpec`.
 fn add_pod_policy_rules(pod: &mut JSONSchemaProps) {
     let Some(fields) = pod.properties.as_mut() else {
         return;
     };
-    let unchanged_or = |cel: String, message: String| {
+    let forbid = |cel: String, message: String| {
         rule(json!({
-            "rule": format!("(oldSelf.hasValue() && oldSelf.value() == self) || {cel}"),
-            "optionalOldSelf": true,
+            "rule": cel,
             "message": message,
             "reason": "FieldValueForbidden",
         }))
     };
     if let Some(env) = fields.get_mut("etcdEnv") {
-        env.x_kubernetes_validations = Some(vec![unchanged_or(
+        env.max_items = Some(MAX_ETCD_ENV);
+        if let Some(JSONSchemaPropsOrArray::Schema(item)) = env.items.as_mut()
+            && let Some(name) = item.properties.as_mut().and_then(|p| p.get_mut("name"))
+        {
+            name.max_length = Some(MAX_ENV_NAME);
+        }
+        env.x_kubernetes_validations = Some(vec![forbid(
             reserved::env_cel_rule(),
             reserved::env_rule_message(),
         )]);
     }
     for field in ["labels", "annotations"] {
         if let Some(map) = fields.get_mut(field) {
-            map.x_kubernetes_validations = Some(vec![unchanged_or(
+            map.x_kubernetes_validations = Some(vec![forbid(
                 reserved::keys_cel_rule(),
                 reserved::keys_rule_message(field),
             )]);
