@@ -316,7 +316,9 @@ fn seed_steps(
         }
         Some(_) => match alone(obs, seed) {
             Some((cluster_id, revision)) => {
-                let restored = revision.or(record.backup.as_ref().map(|b| b.revision));
+                // The data restored is the backup's: the seed's own revision may be bumped
+                // far past it (etcdutl --bump-revision), so it says nothing of what is lost.
+                let restored = record.backup.as_ref().map(|b| b.revision).or(revision);
                 let finished = RecoveryRecord {
                     restored_revision: restored,
                     cluster_id: Some(cluster_id),
@@ -334,7 +336,7 @@ fn seed_steps(
                     "seed {seed} runs {} at revision {}: recovered ({window}); the cluster \
                      grows back with learners",
                     if restoring { from.as_str() } else { "empty" },
-                    restored.unwrap_or_default()
+                    revision.or(restored).unwrap_or_default()
                 );
                 let action = Action::FinishRecovery { record: finished };
                 progress(state, Reason::Recovered, vec![action], message)

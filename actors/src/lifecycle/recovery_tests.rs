@@ -529,6 +529,41 @@ fn a_recorded_recovery_from_a_backup_starts_its_seed_from_the_backup() {
 }
 
 #[test]
+fn a_seed_restored_with_bumped_revisions_reports_the_window_lost_from_the_backups_revision() {
+    let new_cluster = 0xfeed;
+    let mut obs = World::empty(Instant::now()).born().build();
+    obs.pods.push(PodView::running("s1", VERSION));
+    let mut health = MemberHealth::healthy(VERSION);
+    // etcdutl --bump-revision: the seed's revisions start far past anything lost.
+    health.revision = Some(1_000_000_121);
+    health.cluster_id = Some(new_cluster);
+    obs.health.insert(7, health);
+    obs.membership = Membership::Listed {
+        cluster_id: new_cluster,
+        members: vec![MemberView {
+            id: 7,
+            name: "s1".into(),
+            peer_urls: vec![super::fixtures::peer_url("s1")],
+            client_urls: vec![],
+            is_learner: false,
+        }],
+    };
+    obs.recorded.recovery = Some(backup_record());
+    let d = run(running_state(), &obs, &spec(RecoveryPolicy::FromBackup));
+    assert_eq!(d.why.reason, Reason::Recovered, "{}", d.why.message);
+    let Some(Action::FinishRecovery { record }) = d.actions.first() else {
+        panic!("{:?}", d.actions);
+    };
+    assert_eq!(record.restored_revision, Some(120));
+    assert!(
+        d.why.message.contains("revisions 121 to 500 are lost")
+            && d.why.message.contains("at revision 1000000121"),
+        "{}",
+        d.why.message
+    );
+}
+
+#[test]
 fn a_restored_seed_of_a_new_cluster_finishes_the_recovery_with_the_revision_window() {
     let new_cluster = 0xfeed;
     let mut obs = World::empty(Instant::now()).born().build();
@@ -555,9 +590,9 @@ fn a_restored_seed_of_a_new_cluster_finishes_the_recovery_with_the_revision_wind
         panic!("{:?}", d.actions);
     };
     assert_eq!(record.cluster_id, Some(new_cluster));
-    assert_eq!(record.restored_revision, Some(121));
+    assert_eq!(record.restored_revision, Some(120));
     assert!(
-        d.why.message.contains("revisions 122 to 500 are lost"),
+        d.why.message.contains("revisions 121 to 500 are lost"),
         "{}",
         d.why.message
     );
