@@ -1,6 +1,7 @@
 //! Voluntary disruptions: each cluster's PodDisruptionBudget allows evictions (what
 //! `kubectl drain` does) only while a quorum of voters stays, and follows its size; a
-//! drain of one node waits while a member on another node is down.
+//! drain of one node waits while a member on another node is down, and no member on an
+//! emptyDir is evicted while every member is unready.
 
 use std::time::Duration;
 
@@ -201,4 +202,92 @@ async fn a_drain_waits_while_a_member_on_another_node_is_down_and_completes_once
     );
     let mut client_etcd = etcd(&ns.0, &healed).await;
     assert_keys(&mut client_etcd, "drain", 100).await;
+}
+
+/// The pid of the etcd container process of pod `name` (the node's `process://<pid>`).
+async fn etcd_pid(pods: &Api<Pod>, name: &str) -> i32 {
+    let pod = pods.get(name).await.expect("the member's pod");
+    let statuses = pod.status.and_then(|s| s.container_statuses);
+    statuses
+        .unwrap_or_default()
+        .iter()
+        .find(|c| c.name == "etcd")
+        .and_then(|c| c.container_id.as_deref()?.strip_prefix("process://"))
+        .and_then(|pid| pid.parse().ok())
+        .unwrap_or_else(|| panic!("pod {name} runs no etcd process"))
+}
+
+#[tokio::test]
+async fn with_every_member_unready_no_member_on_an_empty_dir_may_be_evicted() {
+    let ns = Namespace::create("unready");
+    apply(&cluster_yaml(&ns.0, "stalled", 3, "3.5.35", false));
+    let ready = wait_running(&ns.0, "stalled", 3, Duration::from_secs(120)).await;
+    let mut client_etcd = etcd(&ns.0, &ready).await;
+    write_keys(&mut client_etcd, "stalled", 50).await;
+    drop(client_etcd);
+    let budget = wait_budget(&ns.0, "stalled", 2, 3).await;
+    let policy = budget.spec.and_then(|s| s.unhealthy_pod_eviction_policy);
+    assert_eq!(policy.as_deref(), Some("IfHealthyBudget"));
+
+    // Every etcd stopped at once (as under an alarm or with no leader): every pod goes
+    // unready, while its emptyDir still holds the only copies of the data.
+    let pods: Api<Pod> = Api::namespaced(client().await, &ns.0);
+    let mut frozen = Vec::new();
+    for name in &ready {
+        frozen.push(Stopped::new(etcd_pid(&pods, name).await));
+    }
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client().await, &ns.0);
+    wait_for(
+        "the disruption controller to count no member healthy",
+        Duration::from_secs(60),
+        || {
+            let budgets = budgets.clone();
+            async move {
+                let budget = budgets.get("stalled").await.map_err(|e| e.to_string())?;
+                let status = budget.status.clone().unwrap_or_default();
+                let current = status.observed_generation == budget.metadata.generation;
+                match current && status.current_healthy == 0 {
+                    true => Ok(()),
+                    false => Err(format!("{status:?}")),
+                }
+            }
+        },
+    )
+    .await;
+    for name in &ready {
+        // Through kubectl: the API client retries a 429 for as long as it is answered.
+        let eviction = json!({
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": ns.0},
+        });
+        let path = format!("/api/v1/namespaces/{}/pods/{name}/eviction", ns.0);
+        let (ok, out) = kubectl(
+            &["create", "--raw", &path, "-f", "-"],
+            Some(&eviction.to_string()),
+        );
+        assert!(
+            !ok && out.contains("disruption budget"),
+            "evicting unready member {name} of an emptyDir cluster: {out}"
+        );
+    }
+    for name in &ready {
+        let pod = pods
+            .get(name)
+            .await
+            .expect("the member's pod is still there");
+        assert!(
+            pod.metadata.deletion_timestamp.is_none(),
+            "{name} is being deleted"
+        );
+    }
+
+    // Continued: the same members come back with every key.
+    for stopped in &mut frozen {
+        stopped.resume();
+    }
+    let back = wait_running(&ns.0, "stalled", 3, Duration::from_secs(120)).await;
+    assert_eq!(back, ready, "the members changed");
+    let mut client_etcd = etcd(&ns.0, &back).await;
+    assert_keys(&mut client_etcd, "stalled", 50).await;
 }

@@ -4,7 +4,6 @@
 //! update of the Deployment, or the leader's pod deleted, during a scale-up hands over
 //! without losing anything.
 
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::json;
@@ -100,37 +99,6 @@ async fn the_standby_replica_stays_standby_while_the_leader_holds_the_lease() {
         actions_done(&standby.log()),
         Vec::<&serde_json::Value>::new()
     );
-}
-
-/// A process stopped with SIGSTOP; continued when dropped, unless it was already.
-struct Stopped {
-    pid: i32,
-    continued: bool,
-}
-
-impl Stopped {
-    fn new(pid: i32) -> Self {
-        signal(pid, "STOP");
-        Stopped {
-            pid,
-            continued: false,
-        }
-    }
-
-    fn resume(&mut self) {
-        signal(self.pid, "CONT");
-        self.continued = true;
-    }
-}
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        if !self.continued {
-            let _ = Command::new("kill")
-                .args(["-CONT", &self.pid.to_string()])
-                .status();
-        }
-    }
 }
 
 async fn wait_exit(what: &str, pid: i32, timeout: Duration) {

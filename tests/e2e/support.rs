@@ -509,6 +509,39 @@ fn nodes_sh(args: &[&str]) {
     );
 }
 
+/// A process stopped with SIGSTOP; continued when dropped, unless it was already.
+pub struct Stopped {
+    pid: i32,
+    continued: bool,
+}
+
+impl Stopped {
+    /// Stops process `pid`.
+    pub fn new(pid: i32) -> Self {
+        signal(pid, "STOP");
+        Stopped {
+            pid,
+            continued: false,
+        }
+    }
+
+    /// Continues it now.
+    pub fn resume(&mut self) {
+        signal(self.pid, "CONT");
+        self.continued = true;
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        if !self.continued {
+            let _ = Command::new("kill")
+                .args(["-CONT", &self.pid.to_string()])
+                .status();
+        }
+    }
+}
+
 /// A node of the local environment cut from power (its kubelet and its pods' processes
 /// killed); started again when dropped, so a failing test leaves every node up.
 pub struct PowerCut(pub String);
