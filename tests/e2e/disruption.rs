@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::Eviction;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
@@ -45,23 +45,38 @@ async fn wait_budget(
     .await
 }
 
-/// Waits until the budget `name`, processed at its current generation, allows no
-/// disruption: right after a member went down, the operator's raised `minAvailable` (all
-/// three pods still counted ready), or the quorum once the dead pod is marked not ready.
-async fn wait_no_disruption_allowed(ns: &str, name: &str) {
+/// Waits until the budget `name`, processed at its current generation, has a status
+/// that `holds`.
+async fn wait_budget_status(
+    ns: &str,
+    name: &str,
+    what: &str,
+    holds: impl Fn(&PodDisruptionBudgetStatus) -> bool,
+) {
     let api: Api<PodDisruptionBudget> = Api::namespaced(client().await, ns);
-    let what = format!("PodDisruptionBudget {name} to allow no disruption");
+    let what = format!("PodDisruptionBudget {name}: {what}");
+    let holds = &holds;
     wait_for(&what, Duration::from_secs(60), || {
         let api = api.clone();
         async move {
             let budget = api.get(name).await.map_err(|e| e.to_string())?;
             let status = budget.status.clone().unwrap_or_default();
             let current = status.observed_generation == budget.metadata.generation;
-            match current && status.disruptions_allowed == 0 {
+            match current && holds(&status) {
                 true => Ok(()),
                 false => Err(format!("spec {:?}, status {status:?}", budget.spec)),
             }
         }
+    })
+    .await;
+}
+
+/// Waits until the budget `name` allows no disruption: right after a member went down,
+/// the operator's raised `minAvailable` (all three pods still counted ready), or the
+/// quorum once the dead pod is marked not ready.
+async fn wait_no_disruption_allowed(ns: &str, name: &str) {
+    wait_budget_status(ns, name, "no disruption allowed", |s| {
+        s.disruptions_allowed == 0
     })
     .await;
 }
@@ -236,23 +251,9 @@ async fn with_every_member_unready_no_member_on_an_empty_dir_may_be_evicted() {
     for name in &ready {
         frozen.push(Stopped::new(etcd_pid(&pods, name).await));
     }
-    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client().await, &ns.0);
-    wait_for(
-        "the disruption controller to count no member healthy",
-        Duration::from_secs(60),
-        || {
-            let budgets = budgets.clone();
-            async move {
-                let budget = budgets.get("stalled").await.map_err(|e| e.to_string())?;
-                let status = budget.status.clone().unwrap_or_default();
-                let current = status.observed_generation == budget.metadata.generation;
-                match current && status.current_healthy == 0 {
-                    true => Ok(()),
-                    false => Err(format!("{status:?}")),
-                }
-            }
-        },
-    )
+    wait_budget_status(&ns.0, "stalled", "no member counted healthy", |s| {
+        s.current_healthy == 0
+    })
     .await;
     for name in &ready {
         // Through kubectl: the API client retries a 429 for as long as it is answered.

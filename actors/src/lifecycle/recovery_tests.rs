@@ -528,18 +528,17 @@ fn a_recorded_recovery_from_a_backup_starts_its_seed_from_the_backup() {
     assert_eq!(d.state.phase, Phase::Recovering);
 }
 
-#[test]
-fn a_seed_restored_with_bumped_revisions_reports_the_window_lost_from_the_backups_revision() {
-    let new_cluster = 0xfeed;
+/// The restored seed `s1` of the FromBackup recovery [`backup_record`] answering alone, as
+/// the only member of the new etcd cluster `cluster_id`, at `revision`.
+fn restored_seed_alone(cluster_id: u64, revision: i64) -> Observation {
     let mut obs = World::empty(Instant::now()).born().build();
     obs.pods.push(PodView::running("s1", VERSION));
     let mut health = MemberHealth::healthy(VERSION);
-    // etcdutl --bump-revision: the seed's revisions start far past anything lost.
-    health.revision = Some(1_000_000_121);
-    health.cluster_id = Some(new_cluster);
+    health.revision = Some(revision);
+    health.cluster_id = Some(cluster_id);
     obs.health.insert(7, health);
     obs.membership = Membership::Listed {
-        cluster_id: new_cluster,
+        cluster_id,
         members: vec![MemberView {
             id: 7,
             name: "s1".into(),
@@ -549,6 +548,13 @@ fn a_seed_restored_with_bumped_revisions_reports_the_window_lost_from_the_backup
         }],
     };
     obs.recorded.recovery = Some(backup_record());
+    obs
+}
+
+#[test]
+fn a_seed_restored_with_bumped_revisions_reports_the_window_lost_from_the_backups_revision() {
+    // etcdutl --bump-revision: the seed's revisions start far past anything lost.
+    let obs = restored_seed_alone(0xfeed, 1_000_000_121);
     let d = run(running_state(), &obs, &spec(RecoveryPolicy::FromBackup));
     assert_eq!(d.why.reason, Reason::Recovered, "{}", d.why.message);
     let Some(Action::FinishRecovery { record }) = d.actions.first() else {
@@ -566,23 +572,7 @@ fn a_seed_restored_with_bumped_revisions_reports_the_window_lost_from_the_backup
 #[test]
 fn a_restored_seed_of_a_new_cluster_finishes_the_recovery_with_the_revision_window() {
     let new_cluster = 0xfeed;
-    let mut obs = World::empty(Instant::now()).born().build();
-    obs.pods.push(PodView::running("s1", VERSION));
-    let mut health = MemberHealth::healthy(VERSION);
-    health.revision = Some(121);
-    health.cluster_id = Some(new_cluster);
-    obs.health.insert(7, health);
-    obs.membership = Membership::Listed {
-        cluster_id: new_cluster,
-        members: vec![MemberView {
-            id: 7,
-            name: "s1".into(),
-            peer_urls: vec![super::fixtures::peer_url("s1")],
-            client_urls: vec![],
-            is_learner: false,
-        }],
-    };
-    obs.recorded.recovery = Some(backup_record());
+    let mut obs = restored_seed_alone(new_cluster, 121);
     // The bootstrap record names the old cluster: the restore's new one is accepted.
     let d = run(running_state(), &obs, &spec(RecoveryPolicy::FromBackup));
     assert_eq!(d.why.reason, Reason::Recovered, "{}", d.why.message);
