@@ -10,6 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use etcd_operator_actors::cluster::ClusterConfig;
 use etcd_operator_actors::lifecycle::Deadlines;
 
+use crate::backup::scope::EndpointPolicy;
 use crate::controller::{LeaseSettings, Settings};
 use crate::logging::{LogFormat, logger};
 
@@ -211,6 +212,12 @@ pub struct RunArgs {
     /// Log level: trace, debug, info, warning, error.
     #[arg(long, env = "LOG_LEVEL", default_value = "info", value_parser = parse_level)]
     pub log_level: slog::Level,
+    /// Let EtcdBackups dial etcd endpoints outside their own namespace (another
+    /// namespace's Services and pods, addresses and names outside the cluster). Off: a
+    /// backup dials only pods of its namespace, so that creating an EtcdBackup reads no
+    /// etcd its author could not reach themselves.
+    #[arg(long, env = "ALLOW_BACKUP_ENDPOINTS_OUTSIDE_NAMESPACE", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub allow_backup_endpoints_outside_namespace: bool,
     /// The operator's own image, run by the init containers that fetch a restored seed's
     /// snapshot (default: read from the operator's pod, POD_NAME in POD_NAMESPACE).
     #[arg(long, env = "ETCD_OPERATOR_IMAGE")]
@@ -254,6 +261,11 @@ impl RunArgs {
             },
             identity,
             operator_image: self.operator_image.clone(),
+            backup_endpoints: if self.allow_backup_endpoints_outside_namespace {
+                EndpointPolicy::Anywhere
+            } else {
+                EndpointPolicy::OwnNamespace
+            },
         }
     }
 }

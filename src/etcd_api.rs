@@ -380,29 +380,38 @@ pub(crate) fn dial_plan(
     let urls = endpoints
         .iter()
         .filter_map(|endpoint| {
-            let Some((scheme, rest)) = endpoint.split_once("://") else {
+            let Some((_, rest)) = endpoint.split_once("://") else {
                 return Some(endpoint.clone());
             };
-            let (host, port) = rest.rsplit_once(':').unwrap_or((rest, ""));
+            let (host, _) = rest.rsplit_once(':').unwrap_or((rest, ""));
             Some(match route(host) {
                 Route::NoAddressYet => return None,
                 Route::Address(ip) => {
                     name.get_or_insert_with(|| host.to_string());
-                    let ip = match ip {
-                        IpAddr::V4(v4) => v4.to_string(),
-                        IpAddr::V6(v6) => format!("[{v6}]"),
-                    };
-                    if port.is_empty() {
-                        format!("{scheme}://{ip}")
-                    } else {
-                        format!("{scheme}://{ip}:{port}")
-                    }
+                    at_address(endpoint, ip)?
                 }
                 Route::ByName => endpoint.clone(),
             })
         })
         .collect();
     DialPlan { urls, name }
+}
+
+/// `scheme://host[:port]` with `ip` for its host; `None` when it is not of that form.
+pub(crate) fn at_address(endpoint: &str, ip: IpAddr) -> Option<String> {
+    let (scheme, rest) = endpoint.split_once("://")?;
+    let port = match rest.rsplit_once(':') {
+        Some((_, port)) if !port.contains(']') => Some(port),
+        _ => None,
+    };
+    let ip = match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => format!("[{v6}]"),
+    };
+    Some(match port {
+        Some(port) => format!("{scheme}://{ip}:{port}"),
+        None => format!("{scheme}://{ip}"),
+    })
 }
 
 /// The cache key of an endpoint list: order and repeats do not matter.

@@ -23,6 +23,7 @@ use super::metrics::BackupMetrics;
 use super::report::{self, Verdict};
 use super::run::{BackupRequest, Writer, retain, take_backup};
 use super::schedule::{Schedule, next_run};
+use super::scope::EndpointPolicy;
 use super::store::StoreTimeouts;
 use super::target::{self, DEFAULT_TIMEOUT, TargetError, spec_problem};
 
@@ -33,6 +34,8 @@ pub struct BackupConfig {
     pub etcd_timeout: Duration,
     /// Deadlines of store calls.
     pub store: StoreTimeouts,
+    /// Where backups may dial.
+    pub endpoints: EndpointPolicy,
 }
 
 /// Everything a Backup actor is built from.
@@ -253,9 +256,15 @@ async fn attempt_inner(
     let store = target::store(deps.kube.as_ref(), &namespace, spec, deps.config.store)
         .await
         .map_err(fail)?;
-    let etcd = target::etcd(deps.kube.as_ref(), &namespace, &backup.name_any(), spec)
-        .await
-        .map_err(fail)?;
+    let etcd = target::etcd(
+        deps.kube.as_ref(),
+        &namespace,
+        &backup.name_any(),
+        spec,
+        deps.config.endpoints,
+    )
+    .await
+    .map_err(fail)?;
     let policy = spec.policy();
     let timeout = policy
         .timeout_in_second

@@ -6,13 +6,19 @@
 //! The scheme of every endpoint must agree with the dialer: a dialer with a client
 //! certificate never dials an `http` endpoint (nothing goes to a TLS cluster's member
 //! unencrypted), and one without never dials an `https` endpoint.
+//!
+//! What a dialer may reach is its [`Reach`]: the operator's backups dial only pods of the
+//! EtcdBackup's namespace, found through the Kubernetes API ([`scope`](super::scope)).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
 
-use crate::etcd_api::{AddressSource, DialPlan, dial_plan};
+use crate::etcd_api::{AddressSource, DialPlan, at_address, dial_plan};
 use crate::tls::ClientIdentity;
+
+use super::scope::{NamespaceView, OutsideNamespace, Refusal, host_of};
 
 /// Why an endpoint was not dialed, or its connection failed (each says it without the
 /// endpoint, which callers name).
@@ -27,6 +33,12 @@ pub enum DialError {
          sent to it"
     )]
     NoClientCertificate(String),
+    /// The endpoint is outside what the dialer may reach.
+    #[error("{0}")]
+    Refused(Refusal),
+    /// Its pods have no address yet.
+    #[error("no pod it names has an address yet")]
+    NoAddress,
     /// The connection failed.
     #[error("{message}")]
     Connect {
@@ -37,11 +49,28 @@ pub enum DialError {
     },
 }
 
+/// What a dialer may reach.
+#[derive(Clone)]
+pub enum Reach {
+    /// Any endpoint, by its name; members at their pods' addresses when a source knows
+    /// them (`--allow-backup-endpoints-outside-namespace`, and the tests' loopback
+    /// members).
+    Anywhere(Option<AddressSource>),
+    /// Only pods of one namespace, at their addresses (the operator's default).
+    Namespace(Arc<NamespaceView>),
+}
+
+impl Default for Reach {
+    fn default() -> Self {
+        Reach::Anywhere(None)
+    }
+}
+
 /// How a backup dials etcd endpoints (see the module documentation).
 #[derive(Clone, Default)]
 pub struct Dialer {
     identity: Option<ClientIdentity>,
-    addresses: Option<AddressSource>,
+    reach: Reach,
 }
 
 impl Dialer {
@@ -54,15 +83,36 @@ impl Dialer {
     pub fn tls(identity: ClientIdentity) -> Self {
         Dialer {
             identity: Some(identity),
-            addresses: None,
+            reach: Reach::default(),
         }
     }
 
     /// The same, dialing a member at the address `addresses` gives for the host of its
     /// URL (TLS still verifies it by that host name).
-    pub fn with_addresses(mut self, addresses: AddressSource) -> Self {
-        self.addresses = Some(addresses);
+    pub fn with_addresses(self, addresses: AddressSource) -> Self {
+        self.with_reach(Reach::Anywhere(Some(addresses)))
+    }
+
+    /// The same, reaching only what `reach` allows.
+    pub fn with_reach(mut self, reach: Reach) -> Self {
+        self.reach = reach;
         self
+    }
+
+    /// `Err` when `endpoint` is outside what this dialer may reach; `source_of` says what
+    /// named it (`etcdEndpoints`, `the member list`).
+    pub fn check(&self, endpoint: &str, source_of: &str) -> Result<(), OutsideNamespace> {
+        match self.plan(endpoint) {
+            // Not there yet (a member whose pod came after the namespace was listed): no
+            // refusal, only an endpoint that does not answer.
+            Err(DialError::Refused(Refusal::NotFound { .. })) => Ok(()),
+            Err(DialError::Refused(refusal)) => Err(OutsideNamespace {
+                source_of: source_of.to_string(),
+                endpoint: endpoint.to_string(),
+                refusal,
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Whether endpoints are dialed over TLS.
@@ -72,11 +122,30 @@ impl Dialer {
 
     /// The URL dialed for `endpoint`, and the name its certificate is verified by when
     /// that is not the URL's host.
-    fn plan(&self, endpoint: &str) -> DialPlan {
+    fn plan(&self, endpoint: &str) -> Result<DialPlan, DialError> {
         let endpoints = [endpoint.to_string()];
-        match &self.addresses {
-            Some(addresses) => dial_plan(&endpoints, addresses.as_ref()),
-            None => DialPlan::by_name(&endpoints),
+        match &self.reach {
+            Reach::Anywhere(Some(addresses)) => Ok(dial_plan(&endpoints, addresses.as_ref())),
+            Reach::Anywhere(None) => Ok(DialPlan::by_name(&endpoints)),
+            Reach::Namespace(view) => {
+                let refused = || Refusal::NotInCluster {
+                    namespace: view.namespace.clone(),
+                };
+                let host = host_of(endpoint).ok_or_else(|| DialError::Refused(refused()))?;
+                let addresses = view.resolve(&host).map_err(DialError::Refused)?;
+                if addresses.is_empty() {
+                    return Err(DialError::NoAddress);
+                }
+                let urls = addresses
+                    .iter()
+                    .map(|ip| at_address(endpoint, *ip))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| DialError::Refused(refused()))?;
+                Ok(DialPlan {
+                    urls,
+                    name: Some(host),
+                })
+            }
         }
     }
 
@@ -103,7 +172,7 @@ impl Dialer {
     /// A client of `endpoint` alone, connected within `timeout`. No request timeout is
     /// set: it would bound the whole snapshot stream (callers bound each call instead).
     pub async fn connect(&self, endpoint: &str, timeout: Duration) -> Result<Client, DialError> {
-        let plan = self.plan(endpoint);
+        let plan = self.plan(endpoint)?;
         let options = self
             .options(endpoint, plan.name.as_deref())?
             .with_connect_timeout(timeout);
@@ -123,7 +192,15 @@ impl std::fmt::Debug for Dialer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Dialer")
             .field("identity", &self.identity)
-            .field("by_address", &self.addresses.is_some())
+            .field(
+                "reach",
+                &match &self.reach {
+                    Reach::Anywhere(addresses) => {
+                        format!("anywhere, by address: {}", addresses.is_some())
+                    }
+                    Reach::Namespace(view) => format!("namespace {}", view.namespace),
+                },
+            )
             .finish()
     }
 }
@@ -179,11 +256,11 @@ mod tests {
             _ => Route::ByName,
         });
         let dialer = Dialer::tls(identity()).with_addresses(addresses);
-        let plan = dialer.plan("https://a.demo.prod.svc:2379");
+        let plan = dialer.plan("https://a.demo.prod.svc:2379").unwrap();
         assert_eq!(plan.urls, ["https://10.244.1.5:2379"]);
         assert_eq!(plan.name.as_deref(), Some("a.demo.prod.svc"));
         // The client Service is not a member: left to DNS, verified by its own name.
-        let service = dialer.plan("https://demo-client.prod.svc:2379");
+        let service = dialer.plan("https://demo-client.prod.svc:2379").unwrap();
         assert_eq!(service.urls, ["https://demo-client.prod.svc:2379"]);
         assert_eq!(service.name, None);
     }

@@ -1,12 +1,12 @@
 //! What the backup actors need from Kubernetes, as a port (Secrets, EtcdClusters, the
-//! members' pod addresses, status and Events), and its implementation over kube-rs with every write (status, Events) and every store change behind the leader's
+//! members' pod addresses, the pods and Services a backup may dial, status and Events), and its implementation over kube-rs with every write (status, Events) and every store change behind the leader's
 //! fence.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::{Pod, Secret};
-use kube::api::{Api, Patch, PatchParams};
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
 use kube::{Client, Resource};
@@ -19,6 +19,7 @@ use crate::etcd_api::AddressSource;
 use crate::kube_api::{event, member_address, member_hosts};
 
 use super::credentials::SecretData;
+use super::scope::{NamespaceView, PodFacts, ServiceFacts};
 
 /// The backup actors' port to Kubernetes. Errors are the API's words.
 #[async_trait]
@@ -37,6 +38,8 @@ pub trait BackupKube: Send + Sync + 'static {
     fn member_hosts(&self, _namespace: &str, _cluster: &str) -> Vec<String> {
         Vec::new()
     }
+    /// The pods and Services of `namespace`, read now: what a backup there may dial.
+    async fn namespace_view(&self, namespace: &str) -> Result<NamespaceView, String>;
     /// Writes an EtcdBackup's status.
     async fn write_status(
         &self,
@@ -86,6 +89,50 @@ fn text(err: &kube::Error) -> String {
     crate::error::with_causes(&err.to_string(), err)
 }
 
+/// What dialing `pod` needs to know of it.
+fn pod_facts(pod: Pod) -> PodFacts {
+    let spec = pod.spec.unwrap_or_default();
+    let status = pod.status.unwrap_or_default();
+    let mut ips: Vec<_> = status
+        .pod_ips
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|ip| ip.ip.parse().ok())
+        .collect();
+    if let Some(ip) = status.pod_ip.and_then(|ip| ip.parse().ok())
+        && !ips.contains(&ip)
+    {
+        ips.push(ip);
+    }
+    PodFacts {
+        name: pod.metadata.name.unwrap_or_default(),
+        hostname: spec.hostname,
+        subdomain: spec.subdomain,
+        labels: pod.metadata.labels.unwrap_or_default(),
+        ips,
+        host_network: spec.host_network.unwrap_or(false),
+        finished: matches!(status.phase.as_deref(), Some("Succeeded" | "Failed")),
+    }
+}
+
+/// What dialing `service` needs to know of it.
+fn service_facts(service: Service) -> ServiceFacts {
+    let spec = service.spec.unwrap_or_default();
+    let external = spec.type_.as_deref() == Some("ExternalName");
+    ServiceFacts {
+        name: service.metadata.name.unwrap_or_default(),
+        selector: spec.selector,
+        external_name: external.then(|| spec.external_name.unwrap_or_default()),
+        cluster_ips: spec
+            .cluster_ips
+            .unwrap_or_default()
+            .iter()
+            .chain(spec.cluster_ip.iter())
+            .filter_map(|ip| ip.parse().ok())
+            .collect(),
+    }
+}
+
 #[async_trait]
 impl BackupKube for KubeBackupApi {
     async fn secret(&self, namespace: &str, name: &str) -> Result<Option<SecretData>, String> {
@@ -120,6 +167,19 @@ impl BackupKube for KubeBackupApi {
             .as_ref()
             .map(|pods| member_hosts(pods, namespace, cluster))
             .unwrap_or_default()
+    }
+
+    async fn namespace_view(&self, namespace: &str) -> Result<NamespaceView, String> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let services: Api<Service> = Api::namespaced(self.client.clone(), namespace);
+        let all = ListParams::default();
+        let (pods, services) =
+            futures::try_join!(pods.list(&all), services.list(&all)).map_err(|e| text(&e))?;
+        Ok(NamespaceView {
+            namespace: namespace.to_string(),
+            pods: pods.items.into_iter().map(pod_facts).collect(),
+            services: services.items.into_iter().map(service_facts).collect(),
+        })
     }
 
     async fn write_status(

@@ -24,6 +24,7 @@ pub mod report;
 pub mod retention;
 pub mod run;
 pub mod schedule;
+pub mod scope;
 pub mod snapshot;
 pub mod store;
 pub mod supervisor;

@@ -13,6 +13,7 @@ use std::time::Duration;
 use etcd_client::{MemberListResponse, SnapshotStreaming};
 
 use super::dial::Dialer;
+use super::scope::OutsideNamespace;
 
 /// Why no snapshot stream could be opened.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -41,6 +42,10 @@ pub enum SnapshotError {
         /// The cluster ID recorded for the cluster.
         recorded: u64,
     },
+    /// An endpoint, or a member's client URL in the member list, is outside what the
+    /// backup may dial: nothing is asked of any member.
+    #[error(transparent)]
+    OutsideNamespace(#[from] OutsideNamespace),
     /// The snapshot call or its stream failed.
     #[error("the snapshot stream from {endpoint} failed: {message}")]
     Stream {
@@ -58,10 +63,14 @@ impl SnapshotError {
             SnapshotError::Unavailable { .. } => "EtcdUnavailable",
             SnapshotError::NoHealthyMember(_) => "NoHealthyMember",
             SnapshotError::OtherCluster { .. } => "ClusterIDMismatch",
+            SnapshotError::OutsideNamespace(_) => OUTSIDE_NAMESPACE,
             SnapshotError::Stream { .. } => "SnapshotFailed",
         }
     }
 }
+
+/// The reason of a backup refused for an endpoint outside its namespace.
+pub const OUTSIDE_NAMESPACE: &str = "EndpointOutsideNamespace";
 
 /// The member a snapshot is taken from, and what it said of itself just before.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,6 +114,7 @@ async fn member_list(
 ) -> Result<MemberListResponse, SnapshotError> {
     let mut problems = Vec::new();
     for endpoint in endpoints {
+        dialer.check(endpoint, "endpoint")?;
         let answer = async {
             let mut client = dialer
                 .connect(endpoint, timeout)
@@ -130,15 +140,20 @@ async fn member_list(
     })
 }
 
-/// The client URLs of the voting members, found through `endpoints`.
+/// The client URLs of the voting members, found through `endpoints`; refused when any
+/// member's client URL is outside what `dialer` may reach (a cluster does not choose
+/// where the operator dials).
 async fn voting_members(
     dialer: &Dialer,
     endpoints: &[String],
     timeout: Duration,
 ) -> Result<Vec<String>, SnapshotError> {
     let list = member_list(dialer, endpoints, timeout).await?;
-    Ok(list
-        .members()
+    let members = list.members();
+    for url in members.iter().flat_map(|m| m.client_urls()) {
+        dialer.check(url, "the member list's client URL")?;
+    }
+    Ok(members
         .iter()
         .filter(|m| !m.is_learner())
         .filter_map(|m| m.client_urls().first().cloned())

@@ -15,9 +15,11 @@ use super::client_tls;
 use super::credentials::{
     AbsCredentials, CredentialsError, GcsCredentials, S3Credentials, SecretData,
 };
-use super::dial::Dialer;
+use super::dial::{Dialer, Reach};
 use super::kube::BackupKube;
 use super::naming::split_path;
+use super::scope::{EndpointPolicy, OutsideNamespace};
+use super::snapshot::OUTSIDE_NAMESPACE;
 use super::store::{BackupStore, Location, StoreConfig, StoreError, StoreTimeouts};
 
 /// Deadline of a whole backup when `backupPolicy.timeoutInSecond` is unset or 0.
@@ -65,6 +67,9 @@ pub enum TargetError {
         /// What the API said.
         message: String,
     },
+    /// An endpoint of `etcdEndpoints` is outside what the backup may dial.
+    #[error(transparent)]
+    OutsideNamespace(#[from] OutsideNamespace),
     /// The store could not be opened.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -82,6 +87,7 @@ impl TargetError {
             TargetError::InvalidSecret { .. } => "InvalidSecret",
             TargetError::ClusterNotFound(_) => "ClusterNotFound",
             TargetError::Kube { .. } => "KubernetesUnavailable",
+            TargetError::OutsideNamespace(_) => OUTSIDE_NAMESPACE,
             TargetError::Store(e) => e.reason(),
         }
     }
@@ -89,12 +95,15 @@ impl TargetError {
     /// Whether the spec itself must change before a backup can run (no retries). A
     /// Secret's problems are not: a fixed Secret is used at the next retry.
     pub fn is_spec_problem(&self) -> bool {
-        matches!(
-            self,
-            TargetError::InsecureSkipVerify
-                | TargetError::TlsMismatch(_)
-                | TargetError::Incomplete(_)
-        )
+        match self {
+            TargetError::OutsideNamespace(e) => e.refusal.is_spec_problem(),
+            _ => matches!(
+                self,
+                TargetError::InsecureSkipVerify
+                    | TargetError::TlsMismatch(_)
+                    | TargetError::Incomplete(_)
+            ),
+        }
     }
 }
 
@@ -223,12 +232,14 @@ pub fn recorded_cluster_id(cluster: &EtcdCluster) -> Option<u64> {
 /// The etcd a backup of `spec` dials: a named EtcdCluster's member pods known to the
 /// operator and its client Service (`https` when the cluster runs TLS), or the endpoints
 /// given (named after the EtcdBackup); with the client certificate
-/// [`client_tls::certificate_secret`] picks, checked.
+/// [`client_tls::certificate_secret`] picks, checked; reaching only pods of `namespace`
+/// unless `policy` allows any endpoint ([`scope`](super::scope)).
 pub async fn etcd(
     kube: &dyn BackupKube,
     namespace: &str,
     backup_name: &str,
     spec: &EtcdBackupSpec,
+    policy: EndpointPolicy,
 ) -> Result<Etcd, TargetError> {
     let (cluster, endpoints, secret, cluster_id) = match &spec.cluster_name {
         None => {
@@ -278,10 +289,25 @@ pub async fn etcd(
             Dialer::tls(client_tls::identity(&secret, data.as_ref(), now)?)
         }
     };
-    let dialer = match kube.addresses() {
-        Some(addresses) => dialer.with_addresses(addresses),
-        None => dialer,
+    let reach = match policy {
+        EndpointPolicy::Anywhere => Reach::Anywhere(kube.addresses()),
+        EndpointPolicy::OwnNamespace => {
+            let view =
+                kube.namespace_view(namespace)
+                    .await
+                    .map_err(|message| TargetError::Kube {
+                        what: format!("the pods and Services of namespace {namespace}"),
+                        message,
+                    })?;
+            Reach::Namespace(Arc::new(view))
+        }
     };
+    let dialer = dialer.with_reach(reach);
+    if spec.cluster_name.is_none() {
+        for endpoint in &endpoints {
+            dialer.check(endpoint, "etcdEndpoints")?;
+        }
+    }
     Ok(Etcd {
         cluster,
         endpoints,
@@ -302,14 +328,17 @@ mod tests {
         AutoTls, BootstrapStatus, EtcdCluster, EtcdClusterSpec, EtcdClusterStatus, KeyType,
         MemberSecret, RecoveryStatus, StaticTls, TlsPolicy,
     };
+    use crate::backup::scope::NamespaceView;
     use crate::tls::{ClusterNames, Lifetime, Role, issue_leaf, new_ca};
 
-    /// Secrets and EtcdClusters of namespace `prod`, and the member pods known.
+    /// Secrets and EtcdClusters of namespace `prod`, the member pods known, and the pods
+    /// and Services of the namespace.
     #[derive(Default)]
     struct FakeKube {
         secrets: BTreeMap<String, SecretData>,
         clusters: BTreeMap<String, EtcdCluster>,
         members: Vec<String>,
+        view: NamespaceView,
     }
 
     #[async_trait]
@@ -322,6 +351,9 @@ mod tests {
         }
         fn member_hosts(&self, _: &str, _: &str) -> Vec<String> {
             self.members.clone()
+        }
+        async fn namespace_view(&self, _: &str) -> Result<NamespaceView, String> {
+            Ok(self.view.clone())
         }
         async fn write_status(&self, _: &EtcdBackup, _: &EtcdBackupStatus) -> Result<(), String> {
             Ok(())
@@ -386,6 +418,10 @@ mod tests {
                 .collect(),
             clusters: BTreeMap::from([("demo".to_string(), cluster(tls))]),
             members: Vec::new(),
+            view: NamespaceView {
+                namespace: "prod".into(),
+                ..NamespaceView::default()
+            },
         }
     }
 
@@ -398,8 +434,69 @@ mod tests {
     }
 
     async fn resolve(kube: &FakeKube, spec: &EtcdBackupSpec) -> Result<Etcd, TargetError> {
+        resolve_with(kube, spec, EndpointPolicy::OwnNamespace).await
+    }
+
+    async fn resolve_with(
+        kube: &FakeKube,
+        spec: &EtcdBackupSpec,
+        policy: EndpointPolicy,
+    ) -> Result<Etcd, TargetError> {
         assert!(spec_problem(spec).is_none(), "{:?}", spec_problem(spec));
-        etcd(kube, "prod", "nightly", spec).await
+        etcd(kube, "prod", "nightly", spec, policy).await
+    }
+
+    fn by_endpoints(endpoints: &[&str]) -> EtcdBackupSpec {
+        EtcdBackupSpec {
+            cluster_name: None,
+            etcd_endpoints: Some(endpoints.iter().map(|e| e.to_string()).collect()),
+            ..s3_spec()
+        }
+    }
+
+    #[tokio::test]
+    async fn endpoints_outside_the_backups_namespace_are_refused_with_the_flag_named() {
+        let kube = kube(None, &[]);
+        for endpoint in [
+            "http://victim-client.victim.svc:2379",
+            "http://etcd.example:2379",
+            "http://10.244.7.7:2379",
+        ] {
+            let err = resolve(&kube, &by_endpoints(&["http://x:2379", endpoint]))
+                .await
+                .err()
+                .unwrap_or_else(|| panic!("{endpoint} was accepted"));
+            assert_eq!(err.reason(), "EndpointOutsideNamespace", "{err}");
+            let text = err.to_string();
+            assert!(
+                text.contains(&format!("etcdEndpoints {endpoint}")),
+                "{text}"
+            );
+            assert!(text.contains(super::super::scope::ALLOW_FLAG), "{text}");
+        }
+        let err = resolve(
+            &kube,
+            &by_endpoints(&["http://victim-client.victim.svc:2379"]),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            err.is_spec_problem(),
+            "another namespace's name stays refused"
+        );
+    }
+
+    #[tokio::test]
+    async fn with_the_flag_endpoints_outside_the_namespace_are_accepted() {
+        let kube = kube(None, &[]);
+        let spec = by_endpoints(&["http://victim-client.victim.svc:2379"]);
+        let etcd = resolve_with(&kube, &spec, EndpointPolicy::Anywhere)
+            .await
+            .unwrap();
+        assert_eq!(etcd.endpoints, ["http://victim-client.victim.svc:2379"]);
+        etcd.dialer
+            .check(&etcd.endpoints[0], "etcdEndpoints")
+            .unwrap();
     }
 
     #[tokio::test]
@@ -488,7 +585,9 @@ mod tests {
             client_tls_secret: Some("etcd-client-tls".into()),
             ..s3_spec()
         };
-        let etcd = resolve(&kube, &spec).await.unwrap();
+        let etcd = resolve_with(&kube, &spec, EndpointPolicy::Anywhere)
+            .await
+            .unwrap();
         assert!(etcd.dialer.uses_tls());
         assert_eq!(etcd.cluster, "nightly");
         assert_eq!(etcd.endpoints, ["https://etcd.example:2379"]);
@@ -531,11 +630,7 @@ mod tests {
         let etcd = resolve(&kube, &by_cluster(None)).await.unwrap();
         assert_eq!(etcd.cluster_id, None);
         // Endpoints given: no record to check against.
-        let spec = EtcdBackupSpec {
-            cluster_name: None,
-            etcd_endpoints: Some(vec!["http://etcd.example:2379".into()]),
-            ..s3_spec()
-        };
+        let spec = by_endpoints(&["http://demo-client:2379"]);
         assert_eq!(resolve(&kube, &spec).await.unwrap().cluster_id, None);
     }
 

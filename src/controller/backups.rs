@@ -41,6 +41,7 @@ pub(super) fn start_backups(
         config: BackupConfig {
             etcd_timeout: settings.etcd_timeout,
             store: StoreTimeouts::default(),
+            endpoints: settings.backup_endpoints,
         },
         metrics,
     };

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use etcd_operator_actors::cluster::ClusterConfig;
 
+use crate::backup::scope::EndpointPolicy;
+
 /// The operator's settings.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -26,6 +28,8 @@ pub struct Settings {
     /// The operator's own image, which restoring seeds run to fetch their snapshot;
     /// `None`: read from the operator's pod at start.
     pub operator_image: Option<String>,
+    /// Where backups may dial etcd.
+    pub backup_endpoints: EndpointPolicy,
 }
 
 /// The leader-election Lease.

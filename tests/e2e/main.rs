@@ -18,6 +18,7 @@ mod recovery;
 mod restore;
 mod safety;
 mod scale;
+mod tenancy;
 mod tls;
 mod upgrade;
 mod validation;

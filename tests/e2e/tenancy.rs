@@ -1,0 +1,207 @@
+//! Tenant isolation: what a tenant who may create the operator's objects in their own
+//! namespace can make the operator do there, acting through a ServiceAccount that holds
+//! only the rights each scenario names (kubectl impersonates it).
+
+use std::time::Duration;
+
+use crate::support::*;
+
+/// A tenant's ServiceAccount `tenant` in `ns`, bound to a Role of `rules` (YAML list
+/// items) in that namespace and nothing else.
+struct Tenant {
+    ns: String,
+}
+
+impl Tenant {
+    fn create(ns: &str, rules: &str) -> Self {
+        apply(&format!(
+            "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: tenant\n  namespace: {ns}\n\
+             ---\napiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  \
+             name: tenant\n  namespace: {ns}\nrules:\n{rules}\
+             ---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  \
+             name: tenant\n  namespace: {ns}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  \
+             kind: Role\n  name: tenant\nsubjects:\n- kind: ServiceAccount\n  name: tenant\n  \
+             namespace: {ns}\n"
+        ));
+        Tenant { ns: ns.to_string() }
+    }
+
+    /// kubectl as the tenant's ServiceAccount.
+    fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> (bool, String) {
+        let who = format!("--as=system:serviceaccount:{}:tenant", self.ns);
+        let mut all = vec![who.as_str()];
+        all.extend_from_slice(args);
+        kubectl(&all, stdin)
+    }
+
+    /// Applies `yaml` as the tenant, panicking when it is refused.
+    fn apply(&self, yaml: &str) {
+        let (ok, out) = self.kubectl(&["apply", "-f", "-"], Some(yaml));
+        assert!(ok, "the tenant's kubectl apply failed: {out}");
+    }
+}
+
+/// What a tenant who may back up their own clusters holds: EtcdBackups and Secrets of
+/// their namespace.
+const BACKUP_RIGHTS: &str = "- apiGroups: [etcd.database.coreos.com]\n  \
+    resources: [etcdbackups]\n  verbs: [get, list, watch, create, update, patch, delete]\n\
+    - apiGroups: [\"\"]\n  resources: [secrets]\n  verbs: [get, create]\n";
+
+/// The tenant's S3 Secret, created by the tenant.
+fn tenant_secret(tenant: &Tenant) {
+    let (ok, out) = tenant.kubectl(
+        &[
+            "create",
+            "secret",
+            "generic",
+            "aws",
+            "-n",
+            &tenant.ns,
+            &format!("--from-literal=accessKey={}", s3_file("access-key")),
+            &format!("--from-literal=secretKey={}", s3_file("secret-key")),
+        ],
+        None,
+    );
+    assert!(ok, "{out}");
+}
+
+/// A prefix of the bucket that no earlier run wrote under (the bucket outlives the
+/// namespaces).
+fn fresh_prefix(ns: &str, name: &str) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    format!("{ns}/{name}-{now}")
+}
+
+/// Objects stored under `prefix` of the bucket, as the server's directory shows.
+fn stored_under(prefix: &str) -> usize {
+    let dir = env_dir().join("s3/root").join(BUCKET).join(prefix);
+    std::fs::read_dir(dir).map_or(0, |entries| entries.count())
+}
+
+/// Waits until the EtcdBackup has failed with `reason`; its status.
+async fn wait_refused(ns: &str, name: &str, reason: &str) -> serde_json::Value {
+    let what = format!("EtcdBackup {ns}/{name} refused with {reason}");
+    wait_for(&what, Duration::from_secs(90), || async {
+        let status = object_json("etcdbackup", ns, name)["status"].clone();
+        if status["succeeded"] == false && status["Reason"] == reason {
+            Ok(status)
+        } else {
+            Err(status.to_string())
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_backup_naming_another_namespaces_etcd_is_refused_and_stores_nothing() {
+    let victim = Namespace::create("victim");
+    apply(&cluster_yaml(&victim.0, "victim", 1, "3.5.35", false));
+    let ready = wait_running(&victim.0, "victim", 1, Duration::from_secs(120)).await;
+    let mut etcd = etcd(&victim.0, &ready).await;
+    write_keys(&mut etcd, "secret", 10).await;
+    let pod_ip = {
+        let (ok, out) = kubectl(
+            &[
+                "get",
+                "pod",
+                &ready[0],
+                "-n",
+                &victim.0,
+                "-o",
+                "jsonpath={.status.podIP}",
+            ],
+            None,
+        );
+        assert!(ok, "{out}");
+        out
+    };
+
+    let attacker = Namespace::create("attacker");
+    let tenant = Tenant::create(&attacker.0, BACKUP_RIGHTS);
+    tenant_secret(&tenant);
+    // The victim's client Service by its name, and its member by its pod's address.
+    let targets = [
+        (
+            "by-service",
+            format!("http://victim-client.{}.svc:2379", victim.0),
+        ),
+        (
+            "by-service-fqdn",
+            format!("http://victim-client.{}.svc.cluster.local:2379", victim.0),
+        ),
+        ("by-address", format!("http://{pod_ip}:2379")),
+    ];
+    let prefixes: Vec<String> = targets
+        .iter()
+        .map(|(name, _)| fresh_prefix(&attacker.0, name))
+        .collect();
+    for ((name, endpoint), prefix) in targets.iter().zip(&prefixes) {
+        tenant.apply(&backup_yaml(
+            &attacker.0,
+            name,
+            &format!("etcdEndpoints: [\"{endpoint}\"]"),
+            &format!("{BUCKET}/{prefix}"),
+            "",
+        ));
+    }
+    for ((name, endpoint), prefix) in targets.iter().zip(&prefixes) {
+        let status = wait_refused(&attacker.0, name, "EndpointOutsideNamespace").await;
+        let message = status["message"].as_str().unwrap_or_default();
+        assert!(message.contains(endpoint.as_str()), "{message}");
+        assert!(message.contains(&attacker.0), "{message}");
+        assert!(
+            message.contains("--allow-backup-endpoints-outside-namespace"),
+            "the refusal names the flag that allows it: {message}"
+        );
+        assert_eq!(stored_under(prefix), 0, "nothing of the victim's is stored");
+    }
+    assert!(!event_names(&attacker.0, "reason=EndpointOutsideNamespace").is_empty());
+}
+
+/// An etcd of the tenant's own (a plain pod and its Service in their namespace) that
+/// advertises `advertised` as its client URL.
+fn lying_etcd(ns: &str, advertised: &str) {
+    apply(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: liar\n  namespace: {ns}\n  labels:\n    \
+         app: liar\nspec:\n  containers:\n  - name: etcd\n    image: quay.io/coreos/etcd:v3.5.35\n    \
+         command: [/usr/local/bin/etcd, --name=liar, --data-dir=/tmp/liar, \
+         --listen-client-urls=http://0.0.0.0:2379, --advertise-client-urls={advertised}, \
+         --listen-peer-urls=http://0.0.0.0:2380, --initial-advertise-peer-urls=http://127.0.0.1:2380, \
+         --initial-cluster=liar=http://127.0.0.1:2380]\n\
+         ---\napiVersion: v1\nkind: Service\nmetadata:\n  name: liar\n  namespace: {ns}\nspec:\n  \
+         selector:\n    app: liar\n  ports:\n  - port: 2379\n"
+    ));
+}
+
+#[tokio::test]
+async fn a_member_list_naming_another_namespaces_members_is_refused() {
+    let victim = Namespace::create("victim-members");
+    apply(&cluster_yaml(&victim.0, "victim", 1, "3.5.35", false));
+    let ready = wait_running(&victim.0, "victim", 1, Duration::from_secs(120)).await;
+    let victim_url = format!("http://{}.victim.{}.svc:2379", ready[0], victim.0);
+
+    let attacker = Namespace::create("attacker-members");
+    lying_etcd(&attacker.0, &victim_url);
+    let tenant = Tenant::create(&attacker.0, BACKUP_RIGHTS);
+    tenant_secret(&tenant);
+    let prefix = fresh_prefix(&attacker.0, "liar");
+    tenant.apply(&backup_yaml(
+        &attacker.0,
+        "liar",
+        &format!("etcdEndpoints: [\"http://liar.{}.svc:2379\"]", attacker.0),
+        &format!("{BUCKET}/{prefix}"),
+        "",
+    ));
+    let status = wait_refused(&attacker.0, "liar", "EndpointOutsideNamespace").await;
+    let message = status["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&victim_url), "{message}");
+    assert!(message.contains("member list"), "{message}");
+    assert_eq!(
+        stored_under(&prefix),
+        0,
+        "nothing of the victim's is stored"
+    );
+}
