@@ -10,6 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use etcd_operator_actors::cluster::ClusterConfig;
 use etcd_operator_actors::lifecycle::Deadlines;
 
+use crate::api::images::ImagePolicy;
 use crate::backup::scope::EndpointPolicy;
 use crate::controller::{LeaseSettings, Settings};
 use crate::logging::{LogFormat, logger};
@@ -218,6 +219,16 @@ pub struct RunArgs {
     /// etcd its author could not reach themselves.
     #[arg(long, env = "ALLOW_BACKUP_ENDPOINTS_OUTSIDE_NAMESPACE", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub allow_backup_endpoints_outside_namespace: bool,
+    /// The image repositories EtcdClusters may name in `spec.repository`, comma-separated;
+    /// an entry ending in `/` allows every repository under it. A cluster naming another
+    /// is blocked (`ImageNotAllowed`) before any pod is made.
+    #[arg(
+        long,
+        env = "ALLOWED_IMAGE_REPOSITORIES",
+        value_delimiter = ',',
+        default_values = crate::api::images::OFFICIAL_REPOSITORIES
+    )]
+    pub allowed_image_repositories: Vec<String>,
     /// The operator's own image, run by the init containers that fetch a restored seed's
     /// snapshot (default: read from the operator's pod, POD_NAME in POD_NAMESPACE).
     #[arg(long, env = "ETCD_OPERATOR_IMAGE")]
@@ -266,6 +277,7 @@ impl RunArgs {
             } else {
                 EndpointPolicy::OwnNamespace
             },
+            images: ImagePolicy::new(self.allowed_image_repositories.iter().cloned()),
         }
     }
 }

@@ -8,6 +8,7 @@ use serde_json::json;
 
 use super::EtcdCluster;
 use super::names;
+use super::pod_security;
 use super::reserved;
 
 /// Pattern every `spec.version` must match: `X.Y.Z` with an optional pre-release.
@@ -68,12 +69,13 @@ const MAX_ETCD_ENV: i64 = 128;
 /// Longest `etcdEnv` name (etcd's longest variable is under 60 characters).
 const MAX_ENV_NAME: i64 = 256;
 
-/// The rules of `spec.pod` ([`reserved`]): no `etcdEnv` variable the operator owns, no
-/// label or annotation key of the operator's. The rules name no `oldSelf`, so the API
+/// The rules of `spec.pod` ([`reserved`], [`pod_security`]): no `etcdEnv` variable the
+/// operator owns and no `valueFrom`, no label or annotation key of the operator's, nothing
+/// that weakens the restricted Pod Security Standard. The rules name no `oldSelf`, so the API
 /// server's validation ratcheting lets an object stored before them keep its unchanged
 /// values (and a writable status); the operator blocks such an object with reason
 /// `InvalidSpec`.
-fn add_pod_policy_rules(pod: &mut JSONSchemaProps) {
+pub(crate) fn add_pod_policy_rules(pod: &mut JSONSchemaProps) {
     let Some(fields) = pod.properties.as_mut() else {
         return;
     };
@@ -102,6 +104,21 @@ fn add_pod_policy_rules(pod: &mut JSONSchemaProps) {
                 reserved::keys_cel_rule(),
                 reserved::keys_rule_message(field),
             )]);
+        }
+    }
+    if let Some(sysctls) = fields
+        .get_mut("securityContext")
+        .and_then(|sc| sc.properties.as_mut())
+        .and_then(|p| p.get_mut("sysctls"))
+    {
+        sysctls.max_items = Some(pod_security::MAX_SYSCTLS);
+    }
+    for rule in pod_security::rules() {
+        if let Some(field) = fields.get_mut(rule.field) {
+            field
+                .x_kubernetes_validations
+                .get_or_insert_with(Vec::new)
+                .push(forbid(rule.cel, rule.message));
         }
     }
 }

@@ -7,6 +7,7 @@ use kube::ResourceExt;
 
 use super::EtcdCluster;
 use super::names::name_problem;
+use super::pod_security;
 use super::quantity;
 use super::recovery::ClusterRecovery;
 use super::reserved;
@@ -26,7 +27,12 @@ pub(crate) fn desired_cluster(cluster: &EtcdCluster) -> DesiredCluster {
             &cluster.namespace().unwrap_or_default(),
             &cluster.name_any(),
         ),
-        pod_policy_problem: spec.pod.as_ref().and_then(reserved::pod_policy_problem),
+        // The operator's configuration decides; the watch checks it (`controller::watch`).
+        image_problem: None,
+        pod_policy_problem: spec
+            .pod
+            .as_ref()
+            .and_then(|p| reserved::pod_policy_problem(p).or_else(|| pod_security::problem(p))),
         generation: cluster.metadata.generation.unwrap_or_default(),
         uid: cluster.metadata.uid.clone().unwrap_or_default(),
         pod_template: spec.pod_template_digest(),

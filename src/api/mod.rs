@@ -3,7 +3,9 @@
 pub mod backup;
 mod crd;
 mod desired;
+pub mod images;
 pub mod names;
+mod pod_security;
 pub(crate) mod quantity;
 mod recovery;
 mod reserved;

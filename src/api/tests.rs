@@ -288,9 +288,19 @@ fn the_charts_default_operator_values_are_the_flag_defaults() {
     );
     for (flag, key) in pairs {
         let value = &values["operator"][&key];
-        let value = value
-            .as_str()
-            .map_or_else(|| value.to_string(), str::to_string);
+        // A list is passed joined with commas, and compared item by item.
+        let items: Option<Vec<String>> = value.as_array().map(|items| {
+            items
+                .iter()
+                .map(|i| i.as_str().unwrap_or_default().to_string())
+                .collect()
+        });
+        let value = match &items {
+            Some(items) => items.join(","),
+            None => value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_string),
+        };
         let arg = run
             .get_arguments()
             .find(|a| a.get_long() == Some(flag.as_str()))
@@ -312,7 +322,7 @@ fn the_charts_default_operator_values_are_the_flag_defaults() {
         } else {
             assert_eq!(
                 default,
-                std::slice::from_ref(&value),
+                items.unwrap_or_else(|| vec![value.clone()]),
                 "values.operator.{key} ({value}) differs from the default of --{flag}: \
                  change charts/etcd-operator/values.yaml, then run `make manifests`"
             );

@@ -49,6 +49,7 @@ use wiring::{FencedWiring, KubeWiring};
 
 use crate::Error;
 use crate::api::EtcdCluster;
+use crate::api::images::ImagePolicy;
 use crate::backup::metrics::BackupMetrics;
 use crate::kube_api::{Caches, ClusterDns, Identities};
 use crate::resources::labels::{CLUSTER_LABEL, MANAGED_BY_LABEL, MANAGER};
@@ -216,15 +217,17 @@ fn nudger<K: ResourceExt>(
 fn supervisor_events(
     api: Api<EtcdCluster>,
     writer: reflector::store::Writer<EtcdCluster>,
+    images: ImagePolicy,
     log: Logger,
 ) -> impl Stream<Item = WatchEvent> {
     reflector::reflector(writer, watcher(api, watch_config()).modify(trim))
         .default_backoff()
         .filter_map(move |item| {
             let log = log.clone();
+            let images = images.clone();
             async move {
                 match item {
-                    Ok(event) => Some(watch_event(event)),
+                    Ok(event) => Some(watch_event(event, &images)),
                     Err(e) => {
                         warn!(log, "EtcdCluster watch error"; "error" => %e);
                         None
@@ -362,6 +365,7 @@ fn start_supervisor(
     let events = supervisor_events(
         api(&clients.watches, &settings.namespace),
         writer,
+        settings.images.clone(),
         log.clone(),
     );
     let kube = KubeWiring {

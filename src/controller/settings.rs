@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use etcd_operator_actors::cluster::ClusterConfig;
 
+use crate::api::images::ImagePolicy;
 use crate::backup::scope::EndpointPolicy;
 
 /// The operator's settings.
@@ -30,6 +31,8 @@ pub struct Settings {
     pub operator_image: Option<String>,
     /// Where backups may dial etcd.
     pub backup_endpoints: EndpointPolicy,
+    /// The image repositories clusters may run.
+    pub images: ImagePolicy,
 }
 
 /// The leader-election Lease.

@@ -3,9 +3,11 @@
 use kube::ResourceExt;
 use kube::runtime::watcher;
 
+use etcd_operator_actors::lifecycle::DesiredCluster;
 use etcd_operator_actors::supervisor::WatchEvent;
 use etcd_operator_actors::topology::Topology;
 
+use crate::api::images::ImagePolicy;
 use crate::api::{EtcdCluster, desired_cluster};
 
 fn topology(cluster: &EtcdCluster) -> Topology {
@@ -15,13 +17,21 @@ fn topology(cluster: &EtcdCluster) -> Topology {
     )
 }
 
-/// The Supervisor's event for one watcher event.
-pub fn watch_event(event: watcher::Event<EtcdCluster>) -> WatchEvent {
+/// The desired cluster of `cluster`, its image checked against `images`.
+fn desired(cluster: &EtcdCluster, images: &ImagePolicy) -> DesiredCluster {
+    DesiredCluster {
+        image_problem: images.problem(cluster.spec.repository_or_default()),
+        ..desired_cluster(cluster)
+    }
+}
+
+/// The Supervisor's event for one watcher event, images checked against `images`.
+pub fn watch_event(event: watcher::Event<EtcdCluster>, images: &ImagePolicy) -> WatchEvent {
     match event {
         watcher::Event::Init => WatchEvent::RelistStarted,
-        watcher::Event::InitApply(c) => WatchEvent::Relisted(topology(&c), desired_cluster(&c)),
+        watcher::Event::InitApply(c) => WatchEvent::Relisted(topology(&c), desired(&c, images)),
         watcher::Event::InitDone => WatchEvent::RelistDone,
-        watcher::Event::Apply(c) => WatchEvent::Applied(topology(&c), desired_cluster(&c)),
+        watcher::Event::Apply(c) => WatchEvent::Applied(topology(&c), desired(&c, images)),
         watcher::Event::Delete(c) => WatchEvent::Deleted(topology(&c)),
     }
 }
@@ -45,12 +55,18 @@ mod tests {
 
     #[test]
     fn relist_events_map_to_the_supervisors_relist_protocol() {
-        assert_eq!(watch_event(watcher::Event::Init), WatchEvent::RelistStarted);
         assert_eq!(
-            watch_event(watcher::Event::InitDone),
+            watch_event(watcher::Event::Init, &ImagePolicy::default()),
+            WatchEvent::RelistStarted
+        );
+        assert_eq!(
+            watch_event(watcher::Event::InitDone, &ImagePolicy::default()),
             WatchEvent::RelistDone
         );
-        match watch_event(watcher::Event::InitApply(cluster("a", 3))) {
+        match watch_event(
+            watcher::Event::InitApply(cluster("a", 3)),
+            &ImagePolicy::default(),
+        ) {
             WatchEvent::Relisted(t, spec) => {
                 assert_eq!(t.key(), "ns/a");
                 assert_eq!(spec.size, 3);
@@ -58,7 +74,10 @@ mod tests {
             other => panic!("unexpected {other:?}"),
         }
         assert_eq!(
-            watch_event(watcher::Event::Delete(cluster("a", 3))),
+            watch_event(
+                watcher::Event::Delete(cluster("a", 3)),
+                &ImagePolicy::default()
+            ),
             WatchEvent::Deleted(Topology::new("ns", "a"))
         );
     }

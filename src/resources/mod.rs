@@ -4,6 +4,7 @@ mod budget;
 pub(crate) mod labels;
 mod pod;
 mod restore;
+mod security;
 mod service;
 mod tls;
 

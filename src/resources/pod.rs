@@ -20,7 +20,8 @@ use super::labels::{
     FORCE_NEW_CLUSTER_ANNOTATION, POD_TEMPLATE_ANNOTATION, PREPARED_ANNOTATION, TLS_ANNOTATION,
     VOTER_LABEL, object_labels, owner_reference, selector,
 };
-use super::restore::{credentials_volume, restore_containers, restricted};
+use super::restore::{credentials_volume, restore_containers};
+use super::security::{pod_security_context, restricted};
 use super::tls::{
     etcd_tls_flags, gate_tls_args, gate_tls_mount, gate_tls_volume, tls_mounts,
     tls_readiness_probe, tls_volumes,
@@ -204,7 +205,7 @@ pub(crate) fn member_pod(
             node_selector: policy.node_selector.clone(),
             tolerations: policy.tolerations.clone(),
             affinity: Some(affinity),
-            security_context: policy.security_context.clone(),
+            security_context: Some(pod_security_context(policy.security_context.as_ref())),
             automount_service_account_token: Some(false),
             ..PodSpec::default()
         }),
@@ -399,6 +400,7 @@ fn etcd_container(
         // The end of etcd's log becomes the reason a crash is reported with.
         termination_message_policy: Some("FallbackToLogsOnError".into()),
         volume_mounts: Some(mounts),
+        security_context: Some(restricted()),
         ..Container::default()
     }
 }

@@ -11,15 +11,14 @@
 //! data directory in place, the fetch fetches nothing, etcd's tool restores an empty
 //! placeholder, and the place step throws that away ([`crate::restore::fetch::prepare`]).
 
-use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EnvVar, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
-};
+use k8s_openapi::api::core::v1::{Container, EnvVar, SecretVolumeSource, Volume, VolumeMount};
 
 use etcd_operator_actors::lifecycle::{SnapshotSource, TlsMode, Version, restores_with_etcdutl};
 use etcd_operator_actors::ports::{InitialState, MemberPod};
 use etcd_operator_actors::topology::Topology;
 
 use super::pod::{DATA_DIR, DATA_MOUNT, DATA_VOLUME};
+use super::security::restricted;
 
 /// Where the fetched snapshot is written, in the data volume.
 pub(crate) const SNAPSHOT_FILE: &str = "/var/etcd/restore.db";
@@ -35,21 +34,6 @@ fn data_mount() -> VolumeMount {
         name: DATA_VOLUME.into(),
         mount_path: DATA_MOUNT.into(),
         ..VolumeMount::default()
-    }
-}
-
-/// The operator's image as the init containers run it: as its image's non-root user,
-/// read-only, without privileges.
-pub(crate) fn restricted() -> SecurityContext {
-    SecurityContext {
-        allow_privilege_escalation: Some(false),
-        read_only_root_filesystem: Some(true),
-        run_as_non_root: Some(true),
-        capabilities: Some(Capabilities {
-            drop: Some(vec!["ALL".into()]),
-            ..Capabilities::default()
-        }),
-        ..SecurityContext::default()
     }
 }
 

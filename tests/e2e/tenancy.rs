@@ -205,3 +205,161 @@ async fn a_member_list_naming_another_namespaces_members_is_refused() {
         "nothing of the victim's is stored"
     );
 }
+
+/// What a tenant who may run etcd clusters holds: EtcdClusters of their namespace, and
+/// nothing that makes pods or reads Secrets.
+const CLUSTER_RIGHTS: &str = "- apiGroups: [etcd.database.coreos.com]\n  \
+    resources: [etcdclusters]\n  verbs: [get, list, watch, create, update, patch, delete]\n";
+
+/// A namespace whose pods must meet the `restricted` Pod Security Standard.
+fn restricted_namespace(name: &str) -> Namespace {
+    let ns = Namespace::create(name);
+    let (ok, out) = kubectl(
+        &[
+            "label",
+            "namespace",
+            &ns.0,
+            "pod-security.kubernetes.io/enforce=restricted",
+            "pod-security.kubernetes.io/enforce-version=latest",
+        ],
+        None,
+    );
+    assert!(ok, "{out}");
+    ns
+}
+
+#[tokio::test]
+async fn member_pods_run_in_a_namespace_that_enforces_the_restricted_standard() {
+    let ns = restricted_namespace("restricted");
+    let tenant = Tenant::create(&ns.0, CLUSTER_RIGHTS);
+    tenant.apply(&cluster_yaml(&ns.0, "locked", 3, "3.5.35", false));
+    let ready = wait_running(&ns.0, "locked", 3, Duration::from_secs(180)).await;
+    let mut etcd = etcd(&ns.0, &ready).await;
+    write_keys(&mut etcd, "restricted", 20).await;
+    assert_keys(&mut etcd, "restricted", 20).await;
+    // Each member pod says so itself: non-root, the runtime's seccomp profile, and every
+    // container without privilege escalation or capabilities.
+    for pod in &ready {
+        let spec = object_json("pod", &ns.0, pod)["spec"].clone();
+        let pod_sc = &spec["securityContext"];
+        assert_eq!(pod_sc["runAsNonRoot"], true, "{pod}: {pod_sc}");
+        assert_eq!(pod_sc["seccompProfile"]["type"], "RuntimeDefault", "{pod}");
+        for container in spec["containers"].as_array().unwrap() {
+            let sc = &container["securityContext"];
+            assert_eq!(sc["allowPrivilegeEscalation"], false, "{pod}: {sc}");
+            assert_eq!(
+                sc["capabilities"]["drop"],
+                serde_json::json!(["ALL"]),
+                "{pod}"
+            );
+        }
+    }
+}
+
+/// Applies `spec_lines` (YAML under `spec:`, indented two spaces) as an EtcdCluster of
+/// the tenant's; the refusal's text.
+fn refused_cluster(tenant: &Tenant, name: &str, spec_lines: &str) -> String {
+    let yaml = format!(
+        "apiVersion: etcd.database.coreos.com/v1beta2\nkind: EtcdCluster\nmetadata:\n  \
+         name: {name}\n  namespace: {}\nspec:\n  size: 1\n{spec_lines}",
+        tenant.ns
+    );
+    let (ok, out) = tenant.kubectl(&["apply", "-f", "-"], Some(&yaml));
+    assert!(!ok, "the API server accepted {name}:\n{yaml}");
+    out
+}
+
+#[tokio::test]
+async fn a_pod_policy_that_would_weaken_member_pods_is_refused_at_apply_with_its_rule() {
+    let ns = Namespace::create("weakened");
+    let tenant = Tenant::create(&ns.0, CLUSTER_RIGHTS);
+    let cases = [
+        (
+            "as-root",
+            "  pod:\n    securityContext:\n      runAsUser: 0\n",
+            "runAsUser 0",
+        ),
+        (
+            "may-be-root",
+            "  pod:\n    securityContext:\n      runAsNonRoot: false\n",
+            "runAsNonRoot",
+        ),
+        (
+            "unconfined",
+            "  pod:\n    securityContext:\n      seccompProfile:\n        type: Unconfined\n",
+            "seccompProfile",
+        ),
+        (
+            "selinux",
+            "  pod:\n    securityContext:\n      seLinuxOptions:\n        type: spc_t\n",
+            "seLinuxOptions",
+        ),
+        (
+            "sysctl",
+            "  pod:\n    securityContext:\n      sysctls:\n      - name: kernel.msgmax\n        value: \"1\"\n",
+            "sysctls",
+        ),
+        (
+            "apparmor",
+            "  pod:\n    annotations:\n      container.apparmor.security.beta.kubernetes.io/etcd: unconfined\n",
+            "AppArmor",
+        ),
+        (
+            "secret-env",
+            "  pod:\n    etcdEnv:\n    - name: STOLEN\n      valueFrom:\n        secretKeyRef:\n          name: other\n          key: password\n",
+            "valueFrom",
+        ),
+    ];
+    for (name, spec, rule) in cases {
+        let out = refused_cluster(&tenant, name, spec);
+        assert!(
+            out.contains(rule),
+            "{name}: the refusal names {rule:?}: {out}"
+        );
+        assert!(
+            out.contains("restricted") || out.contains("values only"),
+            "{name}: the refusal says which rule: {out}"
+        );
+    }
+    // What the restricted standard allows is still accepted.
+    tenant.apply(&format!(
+        "apiVersion: etcd.database.coreos.com/v1beta2\nkind: EtcdCluster\nmetadata:\n  \
+         name: allowed\n  namespace: {}\nspec:\n  size: 1\n  paused: true\n  pod:\n    \
+         securityContext:\n      runAsUser: 9000\n      fsGroup: 9000\n      \
+         seccompProfile:\n        type: RuntimeDefault\n    etcdEnv:\n    \
+         - name: ETCD_QUOTA_BACKEND_BYTES\n      value: \"4294967296\"\n",
+        ns.0
+    ));
+}
+
+#[tokio::test]
+async fn an_image_outside_the_allowed_repositories_blocks_the_cluster_with_the_list() {
+    let ns = Namespace::create("foreign-image");
+    let tenant = Tenant::create(&ns.0, CLUSTER_RIGHTS);
+    tenant.apply(&format!(
+        "apiVersion: etcd.database.coreos.com/v1beta2\nkind: EtcdCluster\nmetadata:\n  \
+         name: foreign\n  namespace: {}\nspec:\n  size: 1\n  repository: evil.example/etcd\n",
+        ns.0
+    ));
+    let status = wait_status(
+        &ns.0,
+        "foreign",
+        "Blocked/ImageNotAllowed",
+        Duration::from_secs(60),
+        |s| s.reason == "ImageNotAllowed",
+    )
+    .await;
+    assert_eq!(status.phase, "Blocked");
+    let message = status.message;
+    assert!(message.contains("evil.example/etcd"), "{message}");
+    assert!(
+        message.contains("quay.io/coreos/etcd"),
+        "the list: {message}"
+    );
+    assert!(
+        message.contains("--allowed-image-repositories"),
+        "{message}"
+    );
+    assert!(pod_uids(&ns.0).is_empty(), "no pod runs a foreign image");
+    wait_event(&ns.0, "reason=ImageNotAllowed").await;
+}

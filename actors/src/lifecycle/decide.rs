@@ -247,6 +247,9 @@ fn check_spec(spec: &DesiredCluster) -> Result<Version, Why> {
     if let Some(problem) = &spec.pod_policy_problem {
         return Err(Why::new(Reason::InvalidSpec, problem.clone()));
     }
+    if let Some(problem) = &spec.image_problem {
+        return Err(Why::new(Reason::ImageNotAllowed, problem.clone()));
+    }
     if spec.size == 0 {
         return Err(Why::new(
             Reason::InvalidSpec,

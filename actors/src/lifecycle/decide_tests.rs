@@ -1610,6 +1610,25 @@ fn an_unpublished_address_never_holds_back_a_scale_down() {
 }
 
 #[test]
+fn a_cluster_whose_image_is_not_allowed_is_blocked_and_no_pod_is_made() {
+    let now = Instant::now();
+    let mut s = spec(3, VERSION);
+    s.image_problem = Some("repository evil.example/etcd is not allowed".into());
+    // Nothing exists yet: without the problem, a seed would be made.
+    let d = run(State::default(), &World::empty(now).build(), &s);
+    assert_idle(&d, Reason::ImageNotAllowed);
+    assert!(
+        d.why.message.contains("evil.example/etcd"),
+        "{}",
+        d.why.message
+    );
+    // A running cluster missing a member is not repaired either.
+    let world = World::healthy(now, 3, VERSION).without_pod("demo-2");
+    let d = run(running_state(), &world.build(), &s);
+    assert_idle(&d, Reason::ImageNotAllowed);
+}
+
+#[test]
 fn a_running_cluster_whose_pod_policy_sets_an_owned_etcd_variable_is_blocked_untouched() {
     let now = Instant::now();
     // One member gone: without the problem, a replacement would be made.

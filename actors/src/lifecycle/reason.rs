@@ -121,6 +121,8 @@ reasons! {
     InvalidSpec,
     /// The cluster's name cannot make valid object names.
     InvalidName,
+    /// The cluster's image repository is not one the operator is allowed to run.
+    ImageNotAllowed,
     /// An object the cluster needs belongs to someone else.
     NameConflict,
     /// Too few healthy voting members.
@@ -173,6 +175,7 @@ impl Reason {
                 | Reason::TlsChangeRefused
                 | Reason::InvalidSpec
                 | Reason::InvalidName
+                | Reason::ImageNotAllowed
                 | Reason::NameConflict
                 | Reason::QuorumLost
                 | Reason::CrashLooping

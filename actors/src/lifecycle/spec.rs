@@ -28,6 +28,9 @@ pub struct DesiredCluster {
     /// flag the operator owns, a label or annotation key of the operator's); the CRD
     /// refuses such a spec, this catches older objects.
     pub pod_policy_problem: Option<String>,
+    /// Why the cluster's image is not one the operator may run (its repository is not
+    /// among the operator's allowed ones), when it is not.
+    pub image_problem: Option<String>,
     /// `metadata.generation` of the object this was read from.
     pub generation: i64,
     /// `metadata.uid` of the object: a cluster deleted and created again under the same
@@ -80,6 +83,7 @@ impl DesiredCluster {
             tls: TlsMode::Off,
             name_problem: None,
             pod_policy_problem: None,
+            image_problem: None,
             generation: 1,
             uid: String::new(),
             pod_template: String::new(),

@@ -25,6 +25,17 @@ pub fn restore_crd() -> CustomResourceDefinition {
             continue;
         };
         spec.x_kubernetes_validations = Some(spec_rules());
+        // The cluster it creates is held to the EtcdCluster's pod rules: refused here,
+        // not later when the operator creates it.
+        if let Some(pod) = spec
+            .properties
+            .as_mut()
+            .and_then(|p| p.get_mut("clusterSpec"))
+            .and_then(|c| c.properties.as_mut())
+            .and_then(|p| p.get_mut("pod"))
+        {
+            crate::api::crd::add_pod_policy_rules(pod);
+        }
     }
     crd
 }
