@@ -78,6 +78,7 @@ fn healthy(n: u64) -> Observation {
             revision: None,
         },
         name_conflict: None,
+        restore_problem: None,
         tls: Default::default(),
         prepares_joiners: false,
         endpoints: Vec::new(),

@@ -228,6 +228,10 @@ pub struct KubeView {
     /// An object this cluster needs (a Service, a member pod, a PVC) exists under its name
     /// but belongs to another owner: who owns it, for people. Nothing is shared with it.
     pub name_conflict: Option<String>,
+    /// Why `spec.restore` is not honoured, when it is not: the cluster was not made by an
+    /// EtcdRestore of its namespace that still exists and names the same store (looked
+    /// up only while the cluster has never bootstrapped).
+    pub restore_problem: Option<String>,
     /// The cluster's certificates (checked, with their expiries), when it asks for TLS.
     pub tls: crate::lifecycle::TlsObservation,
     /// Joiners' pods can be made before their `member add`: the operator's own image is

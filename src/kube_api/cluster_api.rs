@@ -38,6 +38,7 @@ use super::pod_view::pod_view;
 use super::status_patch::status_from_report;
 use super::tls::{Identities, TlsSide};
 use crate::api::names::name_problem;
+use crate::api::restore::EtcdRestore;
 use crate::api::{BootstrapStatus, EtcdCluster, EtcdClusterStatus, RecoveryStatus};
 use crate::resources::labels::{
     MANAGED_BY_LABEL, MANAGER, UPGRADE_FROM_ANNOTATION, VOTER_LABEL, client_selector,
@@ -48,6 +49,7 @@ use crate::resources::{
     every_member_on_claim, eviction_policy, headless_service, image, member_pod, min_available,
     pvc_name, record_trust,
 };
+use crate::restore::plan::restore_problem;
 
 /// The informer caches every cluster reads from.
 #[derive(Clone)]
@@ -510,6 +512,29 @@ impl KubeClusterApi {
         Ok(first)
     }
 
+    /// Why the cluster's `spec.restore` is not honoured ([`restore_problem`]), asked only
+    /// while it has never bootstrapped (afterwards `spec.restore` is not read).
+    async fn restore_problem(
+        &self,
+        cluster: &EtcdCluster,
+        born: bool,
+    ) -> Result<Option<String>, ApiError> {
+        let Some(wanted) = cluster.spec.restore.as_ref().filter(|_| !born) else {
+            return Ok(None);
+        };
+        let restore = match wanted.restore_name.as_deref().filter(|n| !n.is_empty()) {
+            Some(name) => {
+                let api: Api<EtcdRestore> =
+                    Api::namespaced(self.client.clone(), &self.topology.namespace);
+                api.get_opt(name)
+                    .await
+                    .map_err(|e| api_error(&format!("reading EtcdRestore {name}"), &e))?
+            }
+            None => None,
+        };
+        Ok(restore_problem(cluster, restore.as_ref()))
+    }
+
     /// `minAvailable` of the cluster's own PodDisruptionBudget, from the cache. One under
     /// its name that is not its own is found when creating it (a conflict). A budget
     /// whose `unhealthyPodEvictionPolicy` is not the one its members call for (made by an
@@ -624,6 +649,9 @@ impl ClusterApi for KubeClusterApi {
             None => self.remembered_conflict(&cluster).await?,
         };
         let recorded = self.recorded(&cluster);
+        let restore_problem = self
+            .restore_problem(&cluster, recorded.bootstrap.is_some())
+            .await?;
         let tls = self
             .tls
             .observe(&cluster, recorded.bootstrap.is_some())
@@ -636,6 +664,7 @@ impl ClusterApi for KubeClusterApi {
             claim_class,
             recorded,
             name_conflict,
+            restore_problem,
             tls,
             prepares_joiners: self.operator_image.is_some(),
         })

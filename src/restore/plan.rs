@@ -166,6 +166,57 @@ pub fn new_cluster(
     })
 }
 
+/// Why `cluster`'s `spec.restore` is not honoured, when it is not. A restore fetches with
+/// the Secret and from the store it names, so only an EtcdRestore may write one: the
+/// cluster carries that EtcdRestore's UID ([`RESTORED_BY_ANNOTATION`]) and name
+/// (`spec.restore.restoreName`), and `restore` (that EtcdRestore as it is now, `None`
+/// when it does not exist) must have that UID, restore into this cluster, and name the
+/// same store, Secret and snapshot path.
+pub fn restore_problem(cluster: &EtcdCluster, restore: Option<&EtcdRestore>) -> Option<String> {
+    let wanted = cluster.spec.restore.as_ref()?;
+    let refuse = |why: String| {
+        Some(format!(
+            "spec.restore is honoured only on an EtcdCluster that an EtcdRestore of its \
+             namespace created: {why}; nothing is fetched and no member is started"
+        ))
+    };
+    let name = wanted.restore_name.as_deref().unwrap_or_default();
+    if name.is_empty() {
+        return refuse("spec.restore.restoreName names no EtcdRestore".into());
+    }
+    let Some(uid) = cluster.annotations().get(RESTORED_BY_ANNOTATION) else {
+        return refuse(format!(
+            "the annotation {RESTORED_BY_ANNOTATION} is missing"
+        ));
+    };
+    let Some(restore) = restore else {
+        return refuse(format!("EtcdRestore {name} does not exist"));
+    };
+    if restore.metadata.uid.as_deref() != Some(uid.as_str()) {
+        return refuse(format!(
+            "EtcdRestore {name} is not the one the annotation {RESTORED_BY_ANNOTATION} names"
+        ));
+    }
+    if restore.spec.etcd_cluster.name != cluster.name_any() {
+        return refuse(format!(
+            "EtcdRestore {name} restores into {}, not this cluster",
+            restore.spec.etcd_cluster.name
+        ));
+    }
+    let same_store = restore.spec.s3.as_ref().is_some_and(|s3| {
+        s3.aws_secret == wanted.s3.aws_secret
+            && s3.endpoint == wanted.s3.endpoint
+            && s3.force_path_style == wanted.s3.force_path_style
+            && wanted.s3.path.starts_with(s3.path.trim_end_matches('/'))
+    });
+    if !same_store {
+        return refuse(format!(
+            "spec.restore.s3 is not the store, Secret and path EtcdRestore {name} names"
+        ));
+    }
+    None
+}
+
 /// Reasons that refuse a restore until its spec changes (nothing is retried): the rest
 /// (a store or Secret not reachable now) are retried.
 pub fn is_final(reason: &str) -> bool {
@@ -356,6 +407,45 @@ mod tests {
             cluster.metadata.annotations.unwrap()[RESTORED_BY_ANNOTATION],
             "uid-1"
         );
+    }
+
+    #[test]
+    fn a_restore_is_honoured_only_on_the_cluster_its_etcd_restore_made() {
+        let made = new_cluster(&restore(None), &metadata("3.5.35"), &source()).unwrap();
+        assert_eq!(restore_problem(&made, Some(&restore(None))), None);
+        // The EtcdRestore is gone, or is another one under the same name.
+        let gone = restore_problem(&made, None).expect("refused");
+        assert!(gone.contains("EtcdRestore again does not exist"), "{gone}");
+        let mut other = restore(None);
+        other.metadata.uid = Some("uid-2".into());
+        assert!(restore_problem(&made, Some(&other)).is_some());
+    }
+
+    #[test]
+    fn a_hand_written_restore_is_refused_whatever_it_copies() {
+        let made = new_cluster(&restore(None), &metadata("3.5.35"), &source()).unwrap();
+        // No annotation: written by hand.
+        let mut by_hand = made.clone();
+        by_hand.metadata.annotations = None;
+        let problem = restore_problem(&by_hand, Some(&restore(None))).expect("refused");
+        assert!(problem.contains(RESTORED_BY_ANNOTATION), "{problem}");
+        assert!(problem.contains("nothing is fetched"), "{problem}");
+        // The annotation and name copied, another Secret or store named.
+        let mut other_secret = made.clone();
+        other_secret.spec.restore.as_mut().unwrap().s3.aws_secret = "someone-elses".into();
+        let problem = restore_problem(&other_secret, Some(&restore(None))).expect("refused");
+        assert!(problem.contains("spec.restore.s3"), "{problem}");
+        let mut other_store = made.clone();
+        other_store.spec.restore.as_mut().unwrap().s3.endpoint = Some("http://evil:80".into());
+        assert!(restore_problem(&other_store, Some(&restore(None))).is_some());
+        // Copied onto another cluster.
+        let mut elsewhere = made.clone();
+        elsewhere.metadata.name = Some("another".into());
+        assert!(restore_problem(&elsewhere, Some(&restore(None))).is_some());
+        // No spec.restore: nothing to honour, no problem.
+        let mut plain = made;
+        plain.spec.restore = None;
+        assert_eq!(restore_problem(&plain, None), None);
     }
 
     #[test]

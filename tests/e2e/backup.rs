@@ -87,7 +87,7 @@ async fn a_coreos_one_shot_backup_is_stored_verified_and_reported_and_failures_s
         "etcdEndpoints: [\"http://source-client.{}.svc:2379\"]",
         ns.0
     );
-    let prefix = format!("{}/once", ns.0);
+    let prefix = empty_prefix(&ns.0, "once");
     apply(&backup_yaml(
         &ns.0,
         "once",
@@ -168,7 +168,7 @@ async fn a_periodic_backup_keeps_max_backups_and_reports_each_one() {
     write_keys(&mut etcd, "periodic", 1000).await;
     create_secret(&ns.0);
 
-    let prefix = format!("{}/periodic", ns.0);
+    let prefix = empty_prefix(&ns.0, "periodic");
     let policy = "  backupPolicy:\n    backupIntervalInSecond: 10\n    maxBackups: 3\n";
     apply(&backup_yaml(
         &ns.0,
@@ -293,7 +293,7 @@ async fn the_crd_refuses_a_backup_naming_two_clusters_or_a_storage_type_without_
 /// snapshot stored under `<ns>/<name>`, matching the status and its metadata, with a
 /// revision past the `keys` written.
 async fn assert_one_shot_stored(ns: &str, name: &str, cluster: &str, extra: &str, keys: i64) {
-    let prefix = format!("{ns}/{name}");
+    let prefix = empty_prefix(ns, name);
     apply(&backup_yaml(
         ns,
         name,
@@ -351,7 +351,7 @@ async fn a_static_tls_cluster_is_backed_up_with_the_client_tls_secret_it_names()
 
     // A clientTLSSecret that does not exist: reported by name, retried, nothing stored.
     let missing = "  clientTLSSecret: no-such-secret\n";
-    let prefix = format!("{}/missing", ns.0);
+    let prefix = empty_prefix(&ns.0, "missing");
     apply(&backup_yaml(
         &ns.0,
         "missing",
@@ -414,7 +414,7 @@ async fn a_scheduled_backup_while_the_store_is_down_fails_is_retried_and_counts_
     write_keys(&mut etcd, "down", 1000).await;
     create_secret(&ns.0);
 
-    let prefix = format!("{}/down", ns.0);
+    let prefix = empty_prefix(&ns.0, "down");
     let policy = "  backupPolicy:\n    backupIntervalInSecond: 10\n    maxBackups: 3\n";
     let store = StoreDown::now();
     apply(&backup_yaml(

@@ -155,7 +155,7 @@ async fn a_restore_from_a_snapshot_with_flipped_bytes_is_refused_and_creates_not
     std::fs::write(&file, &bytes).unwrap();
 
     // Both ways of naming it: the exact snapshot, and the prefix it is the newest under.
-    let prefix = format!("{BUCKET}/{}/source", ns.0);
+    let prefix = format!("{BUCKET}/{}", empty_prefix(&ns.0, "source"));
     for (restore, cluster, named) in [
         ("exact", "from-exact", path.as_str()),
         ("newest", "from-newest", prefix.as_str()),

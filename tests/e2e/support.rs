@@ -588,6 +588,19 @@ pub fn s3_file(name: &str) -> String {
         .to_string()
 }
 
+/// `<ns>/<name>`, a prefix of the bucket emptied of what earlier runs stored there (the
+/// bucket outlives the namespaces, and a scenario counts the objects under its prefix).
+pub fn empty_prefix(ns: &str, name: &str) -> String {
+    let prefix = format!("{ns}/{name}");
+    let dir = env_dir().join("s3/root").join(BUCKET).join(&prefix);
+    if let Err(e) = std::fs::remove_dir_all(&dir)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        panic!("emptying {}: {e}", dir.display());
+    }
+    prefix
+}
+
 /// The Secret `aws` with the S3 server's keys, in the `accessKey`/`secretKey` layout.
 pub fn create_secret(ns: &str) {
     let (ok, out) = kubectl(

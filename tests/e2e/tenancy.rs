@@ -65,16 +65,6 @@ fn tenant_secret(tenant: &Tenant) {
     assert!(ok, "{out}");
 }
 
-/// A prefix of the bucket that no earlier run wrote under (the bucket outlives the
-/// namespaces).
-fn fresh_prefix(ns: &str, name: &str) -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis();
-    format!("{ns}/{name}-{now}")
-}
-
 /// Objects stored under `prefix` of the bucket, as the server's directory shows.
 fn stored_under(prefix: &str) -> usize {
     let dir = env_dir().join("s3/root").join(BUCKET).join(prefix);
@@ -136,7 +126,7 @@ async fn a_backup_naming_another_namespaces_etcd_is_refused_and_stores_nothing()
     ];
     let prefixes: Vec<String> = targets
         .iter()
-        .map(|(name, _)| fresh_prefix(&attacker.0, name))
+        .map(|(name, _)| empty_prefix(&attacker.0, name))
         .collect();
     for ((name, endpoint), prefix) in targets.iter().zip(&prefixes) {
         tenant.apply(&backup_yaml(
@@ -187,7 +177,7 @@ async fn a_member_list_naming_another_namespaces_members_is_refused() {
     lying_etcd(&attacker.0, &victim_url);
     let tenant = Tenant::create(&attacker.0, BACKUP_RIGHTS);
     tenant_secret(&tenant);
-    let prefix = fresh_prefix(&attacker.0, "liar");
+    let prefix = empty_prefix(&attacker.0, "liar");
     tenant.apply(&backup_yaml(
         &attacker.0,
         "liar",
@@ -362,4 +352,52 @@ async fn an_image_outside_the_allowed_repositories_blocks_the_cluster_with_the_l
     );
     assert!(pod_uids(&ns.0).is_empty(), "no pod runs a foreign image");
     wait_event(&ns.0, "reason=ImageNotAllowed").await;
+}
+
+/// An EtcdCluster whose `spec.restore` the tenant wrote: the namespace's Secret `aws`
+/// (which the tenant may not read), the local store, a made-up snapshot; with the
+/// annotation an EtcdRestore would leave, copied by hand.
+fn hand_written_restore(ns: &str, name: &str) -> String {
+    format!(
+        "apiVersion: etcd.database.coreos.com/v1beta2\nkind: EtcdCluster\nmetadata:\n  \
+         name: {name}\n  namespace: {ns}\n  annotations:\n    \
+         etcd.database.coreos.com/restored-by: 0d9f7c1e-0000-4000-8000-000000000000\n\
+         spec:\n  size: 1\n  restore:\n    backupStorageType: S3\n    s3:\n      \
+         path: {BUCKET}/{ns}/{name}/stolen.db\n      awsSecret: aws\n      \
+         endpoint: {}\n      forcePathStyle: true\n    sha256: \"{}\"\n    size: 4096\n    \
+         etcdVersion: 3.5.35\n    revision: 1\n    restoreName: made-up\n",
+        s3_file("endpoint"),
+        "0".repeat(64)
+    )
+}
+
+#[tokio::test]
+async fn a_hand_written_spec_restore_is_blocked_and_nothing_is_fetched() {
+    let ns = Namespace::create("hand-restore");
+    create_secret(&ns.0);
+    let tenant = Tenant::create(&ns.0, CLUSTER_RIGHTS);
+    let (can_read, _) = tenant.kubectl(&["auth", "can-i", "get", "secrets", "-n", &ns.0], None);
+    assert!(!can_read, "the tenant may not read the namespace's Secrets");
+    tenant.apply(&hand_written_restore(&ns.0, "forged"));
+    let status = wait_status(
+        &ns.0,
+        "forged",
+        "Blocked/RestoreNotAllowed",
+        Duration::from_secs(60),
+        |s| s.reason == "RestoreNotAllowed",
+    )
+    .await;
+    assert_eq!(status.phase, "Blocked");
+    assert!(
+        status
+            .message
+            .contains("EtcdRestore made-up does not exist"),
+        "{}",
+        status.message
+    );
+    assert!(
+        pod_uids(&ns.0).is_empty(),
+        "no pod mounts the Secret or fetches from the store"
+    );
+    wait_event(&ns.0, "reason=RestoreNotAllowed").await;
 }

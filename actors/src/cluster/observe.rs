@@ -64,6 +64,7 @@ pub(crate) async fn observe(
         claim_class: view.claim_class,
         recorded: view.recorded,
         name_conflict: view.name_conflict,
+        restore_problem: view.restore_problem,
         endpoints,
         membership,
         health,

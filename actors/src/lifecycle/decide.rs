@@ -96,6 +96,13 @@ fn step(
         );
         return blocked(state, why);
     }
+    if let Some(problem) = obs
+        .restore_problem
+        .as_ref()
+        .filter(|_| spec.restore.is_some())
+    {
+        return blocked(state, Why::new(Reason::RestoreNotAllowed, problem.clone()));
+    }
     if spec.paused {
         let why = Why::new(
             Reason::Paused,

@@ -1610,6 +1610,17 @@ fn an_unpublished_address_never_holds_back_a_scale_down() {
 }
 
 #[test]
+fn a_restore_not_written_by_an_etcd_restore_is_blocked_and_no_seed_is_made() {
+    let now = Instant::now();
+    let s = restoring(3, VERSION, VERSION);
+    let mut world = World::empty(now);
+    world.obs.restore_problem = Some("EtcdRestore again does not exist".into());
+    let d = run(State::default(), &world.build(), &s);
+    assert_idle(&d, Reason::RestoreNotAllowed);
+    assert!(d.why.message.contains("again"), "{}", d.why.message);
+}
+
+#[test]
 fn a_cluster_whose_image_is_not_allowed_is_blocked_and_no_pod_is_made() {
     let now = Instant::now();
     let mut s = spec(3, VERSION);

@@ -38,6 +38,7 @@ impl World {
                 endpoints: Vec::new(),
                 recorded: Recorded::default(),
                 name_conflict: None,
+                restore_problem: None,
                 membership: Membership::Unreachable {
                     error: "connection refused".into(),
                 },

@@ -307,6 +307,8 @@ pub struct Observation {
     pub recorded: Recorded,
     /// An object this cluster needs belongs to someone else (see `KubeView`).
     pub name_conflict: Option<String>,
+    /// Why `spec.restore` is not honoured, when it is not (see `KubeView`).
+    pub restore_problem: Option<String>,
     /// Client URLs of the live member pods: where the tick's etcd calls go.
     pub endpoints: Vec<String>,
     /// etcd's member list.

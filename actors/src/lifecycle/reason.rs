@@ -123,6 +123,8 @@ reasons! {
     InvalidName,
     /// The cluster's image repository is not one the operator is allowed to run.
     ImageNotAllowed,
+    /// `spec.restore` was not written by an EtcdRestore of the cluster's namespace.
+    RestoreNotAllowed,
     /// An object the cluster needs belongs to someone else.
     NameConflict,
     /// Too few healthy voting members.
@@ -176,6 +178,7 @@ impl Reason {
                 | Reason::InvalidSpec
                 | Reason::InvalidName
                 | Reason::ImageNotAllowed
+                | Reason::RestoreNotAllowed
                 | Reason::NameConflict
                 | Reason::QuorumLost
                 | Reason::CrashLooping

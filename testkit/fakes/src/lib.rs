@@ -800,6 +800,7 @@ impl ClusterApi for FakeCluster {
             claim_class: None,
             recorded: w.recorded.clone(),
             name_conflict: None,
+            restore_problem: None,
             tls,
             prepares_joiners: w.prepares_joiners,
         })
