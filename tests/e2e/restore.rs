@@ -42,7 +42,7 @@ async fn backed_up_source(ns: &str, count: usize) -> (u64, serde_json::Value) {
     write_keys(&mut etcd, "restore", count).await;
     let id = cluster_id(&mut etcd).await;
     create_secret(ns);
-    let path = format!("{BUCKET}/{ns}/source");
+    let path = format!("{BUCKET}/{}", empty_prefix(ns, "source"));
     apply(&backup_yaml(ns, "once", "clusterName: source", &path, ""));
     let status = wait_for(
         "the backup to succeed",
@@ -155,7 +155,7 @@ async fn a_restore_from_a_snapshot_with_flipped_bytes_is_refused_and_creates_not
     std::fs::write(&file, &bytes).unwrap();
 
     // Both ways of naming it: the exact snapshot, and the prefix it is the newest under.
-    let prefix = format!("{BUCKET}/{}", empty_prefix(&ns.0, "source"));
+    let prefix = format!("{BUCKET}/{}/source", ns.0);
     for (restore, cluster, named) in [
         ("exact", "from-exact", path.as_str()),
         ("newest", "from-newest", prefix.as_str()),
