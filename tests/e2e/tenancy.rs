@@ -246,14 +246,19 @@ async fn member_pods_run_in_a_namespace_that_enforces_the_restricted_standard() 
     }
 }
 
-/// Applies `spec_lines` (YAML under `spec:`, indented two spaces) as an EtcdCluster of
-/// the tenant's; the refusal's text.
-fn refused_cluster(tenant: &Tenant, name: &str, spec_lines: &str) -> String {
-    let yaml = format!(
+/// A one-member EtcdCluster of the tenant's, with `spec_lines` (YAML under `spec:`,
+/// indented two spaces).
+fn one_member(tenant: &Tenant, name: &str, spec_lines: &str) -> String {
+    format!(
         "apiVersion: etcd.database.coreos.com/v1beta2\nkind: EtcdCluster\nmetadata:\n  \
          name: {name}\n  namespace: {}\nspec:\n  size: 1\n{spec_lines}",
         tenant.ns
-    );
+    )
+}
+
+/// Applies [`one_member`] as the tenant; the refusal's text.
+fn refused_cluster(tenant: &Tenant, name: &str, spec_lines: &str) -> String {
+    let yaml = one_member(tenant, name, spec_lines);
     let (ok, out) = tenant.kubectl(&["apply", "-f", "-"], Some(&yaml));
     assert!(!ok, "the API server accepted {name}:\n{yaml}");
     out
@@ -312,13 +317,12 @@ async fn a_pod_policy_that_would_weaken_member_pods_is_refused_at_apply_with_its
         );
     }
     // What the restricted standard allows is still accepted.
-    tenant.apply(&format!(
-        "apiVersion: etcd.database.coreos.com/v1beta2\nkind: EtcdCluster\nmetadata:\n  \
-         name: allowed\n  namespace: {}\nspec:\n  size: 1\n  paused: true\n  pod:\n    \
-         securityContext:\n      runAsUser: 9000\n      fsGroup: 9000\n      \
-         seccompProfile:\n        type: RuntimeDefault\n    etcdEnv:\n    \
-         - name: ETCD_QUOTA_BACKEND_BYTES\n      value: \"4294967296\"\n",
-        ns.0
+    tenant.apply(&one_member(
+        &tenant,
+        "allowed",
+        "  paused: true\n  pod:\n    securityContext:\n      runAsUser: 9000\n      \
+         fsGroup: 9000\n      seccompProfile:\n        type: RuntimeDefault\n    \
+         etcdEnv:\n    - name: ETCD_QUOTA_BACKEND_BYTES\n      value: \"4294967296\"\n",
     ));
 }
 
@@ -326,10 +330,10 @@ async fn a_pod_policy_that_would_weaken_member_pods_is_refused_at_apply_with_its
 async fn an_image_outside_the_allowed_repositories_blocks_the_cluster_with_the_list() {
     let ns = Namespace::create("foreign-image");
     let tenant = Tenant::create(&ns.0, CLUSTER_RIGHTS);
-    tenant.apply(&format!(
-        "apiVersion: etcd.database.coreos.com/v1beta2\nkind: EtcdCluster\nmetadata:\n  \
-         name: foreign\n  namespace: {}\nspec:\n  size: 1\n  repository: evil.example/etcd\n",
-        ns.0
+    tenant.apply(&one_member(
+        &tenant,
+        "foreign",
+        "  repository: evil.example/etcd\n",
     ));
     let status = wait_status(
         &ns.0,
