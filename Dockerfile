@@ -26,6 +26,6 @@ COPY --from=build /rootfs/ /
 FROM scratch
 COPY --from=rootfs / /
 USER 65532:65532
-EXPOSE 8080
+EXPOSE 8443
 ENTRYPOINT ["/usr/local/bin/etcd-operator"]
 CMD ["run"]

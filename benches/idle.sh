@@ -12,7 +12,7 @@
 # of size 1 at once, wait until every one is Running with its member ready, wait
 # SETTLE_S seconds more, then measure over WINDOW_S seconds, from the leader's process
 # (the Lease holder's pod; its container ID is process://PID on the local nodes) and its
-# /metrics (pod IP, port 8080):
+# /metrics (pod IP, port 8443, with the local environment's reader token):
 #   - CPU: utime + stime of /proc/PID/stat over the window, as % of one core;
 #   - RSS: VmRSS of /proc/PID/status at the end;
 #   - etcd calls per cluster per minute: the delta of etcd_operator_etcd_calls_total
@@ -73,7 +73,7 @@ find_leader() {
     [[ $PID =~ ^[0-9]+$ && -r /proc/$PID/stat ]] ||
         die "the leader $LEADER has no local process (container ID '$container')"
     ip=$(kubectl -n etcd-operator get pod "$LEADER" -o jsonpath='{.status.podIP}')
-    METRICS=http://$ip:8080/metrics
+    METRICS=https://$ip:8443/metrics
 }
 
 # utime + stime of process $PID, in clock ticks (fields 14 and 15 of /proc/PID/stat,
@@ -91,7 +91,7 @@ rss_mib() {
 
 # The sum of every sample of the counter family $1 (all label sets) at $METRICS.
 counter() {
-    curl -fsS --max-time 10 "$METRICS" |
+    operator_curl -fsS --max-time 10 "$METRICS" |
         awk -v name="$1" '$1 == name || index($1, name "{") == 1 { s += $2 } END { printf "%d", s }'
 }
 

@@ -1,6 +1,7 @@
 # shellcheck shell=bash disable=SC2034
-# Shared by the measuring scripts in benches/: logging, the clock, polling, medians.
-# Source it after setting LOG_TAG and TIMEOUT_S.
+# Shared by the measuring scripts in benches/: logging, the clock, polling, medians, and
+# reading the operator's HTTPS endpoints with a token.
+# Source it after setting LOG_TAG and TIMEOUT_S (and ROOT, LOCAL_ENV_DIR for the operator).
 
 log() { printf '[%s] %s\n' "${LOG_TAG:-bench}" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -64,4 +65,25 @@ table_row() {
     f=$(median "$2")
     o=$(median "$3")
     printf "%-${4}s | %8s | %10s | %6s\n" "$1" "$f" "$o" "$(ratio "$f" "$o")"
+}
+
+# A token that may read the operator's /metrics and /debug/ (the local environment's
+# operator-reader, testkit/env/operator-reader.yaml). Kept in a file of the environment
+# for an hour, since callers run in subshells.
+operator_token() {
+    local file=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}/operator-reader.token
+    if [[ ! -s $file || -n $(find "$file" -mmin +60 2>/dev/null) ]]; then
+        kubectl apply -f "$ROOT/testkit/env/operator-reader.yaml" >/dev/null || return 1
+        kubectl -n etcd-operator create token operator-reader --duration=2h >"$file.new" || return 1
+        mv "$file.new" "$file"
+    fi
+    cat "$file"
+}
+
+# curl on the operator's HTTPS server with the reader's token (its certificate is
+# self-signed in the local environment: not verified).
+operator_curl() {
+    local token
+    token=$(operator_token) || return 1
+    curl -k -H "Authorization: Bearer $token" "$@"
 }

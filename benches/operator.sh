@@ -106,12 +106,12 @@ operator_delete() {
     poll "the pods of $1 to be deleted" no_pods "$1"
 }
 
-# The base URL of the HTTP server of the operator's leader (the holder of its Lease).
+# The base URL of the HTTPS server of the operator's leader (the holder of its Lease).
 operator_url() {
     local holder ip
     holder=$(kubectl -n etcd-operator get lease etcd-operator -o jsonpath='{.spec.holderIdentity}' 2>/dev/null) || return 1
     ip=$(kubectl -n etcd-operator get pod "$holder" -o jsonpath='{.status.podIP}' 2>/dev/null) || return 1
-    [[ -n $ip ]] && echo "http://$ip:8080"
+    [[ -n $ip ]] && echo "https://$ip:8443"
 }
 
 # Milliseconds since the Unix epoch, by this machine's clock (the local environment's
@@ -123,5 +123,5 @@ now_ms() { date +%s%3N; }
 operator_trace_json() {
     local url
     url=$(operator_url) || return 1
-    curl -sf --max-time 5 "$url/debug/trace${1:-}"
+    operator_curl -sf --max-time 5 "$url/debug/trace${1:-}"
 }

@@ -13,6 +13,7 @@ use etcd_operator_actors::lifecycle::Deadlines;
 use crate::api::images::ImagePolicy;
 use crate::backup::scope::EndpointPolicy;
 use crate::controller::{LeaseSettings, Settings};
+use crate::http::serving::CertSource;
 use crate::logging::{LogFormat, logger};
 
 /// A Kubernetes operator that creates and runs etcd clusters.
@@ -149,9 +150,20 @@ pub struct RunArgs {
     /// Only manage EtcdClusters in this namespace (default: every namespace).
     #[arg(long, env = "WATCH_NAMESPACE", default_value = "")]
     pub namespace: String,
-    /// Address of the HTTP server (/healthz, /readyz, /metrics, /debug/...).
-    #[arg(long, env = "LISTEN_ADDRESS", default_value = "0.0.0.0:8080")]
+    /// Address of the HTTPS server (/healthz, /readyz, /metrics, /debug/...).
+    #[arg(long, env = "LISTEN_ADDRESS", default_value = "0.0.0.0:8443")]
     pub listen: SocketAddr,
+    /// The HTTPS server's certificate chain (PEM), re-read when it changes; without it the
+    /// operator serves a self-signed certificate made at start.
+    #[arg(long, env = "TLS_CERT_FILE", requires = "tls_private_key_file")]
+    pub tls_cert_file: Option<std::path::PathBuf>,
+    /// The private key (PEM) of `--tls-cert-file`.
+    #[arg(long, env = "TLS_PRIVATE_KEY_FILE", requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<std::path::PathBuf>,
+    /// Most `/debug/stream` subscriptions one user (as the token's TokenReview names
+    /// them) may hold at once.
+    #[arg(long, default_value_t = crate::http::stream_slots::DEFAULT_PER_IDENTITY)]
+    pub debug_stream_per_identity: usize,
     /// Milliseconds between ticks of a cluster while nothing happens.
     #[arg(long, default_value_t = 2000)]
     pub tick_interval_ms: u64,
@@ -235,6 +247,19 @@ pub struct RunArgs {
     pub operator_image: Option<String>,
 }
 
+/// The names a self-signed serving certificate covers: loopback, the listen address when
+/// it names one, and this replica's host name.
+fn self_signed_names(listen: SocketAddr, identity: &str) -> Vec<String> {
+    let mut names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+    if !listen.ip().is_unspecified() && !listen.ip().is_loopback() {
+        names.push(listen.ip().to_string());
+    }
+    if !identity.is_empty() && !names.iter().any(|n| n == identity) {
+        names.push(identity.to_string());
+    }
+    names
+}
+
 fn parse_level(s: &str) -> Result<slog::Level, String> {
     s.parse()
         .map_err(|()| format!("unknown log level {s:?}: use trace, debug, info, warning or error"))
@@ -247,9 +272,18 @@ impl RunArgs {
             std::env::var("HOSTNAME")
                 .unwrap_or_else(|_| format!("etcd-operator-{}", std::process::id()))
         });
+        let serving = match (&self.tls_cert_file, &self.tls_private_key_file) {
+            (Some(cert), Some(key)) => CertSource::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            },
+            _ => CertSource::SelfSigned(self_signed_names(self.listen, &identity)),
+        };
         Settings {
             namespace: self.namespace.clone(),
             listen: self.listen,
+            serving,
+            debug_stream_per_identity: self.debug_stream_per_identity,
             api_timeout: Duration::from_millis(self.api_timeout_ms),
             etcd_timeout: Duration::from_millis(self.etcd_timeout_ms),
             cluster: ClusterConfig {

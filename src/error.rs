@@ -19,13 +19,13 @@ pub enum Error {
         /// Why.
         source: kube::runtime::reflector::store::WriterDropped,
     },
-    /// The HTTP server could not listen.
-    #[error("cannot listen on {address}: {source}")]
+    /// The HTTPS server could not listen.
+    #[error("cannot serve HTTPS on {address}: {source}")]
     Listen {
         /// The address asked for.
         address: SocketAddr,
         /// Why.
-        source: std::io::Error,
+        source: crate::http::ServeError,
     },
     /// The SIGTERM handler could not be installed.
     #[error("installing the SIGTERM handler: {0}")]

@@ -51,6 +51,10 @@ use crate::Error;
 use crate::api::EtcdCluster;
 use crate::api::images::ImagePolicy;
 use crate::backup::metrics::BackupMetrics;
+use crate::http::access::AccessGate;
+use crate::http::review::ApiServerReviewer;
+use crate::http::serving::{CertSource, ServingCert};
+use crate::http::stream_slots::StreamSlots;
 use crate::kube_api::{Caches, ClusterDns, Identities};
 use crate::resources::labels::{CLUSTER_LABEL, MANAGED_BY_LABEL, MANAGER};
 
@@ -408,20 +412,38 @@ fn shutdown_signal(log: &Logger) -> Result<impl Future<Output = ()> + use<>, Err
     })
 }
 
-/// Serves HTTP in the background.
+/// Serves HTTPS in the background, and re-reads certificate files as they change.
 async fn start_http(
     settings: &Settings,
     state: crate::http::HttpState,
     log: &Logger,
 ) -> Result<(), Error> {
-    let server = crate::http::serve(settings.listen, state)
+    let listen_error = |source| Error::Listen {
+        address: settings.listen,
+        source,
+    };
+    let certificate = ServingCert::load(settings.serving.clone())
+        .map_err(|e| listen_error(crate::http::ServeError::Certificate(e)))?;
+    let server = crate::http::serve(settings.listen, &certificate, state)
         .await
-        .map_err(|source| Error::Listen {
-            address: settings.listen,
-            source,
-        })?;
-    info!(log, "serving HTTP"; "address" => %settings.listen);
+        .map_err(listen_error)?;
+    let source = match &settings.serving {
+        CertSource::Files { cert, .. } => cert.display().to_string(),
+        CertSource::SelfSigned(_) => "self-signed".to_string(),
+    };
+    info!(log, "serving HTTPS"; "address" => %settings.listen, "certificate" => source);
     tokio::spawn(server);
+    let log = log.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(crate::http::serving::RELOAD_INTERVAL).await;
+            match certificate.reload() {
+                Ok(true) => info!(log, "serving a renewed certificate"),
+                Ok(false) => {}
+                Err(e) => warn!(log, "keeping the served certificate"; "error" => %e),
+            }
+        }
+    });
     Ok(())
 }
 
@@ -452,6 +474,10 @@ pub async fn run(settings: Settings, log: Logger) -> Result<(), Error> {
         registry: Arc::new(registry),
         election: view.clone(),
         caches_synced: caches_synced.clone(),
+        access: Arc::new(AccessGate::new(Arc::new(ApiServerReviewer::new(
+            clients.lease.clone(),
+        )))),
+        stream_slots: StreamSlots::new(settings.debug_stream_per_identity),
     };
     start_http(&settings, state, &log).await?;
     let shutdown = shutdown_signal(&log)?;

@@ -8,14 +8,19 @@ use etcd_operator_actors::cluster::ClusterConfig;
 
 use crate::api::images::ImagePolicy;
 use crate::backup::scope::EndpointPolicy;
+use crate::http::serving::CertSource;
 
 /// The operator's settings.
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// Only EtcdClusters in this namespace; empty: every namespace.
     pub namespace: String,
-    /// Address of the HTTP server (/healthz, /readyz, /metrics, /debug/...).
+    /// Address of the HTTPS server (/healthz, /readyz, /metrics, /debug/...).
     pub listen: SocketAddr,
+    /// Where the HTTPS server's certificate comes from.
+    pub serving: CertSource,
+    /// Most `/debug/stream` subscriptions of one user at once.
+    pub debug_stream_per_identity: usize,
     /// Read timeout of each Kubernetes API call (not watches).
     pub api_timeout: Duration,
     /// Deadline of each etcd call, owned by the etcd adapter.

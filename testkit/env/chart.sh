@@ -21,6 +21,7 @@
 #                       one file per CRD; unit tests fail when either drifts from the code)
 #   20-rbac.yaml        templates/serviceaccount.yaml and templates/rbac.yaml
 #   30-deployment.yaml  templates/deployment.yaml
+#   40-networkpolicy.yaml templates/networkpolicy.yaml
 # A template that renders with the default values and is not in this list fails the
 # render, so nothing the chart installs can be missing from manifests/.
 #
@@ -66,6 +67,7 @@ manifest_of() {
     case $1 in
     serviceaccount.yaml | rbac.yaml) echo 20-rbac.yaml ;;
     deployment.yaml) echo 30-deployment.yaml ;;
+    networkpolicy.yaml) echo 40-networkpolicy.yaml ;;
     *) return 1 ;;
     esac
 }
@@ -89,12 +91,14 @@ metadata:
 YAML
 }
 
-# Writes 00-namespace.yaml, 20-rbac.yaml and 30-deployment.yaml into directory $1.
+# Writes 00-namespace.yaml, 20-rbac.yaml, 30-deployment.yaml and 40-networkpolicy.yaml
+# into directory $1.
 render_into() {
     local out=$1 rendered doc_file="" line pending="" src target
     namespace_yaml >"$out/00-namespace.yaml"
     header >"$out/20-rbac.yaml"
     header >"$out/30-deployment.yaml"
+    header >"$out/40-networkpolicy.yaml"
     rendered=$("$HELM" template "$RELEASE" "$CHART" --namespace "$NAMESPACE")
     # helm prints each object as "---", "# Source: <chart>/templates/<file>", the object.
     while IFS= read -r line; do
@@ -134,7 +138,7 @@ cmd_manifests() {
     ensure_helm
     cmd_crd
     render_into "$ROOT/manifests"
-    log "wrote manifests/00-namespace.yaml, 20-rbac.yaml, 30-deployment.yaml from charts/etcd-operator"
+    log "wrote manifests/00-namespace.yaml, 20-rbac.yaml, 30-deployment.yaml, 40-networkpolicy.yaml from charts/etcd-operator"
 }
 
 # `helm lint --strict` with extra arguments must fail, printing $1.
@@ -184,7 +188,7 @@ cmd_check() {
     tmp=$(mktemp -d)
     TMP_DIRS+=("$tmp")
     render_into "$tmp"
-    for f in 00-namespace.yaml 20-rbac.yaml 30-deployment.yaml; do
+    for f in 00-namespace.yaml 20-rbac.yaml 30-deployment.yaml 40-networkpolicy.yaml; do
         if ! diff -u "$ROOT/manifests/$f" "$tmp/$f" >&2; then
             log "manifests/$f drifted from charts/etcd-operator (diff above: committed, rendered)"
             drifted=1

@@ -3,7 +3,7 @@
 # holds anything beyond what it should, or does not start.
 #   1. builds the image (testkit/env/build-image.sh: cached, under a second when nothing
 #      changed) and unpacks its archive (testkit/env/unpack-image.sh);
-#   2. its config runs /usr/local/bin/etcd-operator run as 65532:65532, port 8080;
+#   2. its config runs /usr/local/bin/etcd-operator run as 65532:65532, port 8443 (HTTPS);
 #   3. its root filesystem is exactly EXPECTED below (type, mode, owner, path): the
 #      binary, the libraries it loads, the loader, CA certificates and the user files;
 #   4. no shell can start in it;
@@ -46,7 +46,7 @@ config="$TMP/image/config.json"
 
 echo "== image config"
 jq -e '.user == "65532:65532" and .entrypoint == ["/usr/local/bin/etcd-operator"]
-  and .cmd == ["run"] and .exposedPorts == ["8080/tcp"] and .workingDir == "/"' \
+  and .cmd == ["run"] and .exposedPorts == ["8443/tcp"] and .workingDir == "/"' \
   "$config" >/dev/null || fail "unexpected config: $(jq -c . "$config")"
 
 echo "== root filesystem: exactly the expected files"

@@ -62,7 +62,8 @@ image=$(cat "$archive.ref")
 
 
 echo "== installing the CRD and the operator's namespace and RBAC from manifests/"
-kubectl apply -f manifests/00-namespace.yaml -f manifests/10-crd.yaml -f manifests/20-rbac.yaml >/dev/null
+kubectl apply -f manifests/00-namespace.yaml -f manifests/10-crd.yaml -f manifests/20-rbac.yaml \
+  -f manifests/40-networkpolicy.yaml -f testkit/env/operator-reader.yaml >/dev/null
 kubectl wait --for=condition=Established crd/etcdclusters.etcd.database.coreos.com \
   crd/etcdbackups.etcd.database.coreos.com --timeout=60s >/dev/null
 kubectl apply -f testkit/env/storage-class.yaml >/dev/null
@@ -124,9 +125,10 @@ The local environment is up. The operator's leader is pod $leader ($leader_ip).
   kubectl describe etcd ${EXAMPLE:+$(basename "${name:-x}")}                 # conditions and Events
   kubectl -n etcd-operator logs -f deploy/etcd-operator  # the operator's log (one replica's)
   kubectl -n etcd-operator logs -f $leader       # the leader's log
-  curl -s http://$leader_ip:8080/debug/actors | python3 -m json.tool     # every actor's state
-  curl -sN http://$leader_ip:8080/debug/stream          # live state transitions
-  curl -s http://$leader_ip:8080/metrics                # Prometheus metrics
+  TOKEN=\$(kubectl -n etcd-operator create token operator-reader)   # may read /metrics, /debug/
+  curl -sk -H "Authorization: Bearer \$TOKEN" https://$leader_ip:8443/debug/actors | python3 -m json.tool  # every actor's state
+  curl -skN -H "Authorization: Bearer \$TOKEN" https://$leader_ip:8443/debug/stream   # live state transitions
+  curl -sk -H "Authorization: Bearer \$TOKEN" https://$leader_ip:8443/metrics         # Prometheus metrics
   ETCDCTL_API=3 etcdctl --endpoints=\$(kubectl get pod \$(kubectl get ${name:-etcd/NAME} -o jsonpath='{.status.members.ready[0]}') -o jsonpath='http://{.status.podIP}:2379') member list
 Pods resolve cluster names through CoreDNS (10.96.0.10); the host does not: use pod IPs here.
 Backups: S3 at $(cat "$LOCAL_ENV_DIR/s3/endpoint"), bucket etcd-backups, keys in $LOCAL_ENV_DIR/s3/.

@@ -9,6 +9,7 @@ mod support;
 mod backup;
 mod create;
 mod disruption;
+mod endpoints;
 mod heal;
 mod helm;
 mod leader;

@@ -14,8 +14,29 @@ pub const NAMESPACE: &str = "etcd-operator";
 pub const DEPLOYMENT: &str = "etcd-operator";
 /// Replicas in `manifests/30-deployment.yaml`.
 pub const REPLICAS: usize = 2;
-/// The port the operator serves HTTP on, at its pod's address.
-pub const HTTP_PORT: u16 = 8080;
+/// The port the operator serves HTTPS on, at its pod's address.
+pub const HTTP_PORT: u16 = 8443;
+
+/// A token of the local environment's `operator-reader` ServiceAccount, bound to the
+/// chart's metrics-reader and debug-reader ClusterRoles (testkit/env/operator-reader.yaml,
+/// applied here too so the suite needs nothing beyond `make up`); made once per run.
+pub fn reader_token() -> String {
+    static TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TOKEN
+        .get_or_init(|| {
+            let (ok, out) = kubectl(&["apply", "-f", "testkit/env/operator-reader.yaml"], None);
+            assert!(ok, "applying the operator reader: {out}");
+            service_account_token("operator-reader")
+        })
+        .clone()
+}
+
+/// A fresh token of ServiceAccount `name` in the operator's namespace.
+pub fn service_account_token(name: &str) -> String {
+    let (ok, out) = kubectl_operator(&["create", "token", name, "--duration=2h"]);
+    assert!(ok, "kubectl create token {name}: {out}");
+    out.trim().to_string()
+}
 
 /// Runs kubectl in the operator's namespace; (success, stdout + stderr).
 pub fn kubectl_operator(args: &[&str]) -> (bool, String) {
@@ -78,12 +99,23 @@ impl OperatorPod {
         OperatorPod::from_json(&serde_json::from_str(&out).expect("pod JSON"))
     }
 
-    /// `GET http://<pod>:8080<path>`: the status code ("000" when nothing answers) and
-    /// the body.
+    /// `GET https://<pod>:8443<path>` as the environment's operator reader: the status
+    /// code ("000" when nothing answers) and the body.
     pub fn get_http(&self, path: &str) -> (String, String) {
-        let out = Command::new("curl")
-            .args(["-s", "--max-time", "5", "-w", "\n%{http_code}"])
-            .arg(format!("http://{}:{HTTP_PORT}{path}", self.ip))
+        self.get_as(path, Some(&reader_token()), "https")
+    }
+
+    /// `GET <scheme>://<pod>:8443<path>` with `token` (none: anonymous), the certificate
+    /// not verified (it is self-signed): the status code ("000" when nothing answers)
+    /// and the body.
+    pub fn get_as(&self, path: &str, token: Option<&str>, scheme: &str) -> (String, String) {
+        let mut curl = Command::new("curl");
+        curl.args(["-sk", "--max-time", "5", "-w", "\n%{http_code}"]);
+        if let Some(token) = token {
+            curl.args(["-H", &format!("Authorization: Bearer {token}")]);
+        }
+        let out = curl
+            .arg(format!("{scheme}://{}:{HTTP_PORT}{path}", self.ip))
             .output()
             .expect("curl runs");
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -255,13 +287,18 @@ pub struct DebugStream {
 }
 
 impl DebugStream {
-    /// Starts following the stream of the operator's leader.
+    /// Starts following the stream of the operator's leader, as the operator reader.
     pub async fn follow() -> Self {
+        Self::follow_as(&reader_token()).await
+    }
+
+    /// Starts following the stream of the operator's leader with `token`.
+    pub async fn follow_as(token: &str) -> Self {
         use std::io::BufRead;
         let leader = leader().await;
         let mut child = Command::new("curl")
-            .arg("-sN")
-            .arg(format!("http://{}:{HTTP_PORT}/debug/stream", leader.ip))
+            .args(["-skN", "-H", &format!("Authorization: Bearer {token}")])
+            .arg(format!("https://{}:{HTTP_PORT}/debug/stream", leader.ip))
             .stdout(std::process::Stdio::piped())
             .spawn()
             .expect("curl runs");

@@ -1,9 +1,14 @@
-//! HTTP endpoints: `/healthz`, `/readyz`, `/metrics`, `/debug/actors` (every actor's state
+//! HTTPS endpoints: `/healthz`, `/readyz`, `/metrics`, `/debug/actors` (every actor's state
 //! as JSON), `/debug/stream` (transitions and lifecycle steps as they happen, one JSON
-//! object per line, told apart by `"record": "transition"` or `"step"`) and `/debug/trace`
+//! object per line, told apart by `"record": "transition"` or `"step"`; an empty line is a
+//! heartbeat) and `/debug/trace`
 //! (each cluster's recorded steps with their times; `?cluster=namespace/name` for one
 //! cluster, `&summary=1` for each step once with its first and last time since the spec
 //! was seen).
+//!
+//! Everything but `/healthz` and `/readyz` needs a bearer token that may `get` the path
+//! ([`access`]); the listener speaks TLS only ([`serving`]); each identity holds at most a
+//! few `/debug/stream` subscriptions ([`stream_slots`]).
 //!
 //! Readiness means "healthy and able to take over", whether or not this replica leads: its
 //! caches are synced and it has read the leader Lease recently; the leader must also have
@@ -30,6 +35,15 @@ use serde::Deserialize;
 
 use crate::controller::ElectionView;
 
+pub mod access;
+pub mod review;
+pub mod serving;
+pub mod stream_slots;
+
+use access::{AccessGate, Identity};
+use serving::ServingCert;
+use stream_slots::{Slot, StreamSlots};
+
 /// What the handlers read.
 #[derive(Clone)]
 pub(crate) struct HttpState {
@@ -41,6 +55,10 @@ pub(crate) struct HttpState {
     pub election: ElectionView,
     /// The pod and Service caches have synced (a standby keeps them warm).
     pub caches_synced: Arc<AtomicBool>,
+    /// Who may read what.
+    pub access: Arc<AccessGate>,
+    /// Each identity's `/debug/stream` subscriptions.
+    pub stream_slots: StreamSlots,
 }
 
 impl HttpState {
@@ -68,16 +86,36 @@ pub(crate) fn router(state: HttpState) -> Router {
         .route("/debug/actors", get(actors))
         .route("/debug/stream", get(stream))
         .route("/debug/trace", get(trace))
+        .layer(axum::middleware::from_fn_with_state(
+            state.access.clone(),
+            access::require_access,
+        ))
         .with_state(state)
 }
 
-/// Binds `address` and returns the server future.
+/// Binds `address` and returns the HTTPS server future.
 pub async fn serve(
     address: SocketAddr,
+    certificate: &Arc<ServingCert>,
     state: HttpState,
-) -> std::io::Result<impl Future<Output = std::io::Result<()>>> {
-    let listener = tokio::net::TcpListener::bind(address).await?;
+) -> Result<impl Future<Output = std::io::Result<()>> + use<>, ServeError> {
+    let config = certificate.server_config()?;
+    let tcp = tokio::net::TcpListener::bind(address)
+        .await
+        .map_err(ServeError::Bind)?;
+    let listener = serving::TlsListener::new(tcp, config).map_err(ServeError::Bind)?;
     Ok(async move { axum::serve(listener, router(state)).await })
+}
+
+/// Why the listener could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The certificate could not be served.
+    #[error(transparent)]
+    Certificate(#[from] serving::ServingError),
+    /// The address could not be bound.
+    #[error("binding: {0}")]
+    Bind(std::io::Error),
 }
 
 async fn readyz(State(s): State<HttpState>) -> Response {
@@ -111,9 +149,17 @@ async fn actors(State(s): State<HttpState>) -> Response {
     axum::Json(s.hub.snapshot()).into_response()
 }
 
-/// The next line of a subscriber's stream, and the subscription if the stream goes on.
+/// How long a quiet `/debug/stream` waits before it sends an empty line: a subscriber that
+/// went away is noticed when that write fails, and its slots are given back.
+pub const STREAM_HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The next line of a subscriber's stream, and the subscription if the stream goes on;
+/// an empty line when nothing happened for [`STREAM_HEARTBEAT`].
 async fn next_line(mut subscription: Subscription) -> Option<(String, Option<Subscription>)> {
-    let record = match subscription.next().await {
+    let Ok(received) = tokio::time::timeout(STREAM_HEARTBEAT, subscription.next()).await else {
+        return Some(("\n".to_string(), Some(subscription)));
+    };
+    let record = match received {
         Received::Transition(record) => StreamRecord::Transition(record),
         Received::Step(record) => StreamRecord::Step(record),
         Received::Dropped(missed) => {
@@ -155,7 +201,17 @@ async fn trace(State(s): State<HttpState>, Query(q): Query<TraceQuery>) -> Respo
     axum::Json(summaries).into_response()
 }
 
-async fn stream(State(s): State<HttpState>) -> Response {
+async fn stream(
+    State(s): State<HttpState>,
+    axum::Extension(who): axum::Extension<Identity>,
+) -> Response {
+    let slot: Slot = match s.stream_slots.take(&who.username) {
+        Ok(slot) => slot,
+        Err(too_many) => {
+            let message = format!("{too_many}; close one first\n");
+            return (StatusCode::TOO_MANY_REQUESTS, message).into_response();
+        }
+    };
     let subscription = match s.hub.subscribe() {
         Ok(subscription) => subscription,
         Err(full) => {
@@ -163,9 +219,14 @@ async fn stream(State(s): State<HttpState>) -> Response {
             return (StatusCode::SERVICE_UNAVAILABLE, message).into_response();
         }
     };
-    let lines = futures::stream::unfold(Some(subscription), |subscription| async move {
-        next_line(subscription?).await
-    })
+    // The slot lives as long as the stream: the body drops it with the connection.
+    let lines = futures::stream::unfold(
+        (Some(subscription), slot),
+        |(subscription, slot)| async move {
+            let (line, rest) = next_line(subscription?).await?;
+            Some((line, (rest, slot)))
+        },
+    )
     .map(Ok::<_, std::convert::Infallible>);
     (
         [(header::CONTENT_TYPE, "application/x-ndjson")],
@@ -186,6 +247,24 @@ mod tests {
     use etcd_operator_actors::metrics::Telemetry;
     use etcd_operator_actors::trace::Step;
 
+    use access::tests::FixedReviewer;
+
+    /// A GET of `path` with `token` (none: anonymous).
+    fn request(path: &str, token: Option<&str>) -> Request<Body> {
+        let mut request = Request::get(path);
+        if let Some(token) = token {
+            request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        request.body(Body::empty()).unwrap()
+    }
+
+    async fn get_as(state: HttpState, path: &str, token: Option<&str>) -> (StatusCode, String) {
+        let response = router(state).oneshot(request(path, token)).await.unwrap();
+        let status = response.status();
+        let body = to_bytes(response.into_body(), 1 << 20).await.unwrap();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
     /// A replica without leader election (it leads), caches synced.
     fn state() -> HttpState {
         let telemetry = Telemetry::default();
@@ -194,6 +273,8 @@ mod tests {
             registry: Arc::new(Registry::default()),
             election: ElectionView::without_election(&telemetry, "me"),
             caches_synced: Arc::new(AtomicBool::new(true)),
+            access: Arc::new(AccessGate::new(Arc::new(FixedReviewer::default()))),
+            stream_slots: StreamSlots::new(8),
         }
     }
 
@@ -212,14 +293,71 @@ mod tests {
         }
     }
 
+    /// A GET of `path` by a user who may read every endpoint.
     async fn get_path(state: HttpState, path: &str) -> (StatusCode, String) {
-        let response = router(state)
-            .oneshot(Request::get(path).body(Body::empty()).unwrap())
-            .await
-            .unwrap();
-        let status = response.status();
-        let body = to_bytes(response.into_body(), 1 << 20).await.unwrap();
-        (status, String::from_utf8_lossy(&body).into_owned())
+        get_as(state, path, Some("reader-token")).await
+    }
+
+    #[tokio::test]
+    async fn the_probes_are_open_and_everything_else_needs_a_token_with_the_right() {
+        let s = state();
+        s.hub.set_synced();
+        for open in ["/healthz", "/readyz"] {
+            assert_eq!(
+                get_as(s.clone(), open, None).await.0,
+                StatusCode::OK,
+                "{open}"
+            );
+        }
+        for guarded in ["/metrics", "/debug/actors", "/debug/trace", "/debug/stream"] {
+            let (code, body) = get_as(s.clone(), guarded, None).await;
+            assert_eq!(code, StatusCode::UNAUTHORIZED, "{guarded}: {body}");
+            let (code, body) = get_as(s.clone(), guarded, Some("forged")).await;
+            assert_eq!(code, StatusCode::UNAUTHORIZED, "{guarded}: {body}");
+            let (code, body) = get_as(s.clone(), guarded, Some("nobody-token")).await;
+            assert_eq!(code, StatusCode::FORBIDDEN, "{guarded}: {body}");
+            assert!(body.contains("\"nobody\" may not get"), "{body}");
+        }
+        let (code, _) = get_as(s.clone(), "/debug/actors", Some("reader-token")).await;
+        assert_eq!(code, StatusCode::OK);
+        let (code, _) = get_as(s, "/no-such-path", None).await;
+        assert_eq!(
+            code,
+            StatusCode::UNAUTHORIZED,
+            "unknown paths are not probed anonymously"
+        );
+    }
+
+    #[tokio::test]
+    async fn one_identity_cannot_take_every_debug_stream_slot() {
+        let s = HttpState {
+            stream_slots: StreamSlots::new(2),
+            ..state()
+        };
+        let open_as = |token: &'static str| {
+            let s = s.clone();
+            async move {
+                router(s)
+                    .oneshot(request("/debug/stream", Some(token)))
+                    .await
+                    .unwrap()
+            }
+        };
+        let (first, second) = (open_as("reader-token").await, open_as("reader-token").await);
+        assert_eq!(
+            (first.status(), second.status()),
+            (StatusCode::OK, StatusCode::OK)
+        );
+        let third = open_as("reader-token").await;
+        assert_eq!(third.status(), StatusCode::TOO_MANY_REQUESTS);
+        let other = open_as("other-reader-token").await;
+        assert_eq!(
+            other.status(),
+            StatusCode::OK,
+            "another reader still gets one"
+        );
+        drop(first);
+        assert_eq!(open_as("reader-token").await.status(), StatusCode::OK);
     }
 
     #[tokio::test]
@@ -309,7 +447,7 @@ mod tests {
 
     async fn open_stream(s: &HttpState) -> Response {
         router(s.clone())
-            .oneshot(Request::get("/debug/stream").body(Body::empty()).unwrap())
+            .oneshot(request("/debug/stream", Some("reader-token")))
             .await
             .unwrap()
     }
@@ -376,6 +514,21 @@ mod tests {
         assert_eq!(lines[0]["to"], "Running");
         assert_eq!(lines[1]["record"], "step");
         assert_eq!(lines[1]["step"], "ready");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_quiet_debug_stream_sends_an_empty_line_as_a_heartbeat() {
+        let s = state();
+        let mut body = open_stream(&s).await.into_body().into_data_stream();
+        let chunk = tokio::time::timeout(STREAM_HEARTBEAT * 2, body.next())
+            .await
+            .expect("a heartbeat within twice its interval")
+            .unwrap()
+            .unwrap();
+        assert_eq!(&chunk[..], b"\n");
+        s.hub.publish(record("Running"));
+        let chunk = body.next().await.unwrap().unwrap();
+        assert!(String::from_utf8_lossy(&chunk).contains("Running"));
     }
 
     fn traced() -> HttpState {
