@@ -63,38 +63,6 @@ log "bringing up the local environment (EXAMPLE= testkit/env/local-up.sh; a no-o
     die "testkit/env/local-up.sh failed: $(tail -20 "$WORK/local-up.log")"
 export KUBECONFIG=$LOCAL_ENV_DIR/kubeconfig
 
-# The leader's pod name, process ID and metrics URL: LEADER, PID, METRICS.
-find_leader() {
-    local container ip
-    LEADER=$(kubectl -n etcd-operator get lease etcd-operator -o jsonpath='{.spec.holderIdentity}')
-    [[ -n $LEADER ]] || die "no operator holds the Lease etcd-operator/etcd-operator"
-    container=$(kubectl -n etcd-operator get pod "$LEADER" -o jsonpath='{.status.containerStatuses[0].containerID}')
-    PID=${container#process://}
-    [[ $PID =~ ^[0-9]+$ && -r /proc/$PID/stat ]] ||
-        die "the leader $LEADER has no local process (container ID '$container')"
-    ip=$(kubectl -n etcd-operator get pod "$LEADER" -o jsonpath='{.status.podIP}')
-    METRICS=https://$ip:8443/metrics
-}
-
-# utime + stime of process $PID, in clock ticks (fields 14 and 15 of /proc/PID/stat,
-# counted after the command name, which may hold spaces).
-cpu_ticks() {
-    local stat
-    stat=$(<"/proc/$PID/stat") || die "the leader's process $PID is gone"
-    awk '{ print $12 + $13 }' <<<"${stat##*) }"
-}
-
-# VmRSS of process $PID, in MiB.
-rss_mib() {
-    awk '/^VmRSS:/ { printf "%.1f", $2 / 1024 }' "/proc/$PID/status"
-}
-
-# The sum of every sample of the counter family $1 (all label sets) at $METRICS.
-counter() {
-    operator_curl -fsS --max-time 10 "$METRICS" |
-        awk -v name="$1" '$1 == name || index($1, name "{") == 1 { s += $2 } END { printf "%d", s }'
-}
-
 # Applies CLUSTERS single-member EtcdClusters idle-0 .. idle-(CLUSTERS-1) at once.
 apply_clusters() {
     local i

@@ -8,9 +8,11 @@
 //! leader's fence (see [`fence`]).
 
 mod backups;
+pub mod cache_metrics;
 pub mod fence;
 pub mod fenced_client;
 mod leader;
+pub mod ownership;
 mod restores;
 mod settings;
 mod watch;
@@ -39,10 +41,12 @@ use etcd_operator_actors::metrics::Telemetry;
 use etcd_operator_actors::supervisor::{PodChanged, Supervisor, WatchEvent};
 use etcd_operator_actors::topology::Topology;
 
+use cache_metrics::CacheMetrics;
 use fence::Fence;
 use fenced_client::FenceLayer;
 pub(crate) use leader::ElectionView;
 use leader::{LeaderElection, RENEW_DEADLINE};
+use ownership::{Controller, is_ours, keep_ours};
 pub use settings::{LeaseSettings, Settings};
 use watch::watch_event;
 use wiring::{FencedWiring, KubeWiring};
@@ -166,11 +170,14 @@ where
     }
 }
 
-/// Keeps a cache of `K` objects matching `labels` up to date in the background, calling
-/// `on_change` with every object the watch reports changed or deleted.
+/// Keeps a cache of the `K` objects matching `labels` that are ours (controlled as
+/// `controller` says, see [`ownership`]) up to date in the background, calling
+/// `on_change` with every one of ours the watch reports changed or deleted.
 fn cache<K>(
     api: Api<K>,
     labels: &str,
+    controller: Controller,
+    size: prometheus_client::metrics::gauge::Gauge,
     log: &Logger,
     on_change: impl Fn(&K) + Send + 'static,
 ) -> Store<K>
@@ -179,14 +186,25 @@ where
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
     let (store, writer) = reflector::store();
-    let watch = watcher(api, watch_config().labels(labels)).modify(trim);
+    let watch = watcher(api, watch_config().labels(labels))
+        .modify(trim)
+        .filter_map(move |item| {
+            std::future::ready(match item {
+                Ok(event) => keep_ours(event, controller).map(Ok),
+                Err(e) => Some(Err(e)),
+            })
+        });
     let stream = reflector::reflector(writer, watch).default_backoff();
     let log = log.clone();
+    let kept = store.clone();
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(item) = stream.next().await {
+            size.set(kept.len() as i64);
             match item {
-                Ok(watcher::Event::Apply(object) | watcher::Event::Delete(object)) => {
+                Ok(watcher::Event::Apply(object) | watcher::Event::Delete(object))
+                    if is_ours(&object, controller) =>
+                {
                     on_change(&object)
                 }
                 Ok(_) => {}
@@ -255,7 +273,12 @@ struct WarmCaches {
 /// Starts the caches of the operator's objects (pods, Services, PodDisruptionBudgets,
 /// PersistentVolumeClaims, and the EndpointSlices of its Services) and waits until all
 /// have synced.
-async fn warm_caches(client: &Client, namespace: &str, log: &Logger) -> Result<WarmCaches, Error> {
+async fn warm_caches(
+    client: &Client,
+    namespace: &str,
+    sizes: &CacheMetrics,
+    log: &Logger,
+) -> Result<WarmCaches, Error> {
     let selector = format!("app=etcd,{MANAGED_BY_LABEL}={MANAGER}");
     // Pod changes wake their Cluster actor at once (a member that died is seen without
     // waiting for the next interval). Nudges are hints: when the channel is full, the
@@ -264,6 +287,8 @@ async fn warm_caches(client: &Client, namespace: &str, log: &Logger) -> Result<W
     let pods: Store<Pod> = cache(
         api(client, namespace),
         &selector,
+        Controller::EtcdCluster,
+        sizes.of("Pod"),
         log,
         nudger(nudges.clone()),
     );
@@ -272,25 +297,37 @@ async fn warm_caches(client: &Client, namespace: &str, log: &Logger) -> Result<W
     let services: Store<Service> = cache(
         api(client, namespace),
         &selector,
+        Controller::EtcdCluster,
+        sizes.of("Service"),
         log,
         nudger(nudges.clone()),
     );
     let budgets: Store<PodDisruptionBudget> = cache(
         api(client, namespace),
         &selector,
+        Controller::EtcdCluster,
+        sizes.of("PodDisruptionBudget"),
         log,
         nudger(nudges.clone()),
     );
     let claims: Store<PersistentVolumeClaim> = cache(
         api(client, namespace),
         &selector,
+        Controller::EtcdCluster,
+        sizes.of("PersistentVolumeClaim"),
         log,
         nudger(nudges.clone()),
     );
     // A member's address published in its Service's EndpointSlices (which carry the
     // Service's labels) lets the next member join: that wakes its Cluster actor too.
-    let slices: Store<EndpointSlice> =
-        cache(api(client, namespace), &selector, log, nudger(nudges));
+    let slices: Store<EndpointSlice> = cache(
+        api(client, namespace),
+        &selector,
+        Controller::NamedService,
+        sizes.of("EndpointSlice"),
+        log,
+        nudger(nudges),
+    );
     let synced = |cache| move |source| Error::CacheSync { cache, source };
     pods.wait_until_ready().await.map_err(synced("pod"))?;
     services
@@ -458,6 +495,8 @@ pub async fn run(settings: Settings, log: Logger) -> Result<(), Error> {
     let mut registry = Registry::default();
     telemetry.metrics.register(&mut registry);
     backup_metrics.register(&mut registry);
+    let cache_sizes = CacheMetrics::default();
+    cache_sizes.register(&mut registry);
     let identity = &settings.identity;
     let lease = format!("{}/{}", settings.lease.namespace, settings.lease.name);
     let (view, fence) = if settings.lease.elect {
@@ -491,7 +530,7 @@ pub async fn run(settings: Settings, log: Logger) -> Result<(), Error> {
         &log,
     );
     let caches = tokio::select! {
-        caches = warm_caches(&clients.watches, &settings.namespace, &log) => caches?,
+        caches = warm_caches(&clients.watches, &settings.namespace, &cache_sizes, &log) => caches?,
         () = &mut shutdown => return Ok(()),
     };
     caches_synced.store(true, Ordering::SeqCst);
