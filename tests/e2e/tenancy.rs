@@ -405,3 +405,90 @@ async fn a_hand_written_spec_restore_is_blocked_and_nothing_is_fetched() {
     );
     wait_event(&ns.0, "reason=RestoreNotAllowed").await;
 }
+
+/// `etcd_operator_cached_objects{kind="Service"}` on the operator's leader.
+async fn cached_services() -> u64 {
+    let (code, body) = crate::operator::leader().await.get_http("/metrics");
+    assert_eq!(code, "200", "{body}");
+    body.lines()
+        .find_map(|l| l.strip_prefix("etcd_operator_cached_objects{kind=\"Service\"} "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no cached_objects gauge for Services in:\n{body}"))
+}
+
+/// A headless Service labelled exactly as the operator labels its own; `owner`: the
+/// controller ownerReference (`None`: owned by nobody).
+fn look_alike(ns: &str, name: &str, owner: Option<(&str, &str)>) -> String {
+    let owner = owner.map_or(String::new(), |(cluster, uid)| {
+        format!(
+            "    ownerReferences: [{{apiVersion: etcd.database.coreos.com/v1beta2, kind: \
+             EtcdCluster, name: {cluster}, uid: {uid}, controller: true}}]\n"
+        )
+    });
+    format!(
+        "- apiVersion: v1\n  kind: Service\n  metadata:\n    name: {name}\n    namespace: {ns}\n\
+         {owner}    labels: {{app: etcd, app.kubernetes.io/managed-by: etcd-operator, \
+         etcd_cluster: owner}}\n  spec:\n    clusterIP: None\n    ports: [{{name: client, port: 2379}}]\n"
+    )
+}
+
+#[tokio::test]
+async fn objects_labelled_as_the_operators_but_owned_by_no_cluster_are_not_kept() {
+    const LOOK_ALIKES: usize = 200;
+    let ns = Namespace::create("look-alikes");
+    // Paused: its actor makes nothing of its own while the cache is counted.
+    apply(&cluster_yaml(&ns.0, "owner", 1, "3.5.35", true));
+    let (ok, uid) = kubectl(
+        &[
+            "get",
+            "etcd",
+            "owner",
+            "-n",
+            &ns.0,
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ],
+        None,
+    );
+    assert!(ok && !uid.is_empty(), "{uid}");
+    // A count that holds still for two seconds (earlier scenarios' namespaces may still be
+    // going away).
+    let before = wait_for("a steady cache", Duration::from_secs(60), || async {
+        let first = cached_services().await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let second = cached_services().await;
+        if first == second {
+            Ok(first)
+        } else {
+            Err(format!("{first} then {second}"))
+        }
+    })
+    .await;
+    // The look-alikes, then one Service the cluster does control: one watch delivers them
+    // in order, so once that one is kept every look-alike has been seen.
+    let mut list = String::from("apiVersion: v1\nkind: List\nitems:\n");
+    for i in 0..LOOK_ALIKES {
+        list.push_str(&look_alike(&ns.0, &format!("look-alike-{i}"), None));
+    }
+    list.push_str(&look_alike(&ns.0, "controlled", Some(("owner", &uid))));
+    let (ok, out) = kubectl(&["create", "-f", "-"], Some(&list));
+    assert!(ok, "{out}");
+    let after = wait_for(
+        "the controlled Service to be kept",
+        Duration::from_secs(60),
+        || async {
+            let now = cached_services().await;
+            if now > before {
+                Ok(now)
+            } else {
+                Err(format!("{now} cached, {before} before"))
+            }
+        },
+    )
+    .await;
+    assert_eq!(
+        after,
+        before + 1,
+        "only the Service the EtcdCluster controls is kept, none of the {LOOK_ALIKES} look-alikes"
+    );
+}
