@@ -80,6 +80,7 @@ bash testkit/env/cluster-net.sh up
 settle=$(( ${COREDNS_TTL:-5} + 1 ))
 echo "== installing the operator: kubectl apply -f manifests/ with image $image, --restart-settle-s=$settle"
 kubectl set image --local -f manifests/30-deployment.yaml "operator=$image" -o yaml |
+  kubectl set env --local -f - "ETCD_OPERATOR_IMAGE=$image" -o yaml |
   sed "s/--restart-settle-s=[0-9]*/--restart-settle-s=$settle/" |
   kubectl apply -f - >/dev/null
 if ! kubectl -n etcd-operator rollout status deploy/etcd-operator --timeout=180s; then

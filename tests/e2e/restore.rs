@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::support::*;
 
 /// An EtcdRestore laid out as the CoreOS operator's example is, plus `extra` spec lines.
-fn restore_yaml(ns: &str, name: &str, cluster: &str, path: &str, extra: &str) -> String {
+pub(crate) fn restore_yaml(ns: &str, name: &str, cluster: &str, path: &str, extra: &str) -> String {
     format!(
         "apiVersion: \"etcd.database.coreos.com/v1beta2\"\nkind: \"EtcdRestore\"\nmetadata:\n  \
          name: {name}\n  namespace: {ns}\nspec:\n  etcdCluster:\n    name: {cluster}\n  \
@@ -20,7 +20,12 @@ fn restore_yaml(ns: &str, name: &str, cluster: &str, path: &str, extra: &str) ->
 }
 
 /// Waits until the EtcdRestore's status has `phase`; returns the status.
-async fn wait_phase(ns: &str, name: &str, phase: &str, timeout: Duration) -> serde_json::Value {
+pub(crate) async fn wait_phase(
+    ns: &str,
+    name: &str,
+    phase: &str,
+    timeout: Duration,
+) -> serde_json::Value {
     let what = format!("EtcdRestore {ns}/{name} phase {phase}");
     wait_for(&what, timeout, || async {
         let status = object_json("etcdrestore", ns, name)["status"].clone();
