@@ -115,15 +115,15 @@ fn operator_pod(env: &Env, name: &str, image: &str) -> Pod {
                 "image": image,
                 "args": ["run", "--leader-elect=true", "--namespace=$(POD_NAMESPACE)",
                          "--lease-namespace=$(POD_NAMESPACE)", "--lease-name=it-leader",
-                         "--listen=$(POD_IP):8080"],
+                         "--listen=$(POD_IP):8443"],
                 "env": [
                     {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
                     {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
                     {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
                     {"name": "LOG_FORMAT", "value": "json"},
                 ],
-                "ports": [{"name": "http", "containerPort": 8080}],
-                "readinessProbe": {"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 1},
+                "ports": [{"name": "https", "containerPort": 8443}],
+                "readinessProbe": {"httpGet": {"path": "/readyz", "port": "https", "scheme": "HTTPS"}, "periodSeconds": 1},
                 "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
                 "securityContext": {
                     "allowPrivilegeEscalation": false,
