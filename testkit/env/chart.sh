@@ -176,6 +176,9 @@ cmd_check() {
     log "helm lint --strict, watchNamespace + metrics Service + ServiceMonitor"
     # shellcheck disable=SC2046
     lint_passes $(scoped_args)
+    log "helm lint --strict, the same with a serving certificate Secret"
+    # shellcheck disable=SC2046
+    lint_passes $(scoped_args) --set servingCertificate.secretName=operator-serving
 
     log "the values schema refuses bad values"
     lint_refuses "at '/watchNamespace'" --set 'watchNamespace={a,b}'
@@ -259,6 +262,22 @@ spec:
                       path: {type: string}
                       interval: {type: string, pattern: '^([0-9]+(ms|s|m|h))+$'}
                       scrapeTimeout: {type: string, pattern: '^([0-9]+(ms|s|m|h))+$'}
+                      scheme: {type: string, enum: [http, https]}
+                      bearerTokenFile: {type: string}
+                      tlsConfig:
+                        type: object
+                        properties:
+                          insecureSkipVerify: {type: boolean}
+                          serverName: {type: string}
+                          ca:
+                            type: object
+                            properties:
+                              secret:
+                                type: object
+                                required: [key]
+                                properties:
+                                  name: {type: string}
+                                  key: {type: string}
 YAML
 }
 
@@ -289,6 +308,9 @@ cmd_dry_run() {
     # shellcheck disable=SC2046
     "$HELM" template "$SCOPED_RELEASE" "$CHART" $(scoped_args) |
         dry_run "scoped (watchNamespace=$SCOPED_WATCH, metrics Service, ServiceMonitor)"
+    # shellcheck disable=SC2046
+    "$HELM" template "$SCOPED_RELEASE" "$CHART" $(scoped_args) --set servingCertificate.secretName=operator-serving |
+        dry_run "scoped, with a serving certificate Secret"
     log "dry runs passed"
 }
 
