@@ -65,10 +65,7 @@ s3() { tr -d '\n' <"$LOCAL_ENV_DIR/s3/$1"; }
 mib_per_s() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.1f", b / 1048576 / s }'; }
 
 setup() {
-    log "bringing up the local environment (EXAMPLE= testkit/env/local-up.sh; a no-op when up)"
-    (cd "$ROOT" && EXAMPLE='' bash testkit/env/local-up.sh) >"$WORK/local-up.log" 2>&1 ||
-        die "testkit/env/local-up.sh failed: $(tail -20 "$WORK/local-up.log")"
-    export KUBECONFIG=$LOCAL_ENV_DIR/kubeconfig
+    local_env_up
     NS=backup-restore-$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')
     kubectl create namespace "$NS" >/dev/null
     kubectl -n "$NS" create secret generic aws --from-literal=accessKey="$(s3 access-key)" \

@@ -50,10 +50,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-log "bringing up the local environment (EXAMPLE= testkit/env/local-up.sh; a no-op when up)"
-(cd "$ROOT" && env -u ETCD_VERSION EXAMPLE='' bash testkit/env/local-up.sh) >"$WORK/local-up.log" 2>&1 ||
-    die "testkit/env/local-up.sh failed: $(tail -20 "$WORK/local-up.log")"
-export KUBECONFIG=$LOCAL_ENV_DIR/kubeconfig
+local_env_up
 
 # The median VmRSS of the leader over SAMPLES readings, in MiB.
 median_rss() {

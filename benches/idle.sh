@@ -57,11 +57,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-log "bringing up the local environment (EXAMPLE= testkit/env/local-up.sh; a no-op when up)"
-# Without ETCD_VERSION: the store etcd it may start would take it for a flag.
-(cd "$ROOT" && env -u ETCD_VERSION EXAMPLE='' bash testkit/env/local-up.sh) >"$WORK/local-up.log" 2>&1 ||
-    die "testkit/env/local-up.sh failed: $(tail -20 "$WORK/local-up.log")"
-export KUBECONFIG=$LOCAL_ENV_DIR/kubeconfig
+local_env_up
 
 # Applies CLUSTERS single-member EtcdClusters idle-0 .. idle-(CLUSTERS-1) at once.
 apply_clusters() {

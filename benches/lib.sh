@@ -119,3 +119,13 @@ counter() {
     operator_curl -fsS --max-time 10 "$METRICS" |
         awk -v name="$1" '$1 == name || index($1, name "{") == 1 { s += $2 } END { printf "%d", s }'
 }
+
+# Brings up the local environment (testkit/env/local-up.sh without an example; a fast no-op
+# when it is up), its output in $WORK/local-up.log, and points KUBECONFIG at it. Without
+# ETCD_VERSION: the store etcd it may start would take it for a flag.
+local_env_up() {
+    log "bringing up the local environment (EXAMPLE= testkit/env/local-up.sh; a no-op when up)"
+    (cd "$ROOT" && env -u ETCD_VERSION EXAMPLE='' bash testkit/env/local-up.sh) >"$WORK/local-up.log" 2>&1 ||
+        die "testkit/env/local-up.sh failed: $(tail -20 "$WORK/local-up.log")"
+    export KUBECONFIG=$LOCAL_ENV_DIR/kubeconfig
+}

@@ -7,11 +7,7 @@
 NODE_BIN=$LOCAL_ENV_DIR/bin/etcd-operator-node
 
 operator_setup() {
-    log "bringing up the local environment (EXAMPLE= testkit/env/local-up.sh; a no-op when up)"
-    # Without ETCD_VERSION: the store etcd it may start would take it for a flag.
-    (cd "$ROOT" && env -u ETCD_VERSION EXAMPLE='' bash testkit/env/local-up.sh) >"$WORK/local-up.log" 2>&1 ||
-        die "testkit/env/local-up.sh failed: $(tail -20 "$WORK/local-up.log")"
-    export KUBECONFIG=$LOCAL_ENV_DIR/kubeconfig
+    local_env_up
     [[ -x $NODE_BIN ]] || (cd "$ROOT" && cargo build --workspace --bins --quiet)
     NS=$LOG_TAG-$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')
     kubectl create namespace "$NS" >/dev/null

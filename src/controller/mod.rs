@@ -470,6 +470,9 @@ async fn start_http(
     };
     info!(log, "serving HTTPS"; "address" => %settings.listen, "certificate" => source);
     tokio::spawn(server);
+    if !matches!(settings.serving, CertSource::Files { .. }) {
+        return Ok(());
+    }
     let log = log.clone();
     tokio::spawn(async move {
         loop {
