@@ -7,6 +7,7 @@
 #   $CACHE/helm/<HELM_VERSION>/bin/helm       (the chart's lint, render and drift checks)
 #   $CACHE/k8s/<K8S_VERSION>/bin/kube-proxy   (the pod network: Service routing)
 #   $CACHE/k8s/<K8S_VERSION>/bin/kube-scheduler  (places pods on the environment's nodes)
+#   $CACHE/k8s/<K8S_VERSION>/bin/kubelet      (target kubelet, in all: the real nodes, issue #29)
 #   $CACHE/coredns/<COREDNS_VERSION>/bin/coredns  (the pod network: cluster DNS)
 #   $CACHE/versitygw/<VERSITYGW_VERSION>/bin/versitygw  (target s3: the S3-compatible
 #                                             object store of the backup tests)
@@ -17,7 +18,7 @@
 # (there are no prebuilt Kubernetes binaries and no containers on these machines).
 # A second run finds the binaries and returns in seconds.
 #
-# Usage: testkit/env/build-binaries.sh [all|k8s|etcd|helm|kube-proxy|kube-scheduler|coredns|network|s3]...
+# Usage: testkit/env/build-binaries.sh [all|k8s|etcd|helm|kube-proxy|kube-scheduler|kubelet|coredns|network|s3]...
 #        (default: all = etcd, k8s, helm, network, s3; network = kube-proxy, kube-scheduler, coredns)
 #
 # The local environment runs kube-proxy and CoreDNS (testkit/env/cluster-net.sh), so all
@@ -458,6 +459,7 @@ main() {
             build_helm
             build_k8s_extra kube-proxy
             build_k8s_extra kube-scheduler
+            build_k8s_extra kubelet
             build_coredns
             build_s3
             ;;
@@ -465,7 +467,7 @@ main() {
         s3) build_s3 ;;
         helm) build_helm ;;
         etcd) for e in $ETCD_VERSIONS; do build_etcd "$e"; done ;;
-        kube-proxy | kube-scheduler) build_k8s_extra "$t" ;;
+        kube-proxy | kube-scheduler | kubelet) build_k8s_extra "$t" ;;
         coredns) build_coredns ;;
         network)
             build_k8s_extra kube-proxy
@@ -476,7 +478,7 @@ main() {
             sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
             return 0
             ;;
-        *) die "unknown target '$t' (want all, k8s, etcd, helm, kube-proxy, kube-scheduler, coredns, network or s3)" ;;
+        *) die "unknown target '$t' (want all, k8s, etcd, helm, kube-proxy, kube-scheduler, kubelet, coredns, network or s3)" ;;
         esac
     done
     log "done in $((SECONDS - total_start))s (cache: $CACHE)"

@@ -10,6 +10,10 @@
 #   buildah                   builds the operator image without a daemon (build-image.sh)
 #   jq                        reads the exported image's OCI layout (unpack-image.sh)
 #   ca-certificates           the CA bundle the image carries (build/rootfs.sh)
+#   containerd, runc          the container runtime of the real nodes (kubelet-nodes.sh)
+#   containernetworking-plugins  their pod network: the bridge, host-local and loopback
+#                             CNI plugins in /usr/lib/cni
+#   busybox-static            the shell image of the volume provisioner (node-images.sh)
 set -euo pipefail
 
 need=()
@@ -25,6 +29,10 @@ command -v curl >/dev/null || need+=(curl)
 command -v buildah >/dev/null || need+=(buildah)
 command -v jq >/dev/null || need+=(jq)
 [ -f /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
+command -v containerd >/dev/null || need+=(containerd)
+command -v runc >/dev/null || need+=(runc)
+[ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
+[ -x /bin/busybox ] || need+=(busybox-static)
 if ((${#need[@]})); then
   echo "installing: ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive

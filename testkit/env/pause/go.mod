@@ -1,0 +1,3 @@
+module local.invalid/eo-pause
+
+go 1.21
