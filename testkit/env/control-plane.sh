@@ -436,7 +436,8 @@ up_apiserver() {
         --tls-cert-file="$PKI/apiserver.crt" \
         --tls-private-key-file="$PKI/apiserver.key" \
         --client-ca-file="$PKI/ca.crt" \
-        --authorization-mode=RBAC \
+        --authorization-mode=Node,RBAC \
+        --enable-admission-plugins=NodeRestriction \
         --service-cluster-ip-range=$SERVICE_RANGE \
         --allow-privileged=true \
         --service-account-issuer=https://kubernetes.default.svc \

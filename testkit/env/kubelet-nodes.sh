@@ -1,0 +1,342 @@
+#!/usr/bin/env bash
+# The local environment's real nodes (issue #29): NODES of them (default 3), local-node-0 ..
+# local-node-(NODES-1), each a real kubelet with a containerd of its own. Not yet what
+# `make up` starts (nodes.sh still runs the process nodes); the design and what was seen
+# are in testkit/env/README.md, "Real nodes, step 2".
+#
+# Usage: testkit/env/kubelet-nodes.sh up|down|stop NAME|start NAME|status
+#
+#   up          boot every node that is not running; wait until each is registered, has
+#               its pod network and is Ready
+#   down        power cut of every node, then remove their cgroups and directories
+#   stop NAME   a power cut: every process of the node (kubelet, containerd, shims,
+#               containers) frozen and killed together
+#   start NAME  a reboot: containerd's state directory cleared, the node booted again; the
+#               kubelet recreates its pods' sandboxes and restarts their containers
+#   status      each node: running (its task count) or stopped
+#
+# Node i: directory $LOCAL_ENV_DIR/nodes/local-node-i, kubelet port 10280+i, healthz
+# 127.0.0.1:10290+i, cgroup /eo-node-i in every v1 hierarchy, log files kubelet.log and
+# containerd.log in the node's directory. Each boots in a mount namespace of its own (so
+# that /proc/sys entries can be shadowed: the host's kernel settings never change), with
+# containerd inside the pod network's eo-net namespace.
+#
+# Environment: LOCAL_ENV_DIR, ETCD_OPERATOR_CACHE, K8S_VERSION, NODES (default 3).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+export LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
+CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}
+K8S_VERSION=${K8S_VERSION:-v1.35.4}
+KUBELET=$CACHE/k8s/$K8S_VERSION/bin/kubelet
+NODES=${NODES:-3}
+PKI=$LOCAL_ENV_DIR/pki
+HOST_ADDR=10.255.0.1
+UPLINK_ADDR=10.255.0.2
+CONTROLLERS=(blkio cpu cpuacct cpuset devices freezer memory pids systemd unified)
+export KUBECONFIG=$LOCAL_ENV_DIR/kubeconfig
+
+log() { printf '[kubelet-nodes] %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+[[ $NODES =~ ^[1-9]$ ]] || die "NODES must be 1 to 9, got '$NODES'"
+
+names() { local i; for ((i = 0; i < NODES; i++)); do echo "local-node-$i"; done; }
+
+index() {
+    [[ $1 =~ ^local-node-([0-9])$ ]] && ((BASH_REMATCH[1] < NODES)) ||
+        die "no node '$1' (the nodes are $(names | paste -sd' '))"
+    echo "${BASH_REMATCH[1]}"
+}
+
+node_dir() { echo "$LOCAL_ENV_DIR/nodes/$1"; }
+freezer() { echo "/sys/fs/cgroup/freezer/eo-node-$(index "$1")"; }
+
+# tasks NAME: every pid in the node's cgroup tree.
+tasks() {
+    local dir
+    dir=$(freezer "$1")
+    [[ -d $dir ]] || return 0
+    find "$dir" -name tasks -exec cat {} +
+}
+
+running() { [[ -n $(tasks "$1") ]]; }
+
+# The node's cgroup in every v1 hierarchy (cpuset needs its cpus and mems first).
+make_cgroups() {
+    local i=$1 c
+    for c in "${CONTROLLERS[@]}"; do
+        [[ $c == unified ]] && continue
+        mkdir -p "/sys/fs/cgroup/$c/eo-node-$i"
+    done
+    cat /sys/fs/cgroup/cpuset/cpuset.cpus >"/sys/fs/cgroup/cpuset/eo-node-$i/cpuset.cpus"
+    cat /sys/fs/cgroup/cpuset/cpuset.mems >"/sys/fs/cgroup/cpuset/eo-node-$i/cpuset.mems"
+}
+
+remove_cgroups() {
+    local i=$1 c
+    for c in "${CONTROLLERS[@]}"; do
+        [[ -d /sys/fs/cgroup/$c/eo-node-$i ]] || continue
+        find "/sys/fs/cgroup/$c/eo-node-$i" -depth -type d -exec rmdir {} \;
+    done
+}
+
+# sign_node NAME: the kubelet's serving certificate (IP 10.255.0.1) and its client
+# certificate (system:node:NAME in system:nodes), both from the environment's CA, and a
+# kubeconfig for the client one.
+sign_node() {
+    local name=$1 dir
+    dir=$(node_dir "$name")/pki
+    [[ -f $dir/.complete ]] && return 0
+    mkdir -p "$dir"
+    sign_cert "$dir/serving" "/CN=$name" \
+        "subjectAltName=IP:$HOST_ADDR,DNS:$name" "extendedKeyUsage=serverAuth"
+    sign_cert "$dir/client" "/O=system:nodes/CN=system:node:$name" "extendedKeyUsage=clientAuth"
+    cat >"$dir/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster: {server: "https://$HOST_ADDR:16443", certificate-authority: "$PKI/ca.crt"}
+users:
+- name: $name
+  user: {client-certificate: "$dir/client.crt", client-key: "$dir/client.key"}
+contexts:
+- name: local
+  context: {cluster: local, user: $name}
+current-context: local
+EOF
+    touch "$dir/.complete"
+}
+
+# sign_cert PREFIX SUBJECT EXTENSION...: PREFIX.key and PREFIX.crt signed by the CA.
+sign_cert() {
+    local prefix=$1 subject=$2
+    shift 2
+    openssl req -new -newkey rsa:2048 -nodes -keyout "$prefix.key" -subj "$subject" \
+        -out "$prefix.csr" 2>/dev/null
+    openssl x509 -req -in "$prefix.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" \
+        -CAcreateserial -days 3650 -sha256 -out "$prefix.crt" \
+        -extfile <(printf '%s\n' "keyUsage=critical,digitalSignature,keyEncipherment" "$@") 2>/dev/null
+    rm -f "$prefix.csr"
+}
+
+write_configs() {
+    local name=$1 i=$2 dir
+    dir=$(node_dir "$name")
+    mkdir -p "$dir"/{containerd,cni,kubelet,pod-logs,container-logs,sysctl}
+    cat >"$dir/containerd.toml" <<EOF
+version = 2
+root = "$dir/containerd/root"
+state = "$dir/containerd/state"
+[grpc]
+  address = "$dir/containerd/containerd.sock"
+[ttrpc]
+  address = "$dir/containerd/containerd.sock.ttrpc"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$dir/containerd/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "localhost/pause:eo"
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  stream_server_address = "$UPLINK_ADDR"
+  stream_server_port = "0"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$dir/cni"
+EOF
+    : >"$dir/resolv.conf"
+    cat >"$dir/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: $HOST_ADDR
+port: $((10280 + i))
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: $((10290 + i))
+tlsCertFile: $dir/pki/serving.crt
+tlsPrivateKeyFile: $dir/pki/serving.key
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $PKI/ca.crt}
+authorization: {mode: Webhook}
+cgroupDriver: cgroupfs
+cgroupRoot: /eo-node-$i
+failCgroupV1: false
+containerRuntimeEndpoint: unix://$dir/containerd/containerd.sock
+failSwapOn: false
+enforceNodeAllocatable: []
+evictionHard: {}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+protectKernelDefaults: true
+podLogsDir: $dir/pod-logs
+resolvConf: $dir/resolv.conf
+clusterDNS: [10.96.0.10]
+clusterDomain: cluster.local
+EOF
+}
+
+# boot NAME (run by start_node inside a new mount namespace, in the node's cgroups):
+# shadows the kernel settings the kubelet checks, starts containerd in eo-net, imports the
+# images, then becomes the kubelet.
+cmd_boot() {
+    local name=$1 dir kv key
+    dir=$(node_dir "$name")
+    for kv in vm/overcommit_memory=1 vm/panic_on_oom=0 kernel/panic=10 kernel/panic_on_oops=1 \
+        kernel/keys/root_maxkeys=1000000 kernel/keys/root_maxbytes=25000000; do
+        key=${kv%%=*}
+        mkdir -p "$dir/sysctl/${key%/*}"
+        echo "${kv#*=}" >"$dir/sysctl/$key"
+        mount --bind "$dir/sysctl/$key" "/proc/sys/$key"
+        mount -o remount,bind,ro "/proc/sys/$key"
+    done
+    mkdir -p /var/log/containers
+    mount --bind "$dir/container-logs" /var/log/containers
+    rm -rf "$dir/containerd/state"
+    nsenter --net=/run/netns/eo-net containerd --config "$dir/containerd.toml" \
+        >>"$dir/containerd.log" 2>&1 </dev/null &
+    for _ in $(seq 100); do [[ -S $dir/containerd/containerd.sock ]] && break; sleep 0.1; done
+    import_images "$dir"
+    exec "$KUBELET" --config "$dir/kubelet.yaml" --kubeconfig "$dir/pki/kubeconfig" \
+        --root-dir "$dir/kubelet" --hostname-override "$name" --node-ip "$HOST_ADDR" \
+        >>"$dir/kubelet.log" 2>&1
+}
+
+# import_images DIR: every node image and the operator's archives, once per archive.
+import_images() {
+    local dir=$1 ref archive done_file=$1/images.imported
+    touch "$done_file"
+    while IFS=$'\t' read -r ref archive; do
+        grep -qxF "$archive" "$done_file" && continue
+        ctr --address "$dir/containerd/containerd.sock" -n k8s.io images import "$archive" >&2
+        echo "$archive" >>"$done_file"
+    done < <(bash "$ROOT/testkit/env/node-images.sh"; operator_images)
+}
+
+# The operator's archives (build-image.sh's index), each under every tag it records.
+operator_images() {
+    local index=$CACHE/images/index.tsv ref archive
+    [[ -f $index ]] || return 0
+    while IFS=$'\t' read -r ref archive; do
+        printf '%s\t%s\n' "$ref" "$CACHE/images/$archive"
+    done <"$index" | sort -u -t$'\t' -k2,2
+}
+
+start_node() {
+    local name=$1 i
+    i=$(index "$name")
+    running "$name" && return 0
+    [[ -x $KUBELET ]] || die "$KUBELET is missing (testkit/env/build-binaries.sh kubelet)"
+    sign_node "$name"
+    write_configs "$name" "$i"
+    make_cgroups "$i"
+    log "booting $name (kubelet port $((10280 + i)))"
+    setsid bash -c '
+        for c in "${@:3}"; do echo $$ >"/sys/fs/cgroup/$c/eo-node-$2/cgroup.procs"; done
+        exec unshare --mount --propagation private bash "$0" boot "$1"' \
+        "$0" "$name" "$i" "${CONTROLLERS[@]:0:9}" \
+        >>"$(node_dir "$name")/boot.log" 2>&1 </dev/null &
+}
+
+# network NAME: once the controller-manager gave the Node its pod range 10.244.N.0/24, the
+# bridge conflist handing out 10.244.N.2-254 on eo-br0 (podnet.sh's addressing).
+network() {
+    local name=$1 dir cidr third
+    dir=$(node_dir "$name")
+    for _ in $(seq 120); do
+        cidr=$(kubectl get node "$name" -o jsonpath='{.spec.podCIDR}' 2>/dev/null || true)
+        [[ -n $cidr ]] && break
+        sleep 0.5
+    done
+    [[ $cidr =~ ^10\.244\.([0-9]+)\.0/24$ ]] || die "$name got no pod range (podCIDR '$cidr'); see $dir/kubelet.log"
+    third=${BASH_REMATCH[1]}
+    cat >"$dir/cni/.10-eo.conflist" <<EOF
+{"cniVersion": "0.4.0", "name": "eo", "plugins": [
+  {"type": "bridge", "bridge": "eo-br0", "isGateway": false, "ipMasq": false, "hairpinMode": true,
+   "ipam": {"type": "host-local", "dataDir": "$dir/ipam",
+            "ranges": [[{"subnet": "10.244.0.0/16", "rangeStart": "10.244.$third.2",
+                         "rangeEnd": "10.244.$third.254", "gateway": "10.244.0.1"}]],
+            "routes": [{"dst": "0.0.0.0/0"}]}},
+  {"type": "loopback"}]}
+EOF
+    mv "$dir/cni/.10-eo.conflist" "$dir/cni/10-eo.conflist"
+}
+
+# wait_ready NAME: this boot's kubelet answers its health check (a Node still marked Ready
+# from before a power cut says nothing), then the Node is Ready.
+wait_ready() {
+    local name=$1 port
+    port=$((10290 + $(index "$name")))
+    for _ in $(seq 240); do
+        [[ $(curl -fsS --max-time 1 "http://127.0.0.1:$port/healthz" 2>/dev/null) == ok ]] && break
+        sleep 0.25
+    done
+    kubectl wait --for=condition=Ready "node/$name" --timeout=120s >/dev/null ||
+        { tail -20 "$(node_dir "$name")/kubelet.log" >&2; die "$name is not Ready"; }
+}
+
+# power_cut NAME: freeze the node's cgroup tree, SIGKILL every task, thaw.
+power_cut() {
+    local name=$1 dir pid
+    dir=$(freezer "$name")
+    [[ -d $dir ]] || return 0
+    echo FROZEN >"$dir/freezer.state"
+    for _ in $(seq 50); do [[ $(<"$dir/freezer.state") == FROZEN ]] && break; sleep 0.1; done
+    for pid in $(tasks "$name"); do kill -KILL "$pid" 2>/dev/null || true; done
+    echo THAWED >"$dir/freezer.state"
+    for _ in $(seq 100); do running "$name" || return 0; sleep 0.1; done
+    die "$name still has tasks after SIGKILL: $(tasks "$name" | paste -sd' ')"
+}
+
+cmd_up() {
+    local name
+    for name in $(names); do start_node "$name"; done
+    for name in $(names); do network "$name"; done
+    for name in $(names); do wait_ready "$name"; done
+    log "$NODES nodes Ready: $(names | paste -sd' ')"
+}
+
+cmd_down() {
+    local dir name i
+    for dir in /sys/fs/cgroup/freezer/eo-node-*; do
+        [[ -d $dir ]] || continue
+        i=${dir##*-}
+        name=local-node-$i
+        NODES=9 power_cut "$name"
+        remove_cgroups "$i"
+    done
+    rm -rf "$LOCAL_ENV_DIR/nodes"
+}
+
+cmd_status() {
+    local name rc=0
+    for name in $(names); do
+        if running "$name"; then
+            printf '%-14s running (%s tasks) %s\n' "$name" "$(tasks "$name" | wc -l)" "$(node_dir "$name")"
+        else
+            printf '%-14s stopped %s\n' "$name" "$(node_dir "$name")"
+            rc=1
+        fi
+    done
+    return $rc
+}
+
+case ${1:-} in
+up) cmd_up ;;
+down) cmd_down ;;
+stop) power_cut "${2:?usage: $0 stop NAME}" && log "$2 stopped (power cut)" ;;
+start) start_node "${2:?usage: $0 start NAME}" && wait_ready "$2" && log "$2 started" ;;
+status) cmd_status ;;
+boot) cmd_boot "${2:?}" ;;
+*)
+    sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+    exit 2
+    ;;
+esac
