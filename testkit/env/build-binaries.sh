@@ -9,6 +9,8 @@
 #   $CACHE/k8s/<K8S_VERSION>/bin/kube-scheduler  (places pods on the environment's nodes)
 #   $CACHE/k8s/<K8S_VERSION>/bin/kubelet      (target kubelet, in all: the real nodes, issue #29)
 #   $CACHE/coredns/<COREDNS_VERSION>/bin/coredns  (the pod network: cluster DNS)
+#   $CACHE/local-path/<LOCAL_PATH_VERSION>/bin/local-path-provisioner  (target local-path,
+#                                             in all: the real nodes' volumes, issue #29)
 #   $CACHE/versitygw/<VERSITYGW_VERSION>/bin/versitygw  (target s3: the S3-compatible
 #                                             object store of the backup tests)
 #
@@ -18,8 +20,8 @@
 # (there are no prebuilt Kubernetes binaries and no containers on these machines).
 # A second run finds the binaries and returns in seconds.
 #
-# Usage: testkit/env/build-binaries.sh [all|k8s|etcd|helm|kube-proxy|kube-scheduler|kubelet|coredns|network|s3]...
-#        (default: all = etcd, k8s, helm, network, s3; network = kube-proxy, kube-scheduler, coredns)
+# Usage: testkit/env/build-binaries.sh [all|k8s|etcd|helm|kube-proxy|kube-scheduler|kubelet|coredns|network|s3|local-path]...
+#        (default: all = etcd, k8s, helm, network, kubelet, s3, local-path; network = kube-proxy, kube-scheduler, coredns)
 #
 # The local environment runs kube-proxy and CoreDNS (testkit/env/cluster-net.sh), so all
 # (what CI runs) builds them too. Each target checks only its own binaries, so asking for kube-proxy in a cache that holds
@@ -35,6 +37,7 @@
 #   HELM_VERSION         helm.sh/helm/v3 version (default v3.22.0)
 #   COREDNS_VERSION      github.com/coredns/coredns version (default v1.15.0)
 #   VERSITYGW_VERSION    github.com/versity/versitygw version (default v1.8.0)
+#   LOCAL_PATH_VERSION   github.com/rancher/local-path-provisioner version (default v0.0.30)
 #   ETCD_REFRESH=1       re-ask the proxy for the newest patch of each minor even if
 #                        one is cached already (by default a cached minor is reused,
 #                        so that warm runs need no network and stay reproducible)
@@ -51,6 +54,7 @@ ETCD_VERSIONS=${ETCD_VERSIONS:-3.5 3.6}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
 COREDNS_VERSION=${COREDNS_VERSION:-v1.15.0}
 VERSITYGW_VERSION=${VERSITYGW_VERSION:-v1.8.0}
+LOCAL_PATH_VERSION=${LOCAL_PATH_VERSION:-v0.0.30}
 
 log() { printf '[build-binaries] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -444,6 +448,34 @@ build_s3() {
     log "versitygw $version: built in $((SECONDS - BUILD_START))s -> $dir/bin"
 }
 
+# ---------------------------------------------------------------------------
+# local-path-provisioner: the real nodes' claims (target local-path)
+# ---------------------------------------------------------------------------
+# Rancher's dynamic provisioner of node-local directories (Apache-2.0): it makes each
+# claim's directory through a helper pod on the claim's node and the volume a hostPath
+# with that node's affinity. Its go.mod has no replace directives either.
+local_path_wrapper() {
+    go mod init local.invalid/local-path-binaries >/dev/null 2>&1
+    go get "github.com/rancher/local-path-provisioner@$version"
+}
+# In the wrapper module ($version and $dir are build_local_path's).
+local_path_build() {
+    "${GO_BUILD[@]}" -ldflags "-s -w -X main.VERSION=$version" \
+        -o "$dir/bin.partial/local-path-provisioner" github.com/rancher/local-path-provisioner
+    smoke "$version" "$dir/bin.partial/local-path-provisioner" --version
+}
+
+build_local_path() {
+    local version=$LOCAL_PATH_VERSION
+    [[ $version =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "LOCAL_PATH_VERSION must look like v0.0.30, got '$version'"
+    local dir="$CACHE/local-path/$version"
+
+    prepare "local-path-provisioner $version" "$dir" "$dir/bin/local-path-provisioner" || return 0
+    wrapper_module "$dir" local_path_wrapper
+    build_into "$dir" local_path_build
+    log "local-path-provisioner $version: built in $((SECONDS - BUILD_START))s -> $dir/bin"
+}
+
 main() {
     local targets=("$@")
     [[ ${#targets[@]} -gt 0 ]] || targets=(all)
@@ -462,9 +494,11 @@ main() {
             build_k8s_extra kubelet
             build_coredns
             build_s3
+            build_local_path
             ;;
         k8s) build_k8s ;;
         s3) build_s3 ;;
+        local-path) build_local_path ;;
         helm) build_helm ;;
         etcd) for e in $ETCD_VERSIONS; do build_etcd "$e"; done ;;
         kube-proxy | kube-scheduler | kubelet) build_k8s_extra "$t" ;;
@@ -478,7 +512,7 @@ main() {
             sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
             return 0
             ;;
-        *) die "unknown target '$t' (want all, k8s, etcd, helm, kube-proxy, kube-scheduler, kubelet, coredns, network or s3)" ;;
+        *) die "unknown target '$t' (want all, k8s, etcd, helm, kube-proxy, kube-scheduler, kubelet, coredns, network, s3 or local-path)" ;;
         esac
     done
     log "done in $((SECONDS - total_start))s (cache: $CACHE)"

@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
 # The local environment's real nodes (issue #29): NODES of them (default 3), local-node-0 ..
-# local-node-(NODES-1), each a real kubelet with a containerd of its own. Not yet what
-# `make up` starts (nodes.sh still runs the process nodes); the design and what was seen
-# are in testkit/env/README.md, "Real nodes, step 2".
+# local-node-(NODES-1), each a real kubelet with a containerd of its own. nodes.sh hands
+# every command here when the environment's node kind is kubelet (NODE_KIND=kubelet
+# make up); the design and what was seen are in testkit/env/README.md, "Real nodes".
 #
-# Usage: testkit/env/kubelet-nodes.sh up|down|stop NAME|start NAME|status
+# Usage: testkit/env/kubelet-nodes.sh up|down|stop NAME|start NAME|status|images
+#                                     |pid NS POD [CONTAINER]|kill NS POD [CONTAINER]
 #
 #   up          boot every node that is not running; wait until each is registered, has
-#               its pod network and is Ready
+#               its pod network and is Ready; import into the running ones the images
+#               they lack
 #   down        power cut of every node, then remove their cgroups and directories
 #   stop NAME   a power cut: every process of the node (kubelet, containerd, shims,
 #               containers) frozen and killed together
 #   start NAME  a reboot: containerd's state directory cleared, the node booted again; the
 #               kubelet recreates its pods' sandboxes and restarts their containers
 #   status      each node: running (its task count) or stopped
+#   images      import into every running node the images it lacks (local-up.sh, after
+#               a new operator image was built)
+#   pid NS POD [CONTAINER]   the host pid of a container of pod NS/POD (default: its
+#               first container), from its node's containerd
+#   kill NS POD [CONTAINER]  SIGKILL that container's process, as a crash would; the
+#               kubelet restarts it by the pod's restartPolicy
 #
 # Node i: directory $LOCAL_ENV_DIR/nodes/local-node-i, kubelet port 10280+i, healthz
 # 127.0.0.1:10290+i, cgroup /eo-node-i in every v1 hierarchy, log files kubelet.log and
@@ -209,24 +217,66 @@ cmd_boot() {
         >>"$dir/kubelet.log" 2>&1
 }
 
-# import_images DIR: every node image and the operator's archives, once per archive.
+# import_images DIR: every node image and the operator's archives into the node's
+# containerd, each archive once, then every reference that names it (index.tsv may give one
+# archive several tags: the content tag local-up.sh deploys among them).
 import_images() {
-    local dir=$1 ref archive done_file=$1/images.imported
+    local dir=$1 ref archive name done_file=$1/images.imported
+    local ctr=(ctr --address "$dir/containerd/containerd.sock" -n k8s.io)
     touch "$done_file"
     while IFS=$'\t' read -r ref archive; do
-        grep -qxF "$archive" "$done_file" && continue
-        ctr --address "$dir/containerd/containerd.sock" -n k8s.io images import "$archive" >&2
-        echo "$archive" >>"$done_file"
+        if ! grep -qxF "$archive" "$done_file"; then
+            "${ctr[@]}" images import "$archive" >&2
+            echo "$archive" >>"$done_file"
+        fi
+        name=$(tar -xOf "$archive" index.json |
+            jq -r '.manifests[0].annotations["org.opencontainers.image.ref.name"]')
+        [[ $name == "$ref" ]] || "${ctr[@]}" images tag --force "$name" "$ref" >/dev/null
     done < <(bash "$ROOT/testkit/env/node-images.sh"; operator_images)
 }
 
-# The operator's archives (build-image.sh's index), each under every tag it records.
+# The operator's archives (build-image.sh's index): one line per tag.
 operator_images() {
     local index=$CACHE/images/index.tsv ref archive
     [[ -f $index ]] || return 0
     while IFS=$'\t' read -r ref archive; do
-        printf '%s\t%s\n' "$ref" "$CACHE/images/$archive"
-    done <"$index" | sort -u -t$'\t' -k2,2
+        [[ -f $CACHE/images/$archive ]] && printf '%s\t%s\n' "$ref" "$CACHE/images/$archive"
+    done <"$index"
+}
+
+cmd_images() {
+    local name
+    for name in $(names); do
+        running "$name" && import_images "$(node_dir "$name")"
+    done
+    return 0
+}
+
+# container NS POD [CONTAINER]: sets NODE_NAME and CONTAINER_ID from the pod's status.
+container() {
+    local ns=$1 pod=$2 want=${3:-} out
+    out=$(kubectl -n "$ns" get pod "$pod" -o json) || die "no pod $ns/$pod"
+    NODE_NAME=$(jq -r '.spec.nodeName // ""' <<<"$out")
+    CONTAINER_ID=$(jq -r --arg want "$want" '[.status.containerStatuses // [] | .[]
+        | select($want == "" or .name == $want)][0].containerID // ""' <<<"$out")
+    [[ -n $NODE_NAME && $CONTAINER_ID == containerd://* ]] ||
+        die "pod $ns/$pod has no running container${want:+ $want} on a node (containerID '$CONTAINER_ID')"
+    CONTAINER_ID=${CONTAINER_ID#containerd://}
+}
+
+node_ctr() { ctr --address "$(node_dir "$1")/containerd/containerd.sock" -n k8s.io "${@:2}"; }
+
+cmd_pid() {
+    local pid
+    container "$@"
+    pid=$(node_ctr "$NODE_NAME" tasks ls | awk -v id="$CONTAINER_ID" '$1 == id && $3 == "RUNNING" { print $2 }')
+    [[ -n $pid ]] || die "container $CONTAINER_ID of $1/$2 runs no task on $NODE_NAME"
+    echo "$pid"
+}
+
+cmd_kill() {
+    container "$@"
+    node_ctr "$NODE_NAME" tasks kill --signal SIGKILL "$CONTAINER_ID" >&2
 }
 
 start_node() {
@@ -300,6 +350,7 @@ cmd_up() {
     for name in $(names); do start_node "$name"; done
     for name in $(names); do network "$name"; done
     for name in $(names); do wait_ready "$name"; done
+    cmd_images
     log "$NODES nodes Ready: $(names | paste -sd' ')"
 }
 
@@ -334,6 +385,9 @@ down) cmd_down ;;
 stop) power_cut "${2:?usage: $0 stop NAME}" && log "$2 stopped (power cut)" ;;
 start) start_node "${2:?usage: $0 start NAME}" && wait_ready "$2" && log "$2 started" ;;
 status) cmd_status ;;
+images) cmd_images ;;
+pid) cmd_pid "${2:?usage: $0 pid NS POD [CONTAINER]}" "${3:?usage: $0 pid NS POD [CONTAINER]}" "${4:-}" ;;
+kill) cmd_kill "${2:?usage: $0 kill NS POD [CONTAINER]}" "${3:?usage: $0 kill NS POD [CONTAINER]}" "${4:-}" ;;
 boot) cmd_boot "${2:?}" ;;
 *)
     sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2

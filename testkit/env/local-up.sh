@@ -14,6 +14,8 @@
 #   testkit/env/local-up.sh                 # examples/local-3.5.yaml
 #   EXAMPLE=examples/local-3.4.yaml testkit/env/local-up.sh
 #   EXAMPLE= testkit/env/local-up.sh        # no example (what the end-to-end tests use)
+#   NODE_KIND=kubelet testkit/env/local-up.sh   # real kubelets with containerd as the
+#                                           # nodes (kubelet-nodes.sh; issue #29)
 #
 # Everything lives under LOCAL_ENV_DIR (default /tmp/etcd-operator-local):
 #   kubeconfig            admin kubeconfig (export KUBECONFIG=... to use kubectl)
@@ -40,21 +42,37 @@ bash testkit/env/install-deps.sh
 # The pod network first (control-plane.sh up brings it up before anything else: the API
 # server listens on the host's address on it), then the control plane.
 bash testkit/env/control-plane.sh up
+# The node kind is the environment's for its whole life (nodes.sh reads it back).
+kind=$(cat "$LOCAL_ENV_DIR/node-kind" 2>/dev/null || true)
+NODE_KIND=${NODE_KIND:-${kind:-process}}
+if [ -n "$kind" ] && [ "$kind" != "$NODE_KIND" ]; then
+  echo "this environment runs $kind nodes, not $NODE_KIND: testkit/env/local-down.sh first" >&2
+  exit 1
+fi
+echo "$NODE_KIND" >"$LOCAL_ENV_DIR/node-kind"
 # Every etcd version the examples and the tests run, pinned (a no-op when cached; the
 # store etcd above may be Debian's, so this is not implied by the control plane).
 ETCD_VERSIONS=${ETCD_VERSIONS:-v3.5.35 v3.6.16} bash testkit/env/build-binaries.sh etcd
 # The object store of backups, on the host's pod-network address (s3.sh).
 bash testkit/env/s3.sh up
 
-echo "== building the node"
-cargo build -p etcd-operator-node --bin etcd-operator-node --quiet
 mkdir -p "$RUN" "$LOGS" "$LOCAL_ENV_DIR/bin"
-# The environment runs its own copy: a later build (of this tree or another worktree
-# sharing CARGO_TARGET_DIR) never changes what a running or restarted node is.
-cp "${CARGO_TARGET_DIR:-$ROOT/target}/debug/etcd-operator-node" "$LOCAL_ENV_DIR/bin/.node.new"
-mv -f "$LOCAL_ENV_DIR/bin/.node.new" "$LOCAL_ENV_DIR/bin/etcd-operator-node"
-cp testkit/env/podnet.sh "$LOCAL_ENV_DIR/bin/.podnet.new"
-mv -f "$LOCAL_ENV_DIR/bin/.podnet.new" "$LOCAL_ENV_DIR/bin/podnet.sh"
+if [ "$NODE_KIND" = kubelet ]; then
+  bash testkit/env/build-binaries.sh kubelet local-path
+  echo "== building the volume resizer"
+  cargo build -p etcd-operator-resizer --bin etcd-operator-resizer --quiet
+  cp "${CARGO_TARGET_DIR:-$ROOT/target}/debug/etcd-operator-resizer" "$LOCAL_ENV_DIR/bin/.resizer.new"
+  mv -f "$LOCAL_ENV_DIR/bin/.resizer.new" "$LOCAL_ENV_DIR/bin/etcd-operator-resizer"
+else
+  echo "== building the node"
+  cargo build -p etcd-operator-node --bin etcd-operator-node --quiet
+  # The environment runs its own copy: a later build (of this tree or another worktree
+  # sharing CARGO_TARGET_DIR) never changes what a running or restarted node is.
+  cp "${CARGO_TARGET_DIR:-$ROOT/target}/debug/etcd-operator-node" "$LOCAL_ENV_DIR/bin/.node.new"
+  mv -f "$LOCAL_ENV_DIR/bin/.node.new" "$LOCAL_ENV_DIR/bin/etcd-operator-node"
+  cp testkit/env/podnet.sh "$LOCAL_ENV_DIR/bin/.podnet.new"
+  mv -f "$LOCAL_ENV_DIR/bin/.podnet.new" "$LOCAL_ENV_DIR/bin/podnet.sh"
+fi
 
 echo "== building the operator image"
 archive=$(bash testkit/env/build-image.sh)
@@ -66,10 +84,12 @@ kubectl apply -f manifests/00-namespace.yaml -f manifests/10-crd.yaml -f manifes
   -f manifests/40-networkpolicy.yaml -f testkit/env/operator-reader.yaml >/dev/null
 kubectl wait --for=condition=Established crd/etcdclusters.etcd.database.coreos.com \
   crd/etcdbackups.etcd.database.coreos.com --timeout=60s >/dev/null
-kubectl apply -f testkit/env/storage-class.yaml >/dev/null
+[ "$NODE_KIND" = kubelet ] || kubectl apply -f testkit/env/storage-class.yaml >/dev/null
 
-echo "== starting the process nodes"
+echo "== starting the $NODE_KIND nodes"
+# (Real nodes that run already import the images they lack, a new operator image too.)
 bash testkit/env/nodes.sh up
+[ "$NODE_KIND" != kubelet ] || bash testkit/env/local-path.sh up
 
 echo "== kube-proxy and CoreDNS"
 bash testkit/env/cluster-net.sh up

@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# The local environment's process nodes: NODES of them (default 3), local-node-0 ..
+# The local environment's nodes. Two kinds, chosen when the environment is first brought
+# up (NODE_KIND, recorded in $LOCAL_ENV_DIR/node-kind; default process):
+#
+#   process   the process nodes described here (testkit/node)
+#   kubelet   real kubelets with containerd: every command below is handed to
+#             testkit/env/kubelet-nodes.sh, which keeps the same meanings
+#
+# The process nodes: NODES of them (default 3), local-node-0 ..
 # local-node-(NODES-1), each a process of its own with its own state directory, kubelet
 # port and pod range (the controller-manager's node IPAM gives them 10.244.0.0/24,
 # 10.244.1.0/24, ... in the order they register; podnet.sh's node index is that third
 # byte). kube-scheduler places pods on them; a node binds nothing itself.
 #
 # Usage: testkit/env/nodes.sh up|down|stop NAME|start NAME|status
+#                            |pid NS POD [CONTAINER]|kill NS POD [CONTAINER]
 #
 #   up          start every node that is not running, wait until each is registered
 #               with its pod range
@@ -17,17 +25,29 @@
 #   start NAME  start node NAME again: its pods' containers are reported exited and
 #               restarted by their restartPolicy, as a kubelet does after a reboot
 #   status      each node: running or stopped, pid, state directory
+#   pid NS POD [CONTAINER]   the host pid of a container of pod NS/POD (default: its
+#               first container)
+#   kill NS POD [CONTAINER]  SIGKILL that container's process, as a crash would; its node
+#               restarts it by the pod's restartPolicy
 #
 # Node i: state $LOCAL_ENV_DIR/nodes/local-node-i, kubelet API port 10280+i (the process-node tests run nodes of their own on 10251-10273), pid file
 # $LOCAL_ENV_DIR/run/local-node-i.pid, log $LOCAL_ENV_DIR/logs/local-node-i.log. The node
 # binary is $LOCAL_ENV_DIR/bin/etcd-operator-node and the pod network's script
 # $LOCAL_ENV_DIR/bin/podnet.sh (local-up.sh copies both there).
 #
-# Environment: LOCAL_ENV_DIR, ETCD_OPERATOR_CACHE, NODES (default 3).
+# Environment: LOCAL_ENV_DIR, ETCD_OPERATOR_CACHE, NODES (default 3), NODE_KIND.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 export LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
+# The kind the environment was brought up with wins over NODE_KIND: one environment never
+# mixes the two.
+NODE_KIND=$(cat "$LOCAL_ENV_DIR/node-kind" 2>/dev/null || echo "${NODE_KIND:-process}")
+case $NODE_KIND in
+kubelet) exec bash "$ROOT/testkit/env/kubelet-nodes.sh" "$@" ;;
+process) ;;
+*) echo "[nodes] ERROR: NODE_KIND must be process or kubelet, got '$NODE_KIND'" >&2; exit 2 ;;
+esac
 CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}
 NODES=${NODES:-3}
 RUN=$LOCAL_ENV_DIR/run
@@ -143,7 +163,26 @@ cmd_status() {
     return $rc
 }
 
+# container_pid NS POD [CONTAINER]: the pid in the container's process://<pid> ID.
+container_pid() {
+    local id
+    id=$(kubectl -n "$1" get pod "$2" -o json | jq -r --arg want "${3:-}" '[.status.containerStatuses
+        // [] | .[] | select($want == "" or .name == $want)][0].containerID // ""')
+    [[ $id =~ ^process://([0-9]+)$ ]] || die "pod $1/$2 runs no container process (containerID '$id')"
+    echo "${BASH_REMATCH[1]}"
+}
+
+cmd_kill() {
+    local pid
+    pid=$(container_pid "$@")
+    kill -KILL "$pid"
+}
+
+usage_pod() { echo "usage: $0 $1 NS POD [CONTAINER]"; }
+
 case ${1:-} in
+pid) container_pid "${2:?$(usage_pod pid)}" "${3:?$(usage_pod pid)}" "${4:-}" ;;
+kill) cmd_kill "${2:?$(usage_pod kill)}" "${3:?$(usage_pod kill)}" "${4:-}" ;;
 up) cmd_up ;;
 down) cmd_down ;;
 stop) cmd_stop "${2:?usage: $0 stop NAME}" ;;

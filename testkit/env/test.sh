@@ -33,9 +33,7 @@ if [ -z "${E2E_ONLY:-}" ]; then
 fi
 
 echo "== end-to-end tests"
-# shellcheck source=testkit/env/lib.sh
-source testkit/env/lib.sh
-if running "$LOCAL_ENV_DIR/run/local-node-0.pid"; then
+if bash testkit/env/nodes.sh status >/dev/null 2>&1; then
   echo "(reusing the local environment that is already up)"
 else
   # Leftovers of an environment whose processes are gone (a reboot, an ended session)

@@ -219,19 +219,6 @@ async fn a_drain_waits_while_a_member_on_another_node_is_down_and_completes_once
     assert_keys(&mut client_etcd, "drain", 100).await;
 }
 
-/// The pid of the etcd container process of pod `name` (the node's `process://<pid>`).
-async fn etcd_pid(pods: &Api<Pod>, name: &str) -> i32 {
-    let pod = pods.get(name).await.expect("the member's pod");
-    let statuses = pod.status.and_then(|s| s.container_statuses);
-    statuses
-        .unwrap_or_default()
-        .iter()
-        .find(|c| c.name == "etcd")
-        .and_then(|c| c.container_id.as_deref()?.strip_prefix("process://"))
-        .and_then(|pid| pid.parse().ok())
-        .unwrap_or_else(|| panic!("pod {name} runs no etcd process"))
-}
-
 #[tokio::test]
 async fn with_every_member_unready_no_member_on_an_empty_dir_may_be_evicted() {
     let ns = Namespace::create("unready");
@@ -249,7 +236,7 @@ async fn with_every_member_unready_no_member_on_an_empty_dir_may_be_evicted() {
     let pods: Api<Pod> = Api::namespaced(client().await, &ns.0);
     let mut frozen = Vec::new();
     for name in &ready {
-        frozen.push(Stopped::new(etcd_pid(&pods, name).await));
+        frozen.push(Stopped::new(container_pid(&ns.0, name, "etcd")));
     }
     wait_budget_status(&ns.0, "stalled", "no member counted healthy", |s| {
         s.current_healthy == 0

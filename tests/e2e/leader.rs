@@ -124,7 +124,7 @@ async fn log_after_exit(pod: &OperatorPod, from: usize) -> Vec<serde_json::Value
             let name = name.clone();
             async move {
                 let now = OperatorPod::get(&name);
-                if now.restarts > restarts && now.pid.is_some() {
+                if now.restarts > restarts && now.running {
                     Ok(())
                 } else {
                     Err(format!("{now:?}"))
@@ -147,7 +147,7 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_after_it_resumes() {
     // Frozen for the Lease's hand-over and the start of the successor's work (about 20 s):
     // well inside the liveness probe's minute (3 × 20 s), so the node does not restart it
     // meanwhile.
-    let mut frozen = Stopped::new(leader.pid.expect("the leader runs"));
+    let mut frozen = Stopped::new(leader.pid());
     wait_for(
         "the standby to take the Lease of the frozen leader",
         Duration::from_secs(60),
@@ -180,7 +180,7 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_after_it_resumes() {
     frozen.resume();
     wait_exit(
         "the resumed leader to exit",
-        leader.pid.unwrap(),
+        leader.pid(),
         Duration::from_secs(30),
     )
     .await;
@@ -232,7 +232,7 @@ async fn a_leader_cut_off_from_the_api_server_stops_before_its_lease_could_expir
     let mut api_server = Stopped::new(control_plane_pid("kube-apiserver"));
     wait_exit(
         "the leader to stop before its Lease could expire",
-        leader.pid.expect("the leader runs"),
+        leader.pid(),
         Duration::from_secs(15),
     )
     .await;

@@ -6,7 +6,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use crate::support::{block_until, kubectl, wait_for};
+use crate::support::{block_until, container_pid, kubectl, wait_for};
 
 /// The namespace of the operator's Deployment, Lease and pods.
 pub const NAMESPACE: &str = "etcd-operator";
@@ -68,8 +68,8 @@ pub struct OperatorPod {
     pub ip: String,
     /// Restarts of its container.
     pub restarts: u32,
-    /// The pid of its running container process (the node's `process://<pid>`).
-    pub pid: Option<i32>,
+    /// Whether its container is running.
+    pub running: bool,
     /// Whether it is Ready.
     pub ready: bool,
 }
@@ -77,17 +77,12 @@ pub struct OperatorPod {
 impl OperatorPod {
     fn from_json(pod: &serde_json::Value) -> OperatorPod {
         let status = &pod["status"]["containerStatuses"][0];
-        let pid = status["state"]["running"]
-            .is_object()
-            .then(|| status["containerID"].as_str())
-            .flatten()
-            .and_then(|id| id.strip_prefix("process://"))
-            .and_then(|pid| pid.parse().ok());
+        let running = status["state"]["running"].is_object();
         OperatorPod {
             name: pod["metadata"]["name"].as_str().unwrap_or_default().into(),
             ip: pod["status"]["podIP"].as_str().unwrap_or_default().into(),
             restarts: status["restartCount"].as_u64().unwrap_or(0) as u32,
-            pid,
+            running,
             ready: status["ready"].as_bool().unwrap_or(false),
         }
     }
@@ -97,6 +92,11 @@ impl OperatorPod {
         let (ok, out) = kubectl_operator(&["get", "pod", name, "-o", "json"]);
         assert!(ok, "kubectl get pod {name}: {out}");
         OperatorPod::from_json(&serde_json::from_str(&out).expect("pod JSON"))
+    }
+
+    /// The host pid of its running container's process (from its node).
+    pub fn pid(&self) -> i32 {
+        container_pid(NAMESPACE, &self.name, "operator")
     }
 
     /// `GET https://<pod>:8443<path>` as the environment's operator reader: the status
@@ -189,7 +189,7 @@ pub async fn leader() -> OperatorPod {
             let holder = lease_holder();
             operator_pods()
                 .into_iter()
-                .find(|p| p.name == holder && p.pid.is_some())
+                .find(|p| p.name == holder && p.running)
                 .ok_or_else(|| format!("the Lease is held by {holder:?}"))
         },
     )

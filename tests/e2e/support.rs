@@ -385,41 +385,17 @@ pub fn container_state(ns: &str, name: &str) -> (u32, bool) {
     (restarts, words.next() == Some("true"))
 }
 
-/// The state directory of the process node that runs pod `name`.
-pub fn node_state_dir(ns: &str, name: &str) -> PathBuf {
-    let (ok, node) = kubectl(
-        &[
-            "get",
-            "pod",
-            name,
-            "-n",
-            ns,
-            "-o",
-            "jsonpath={.spec.nodeName}",
-        ],
-        None,
-    );
-    assert!(
-        ok && !node.trim().is_empty(),
-        "pod {ns}/{name} has no node: {node}"
-    );
-    env_dir().join("nodes").join(node.trim())
+/// Kills a member's etcd process on its node (`nodes.sh kill`), as a crash would.
+pub fn kill_member(ns: &str, pod: &str) {
+    nodes_sh(&["kill", ns, pod, "etcd"]);
 }
 
-/// Kills a member's etcd process through the process node, as a crash would.
-pub fn kill_member(ns: &str, pod: &str) {
-    let node = env_dir().join("bin/etcd-operator-node");
-    let out = Command::new(node)
-        .args(["kill", "--state-dir"])
-        .arg(node_state_dir(ns, pod))
-        .args(["--namespace", ns, "--pod", pod])
-        .output()
-        .expect("node kill runs");
-    assert!(
-        out.status.success(),
-        "kill {ns}/{pod}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// The host pid of container `container` of pod `ns/pod` (`nodes.sh pid`).
+pub fn container_pid(ns: &str, pod: &str, container: &str) -> i32 {
+    let out = nodes_sh(&["pid", ns, pod, container]);
+    out.trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("nodes.sh pid {ns} {pod} {container}: {out:?}"))
 }
 
 /// The etcd images of the pods of a namespace, sorted.
@@ -494,8 +470,8 @@ pub fn node_of(ns: &str, name: &str) -> String {
 /// The local environment's nodes (testkit/env/nodes.sh).
 pub const NODES: [&str; 3] = ["local-node-0", "local-node-1", "local-node-2"];
 
-/// Runs `testkit/env/nodes.sh ARGS` against the local environment.
-fn nodes_sh(args: &[&str]) {
+/// Runs `testkit/env/nodes.sh ARGS` against the local environment; its standard output.
+fn nodes_sh(args: &[&str]) -> String {
     let out = Command::new("bash")
         .arg(root().join("testkit/env/nodes.sh"))
         .args(args)
@@ -507,6 +483,7 @@ fn nodes_sh(args: &[&str]) {
         "nodes.sh {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A process stopped with SIGSTOP; continued when dropped, unless it was already.

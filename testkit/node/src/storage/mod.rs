@@ -1,8 +1,9 @@
 //! Persistent volumes on the node, in the manner of a local-path provisioner: the cluster's
 //! claims, volumes and classes as watched ([`Storage`]); the scheduler's volume binding
-//! ([`volbind`]); volumes provisioned as directories of the node's state, expanded and
-//! reclaimed ([`provision`], [`resize`], [`controller`]); and a claim resolved to the
-//! directory a pod mounts ([`mount`]).
+//! ([`volbind`]); volumes provisioned as directories of the node's state, expanded (by
+//! the rules of `etcd_operator_resizer`, the real nodes' resizer too) and reclaimed
+//! ([`provision`], [`controller`]); and a claim resolved to the directory a pod mounts
+//! ([`mount`]).
 //!
 //! The controller-manager does the rest as in any cluster: its PersistentVolume controller
 //! names the provisioner on the claim and binds claim and volume, its expander hands
@@ -13,9 +14,9 @@ pub mod affinity;
 pub mod controller;
 pub mod mount;
 pub mod provision;
-pub mod quantity;
-pub mod resize;
 pub mod volbind;
+
+pub use etcd_operator_resizer::{requested, resize};
 
 use std::fmt::Debug;
 use std::hash::Hash;
@@ -150,19 +151,6 @@ where
         }
     });
     (store, task)
-}
-
-/// The storage request of a claim (`spec.resources.requests.storage`).
-pub fn requested(claim: &PersistentVolumeClaim) -> Option<&str> {
-    claim
-        .spec
-        .as_ref()?
-        .resources
-        .as_ref()?
-        .requests
-        .as_ref()?
-        .get("storage")
-        .map(|q| q.0.as_str())
 }
 
 /// The class a claim names; `None` for none or `""`.

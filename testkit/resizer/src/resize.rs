@@ -1,4 +1,4 @@
-//! Volume expansion as an external resizer does it, for this node's volumes: when a bound
+//! Volume expansion as an external resizer does it, for directory volumes: when a bound
 //! claim asks for more than its volume holds, the claim is marked in progress (condition
 //! `Resizing`, `allocatedResourceStatuses.storage: ControllerResizeInProgress`,
 //! `allocatedResources.storage`: the new size), the volume's capacity is raised, and the
@@ -12,8 +12,8 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
 
-use super::quantity::{QuantityError, bytes};
-use super::requested;
+use crate::quantity::{QuantityError, bytes};
+use crate::requested;
 
 /// The resize status of a claim whose volume is being expanded.
 pub const IN_PROGRESS: &str = "ControllerResizeInProgress";

@@ -7,7 +7,7 @@ pub enum QuantityError {
     /// Not `<number><suffix>` as Kubernetes writes quantities, or negative.
     #[error("quantity {0:?} is not a size (a number and an optional suffix such as Gi)")]
     Malformed(String),
-    /// Beyond what this node counts.
+    /// Beyond what this resizer counts.
     #[error("quantity {0:?} is too large")]
     TooLarge(String),
 }
