@@ -9,8 +9,8 @@
 #   FOREIGN=5000 ANNOTATION_BYTES=1024 benches/foreign_objects.sh
 #
 # Against the local environment (`EXAMPLE= testkit/env/local-up.sh`, called here; a fast
-# no-op when it is up), on the leader's process (the Lease holder; process://PID on the
-# local nodes): VmRSS (the median of SAMPLES readings a second apart) and
+# no-op when it is up), on the leader's process (the Lease holder; its host pid from
+# `nodes.sh pid`): VmRSS (the median of SAMPLES readings a second apart) and
 # etcd_operator_cached_objects{kind="Service"} from its /metrics, first with nothing
 # foreign present, then SETTLE_S seconds after FOREIGN headless Services labelled as the
 # operator's but owned by nobody (each with an ANNOTATION_BYTES annotation) were created

@@ -11,7 +11,7 @@
 # no-op when it is up): in a namespace idle-<random>, `kubectl apply` CLUSTERS EtcdClusters
 # of size 1 at once, wait until every one is Running with its member ready, wait
 # SETTLE_S seconds more, then measure over WINDOW_S seconds, from the leader's process
-# (the Lease holder's pod; its container ID is process://PID on the local nodes) and its
+# (the Lease holder's pod; its host pid from `nodes.sh pid`) and its
 # /metrics (pod IP, port 8443, with the local environment's reader token):
 #   - CPU: utime + stime of /proc/PID/stat over the window, as % of one core;
 #   - RSS: VmRSS of /proc/PID/status at the end;

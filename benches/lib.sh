@@ -93,10 +93,9 @@ find_leader() {
     local container ip
     LEADER=$(kubectl -n etcd-operator get lease etcd-operator -o jsonpath='{.spec.holderIdentity}')
     [[ -n $LEADER ]] || die "no operator holds the Lease etcd-operator/etcd-operator"
-    container=$(kubectl -n etcd-operator get pod "$LEADER" -o jsonpath='{.status.containerStatuses[0].containerID}')
-    PID=${container#process://}
+    PID=$(bash "$ROOT/testkit/env/nodes.sh" pid etcd-operator "$LEADER" operator) || true
     [[ $PID =~ ^[0-9]+$ && -r /proc/$PID/stat ]] ||
-        die "the leader $LEADER has no local process (container ID '$container')"
+        die "the leader $LEADER has no local process (nodes.sh pid: '$PID')"
     ip=$(kubectl -n etcd-operator get pod "$LEADER" -o jsonpath='{.status.podIP}')
     METRICS=https://$ip:8443/metrics
 }

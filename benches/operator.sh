@@ -4,11 +4,8 @@
 # benches/lib.sh and benches/floor.sh (operator_follower uses follower_of); uses ROOT,
 # WORK and LOCAL_ENV_DIR.
 
-NODE_BIN=$LOCAL_ENV_DIR/bin/etcd-operator-node
-
 operator_setup() {
     local_env_up
-    [[ -x $NODE_BIN ]] || (cd "$ROOT" && cargo build --workspace --bins --quiet)
     NS=$LOG_TAG-$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')
     kubectl create namespace "$NS" >/dev/null
     log "operator: namespace $NS"

@@ -25,8 +25,8 @@
 #   a fast no-op when it is up): in a namespace timings-<random>, `kubectl apply` an
 #   EtcdCluster of size 3, then one of size 5, and time each from the apply until
 #   .status.phase is Running with .status.readyMembers == size (polled every 100 ms).
-#   Then, on the 3-member cluster: kill a follower's process with `etcd-operator-node
-#   kill` (restarted in place by the node) and time until its container restarted and the
+#   Then, on the 3-member cluster: kill a follower's process (SIGKILL to the pid
+#   `nodes.sh pid` gives; restarted in place by the node) and time until its container restarted and the
 #   cluster is Running with 3 ready members; the same with every member's process killed
 #   at once; then delete a follower's pod (its emptyDir data goes with it) and time until
 #   it is Running with 3 ready members again, the deleted member gone from
@@ -140,19 +140,17 @@ operator_restarted() { (($(restarts_of "$1") >= $3)) && operator_ready "$1" "$2"
 # = the seconds until each was restarted in place and the cluster is ready again. Its
 # steps go to OSTEPS under scenario $1, since the kill.
 operator_restart() {
-    local scenario=$1 name=$2 size=$3 start killed target pod i dirs=()
+    local scenario=$1 name=$2 size=$3 start killed target pod pids=()
     shift 3
     target=$(($(restarts_of "$name") + $#))
-    # Each pod's node state directory, looked up before the clock starts.
+    # Each etcd's host pid, looked up before the clock starts (nodes.sh pid, either kind).
     for pod in "$@"; do
-        dirs+=("$LOCAL_ENV_DIR/nodes/$(kubectl -n "$NS" get pod "$pod" -o jsonpath='{.spec.nodeName}')")
+        pids+=("$(bash "$ROOT/testkit/env/nodes.sh" pid "$NS" "$pod" etcd)")
     done
     log "operator: killing the etcd of $*"
     start=$(now)
     killed=$(now_ms)
-    for ((i = 0; i < ${#dirs[@]}; i++)); do
-        "$NODE_BIN" kill --state-dir "${dirs[i]}" --namespace "$NS" --pod "${@:i+1:1}" >/dev/null
-    done
+    kill -KILL "${pids[@]}"
     poll "EtcdCluster $NS/$name to restart $*" operator_restarted "$name" "$size" "$target"
     since "$start"
     operator_steps_since "$scenario" "$name" "$killed"

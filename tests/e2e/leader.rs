@@ -147,7 +147,8 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_after_it_resumes() {
     // Frozen for the Lease's hand-over and the start of the successor's work (about 20 s):
     // well inside the liveness probe's minute (3 × 20 s), so the node does not restart it
     // meanwhile.
-    let mut frozen = Stopped::new(leader.pid());
+    let pid = leader.pid();
+    let mut frozen = Stopped::new(pid);
     wait_for(
         "the standby to take the Lease of the frozen leader",
         Duration::from_secs(60),
@@ -178,12 +179,7 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_after_it_resumes() {
     let resumed_at = jiff::Timestamp::now();
 
     frozen.resume();
-    wait_exit(
-        "the resumed leader to exit",
-        leader.pid(),
-        Duration::from_secs(30),
-    )
-    .await;
+    wait_exit("the resumed leader to exit", pid, Duration::from_secs(30)).await;
     let after = log_after_exit(&leader, log_offset).await;
     eprintln!("the resumed leader's log: {after:#?}");
     assert_eq!(
@@ -226,13 +222,15 @@ async fn a_leader_cut_off_from_the_api_server_stops_before_its_lease_could_expir
     let _restored = OperatorRestored;
     let leader = leader().await;
     let log_offset = leader.log().len();
+    // Its process, found before the API server (which names its container) is stopped.
+    let pid = leader.pid();
     // Every API call of the leader hangs from now on (connections are accepted by the
     // kernel, never answered). Its last renewal was at most a retry period ago, so its
     // Lease, as another replica sees it, expires at the earliest 15 s from now.
     let mut api_server = Stopped::new(control_plane_pid("kube-apiserver"));
     wait_exit(
         "the leader to stop before its Lease could expire",
-        leader.pid(),
+        pid,
         Duration::from_secs(15),
     )
     .await;
