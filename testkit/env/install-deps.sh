@@ -14,6 +14,8 @@
 #   containernetworking-plugins  their pod network: the bridge, host-local and loopback
 #                             CNI plugins in /usr/lib/cni
 #   busybox-static            the shell image of the volume provisioner (node-images.sh)
+#   dbus-daemon               each real node's system bus, where the kubelet's graceful
+#                             node shutdown meets testkit/env/logind
 set -euo pipefail
 
 need=()
@@ -33,6 +35,7 @@ command -v containerd >/dev/null || need+=(containerd)
 command -v runc >/dev/null || need+=(runc)
 [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
 [ -x /bin/busybox ] || need+=(busybox-static)
+command -v dbus-daemon >/dev/null || need+=(dbus-daemon)
 if ((${#need[@]})); then
   echo "installing: ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -4,8 +4,9 @@
 # every command here when the environment's node kind is kubelet (NODE_KIND=kubelet
 # make up); the design and what was seen are in testkit/env/README.md, "Real nodes".
 #
-# Usage: testkit/env/kubelet-nodes.sh up|down|stop NAME|start NAME|status|images
+# Usage: testkit/env/kubelet-nodes.sh up|down|stop NAME|start NAME|shutdown NAME|status|images
 #                                     |pid NS POD [CONTAINER]|kill NS POD [CONTAINER]
+#                                     |kill-sandbox NS POD
 #
 #   up          boot every node that is not running; wait until each is registered, has
 #               its pod network and is Ready; import into the running ones the images
@@ -13,6 +14,9 @@
 #   down        power cut of every node, then remove their cgroups and directories
 #   stop NAME   a power cut: every process of the node (kubelet, containerd, shims,
 #               containers) frozen and killed together
+#   shutdown NAME  a graceful shutdown: logind's PrepareForShutdown on the node's bus; the
+#               kubelet terminates its pods (shutdownGracePeriod) and releases its delay
+#               lock, then the power is cut
 #   start NAME  a reboot: containerd's state directory cleared, the node booted again; the
 #               kubelet recreates its pods' sandboxes and restarts their containers
 #   status      each node: running (its task count) or stopped
@@ -22,10 +26,15 @@
 #               first container), from its node's containerd
 #   kill NS POD [CONTAINER]  SIGKILL that container's process, as a crash would; the
 #               kubelet restarts it by the pod's restartPolicy
+#   kill-sandbox NS POD  SIGKILL the pod's sandbox (its pause process, which holds its
+#               namespaces): the kubelet makes a new sandbox, runs the init containers
+#               again and restarts the containers in it
 #
 # Node i: directory $LOCAL_ENV_DIR/nodes/local-node-i, kubelet port 10280+i, healthz
 # 127.0.0.1:10290+i, cgroup /eo-node-i in every v1 hierarchy, log files kubelet.log and
-# containerd.log in the node's directory. Each boots in a mount namespace of its own (so
+# containerd.log in the node's directory. Each node has a system bus of its own (a real
+# dbus-daemon) with testkit/env/logind on it, the part of systemd-logind that the kubelet's
+# graceful node shutdown uses (no systemd runs here). Each boots in a mount namespace of its own (so
 # that /proc/sys entries can be shadowed: the host's kernel settings never change), with
 # containerd inside the pod network's eo-net namespace.
 #
@@ -38,6 +47,9 @@ CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}
 K8S_VERSION=${K8S_VERSION:-v1.35.4}
 KUBELET=$CACHE/k8s/$K8S_VERSION/bin/kubelet
 NODES=${NODES:-3}
+# The kubelet's shutdownGracePeriod and shutdownGracePeriodCriticalPods, in seconds.
+SHUTDOWN_GRACE_S=${SHUTDOWN_GRACE_S:-30}
+SHUTDOWN_CRITICAL_S=${SHUTDOWN_CRITICAL_S:-10}
 PKI=$LOCAL_ENV_DIR/pki
 HOST_ADDR=10.255.0.1
 UPLINK_ADDR=10.255.0.2
@@ -188,6 +200,23 @@ podLogsDir: $dir/pod-logs
 resolvConf: $dir/resolv.conf
 clusterDNS: [10.96.0.10]
 clusterDomain: cluster.local
+shutdownGracePeriod: ${SHUTDOWN_GRACE_S}s
+shutdownGracePeriodCriticalPods: ${SHUTDOWN_CRITICAL_S}s
+EOF
+    cat >"$dir/dbus.conf" <<EOF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path=$dir/dbus/system_bus_socket</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <allow own="*"/>
+    <allow send_destination="*"/>
+    <allow receive_sender="*"/>
+  </policy>
+</busconfig>
 EOF
 }
 
@@ -212,9 +241,41 @@ cmd_boot() {
         >>"$dir/containerd.log" 2>&1 </dev/null &
     for _ in $(seq 100); do [[ -S $dir/containerd/containerd.sock ]] && break; sleep 0.1; done
     import_images "$dir"
+    start_bus "$dir"
+    export DBUS_SYSTEM_BUS_ADDRESS=unix:path=$dir/dbus/system_bus_socket
     exec "$KUBELET" --config "$dir/kubelet.yaml" --kubeconfig "$dir/pki/kubeconfig" \
         --root-dir "$dir/kubelet" --hostname-override "$name" --node-ip "$HOST_ADDR" \
         >>"$dir/kubelet.log" 2>&1
+}
+
+# start_bus DIR: the node's dbus-daemon, then logind on it, ready before the kubelet asks
+# it for its delay lock.
+start_bus() {
+    local dir=$1
+    rm -rf "$dir/dbus"
+    mkdir -p "$dir/dbus"
+    dbus-daemon --config-file="$dir/dbus.conf" --nofork --nopidfile --nosyslog \
+        >>"$dir/dbus.log" 2>&1 </dev/null &
+    for _ in $(seq 100); do [[ -S $dir/dbus/system_bus_socket ]] && break; sleep 0.05; done
+    "$LOGIND" -address "unix:path=$dir/dbus/system_bus_socket" \
+        -inhibit-delay "$((SHUTDOWN_GRACE_S + 10))s" -ready "$dir/dbus/logind.ready" \
+        -done "$dir/dbus/shutdown.done" >>"$dir/logind.log" 2>&1 </dev/null &
+    echo $! >"$dir/dbus/logind.pid"
+    for _ in $(seq 100); do [[ -f $dir/dbus/logind.ready ]] && return 0; sleep 0.05; done
+    echo "logind did not start; see $dir/logind.log" >&2
+}
+
+# The logind stand-in (testkit/env/logind), built once per source into the cache.
+logind_binary() {
+    local src=$ROOT/testkit/env/logind key bin
+    key=$(cat "$src/go.mod" "$src/go.sum" "$src/main.go" | sha256sum | cut -c1-12)
+    bin=$CACHE/logind/$key/logind
+    if [[ ! -x $bin ]]; then
+        mkdir -p "${bin%/*}"
+        (cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$bin.partial" .)
+        mv "$bin.partial" "$bin"
+    fi
+    echo "$bin"
 }
 
 # import_images DIR: every node image and the operator's archives into the node's
@@ -279,11 +340,30 @@ cmd_kill() {
     node_ctr "$NODE_NAME" tasks kill --signal SIGKILL "$CONTAINER_ID" >&2
 }
 
+cmd_kill_sandbox() {
+    local ns=$1 pod=$2 out uid node ids id killed=0
+    out=$(kubectl -n "$ns" get pod "$pod" -o json) || die "no pod $ns/$pod"
+    uid=$(jq -r .metadata.uid <<<"$out")
+    node=$(jq -r '.spec.nodeName // ""' <<<"$out")
+    [[ -n $node ]] || die "pod $ns/$pod is on no node"
+    ids=$(node_ctr "$node" containers ls -q \
+        "labels.\"io.kubernetes.pod.uid\"==$uid,labels.\"io.cri-containerd.kind\"==sandbox")
+    for id in $ids; do
+        if node_ctr "$node" tasks ls | awk -v id="$id" '$1 == id && $3 == "RUNNING" { found = 1 } END { exit !found }'; then
+            node_ctr "$node" tasks kill --signal SIGKILL "$id" >&2
+            killed=$((killed + 1))
+        fi
+    done
+    ((killed)) || die "pod $ns/$pod has no running sandbox on $node"
+}
+
 start_node() {
     local name=$1 i
     i=$(index "$name")
     running "$name" && return 0
     [[ -x $KUBELET ]] || die "$KUBELET is missing (testkit/env/build-binaries.sh kubelet)"
+    LOGIND=$(logind_binary)
+    export LOGIND
     sign_node "$name"
     write_configs "$name" "$i"
     make_cgroups "$i"
@@ -345,6 +425,23 @@ power_cut() {
     die "$name still has tasks after SIGKILL: $(tasks "$name" | paste -sd' ')"
 }
 
+# shutdown NAME: a graceful shutdown, then the power cut it ends in.
+cmd_shutdown() {
+    local name=$1 dir pid start=$SECONDS
+    dir=$(node_dir "$name")
+    running "$name" || die "$name is not running"
+    pid=$(cat "$dir/dbus/logind.pid" 2>/dev/null) || die "$name has no logind (booted by an older script?)"
+    rm -f "$dir/dbus/shutdown.done"
+    kill -USR1 "$pid"
+    for _ in $(seq $((4 * (SHUTDOWN_GRACE_S + 20)))); do
+        [[ -f $dir/dbus/shutdown.done ]] && break
+        sleep 0.25
+    done
+    [[ -f $dir/dbus/shutdown.done ]] || die "$name: logind never saw the shutdown through; see $dir/logind.log"
+    power_cut "$name"
+    log "$name shut down gracefully in $((SECONDS - start))s, then its power was cut"
+}
+
 cmd_up() {
     local name
     for name in $(names); do start_node "$name"; done
@@ -385,9 +482,11 @@ down) cmd_down ;;
 stop) power_cut "${2:?usage: $0 stop NAME}" && log "$2 stopped (power cut)" ;;
 start) start_node "${2:?usage: $0 start NAME}" && wait_ready "$2" && log "$2 started" ;;
 status) cmd_status ;;
+shutdown) cmd_shutdown "${2:?usage: $0 shutdown NAME}" ;;
 images) cmd_images ;;
 pid) cmd_pid "${2:?usage: $0 pid NS POD [CONTAINER]}" "${3:?usage: $0 pid NS POD [CONTAINER]}" "${4:-}" ;;
 kill) cmd_kill "${2:?usage: $0 kill NS POD [CONTAINER]}" "${3:?usage: $0 kill NS POD [CONTAINER]}" "${4:-}" ;;
+kill-sandbox) cmd_kill_sandbox "${2:?usage: $0 kill-sandbox NS POD}" "${3:?usage: $0 kill-sandbox NS POD}" ;;
 boot) cmd_boot "${2:?}" ;;
 *)
     sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2

@@ -4,7 +4,8 @@
 #
 #   process   the process nodes described here (testkit/node)
 #   kubelet   real kubelets with containerd: every command below is handed to
-#             testkit/env/kubelet-nodes.sh, which keeps the same meanings
+#             testkit/env/kubelet-nodes.sh, which keeps the same meanings and adds
+#             `shutdown NAME` (a graceful node shutdown) and `kill-sandbox NS POD`
 #
 # The process nodes: NODES of them (default 3), local-node-0 ..
 # local-node-(NODES-1), each a process of its own with its own state directory, kubelet

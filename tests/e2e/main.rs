@@ -12,6 +12,7 @@ mod disruption;
 mod endpoints;
 mod heal;
 mod helm;
+mod kubelet;
 mod leader;
 mod lifecycle;
 mod names;

@@ -390,6 +390,12 @@ pub fn kill_member(ns: &str, pod: &str) {
     nodes_sh(&["kill", ns, pod, "etcd"]);
 }
 
+/// Kills pod `ns/pod`'s sandbox (`nodes.sh kill-sandbox`): its kubelet makes a new one
+/// and runs the pod's init containers and containers again in it. Real nodes only.
+pub fn kill_sandbox(ns: &str, pod: &str) {
+    nodes_sh(&["kill-sandbox", ns, pod]);
+}
+
 /// The host pid of container `container` of pod `ns/pod` (`nodes.sh pid`).
 pub fn container_pid(ns: &str, pod: &str, container: &str) -> i32 {
     let out = nodes_sh(&["pid", ns, pod, container]);
@@ -527,6 +533,13 @@ impl PowerCut {
     /// Cuts the power of `node`.
     pub fn of(node: &str) -> Self {
         nodes_sh(&["stop", node]);
+        PowerCut(node.to_string())
+    }
+
+    /// Shuts `node` down gracefully (logind's PrepareForShutdown: the kubelet terminates
+    /// its pods within its shutdownGracePeriod), then cuts its power. Real nodes only.
+    pub fn shutdown(node: &str) -> Self {
+        nodes_sh(&["shutdown", node]);
         PowerCut(node.to_string())
     }
 

@@ -19,7 +19,7 @@ pub(crate) fn claimed_cluster_yaml(ns: &str, name: &str, size: u32) -> String {
 }
 
 /// What must not change while members come back on their volumes.
-struct Identity {
+pub(crate) struct Identity {
     members: Vec<(u64, String, bool)>,
     cluster_id: u64,
     added: Vec<String>,
@@ -27,7 +27,7 @@ struct Identity {
 
 /// Applies a claimed cluster, waits until it runs, writes 1,000 keys; its identity and
 /// ready members.
-async fn claimed_running(ns: &str, name: &str, size: u32) -> (Identity, Vec<String>) {
+pub(crate) async fn claimed_running(ns: &str, name: &str, size: u32) -> (Identity, Vec<String>) {
     apply(&claimed_cluster_yaml(ns, name, size));
     let ready = wait_running(ns, name, size as usize, Duration::from_secs(180)).await;
     let mut client = etcd(ns, &ready).await;
@@ -96,7 +96,7 @@ async fn every_member_answers(ns: &str, name: &str, size: usize) -> (Identity, E
 
 /// The same members (names and IDs), the same cluster, every key, no member added or
 /// removed since `before`.
-async fn assert_same_cluster(ns: &str, name: &str, before: &Identity, size: usize) {
+pub(crate) async fn assert_same_cluster(ns: &str, name: &str, before: &Identity, size: usize) {
     let (now, mut client) = every_member_answers(ns, name, size).await;
     assert_eq!(now.members, before.members, "membership changed");
     assert_eq!(now.cluster_id, before.cluster_id, "another cluster");
