@@ -7,8 +7,8 @@
 #   SKIP_OPERATOR=1 benches/timings.sh      # floor only (touches nothing shared)
 #   ETCD_VERSION=3.4.23 RUNS=3 benches/timings.sh
 #
-# The floor, for 3 and for 5 members, on 127.0.200.N:2379/2380 (N=1..5; the process node
-# uses 127.0.1.x, the control plane 127.0.0.1):
+# The floor, for 3 and for 5 members, on 127.0.200.N:2379/2380 (N=1..5; the control
+# plane uses 127.0.0.1):
 #   start a seed (--initial-cluster-state new, a unique token); then for each further
 #   member: `etcdctl member add` (as a learner on etcd >= 3.4, as the operator does),
 #   retrying `etcdserver: unhealthy cluster` every 100 ms; start it with

@@ -1,13 +1,11 @@
 #!/usr/bin/env bash
 # Build (once) and cache the binaries of the local control plane:
 #
-#   $CACHE/k8s/<K8S_VERSION>/bin/{kube-apiserver,kube-controller-manager}
+#   $CACHE/k8s/<K8S_VERSION>/bin/{kube-apiserver,kube-controller-manager,kube-scheduler,
+#                                 kube-proxy,kubelet}   (target k8s: one go build)
 #   $CACHE/etcd/v3.X.Y/bin/{etcd,etcdctl}     and the link $CACHE/etcd/v3.X -> v3.X.Y
 #   $CACHE/etcd/v3.X.Y/bin/etcdutl            (3.5 and later: restores from snapshots)
 #   $CACHE/helm/<HELM_VERSION>/bin/helm       (the chart's lint, render and drift checks)
-#   $CACHE/k8s/<K8S_VERSION>/bin/kube-proxy   (the pod network: Service routing)
-#   $CACHE/k8s/<K8S_VERSION>/bin/kube-scheduler  (places pods on the environment's nodes)
-#   $CACHE/k8s/<K8S_VERSION>/bin/kubelet      (target kubelet, in all: the real nodes, issue #29)
 #   $CACHE/coredns/<COREDNS_VERSION>/bin/coredns  (the pod network: cluster DNS)
 #   $CACHE/local-path/<LOCAL_PATH_VERSION>/bin/local-path-provisioner  (target local-path,
 #                                             in all: the real nodes' volumes, issue #29)
@@ -21,12 +19,16 @@
 # A second run finds the binaries and returns in seconds.
 #
 # Usage: testkit/env/build-binaries.sh [all|k8s|etcd|helm|kube-proxy|kube-scheduler|kubelet|coredns|network|s3|local-path]...
-#        (default: all = etcd, k8s, helm, network, kubelet, s3, local-path; network = kube-proxy, kube-scheduler, coredns)
+#        (default: all = etcd, k8s, helm, coredns, s3, local-path; network = kube-proxy,
+#        kube-scheduler, coredns)
 #
-# The local environment runs kube-proxy and CoreDNS (testkit/env/cluster-net.sh), so all
-# (what CI runs) builds them too. Each target checks only its own binaries, so asking for kube-proxy in a cache that holds
-# kube-apiserver and kube-controller-manager builds kube-proxy alone (and the other way
-# round), in the same wrapper module.
+# Target k8s builds the five Kubernetes commands in one `go build` (the cold build's
+# costliest step, about 5 minutes here). kube-proxy, kube-scheduler and kubelet alone each
+# check only their own binary, and build it alone in the same wrapper module when it is
+# missing (a cache made before k8s built all five).
+#
+# Each step's compiler output goes to a log beside its output (DIR/wrapper.log,
+# DIR/build.log) with a line every 30 s while it runs; a failure prints the log's end.
 #
 # Environment:
 #   ETCD_OPERATOR_CACHE  cache root (default $HOME/.cache/etcd-operator)
@@ -58,6 +60,15 @@ LOCAL_PATH_VERSION=${LOCAL_PATH_VERSION:-v0.0.30}
 
 log() { printf '[build-binaries] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
+# shellcheck source=testkit/env/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+# in_dir DIR CMD...: CMD run in DIR (called in quietly's subshell: the cd stays there).
+in_dir() {
+    cd "$1" || return
+    shift
+    "$@"
+}
 
 command -v go >/dev/null || die "the Go toolchain (go) is needed"
 
@@ -108,7 +119,7 @@ wrapper_module() {
     [[ -f $wrapper/.ready ]] && return 0
     rm -rf "$tmp"
     mkdir -p "$tmp"
-    (cd "$tmp" && "$setup")
+    quietly "$dir/wrapper.log" in_dir "$tmp" "$setup"
     touch "$tmp/.ready"
     rm -rf "$wrapper"
     mv "$tmp" "$wrapper"
@@ -123,7 +134,7 @@ build_into() {
     shift
     rm -rf "$dir/bin.partial"
     mkdir -p "$dir/bin.partial"
-    (cd "$dir/wrapper" && "$@")
+    quietly "$dir/build.log" in_dir "$dir/wrapper" "$@"
     if [[ -d $dir/bin ]]; then
         find "$dir/bin.partial" -mindepth 1 -maxdepth 1 -exec mv -f -t "$dir/bin" {} +
         rmdir "$dir/bin.partial"
@@ -222,15 +233,28 @@ k8s_build() {
     for cmd in "$@"; do smoke "Kubernetes $version" "$dir/bin.partial/$cmd" --version; done
 }
 
+# Every Kubernetes command the environment runs, built together by build_k8s.
+K8S_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet)
+
+# k8s_build_all: resolves the commands the wrapper lacks (an older wrapper resolved only
+# the first two), then one `go build` of all of them: one action graph, the links run in
+# parallel.
+k8s_build_all() {
+    local cmd pkgs=()
+    for cmd in "${K8S_COMMANDS[@]:2}"; do pkgs+=("k8s.io/kubernetes/cmd/$cmd@$version"); done
+    go get "${pkgs[@]}"
+    k8s_build "${K8S_COMMANDS[@]}"
+}
+
 build_k8s() {
-    local version staging_version dir ldflags
+    local version staging_version dir ldflags cmd bins=()
     k8s_settings
-    local bins=("$dir/bin/kube-apiserver" "$dir/bin/kube-controller-manager")
+    for cmd in "${K8S_COMMANDS[@]}"; do bins+=("$dir/bin/$cmd"); done
 
     # Cold: about 5 minutes on 2 cores, more on a slow network.
-    prepare "kubernetes $version" "$dir" "${bins[@]}" || return 0
+    prepare "kubernetes $version (${K8S_COMMANDS[*]})" "$dir" "${bins[@]}" || return 0
     wrapper_module "$dir" k8s_wrapper
-    build_into "$dir" k8s_build kube-apiserver kube-controller-manager
+    build_into "$dir" k8s_build_all
     log "kubernetes $version: built in $((SECONDS - BUILD_START))s -> $dir/bin"
 }
 
@@ -489,9 +513,6 @@ main() {
             for e in $ETCD_VERSIONS; do build_etcd "$e"; done
             build_k8s
             build_helm
-            build_k8s_extra kube-proxy
-            build_k8s_extra kube-scheduler
-            build_k8s_extra kubelet
             build_coredns
             build_s3
             build_local_path

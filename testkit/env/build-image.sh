@@ -13,9 +13,8 @@
 #      KEEP_ARCHIVES (4) archives are kept, so that builds of other worktrees sharing
 #      the cache never take away the image a running environment was given.
 #   4. records the tags in $CACHE/images/index.tsv (`REF<TAB>ARCHIVE`, the archive
-#      relative to that directory), where the process node looks up the images it can
-#      run (testkit/node: a pod whose image is localhost/etcd-operator:<version> runs
-#      rooted in this image), and the content tag in <archive>.ref, which is what
+#      relative to that directory), from which each node imports the archive under every
+#      tag (nodes.sh), and the content tag in <archive>.ref, which is what
 #      local-up.sh sets in the Deployment (a rebuilt image rolls the Deployment out).
 #
 # Cached: the key is a digest of the assembled root filesystem (binary, libraries, CA
@@ -43,6 +42,8 @@ BUILDAH=(buildah --storage-driver vfs --root "${BUILDAH_ROOT:-$IMAGES/storage}"
   --runroot "${BUILDAH_RUNROOT:-/run/etcd-operator-buildah}")
 
 cd "$ROOT"
+# shellcheck source=testkit/env/lib.sh
+source testkit/env/lib.sh
 bash testkit/env/install-deps.sh >&2
 mkdir -p "$IMAGES"
 # One build at a time per cache: the storage, the key files and the archives are shared.
@@ -50,7 +51,9 @@ exec 9>"$IMAGES/.build.lock"
 flock 9
 
 echo "== building the release binary" >&2
-cargo build --release --locked -p etcd-operator --bin etcd-operator >&2
+build_start=$SECONDS
+quietly "$IMAGES/cargo-release.log" cargo build --release --locked -p etcd-operator --bin etcd-operator
+echo "   built in $((SECONDS - build_start)) s" >&2
 VERSION=$("$BIN" --version | awk '{ print $2 }')
 # How many exported archives are kept (the newest): an environment started from an
 # older build of another worktree keeps finding its image for a while.

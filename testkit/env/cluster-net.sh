@@ -20,9 +20,8 @@
 #               unknown that long.
 #
 # Both reach the API server at 10.255.0.1:16443 (kubeconfigs written by
-# control-plane.sh). kube-proxy is started once the process node has registered: it is
-# the node kube-proxy plays (NODE_NAME), and it waits 30 s at startup for a Node that
-# does not exist yet.
+# control-plane.sh). kube-proxy is started once the nodes have registered: it plays the
+# first one (NODE_NAME), and it waits 30 s at startup for a Node that does not exist yet.
 #
 # Usage: testkit/env/cluster-net.sh up|down|status
 #

@@ -12,12 +12,12 @@
 #   kube-controller-manager  https://127.0.0.1:16257 (health only); allocates each Node a
 #                            /24 of the pod range 10.244.0.0/16 (spec.podCIDR)
 #   kube-scheduler           https://127.0.0.1:16259 (health only); places pods on the
-#                            process nodes (which then bind nothing themselves)
+#                            nodes
 #
 # Services get ClusterIPs from 10.96.0.0/12, the range podnet.sh routes into eo-net, where
 # kube-proxy programs them (testkit/env/cluster-net.sh, started once a node exists).
 #
-# The apiserver reaches kubelets (the process node's kubelet API, for kubectl logs) at
+# The apiserver reaches kubelets (for kubectl logs and exec) at
 # their InternalIP with a client certificate of its own, user kube-apiserver-kubelet-client
 # (bound to system:kubelet-api-admin), and checks their serving certificates against the
 # cluster CA (the controller-manager signs kubelet-serving requests with it).
@@ -300,8 +300,8 @@ ensure_apiserver_cert() {
 
 # ensure_client_cert NAME SUBJECT: a client certificate of the cluster CA, made once:
 # the apiserver's kubelet client (kubectl logs, exec, port-forward; its user is bound to
-# system:kubelet-api-admin by bind_kubelet_client, which the process node's
-# SubjectAccessReview checks), kube-proxy's and CoreDNS's.
+# system:kubelet-api-admin by bind_kubelet_client, which each kubelet's webhook
+# authorization checks), kube-proxy's and CoreDNS's.
 ensure_client_cert() {
     local name=$1 subject=$2
     [[ -f $PKI/$name.crt && -f $PKI/$name.key ]] && return 0
@@ -468,7 +468,7 @@ up_apiserver_loopback() {
         require_free_port apiserver-loopback "$APISERVER_PORT"
         # nodelay on both sides: without TCP_NODELAY, socat's second write of a request
         # (an HTTP/2 body after its headers) waited for the peer's delayed ACK, 40 ms
-        # added to every POST, PATCH and DELETE of kubectl and the process nodes.
+        # added to every POST, PATCH and DELETE of kubectl and the nodes.
         start apiserver-loopback "$(command -v socat)" \
             "TCP4-LISTEN:$APISERVER_PORT,bind=$HOST,reuseaddr,fork,nodelay" \
             "TCP4:$POD_NET_HOST:$APISERVER_PORT,nodelay"
@@ -547,8 +547,7 @@ up_controller_manager() {
     log "kube-controller-manager running"
 }
 
-# The real scheduler places pods on the environment's nodes (the process nodes bind
-# nothing themselves then): node selectors, affinity and anti-affinity, taints (a cordoned
+# The real scheduler places pods on the environment's nodes: node selectors, affinity and anti-affinity, taints (a cordoned
 # or NotReady node), and the volume binding of WaitForFirstConsumer claims (it selects the
 # node; the node that is selected provisions the volume). As user system:kube-scheduler,
 # whose ClusterRoleBindings (system:kube-scheduler, system:volume-scheduler) are built in.

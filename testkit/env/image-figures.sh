@@ -28,7 +28,7 @@ if [ -z "${IMAGE_FIGURES_LOCKED:-}" ]; then
   archive=$(bash testkit/env/build-image.sh)
   if [ -n "$RSS" ]; then
     echo "== building what local-up.sh runs (before taking $LOCK)" >&2
-    cargo build -p etcd-operator-node --bin etcd-operator-node --quiet
+    cargo build -p etcd-operator-resizer --bin etcd-operator-resizer --quiet
     exec env IMAGE_FIGURES_LOCKED=1 flock "$LOCK" "$0" "$@"
   fi
 else
@@ -53,9 +53,7 @@ sizes() {
 }
 
 rss() {
-  # shellcheck source=testkit/env/lib.sh
-  source testkit/env/lib.sh
-  if running "$LOCAL_ENV_DIR/run/local-node-0.pid"; then
+  if bash testkit/env/nodes.sh status >/dev/null 2>&1; then
     echo "the local environment is up; take it down first (make down)" >&2
     exit 1
   fi
@@ -67,8 +65,7 @@ rss() {
   name=$(kubectl apply -f "$EXAMPLE" -o name)
   echo "== $name is Ready; the leader is pod $leader; idling $IDLE_SECONDS s" >&2
   sleep "$IDLE_SECONDS"
-  pid=$(kubectl -n etcd-operator get pod "$leader" -o jsonpath='{.status.containerStatuses[0].containerID}')
-  pid=${pid#process://}
+  pid=$(bash testkit/env/nodes.sh pid etcd-operator "$leader" operator)
   status=/proc/$pid/status
   [ -r "$status" ] || { echo "the leader's process ($pid) is gone" >&2; exit 1; }
   echo "operator pod $leader (image $(kubectl -n etcd-operator get pod "$leader" -o jsonpath='{.spec.containers[0].image}')), uid $(awk '/^Uid:/ { print $2 }' "$status"), idle ${IDLE_SECONDS} s leading, with $name Ready ($(kubectl get "$name" -o jsonpath='{.spec.size}') members):"

@@ -3,8 +3,8 @@
 #   etcd-server, etcd-client  etcd 3.4.23 for the real-etcd tests and the local node
 #   protobuf-compiler         protoc, needed by the etcd-client crate's build
 #   openssl                   certificates of the local control plane
-#   util-linux                unshare and nsenter, for the process node's per-pod mount and
-#                             network namespaces
+#   util-linux                unshare and nsenter: each node boots in a mount namespace of
+#                             its own, its containerd in the pod network's namespace
 #   iproute2, nftables        the pod network (podnet.sh) and kube-proxy's nftables mode
 #   socat                     the apiserver's loopback address for the host's clients
 #   buildah                   builds the operator image without a daemon (build-image.sh)

@@ -24,3 +24,27 @@ stop_pidfile() {
   fi
   rm -f "$1"
 }
+
+# quietly LOG CMD...: runs CMD (a command or a function) with its output in LOG instead of
+# the terminal; while it runs, a line every 30 s says how long it has taken and where its
+# output goes; when it fails, the last 30 lines of LOG. Returns CMD's status.
+quietly() {
+  local out=$1 pid start=$SECONDS next=30 rc=0
+  shift
+  mkdir -p "$(dirname "$out")"
+  "$@" >"$out" 2>&1 </dev/null &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    if ((SECONDS - start >= next)); then
+      printf '   ... %d s (output: %s)\n' "$((SECONDS - start))" "$out" >&2
+      next=$((next + 30))
+    fi
+    sleep 0.2
+  done
+  wait "$pid" || rc=$?
+  if ((rc)); then
+    echo "   failed ($rc); the end of $out:" >&2
+    tail -n 30 "$out" | sed 's/^/   | /' >&2
+  fi
+  return "$rc"
+}

@@ -12,9 +12,8 @@ export LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
 source "$ROOT/testkit/env/lib.sh"
 
 rc=0
+# The nodes are found by their cgroups, even when LOCAL_ENV_DIR is gone.
 bash "$ROOT/testkit/env/nodes.sh" down || rc=$?
-# Real nodes are found by their cgroups, even when LOCAL_ENV_DIR is gone.
-bash "$ROOT/testkit/env/kubelet-nodes.sh" down || rc=$?
 bash "$ROOT/testkit/env/local-path.sh" down || rc=$?
 bash "$ROOT/testkit/env/s3.sh" down || rc=$?
 bash "$ROOT/testkit/env/cluster-net.sh" down || rc=$?

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Brings up the whole local environment: the pod network (podnet.sh: a bridge in a
-# network namespace of its own, one namespace per pod), a real kube-apiserver and
-# controller-manager and kube-scheduler on it (control-plane.sh), three process nodes
-# (nodes.sh; each runs its pods' processes in the pods' network namespaces, image pods
-# rooted in their image), kube-proxy and CoreDNS (cluster-net.sh), an S3-compatible object
+# network namespace of its own), a real kube-apiserver and controller-manager and
+# kube-scheduler on it (control-plane.sh), three real nodes (nodes.sh: a kubelet and a
+# containerd each; pods are containers on the bridge), volumes from Rancher's
+# local-path-provisioner (local-path.sh), kube-proxy and CoreDNS (cluster-net.sh), an
+# S3-compatible object
 # store for backups (s3.sh: versitygw at http://10.255.0.1:7480), and the operator
 # installed as a user installs it: its
 # image built from this tree, then `kubectl apply -f manifests/` with that image set, two
@@ -14,17 +15,15 @@
 #   testkit/env/local-up.sh                 # examples/local-3.5.yaml
 #   EXAMPLE=examples/local-3.4.yaml testkit/env/local-up.sh
 #   EXAMPLE= testkit/env/local-up.sh        # no example (what the end-to-end tests use)
-#   NODE_KIND=kubelet testkit/env/local-up.sh   # real kubelets with containerd as the
-#                                           # nodes (kubelet-nodes.sh; issue #29)
 #
 # Everything lives under LOCAL_ENV_DIR (default /tmp/etcd-operator-local):
 #   kubeconfig            admin kubeconfig (export KUBECONFIG=... to use kubectl)
 #   logs/                 local-node-N.log, the control plane's, kube-proxy's and CoreDNS's logs (the
 #                         operator's: kubectl logs)
-#   nodes/local-node-N/   each node's pods: data dirs, container logs, unpacked images
-#   podnet/               the pod network's address records
+#   nodes/local-node-N/   each node: kubelet.log, containerd.log, its containerd's and
+#                         kubelet's state, its pods' logs and volumes
 #   s3/                   the object store's buckets, endpoint and keys (s3.sh)
-#   bin/                  the node binary and the podnet.sh the environment runs
+#   bin/                  the volume resizer the environment runs
 # testkit/env/local-down.sh stops every process this started, takes the pod network down
 # and removes LOCAL_ENV_DIR.
 set -euo pipefail
@@ -38,18 +37,13 @@ LOGS="$LOCAL_ENV_DIR/logs"
 export KUBECONFIG="$LOCAL_ENV_DIR/kubeconfig"
 
 cd "$ROOT"
+up_start=$SECONDS
+# shellcheck source=testkit/env/lib.sh
+source testkit/env/lib.sh
 bash testkit/env/install-deps.sh
 # The pod network first (control-plane.sh up brings it up before anything else: the API
 # server listens on the host's address on it), then the control plane.
 bash testkit/env/control-plane.sh up
-# The node kind is the environment's for its whole life (nodes.sh reads it back).
-kind=$(cat "$LOCAL_ENV_DIR/node-kind" 2>/dev/null || true)
-NODE_KIND=${NODE_KIND:-${kind:-process}}
-if [ -n "$kind" ] && [ "$kind" != "$NODE_KIND" ]; then
-  echo "this environment runs $kind nodes, not $NODE_KIND: testkit/env/local-down.sh first" >&2
-  exit 1
-fi
-echo "$NODE_KIND" >"$LOCAL_ENV_DIR/node-kind"
 # Every etcd version the examples and the tests run, pinned (a no-op when cached; the
 # store etcd above may be Debian's, so this is not implied by the control plane).
 ETCD_VERSIONS=${ETCD_VERSIONS:-v3.5.35 v3.6.16} bash testkit/env/build-binaries.sh etcd
@@ -57,22 +51,13 @@ ETCD_VERSIONS=${ETCD_VERSIONS:-v3.5.35 v3.6.16} bash testkit/env/build-binaries.
 bash testkit/env/s3.sh up
 
 mkdir -p "$RUN" "$LOGS" "$LOCAL_ENV_DIR/bin"
-if [ "$NODE_KIND" = kubelet ]; then
-  bash testkit/env/build-binaries.sh kubelet local-path
-  echo "== building the volume resizer"
-  cargo build -p etcd-operator-resizer --bin etcd-operator-resizer --quiet
-  cp "${CARGO_TARGET_DIR:-$ROOT/target}/debug/etcd-operator-resizer" "$LOCAL_ENV_DIR/bin/.resizer.new"
-  mv -f "$LOCAL_ENV_DIR/bin/.resizer.new" "$LOCAL_ENV_DIR/bin/etcd-operator-resizer"
-else
-  echo "== building the node"
-  cargo build -p etcd-operator-node --bin etcd-operator-node --quiet
-  # The environment runs its own copy: a later build (of this tree or another worktree
-  # sharing CARGO_TARGET_DIR) never changes what a running or restarted node is.
-  cp "${CARGO_TARGET_DIR:-$ROOT/target}/debug/etcd-operator-node" "$LOCAL_ENV_DIR/bin/.node.new"
-  mv -f "$LOCAL_ENV_DIR/bin/.node.new" "$LOCAL_ENV_DIR/bin/etcd-operator-node"
-  cp testkit/env/podnet.sh "$LOCAL_ENV_DIR/bin/.podnet.new"
-  mv -f "$LOCAL_ENV_DIR/bin/.podnet.new" "$LOCAL_ENV_DIR/bin/podnet.sh"
-fi
+bash testkit/env/build-binaries.sh kubelet local-path
+echo "== building the volume resizer"
+quietly "$LOGS/build-resizer.log" cargo build -p etcd-operator-resizer --bin etcd-operator-resizer
+# The environment runs its own copy: a later build (of this tree or another worktree
+# sharing CARGO_TARGET_DIR) never changes what a running resizer is.
+cp "${CARGO_TARGET_DIR:-$ROOT/target}/debug/etcd-operator-resizer" "$LOCAL_ENV_DIR/bin/.resizer.new"
+mv -f "$LOCAL_ENV_DIR/bin/.resizer.new" "$LOCAL_ENV_DIR/bin/etcd-operator-resizer"
 
 echo "== building the operator image"
 archive=$(bash testkit/env/build-image.sh)
@@ -84,12 +69,11 @@ kubectl apply -f manifests/00-namespace.yaml -f manifests/10-crd.yaml -f manifes
   -f manifests/40-networkpolicy.yaml -f testkit/env/operator-reader.yaml >/dev/null
 kubectl wait --for=condition=Established crd/etcdclusters.etcd.database.coreos.com \
   crd/etcdbackups.etcd.database.coreos.com --timeout=60s >/dev/null
-[ "$NODE_KIND" = kubelet ] || kubectl apply -f testkit/env/storage-class.yaml >/dev/null
 
-echo "== starting the $NODE_KIND nodes"
-# (Real nodes that run already import the images they lack, a new operator image too.)
+echo "== starting the nodes"
+# (Nodes that run already import the images they lack, a new operator image too.)
 bash testkit/env/nodes.sh up
-[ "$NODE_KIND" != kubelet ] || bash testkit/env/local-path.sh up
+bash testkit/env/local-path.sh up
 
 echo "== kube-proxy and CoreDNS"
 bash testkit/env/cluster-net.sh up
@@ -140,7 +124,7 @@ fi
 
 cat <<MSG
 
-The local environment is up. The operator's leader is pod $leader ($leader_ip).
+The local environment is up ($((SECONDS - up_start)) s). The operator's leader is pod $leader ($leader_ip).
   export KUBECONFIG=$KUBECONFIG
   kubectl get etcd -A                                   # clusters, phase, ready members
   kubectl describe etcd ${EXAMPLE:+$(basename "${name:-x}")}                 # conditions and Events
@@ -153,5 +137,5 @@ The local environment is up. The operator's leader is pod $leader ($leader_ip).
   ETCDCTL_API=3 etcdctl --endpoints=\$(kubectl get pod \$(kubectl get ${name:-etcd/NAME} -o jsonpath='{.status.members.ready[0]}') -o jsonpath='http://{.status.podIP}:2379') member list
 Pods resolve cluster names through CoreDNS (10.96.0.10); the host does not: use pod IPs here.
 Backups: S3 at $(cat "$LOCAL_ENV_DIR/s3/endpoint"), bucket etcd-backups, keys in $LOCAL_ENV_DIR/s3/.
-Nodes: testkit/env/nodes.sh status (logs: $LOGS/local-node-*.log).  Tear down: testkit/env/local-down.sh
+Nodes: testkit/env/nodes.sh status (logs: $LOCAL_ENV_DIR/nodes/local-node-*/kubelet.log).  Tear down: testkit/env/local-down.sh
 MSG

@@ -6,7 +6,7 @@
 #      expected files, no shell, the binary starts in it as 65532;
 #   4. the Helm chart: helm lint --strict, its values schema, and manifests/ equal to what
 #      the chart renders (testkit/env/chart.sh check);
-#   5. the end-to-end suite against a real control plane, the process node and the
+#   5. the end-to-end suite against a real control plane, three real kubelets and the
 #      operator (testkit/env/local-up.sh), torn down afterwards unless it was already up,
 #      after server-side dry runs of the chart's renders (testkit/env/chart.sh dry-run).
 # E2E_ONLY=1 skips 1 to 4.
@@ -45,5 +45,4 @@ EXAMPLE='' bash testkit/env/local-up.sh
 export KUBECONFIG="$LOCAL_ENV_DIR/kubeconfig"
 echo "== the Helm chart: server-side dry runs of its renders"
 bash testkit/env/chart.sh dry-run
-cargo test -p etcd-operator-node --features e2e --test process_node
 cargo test --features e2e --test e2e -- --test-threads=1

@@ -1,5 +1,5 @@
-//! What only a real kubelet does to a member (the environment's kubelet nodes,
-//! `NODE_KIND=kubelet`): a graceful node shutdown, a lost pod sandbox, `kubectl exec`.
+//! What only a real kubelet does to a member: a graceful node shutdown, a lost pod
+//! sandbox, `kubectl exec`.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

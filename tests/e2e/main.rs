@@ -1,5 +1,5 @@
 //! End-to-end tests: real etcd clusters run by the operator on the local environment
-//! (real kube-apiserver and controller-manager, the process node, the operator's
+//! (real kube-apiserver, controller-manager and scheduler, three real kubelets, the operator's
 //! Deployment from `manifests/` running its image with its ServiceAccount's RBAC). Start it with `EXAMPLE= testkit/env/local-up.sh` (`make e2e` does).
 //! Every scenario that runs a cluster writes keys before and reads them back after.
 
@@ -10,6 +10,7 @@ mod backup;
 mod create;
 mod disruption;
 mod endpoints;
+mod environment;
 mod heal;
 mod helm;
 mod kubelet;

@@ -150,7 +150,17 @@ impl OperatorPod {
     }
 }
 
-/// The Deployment's pods that are not being deleted.
+/// Whether a pod ended (phase Succeeded or Failed): a kubelet leaves such a pod in the
+/// API, its containers gone, after a graceful node shutdown or a power cut; the
+/// ReplicaSet replaces it and the pod garbage collector removes it much later.
+fn ended(pod: &serde_json::Value) -> bool {
+    matches!(
+        pod["status"]["phase"].as_str(),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+/// The Deployment's pods that are not being deleted and have not ended.
 pub fn operator_pods() -> Vec<OperatorPod> {
     let (ok, out) = kubectl_operator(&["get", "pods", "-l", POD_SELECTOR, "-o", "json"]);
     assert!(ok, "kubectl get pods: {out}");
@@ -159,7 +169,7 @@ pub fn operator_pods() -> Vec<OperatorPod> {
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null() && !ended(p))
         .map(OperatorPod::from_json)
         .collect()
 }
@@ -242,7 +252,8 @@ pub fn restore_operator() {
 pub struct OperatorStopped;
 
 impl OperatorStopped {
-    /// Scales the Deployment to zero and waits until none of its pods is left.
+    /// Scales the Deployment to zero and waits until none of its pods is left but ended
+    /// ones (their processes are gone).
     pub async fn new() -> Self {
         scale_operator(0);
         let stopped = OperatorStopped;
@@ -251,11 +262,19 @@ impl OperatorStopped {
             Duration::from_secs(60),
             || async {
                 let (ok, out) =
-                    kubectl_operator(&["get", "pods", "-l", POD_SELECTOR, "-o", "name"]);
-                if ok && out.trim().is_empty() {
+                    kubectl_operator(&["get", "pods", "-l", POD_SELECTOR, "-o", "json"]);
+                let list: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+                let left: Vec<&str> = list["items"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|p| !ended(p))
+                    .filter_map(|p| p["metadata"]["name"].as_str())
+                    .collect();
+                if ok && left.is_empty() {
                     Ok(())
                 } else {
-                    Err(out)
+                    Err(format!("{left:?} {}", if ok { "" } else { &out }))
                 }
             },
         )

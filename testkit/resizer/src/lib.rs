@@ -1,9 +1,9 @@
 //! Volume expansion for the local environment's directory volumes (test rig, not
-//! product). A directory has no size to grow, and neither Rancher's local-path-provisioner
-//! (the real nodes' provisioner) nor the process node's has a resizer sidecar, so this is
-//! the part of the storage stack written here: the rules of an expansion ([`resize`]) on
-//! sizes compared as bytes ([`quantity`]), used by the `etcd-operator-resizer` binary for
-//! the claims of one provisioner, and by the process node for its own volumes.
+//! product). A directory has no size to grow, and Rancher's local-path-provisioner (the
+//! environment's provisioner) has no resizer sidecar, so this is the part of the storage
+//! stack written here: the rules of an expansion ([`resize`]) on sizes compared as bytes
+//! ([`quantity`]), used by the `etcd-operator-resizer` binary for the claims of one
+//! provisioner.
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 
