@@ -200,19 +200,7 @@ async fn pods_reach_each_other_and_services_through_kube_proxy_and_cluster_dns()
         "spec": {"selector": {"app": "echo"}, "ports": [{"port": 80, "targetPort": ECHO_PORT}]},
     });
     apply(&service.to_string());
-    let (ok, cluster_ip) = kubectl(
-        &[
-            "get",
-            "svc",
-            "echo",
-            "-n",
-            &ns.0,
-            "-o",
-            "jsonpath={.spec.clusterIP}",
-        ],
-        None,
-    );
-    assert!(ok, "{cluster_ip}");
+    let cluster_ip = jsonpath("svc", "echo", &ns.0, "{.spec.clusterIP}");
     let octets = cluster_ip
         .trim()
         .parse::<std::net::Ipv4Addr>()

@@ -79,13 +79,6 @@ impl Drop for TerminalPods {
     }
 }
 
-/// `jsonpath` of one object, trimmed.
-fn get(args: &[&str]) -> String {
-    let (ok, out) = kubectl(args, None);
-    assert!(ok, "kubectl {args:?}: {out}");
-    out.trim().to_string()
-}
-
 // Two worker threads: the pod watch keeps reading while `nodes.sh shutdown` blocks the
 // test's own thread.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -94,25 +87,9 @@ async fn a_graceful_shutdown_of_a_members_node_ends_its_pod_keeps_its_claim_and_
     let (before, ready) = claimed_running(&ns.0, "graceful", 3).await;
     let victim = ready[0].clone();
     let node = node_of(&ns.0, &victim);
-    let uid = get(&[
-        "get",
-        "pod",
-        &victim,
-        "-n",
-        &ns.0,
-        "-o",
-        "jsonpath={.metadata.uid}",
-    ]);
+    let uid = jsonpath("pod", &victim, &ns.0, "{.metadata.uid}");
     let claim = format!("{victim}-data");
-    let claim_uid = get(&[
-        "get",
-        "pvc",
-        &claim,
-        "-n",
-        &ns.0,
-        "-o",
-        "jsonpath={.metadata.uid}",
-    ]);
+    let claim_uid = jsonpath("pvc", &claim, &ns.0, "{.metadata.uid}");
     let terminal = TerminalPods::watch(&ns.0).await;
 
     // The kubelet terminates the node's pods within its grace period and writes their
@@ -137,9 +114,9 @@ async fn a_graceful_shutdown_of_a_members_node_ends_its_pod_keeps_its_claim_and_
     // While the node is down the member is not replaced: its claim stays, bound, the same
     // claim; no member is removed.
     tokio::time::sleep(Duration::from_secs(10)).await;
-    let phase = "jsonpath={.metadata.uid} {.status.phase}";
+    let phase = "{.metadata.uid} {.status.phase}";
     assert_eq!(
-        get(&["get", "pvc", &claim, "-n", &ns.0, "-o", phase]),
+        jsonpath("pvc", &claim, &ns.0, phase),
         format!("{claim_uid} Bound"),
         "the member's claim changed"
     );
@@ -152,18 +129,7 @@ async fn a_graceful_shutdown_of_a_members_node_ends_its_pod_keeps_its_claim_and_
     // its data.
     down.restore();
     assert_same_cluster(&ns.0, "graceful", &before, 3).await;
-    assert_eq!(
-        get(&[
-            "get",
-            "pvc",
-            &claim,
-            "-n",
-            &ns.0,
-            "-o",
-            "jsonpath={.metadata.uid}"
-        ]),
-        claim_uid
-    );
+    assert_eq!(jsonpath("pvc", &claim, &ns.0, "{.metadata.uid}"), claim_uid);
 }
 
 #[tokio::test]
@@ -176,16 +142,16 @@ async fn a_member_whose_sandbox_is_lost_runs_its_init_container_again_and_stays_
     let members = member_list(&mut client).await;
     drop(client);
     // A joiner: its pod has an init container (the membership gate), the seed's has none.
-    let init_path = "jsonpath={.status.initContainerStatuses[0].state.terminated.finishedAt}";
+    let init_path = "{.status.initContainerStatuses[0].state.terminated.finishedAt}";
     let victim = ready
         .iter()
-        .find(|pod| !get(&["get", "pod", pod, "-n", &ns.0, "-o", init_path]).is_empty())
+        .find(|pod| !jsonpath("pod", pod, &ns.0, init_path).is_empty())
         .unwrap_or_else(|| panic!("no member of {ready:?} has a finished init container"))
         .clone();
     let victim = &victim;
-    let uid_and_ip = "jsonpath={.metadata.uid} {.status.podIP}";
-    let before = get(&["get", "pod", victim, "-n", &ns.0, "-o", uid_and_ip]);
-    let init_before = get(&["get", "pod", victim, "-n", &ns.0, "-o", init_path]);
+    let uid_and_ip = "{.metadata.uid} {.status.podIP}";
+    let before = jsonpath("pod", victim, &ns.0, uid_and_ip);
+    let init_before = jsonpath("pod", victim, &ns.0, init_path);
     let restarts = restart_count(&ns.0, victim);
 
     kill_sandbox(&ns.0, victim);
@@ -196,8 +162,8 @@ async fn a_member_whose_sandbox_is_lost_runs_its_init_container_again_and_stays_
         "the pod to run again in a new sandbox",
         Duration::from_secs(120),
         || async {
-            let now = get(&["get", "pod", victim, "-n", &ns.0, "-o", uid_and_ip]);
-            let init = get(&["get", "pod", victim, "-n", &ns.0, "-o", init_path]);
+            let now = jsonpath("pod", victim, &ns.0, uid_and_ip);
+            let init = jsonpath("pod", victim, &ns.0, init_path);
             let (_, ready) = container_state(&ns.0, victim);
             let (uid, ip) = now.split_once(' ').unwrap_or((&now, ""));
             let (uid_before, ip_before) = before.split_once(' ').unwrap_or((&before, ""));
@@ -236,15 +202,7 @@ async fn kubectl_exec_runs_etcdctl_inside_a_member_against_its_own_etcd() {
     apply(&cluster_yaml(&ns.0, "shell", 1, "3.5.35", false));
     let ready = wait_running(&ns.0, "shell", 1, Duration::from_secs(120)).await;
     let member = &ready[0];
-    let ip = get(&[
-        "get",
-        "pod",
-        member,
-        "-n",
-        &ns.0,
-        "-o",
-        "jsonpath={.status.podIP}",
-    ]);
+    let ip = jsonpath("pod", member, &ns.0, "{.status.podIP}");
     let endpoint = format!("--endpoints=http://{ip}:2379");
     let exec = |args: &[&str]| {
         let mut all = vec!["exec", member.as_str(), "-n", &ns.0, "-c", "etcd", "--"];

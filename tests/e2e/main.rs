@@ -11,6 +11,7 @@ mod create;
 mod disruption;
 mod endpoints;
 mod environment;
+mod examples;
 mod heal;
 mod helm;
 mod kubelet;

@@ -369,6 +369,14 @@ pub fn delete_pods(ns: &str, names: &[String]) {
     assert!(ok, "kubectl delete pod: {out}");
 }
 
+/// `kubectl get KIND NAME -n NS -o jsonpath=PATH`, trimmed; panics when kubectl fails.
+pub fn jsonpath(kind: &str, name: &str, ns: &str, path: &str) -> String {
+    let path = format!("jsonpath={path}");
+    let (ok, out) = kubectl(&["get", kind, name, "-n", ns, "-o", &path], None);
+    assert!(ok, "kubectl get {kind} {name} -n {ns}: {out}");
+    out.trim().to_string()
+}
+
 /// The restart count of pod `name`'s etcd container (0 when unknown).
 pub fn restart_count(ns: &str, name: &str) -> u32 {
     container_state(ns, name).0
