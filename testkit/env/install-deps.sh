@@ -10,7 +10,7 @@
 #   buildah                   builds the operator image without a daemon (build-image.sh)
 #   jq                        reads the exported image's OCI layout (unpack-image.sh)
 #   ca-certificates           the CA bundle the image carries (build/rootfs.sh)
-#   containerd, runc          the container runtime of the real nodes (kubelet-nodes.sh)
+#   containerd, runc          the container runtime of the real nodes (nodes.sh)
 #   containernetworking-plugins  their pod network: the bridge, host-local and loopback
 #                             CNI plugins in /usr/lib/cni
 #   busybox-static            the shell image of the volume provisioner (node-images.sh)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The images the real nodes run besides the operator's (kubelet-nodes.sh imports them into
+# The images the real nodes run besides the operator's (nodes.sh imports them into
 # each node's containerd): no registry can be reached here, so each is built on this
 # machine as an OCI archive of one layer, from binaries the project already has.
 #
