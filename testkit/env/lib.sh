@@ -48,3 +48,19 @@ quietly() {
   fi
   return "$rc"
 }
+
+# go_tool_binary SRC CACHE: the Go command in directory SRC (one of the environment's own,
+# testkit/env/pause or logind), built once per source into CACHE/<name>/<key>/<name>,
+# where the key is a digest of its go.mod, go.sum and Go files; prints the binary's path.
+go_tool_binary() {
+  local src=$1 cache=$2 name key bin
+  name=$(basename "$src")
+  key=$(cat "$src"/go.mod "$src"/go.sum "$src"/*.go 2>/dev/null | sha256sum | cut -c1-12)
+  bin=$cache/$name/$key/$name
+  if [[ ! -x $bin ]]; then
+    mkdir -p "${bin%/*}"
+    (cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$bin.partial" .)
+    mv "$bin.partial" "$bin"
+  fi
+  echo "$bin"
+}

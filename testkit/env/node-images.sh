@@ -20,6 +20,8 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}
+# shellcheck source=testkit/env/lib.sh
+source "$ROOT/testkit/env/lib.sh"
 OUT=$CACHE/images/node
 ETCD_REPOSITORY=quay.io/coreos/etcd
 
@@ -121,18 +123,6 @@ etcd_rootfs() {
     for bin in "$@"; do install -m 0755 "$bin" "$rootfs/usr/local/bin/"; done
 }
 
-pause_binary() {
-    local src=$ROOT/testkit/env/pause key bin
-    key=$(cat "$src/go.mod" "$src/main.go" | sha256sum | cut -c1-12)
-    bin=$CACHE/pause/$key/pause
-    if [[ ! -x $bin ]]; then
-        mkdir -p "${bin%/*}"
-        (cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$bin.partial" .)
-        mv "$bin.partial" "$bin"
-    fi
-    echo "$bin"
-}
-
 main() {
     mkdir -p "$OUT"
     exec 9>"$OUT/.lock"
@@ -143,7 +133,7 @@ main() {
     trap 'rm -rf "$work"' EXIT
 
     mkdir -p "$work/pause"
-    install -m 0755 "$(pause_binary)" "$work/pause/pause"
+    install -m 0755 "$(go_tool_binary "$ROOT/testkit/env/pause" "$CACHE")" "$work/pause/pause"
     image localhost/pause:eo '["/pause"]' "$work/pause"
 
     for dir in "$CACHE"/etcd/v*.*.*; do

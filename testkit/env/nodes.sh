@@ -57,6 +57,8 @@ CONTROLLERS=(blkio cpu cpuacct cpuset devices freezer memory pids systemd unifie
 export KUBECONFIG=$LOCAL_ENV_DIR/kubeconfig
 
 log() { printf '[nodes] %s\n' "$*" >&2; }
+# shellcheck source=testkit/env/lib.sh
+source "$ROOT/testkit/env/lib.sh"
 die() { log "ERROR: $*"; exit 1; }
 
 [[ $NODES =~ ^[1-9]$ ]] || die "NODES must be 1 to 9, got '$NODES'"
@@ -80,7 +82,7 @@ tasks() {
     find "$dir" -name tasks -exec cat {} +
 }
 
-running() { [[ -n $(tasks "$1") ]]; }
+node_running() { [[ -n $(tasks "$1") ]]; }
 
 # The node's cgroup in every v1 hierarchy (cpuset needs its cpus and mems first).
 make_cgroups() {
@@ -265,19 +267,6 @@ start_bus() {
     echo "logind did not start; see $dir/logind.log" >&2
 }
 
-# The logind stand-in (testkit/env/logind), built once per source into the cache.
-logind_binary() {
-    local src=$ROOT/testkit/env/logind key bin
-    key=$(cat "$src/go.mod" "$src/go.sum" "$src/main.go" | sha256sum | cut -c1-12)
-    bin=$CACHE/logind/$key/logind
-    if [[ ! -x $bin ]]; then
-        mkdir -p "${bin%/*}"
-        (cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$bin.partial" .)
-        mv "$bin.partial" "$bin"
-    fi
-    echo "$bin"
-}
-
 # import_images DIR: every node image and the operator's archives into the node's
 # containerd, each archive once, then every reference that names it (index.tsv may give one
 # archive several tags: the content tag local-up.sh deploys among them).
@@ -308,7 +297,7 @@ operator_images() {
 cmd_images() {
     local name
     for name in $(names); do
-        running "$name" && import_images "$(node_dir "$name")"
+        node_running "$name" && import_images "$(node_dir "$name")"
     done
     return 0
 }
@@ -360,9 +349,9 @@ cmd_kill_sandbox() {
 start_node() {
     local name=$1 i
     i=$(index "$name")
-    running "$name" && return 0
+    node_running "$name" && return 0
     [[ -x $KUBELET ]] || die "$KUBELET is missing (testkit/env/build-binaries.sh kubelet)"
-    LOGIND=$(logind_binary)
+    LOGIND=$(go_tool_binary "$ROOT/testkit/env/logind" "$CACHE")
     export LOGIND
     sign_node "$name"
     write_configs "$name" "$i"
@@ -421,7 +410,7 @@ power_cut() {
     for _ in $(seq 50); do [[ $(<"$dir/freezer.state") == FROZEN ]] && break; sleep 0.1; done
     for pid in $(tasks "$name"); do kill -KILL "$pid" 2>/dev/null || true; done
     echo THAWED >"$dir/freezer.state"
-    for _ in $(seq 100); do running "$name" || return 0; sleep 0.1; done
+    for _ in $(seq 100); do node_running "$name" || return 0; sleep 0.1; done
     die "$name still has tasks after SIGKILL: $(tasks "$name" | paste -sd' ')"
 }
 
@@ -429,7 +418,7 @@ power_cut() {
 cmd_shutdown() {
     local name=$1 dir pid start=$SECONDS
     dir=$(node_dir "$name")
-    running "$name" || die "$name is not running"
+    node_running "$name" || die "$name is not running"
     pid=$(cat "$dir/dbus/logind.pid" 2>/dev/null) || die "$name has no logind (booted by an older script?)"
     rm -f "$dir/dbus/shutdown.done"
     kill -USR1 "$pid"
@@ -466,7 +455,7 @@ cmd_down() {
 cmd_status() {
     local name rc=0
     for name in $(names); do
-        if running "$name"; then
+        if node_running "$name"; then
             printf '%-14s running (%s tasks) %s\n' "$name" "$(tasks "$name" | wc -l)" "$(node_dir "$name")"
         else
             printf '%-14s stopped %s\n' "$name" "$(node_dir "$name")"
