@@ -1264,6 +1264,29 @@ fn going_back_mid_upgrade_moves_the_upgraded_members_back() {
     assert_eq!(d.why.reason, Reason::RollingBackMember);
 }
 
+/// The revert lands after the operator set m2's pod to the new version but before the
+/// kubelet restarted it: m2 still answers on the old version. The cluster is not
+/// converged (m2 is about to come back on 3.5.21), so the phase must not say Running.
+#[test]
+fn going_back_before_the_upgraded_pod_restarted_waits_for_it_and_is_not_running() {
+    let now = Instant::now();
+    let d = on_running(
+        World::healthy(now, 3, "3.4.23").pod("m2", |p| {
+            p.version = Some("3.5.21".into());
+            p.upgrade_from = Some("3.4.23".into());
+        }),
+        3,
+        "3.4.23",
+    );
+    assert_eq!(
+        d.why.reason,
+        Reason::WaitingForUpgradedMember,
+        "{:?}",
+        d.why
+    );
+    assert_ne!(d.state.phase, Phase::Running);
+}
+
 #[test]
 fn a_member_healthy_on_its_new_version_loses_its_upgrade_mark() {
     let now = Instant::now();

@@ -121,7 +121,7 @@ pub(super) fn upgrade(
     target: &Version,
     (spec, deadlines): (&DesiredCluster, &Deadlines),
 ) -> Decision {
-    let Some((oldest, newest)) = view.running_versions() else {
+    let Some((oldest, newest)) = versions_in_play(view) else {
         let why = Why::new(Reason::Converged, "members report no version yet");
         return settle(state, Phase::Running, vec![], why);
     };
@@ -167,6 +167,26 @@ pub(super) fn upgrade(
         }
         UpgradePath::Allowed => step_toward(state, view, (oldest, target), confirms),
     }
+}
+
+/// The oldest and newest version of the cluster: what members run, widened by the version
+/// a member's pod was set to but the member does not run yet (its container has not
+/// restarted). A pod set to 3.5 whose member still answers on 3.4 is a step in flight;
+/// counting only what members run would call the cluster converged while that member is
+/// about to come back on 3.5.
+fn versions_in_play(view: &ClusterView<'_>) -> Option<(Version, Version)> {
+    let (mut oldest, mut newest) = view.running_versions()?;
+    for m in view.members.iter() {
+        let Some(runs) = view.obs.health.get(&m.id).and_then(|h| h.version.as_ref()) else {
+            continue;
+        };
+        let asked = parse(view.obs.pod(&m.name).and_then(|p| p.version.as_deref()));
+        if let Some(asked) = asked.filter(|v| v != runs) {
+            oldest = oldest.min(asked.clone());
+            newest = newest.max(asked);
+        }
+    }
+    Some((oldest, newest))
 }
 
 /// Going back to an older version: member by member while etcd's cluster version has not
