@@ -2,7 +2,7 @@
 # What a fleet of healthy, untouched clusters costs the operator and etcd: its CPU and
 # memory, and the etcd and Kubernetes-port calls its Cluster actors make, per cluster and
 # minute, once every cluster is Running and the actors have backed off to their idle
-# interval (--idle-interval-ms; see "Pace and cadence" in docs/architecture.md).
+# interval (--idle-interval-ms; see "Pace and cadence" in docs/design/architecture.md).
 #
 #   benches/idle.sh                        # 200 single-member clusters
 #   CLUSTERS=50 WINDOW_S=300 benches/idle.sh

@@ -134,7 +134,7 @@ up_cluster_ns() {
     # Bridged IPv4 (pod to pod) through eo-net's netfilter hooks, whatever eo-net's
     # net.bridge.bridge-nf-call-iptables says: without it, the reply of a pod to another on
     # the same bridge, reached through a ClusterIP, skips conntrack and the client never
-    # sees the service address answer (see the README). Inert where br_netfilter is absent.
+    # sees the service address answer (see testkit/env/README.md, br_netfilter). Inert where br_netfilter is absent.
     ip -n "$NET_NS" link set "$BRIDGE" type bridge nf_call_iptables 1
     ip -n "$NET_NS" addr replace "$GATEWAY/16" dev "$BRIDGE"
     ip -n "$NET_NS" link set "$BRIDGE" up

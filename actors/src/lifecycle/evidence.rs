@@ -14,7 +14,7 @@
 //!
 //! A node known to be gone (deleted, or tainted `node.kubernetes.io/out-of-service`) is
 //! seen through its pods: Kubernetes' pod garbage collector deletes the pod objects of
-//! such nodes, and from then on the rule above applies. `docs/safety.md` lists, for each
+//! such nodes, and from then on the rule above applies. `docs/design/safety.md` lists, for each
 //! destructive action, the evidence it requires.
 
 use std::fmt;
