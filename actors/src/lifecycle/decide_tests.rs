@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::decide::ORPHAN_POD_GRACE;
 use super::fixtures::{self, World, assert_idle, assert_no_action, running_state};
+use super::orphans::ORPHAN_POD_GRACE;
 use super::*;
 
 fn spec(size: u32, version: &str) -> DesiredCluster {

@@ -269,7 +269,7 @@ impl World {
     /// The observation.
     pub(crate) fn build(mut self) -> Observation {
         let voters = self.members.iter().filter(|m| !m.is_learner).count();
-        let kept = super::decide::budget_min_available(&self.obs, &self.members) as u32;
+        let kept = super::upkeep::budget_min_available(&self.obs, &self.members) as u32;
         self.obs.disruption_budget = match self.budget {
             Some(set) => set,
             None => (voters > 0).then_some(kept),

@@ -3,8 +3,8 @@
 
 use tokio::time::Instant;
 
-use super::decide::ORPHAN_POD_GRACE;
 use super::fixtures::{World, assert_idle, running_state};
+use super::orphans::ORPHAN_POD_GRACE;
 use super::*;
 
 const VERSION: &str = "3.5.21";

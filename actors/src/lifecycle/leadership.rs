@@ -8,7 +8,7 @@
 //! `move-leader` makes a member of the operator's choice the leader and returns once it
 //! leads; the leader's restart that follows is a follower's.
 
-use super::decide::ClusterView;
+use super::view::ClusterView;
 use super::{Action, MemberView, Reason, Why};
 
 /// The `MoveLeader` to take before member `next` goes through `step` (what happens to it

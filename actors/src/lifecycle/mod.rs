@@ -5,21 +5,30 @@ mod action;
 mod bootstrap;
 mod crash;
 mod decide;
+mod decision;
 mod evidence;
 mod leadership;
 mod observation;
+mod orphans;
 mod pace;
+mod preconditions;
 mod reason;
 mod recorded_recovery;
 mod recovery;
+mod replacement;
 mod restore;
 mod rollout;
+mod scaling;
+mod seeding;
 mod spec;
 mod state;
 mod tls;
 mod transition;
+mod unstarted;
 mod upgrade;
+mod upkeep;
 mod version;
+mod view;
 mod volumes;
 
 #[cfg(test)]
@@ -42,7 +51,8 @@ mod rotation_tests;
 pub use action::Action;
 pub(crate) use bootstrap::Birth;
 pub use bootstrap::{BootstrapRecord, Recorded};
-pub use decide::{Decision, decide};
+pub use decide::decide;
+pub use decision::Decision;
 pub use observation::{
     Claim, ClaimClass, ClaimPhase, MemberHealth, MemberView, Membership, Observation, PodPhase,
     PodView,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use super::decide::ORPHAN_POD_GRACE;
+use super::orphans::ORPHAN_POD_GRACE;
 use super::{Deadlines, Decision, DesiredCluster, Membership, Observation, Phase, PodPhase};
 
 /// How closely a cluster needs watching.

@@ -2,7 +2,7 @@
 //! restarted alone, or the new seed restoring a backup, until the cluster answers again
 //! and the record is finished. [`recovery`](super::recovery) decides whether one begins.
 
-use super::decide::settle;
+use super::decision::settle;
 use super::recovery::{ABANDON_RECOVERY_ANNOTATION, RecoveryPolicy, RecoveryRecord, blocked};
 use super::{
     Action, Decision, DesiredCluster, Membership, Observation, Phase, Reason, State, Version, Why,

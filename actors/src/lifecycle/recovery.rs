@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::decide::settle;
+use super::decision::settle;
 use super::{
     Action, Decision, MemberView, Membership, Observation, Phase, Reason, SnapshotSource, State,
     Version, Why, check_readable, evidence,

@@ -12,8 +12,9 @@
 //!   membership and needs no quorum; on an emptyDir it is replaced, only while the others
 //!   hold a quorum.
 
-use super::decide::{ClusterView, settle};
+use super::decision::settle;
 use super::tls::{RotationStep, is_stale, rotation, trusts_another_bundle};
+use super::view::ClusterView;
 use super::volumes::on_a_volume;
 use super::{
     Action, Deadlines, Decision, DesiredCluster, MemberView, Observation, Phase, PodView, Reason,

@@ -8,7 +8,8 @@
 //! allowed only while no member other than those being rolled back runs a newer minor
 //! than the version rolled back to.
 
-use super::decide::{ClusterView, settle};
+use super::decision::settle;
+use super::view::ClusterView;
 use super::{
     Action, Deadlines, Decision, DesiredCluster, MemberView, Observation, Phase, PodView, Reason,
     State, UpgradePath, Version, Why,

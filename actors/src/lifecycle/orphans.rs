@@ -1,0 +1,37 @@
+//! When a pod that has no etcd member is deleted: after a grace time, so that a member
+//! list read from a member that has not yet applied a recent `member add` costs no pod.
+
+use super::decision::{Step, settle};
+use super::transition;
+use super::view::ClusterView;
+use super::{Action, PodView, Reason, State, Why};
+
+/// Grace time before a pod that has no etcd member is deleted, so that a member list read
+/// from a member that has not yet applied a recent `member add` cannot cost a new pod.
+pub(crate) const ORPHAN_POD_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+pub(super) fn orphan_pods(state: &State, view: &ClusterView<'_>) -> Option<Step> {
+    let now = view.obs.now;
+    let due: Vec<Action> = state
+        .orphan_since
+        .iter()
+        .filter(|(_, since)| now.saturating_duration_since(**since) >= ORPHAN_POD_GRACE)
+        // Prepared joiners have no member until they are added: `leftover_joiners`.
+        .filter(|(name, _)| !view.obs.pod(name).is_some_and(PodView::awaits_membership))
+        .map(|(name, _)| Action::DeletePod { name: name.clone() })
+        .collect();
+    if due.is_empty() {
+        return None;
+    }
+    let why = Why::new(
+        Reason::DeletingOrphanPod,
+        format!(
+            "deleting {} pod(s) that have no etcd member (a removed member or a failed join)",
+            due.len()
+        ),
+    );
+    Some(Box::new(move |state: State| {
+        let phase = transition::continuing(&state.phase);
+        settle(state, phase, due, why)
+    }))
+}
