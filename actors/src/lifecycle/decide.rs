@@ -241,7 +241,7 @@ pub(super) fn with_member_list(
     }
     let join_version = version_for_new_members(&state, view, target);
     if let Some(on) = volumes::with_member_list(view.obs, view.members, &join_version) {
-        return on_volumes(state, on);
+        return on.decision(state);
     }
     if let Some(d) = orphan_pods(&state, view) {
         return d(state);
@@ -272,19 +272,6 @@ pub(super) fn with_member_list(
         return scale(state, view, size, (&join_version, joiner), scaling);
     }
     upgrade::upgrade(state, view, target, (spec, deadlines))
-}
-
-/// Members restarted on their volumes (or waited for): part of a rolling restart, or a
-/// recovery.
-pub(super) fn on_volumes(state: State, on: volumes::OnVolumes) -> Decision {
-    let phase = match state.phase {
-        Phase::Restarting => Phase::Restarting,
-        _ => Phase::Recovering,
-    };
-    match on {
-        volumes::OnVolumes::Wait(why) => settle(state, phase, vec![], why),
-        volumes::OnVolumes::Restart(actions, why) => settle(state, phase, actions, why),
-    }
 }
 
 /// Too few healthy voters: recovery decides, and no membership change is made.

@@ -1,7 +1,6 @@
 //! With no member list (no member answers): whether a seed is created, restarted or
 //! waited for, under the bootstrap rule; a cluster that exists is only reported on.
 
-use super::decide::on_volumes;
 use super::decision::{Decision, settle};
 use super::{
     Action, Birth, DesiredCluster, Observation, Phase, PodView, Reason, SnapshotSource, State,
@@ -54,7 +53,7 @@ pub(super) fn without_member_list(
         return block(state, why, actions);
     }
     if let (Birth::Born { .. }, Some(on)) = (birth, volumes::without_member_list(obs, target)) {
-        let mut d = on_volumes(state, on);
+        let mut d = on.decision(state);
         actions.append(&mut d.actions);
         d.actions = actions;
         return d;

@@ -7,7 +7,10 @@
 
 use std::collections::BTreeSet;
 
-use super::{Action, DesiredCluster, MemberView, Observation, Reason, Version, Why, evidence};
+use super::decision::{Decision, settle};
+use super::{
+    Action, DesiredCluster, MemberView, Observation, Phase, Reason, State, Version, Why, evidence,
+};
 
 /// What to do for the members whose pods are gone while their volumes hold their data.
 #[derive(Debug, PartialEq)]
@@ -17,6 +20,21 @@ pub(super) enum OnVolumes {
     Wait(Why),
     /// New pods on the volumes.
     Restart(Vec<Action>, Why),
+}
+
+impl OnVolumes {
+    /// The decision of members restarted on their volumes (or waited for): part of a
+    /// rolling restart, or a recovery.
+    pub(super) fn decision(self, state: State) -> Decision {
+        let phase = match state.phase {
+            Phase::Restarting => Phase::Restarting,
+            _ => Phase::Recovering,
+        };
+        match self {
+            OnVolumes::Wait(why) => settle(state, phase, vec![], why),
+            OnVolumes::Restart(actions, why) => settle(state, phase, actions, why),
+        }
+    }
 }
 
 /// Whether the member named `name` may be restarted on its volume: it has a claim that
