@@ -15,6 +15,9 @@ macro_rules! reasons {
         }
 
         impl Reason {
+            /// Every reason, in declaration order (the runbook has an entry for each).
+            pub const ALL: &'static [Reason] = &[ $( Reason::$variant, )* ];
+
             /// The reason as it appears in conditions and Events.
             pub fn as_str(self) -> &'static str {
                 match self {
