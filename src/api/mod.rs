@@ -2,6 +2,7 @@
 
 pub mod backup;
 mod crd;
+mod crd_yaml;
 mod desired;
 pub mod images;
 pub mod names;
@@ -15,8 +16,9 @@ mod status;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use crd::crd_yaml;
-pub use crd::{CrdSelection, crd};
+pub use crd::crd;
+pub use crd_yaml::CrdSelection;
+pub(crate) use crd_yaml::crd_yaml;
 pub(crate) use desired::desired_cluster;
 pub use recovery::{ClusterRecovery, RecoveryBackup, RecoveryPolicyName, RecoveryStatus};
 pub use spec::{

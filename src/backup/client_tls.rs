@@ -25,7 +25,7 @@ use crate::tls::{
     secret_names,
 };
 
-use super::target::TargetError;
+use super::target_error::TargetError;
 
 /// Refusals of `spec` that need nothing read: `insecureSkipVerify`, and `etcdEndpoints`
 /// whose scheme disagrees with `clientTLSSecret`.

@@ -29,3 +29,4 @@ pub mod snapshot;
 pub mod store;
 pub mod supervisor;
 pub mod target;
+pub mod target_error;
