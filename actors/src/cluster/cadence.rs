@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use crate::lifecycle::Pace;
 
-use super::ClusterConfig;
+use super::config::ClusterConfig;
 
 /// The actor's cadence: how many settled ticks, and how many ticks whose every action
 /// failed, it has seen in a row.
