@@ -14,8 +14,9 @@ use crate::backup::metrics::BackupMetrics;
 use crate::backup::store::StoreTimeouts;
 use crate::backup::supervisor::{BackupEvent, BackupSupervisor};
 
+use super::Settings;
+use super::clients::{Clients, api, logged_watch, recorder};
 use super::fence::Fence;
-use super::{Clients, Settings, api, logged_watch, recorder};
 
 /// Starts the Backup supervisor: one Backup actor per EtcdBackup, each write behind `fence`,
 /// members dialed at their addresses in `pods`.

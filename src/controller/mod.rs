@@ -9,6 +9,7 @@
 
 mod backups;
 pub mod cache_metrics;
+mod clients;
 pub mod fence;
 pub mod fenced_client;
 mod leader;
@@ -21,7 +22,6 @@ mod wiring;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use actix::{Actor, AsyncContext};
 use futures::{Stream, StreamExt};
@@ -29,7 +29,6 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::Api;
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
@@ -42,8 +41,8 @@ use etcd_operator_actors::supervisor::{PodChanged, Supervisor, WatchEvent};
 use etcd_operator_actors::topology::Topology;
 
 use cache_metrics::CacheMetrics;
+use clients::{Clients, api, clients, recorder, trim, watch_config};
 use fence::Fence;
-use fenced_client::FenceLayer;
 pub(crate) use leader::ElectionView;
 use leader::{LeaderElection, RENEW_DEADLINE};
 use ownership::{Controller, is_ours, keep_ours};
@@ -61,114 +60,6 @@ use crate::http::serving::{CertSource, ServingCert};
 use crate::http::stream_slots::StreamSlots;
 use crate::kube_api::{Caches, ClusterDns, Identities};
 use crate::resources::labels::{CLUSTER_LABEL, MANAGED_BY_LABEL, MANAGER};
-
-/// Seconds the API server keeps one watch open before the watcher starts the next.
-const WATCH_TIMEOUT_S: u32 = 290;
-/// Read timeout of the watch client: a watch may stay silent for its whole duration.
-const WATCH_READ_TIMEOUT: Duration = Duration::from_secs(WATCH_TIMEOUT_S as u64 + 30);
-/// Connect and write timeout of both clients.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
-fn watch_config() -> watcher::Config {
-    watcher::Config::default().timeout(WATCH_TIMEOUT_S)
-}
-
-/// Drops what the operator never reads from a watched object before it is kept or
-/// handed on: its `managedFields` (a JSON tree per field manager, most of an object's
-/// size in memory, and the informer caches hold every pod, Service, EndpointSlice,
-/// budget and claim of every cluster). Nothing is written back from a cached object with
-/// a PUT, and an absent `managedFields` in a write leaves the server's as they are.
-fn trim<K: Resource>(object: &mut K) {
-    object.meta_mut().managed_fields = None;
-}
-
-/// The events of a watch on every `K` of `api`, as `E`; a watch error is logged (naming
-/// `kind`) and skipped, the watcher retrying with its default backoff.
-fn logged_watch<K, E>(
-    api: Api<K>,
-    kind: &'static str,
-    log: &Logger,
-) -> impl Stream<Item = E> + use<K, E>
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
-    E: From<watcher::Event<K>>,
-{
-    let log = log.clone();
-    watcher(api, watch_config())
-        .modify(trim)
-        .default_backoff()
-        .filter_map(move |item| {
-            let log = log.clone();
-            async move {
-                match item {
-                    Ok(event) => Some(E::from(event)),
-                    Err(e) => {
-                        warn!(log, "{} watch error", kind; "error" => %e);
-                        None
-                    }
-                }
-            }
-        })
-}
-
-/// The Event recorder of this replica (`identity`), writing through the calls client.
-fn recorder(clients: &Clients, identity: &str) -> Recorder {
-    let reporter = Reporter {
-        controller: "etcd-operator".into(),
-        instance: Some(identity.to_string()),
-    };
-    Recorder::new(clients.calls.clone(), reporter)
-}
-
-/// The API clients: one for calls (reads and writes that answer at once), its every write
-/// behind the leader's fence; one for the Lease, which keeps the fence open and so cannot
-/// be behind it; one for the informers' lists and watches.
-struct Clients {
-    calls: Client,
-    lease: Client,
-    watches: Client,
-}
-
-/// `config` with the operator's timeouts: connect and write, and `read_timeout`.
-fn with_timeouts(mut config: kube::Config, read_timeout: Duration) -> kube::Config {
-    config.connect_timeout = Some(CONNECT_TIMEOUT);
-    config.write_timeout = Some(CONNECT_TIMEOUT);
-    config.read_timeout = Some(read_timeout);
-    // The read timeout counts from each request, not from when a pooled connection idled.
-    config.reset_reader_on_write = true;
-    config
-}
-
-async fn clients(api_timeout: Duration, fence: &Fence) -> Result<Clients, Error> {
-    let config = kube::Config::infer().await.map_err(Error::KubeConfig)?;
-    let plain = |read_timeout| {
-        Client::try_from(with_timeouts(config.clone(), read_timeout)).map_err(Error::KubeClient)
-    };
-    let calls = kube::client::ClientBuilder::try_from(with_timeouts(config.clone(), api_timeout))
-        .map_err(Error::KubeClient)?
-        .with_layer(&FenceLayer::new(fence.clone(), api_timeout))
-        .build();
-    Ok(Clients {
-        calls,
-        lease: plain(api_timeout)?,
-        watches: plain(WATCH_READ_TIMEOUT)?,
-    })
-}
-
-fn api<K>(client: &Client, namespace: &str) -> Api<K>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug,
-    K::DynamicType: Default,
-{
-    if namespace.is_empty() {
-        Api::all(client.clone())
-    } else {
-        Api::namespaced(client.clone(), namespace)
-    }
-}
 
 /// Keeps a cache of the `K` objects matching `labels` that are ours (controlled as
 /// `controller` says, see [`ownership`]) up to date in the background, calling

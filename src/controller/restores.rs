@@ -14,8 +14,9 @@ use crate::backup::store::StoreTimeouts;
 use crate::restore::actor::{RestoreActor, RestoreEvent};
 use crate::restore::kube::KubeRestoreApi;
 
+use super::Settings;
+use super::clients::{Clients, api, logged_watch, recorder};
 use super::fence::Fence;
-use super::{Clients, Settings, api, logged_watch, recorder};
 
 /// Starts the Restore actor: every EtcdRestore's steps, each write behind `fence`.
 pub(super) fn start_restores(
