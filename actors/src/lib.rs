@@ -12,9 +12,11 @@
 
 pub mod cluster;
 pub mod debug;
+mod event;
 pub mod lifecycle;
 pub mod member_client;
 pub mod metrics;
+mod outcome;
 pub mod ports;
 pub mod report;
 pub mod supervisor;

@@ -12,6 +12,8 @@ use crate::lifecycle::{
 };
 use crate::report::StatusReport;
 
+pub use crate::event::{EventRecord, EventType};
+
 /// Declares [`EtcdErrorKind`], its metric labels and the list of every kind in one place.
 macro_rules! etcd_error_kinds {
     ($( $(#[$doc:meta])* $variant:ident = $label:literal ),* $(,)?) => {
@@ -285,31 +287,6 @@ pub struct VersionChange {
     pub to: Version,
     /// The upgrade mark: the version the member ran before, until it is healthy on `to`.
     pub upgrade_from: Option<Version>,
-}
-
-/// Severity of a Kubernetes Event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum EventType {
-    /// Something happened as intended.
-    Normal,
-    /// Something failed or was refused.
-    Warning,
-}
-
-/// A Kubernetes Event about the EtcdCluster.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct EventRecord {
-    /// Normal or Warning.
-    pub kind: EventType,
-    /// CamelCase reason.
-    pub reason: String,
-    /// What the operator did: `AddMember`, `RemoveMember`, ...
-    pub action: String,
-    /// For people.
-    pub note: String,
-    /// The member (pod) the event is about, if one: Events about different members are
-    /// kept apart rather than folded into one series.
-    pub member: Option<String>,
 }
 
 /// The Kubernetes objects of one cluster.

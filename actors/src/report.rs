@@ -5,12 +5,12 @@
 
 use serde::{Serialize, Serializer};
 
-use crate::cluster::{ActionOutcome, ActionResult};
+use crate::event::{EventRecord, EventType};
 use crate::lifecycle::{
     Action, Birth, BootstrapRecord, CaRotationStep, CertificateInfo, Decision, DesiredCluster,
     Membership, Observation, Phase, Reason, TlsMode,
 };
-use crate::ports::{EventRecord, EventType};
+use crate::outcome::{ActionOutcome, ActionResult};
 
 /// Condition type: a quorum of voting members is healthy and serving.
 pub(crate) const AVAILABLE: &str = "Available";

@@ -4,7 +4,6 @@
 //! What to tell people about them is the report step's business.
 
 use actix::Addr;
-use serde::Serialize;
 
 use crate::lifecycle::{
     Action, BootstrapRecord, MemberView, RecoveryPolicy, RecoveryRecord, SnapshotSource, TlsMode,
@@ -20,46 +19,7 @@ use crate::ports::{
 use crate::topology::Topology;
 
 use super::services_gate::ServicesGate;
-
-/// What happened to one action.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct ActionOutcome {
-    /// The action.
-    pub action: Action,
-    /// How it ended.
-    pub result: ActionResult,
-}
-
-/// How one action ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "result", rename_all = "camelCase")]
-pub(crate) enum ActionResult {
-    /// It was carried out.
-    Done {
-        /// What it did, for people.
-        note: String,
-        /// The member (pod) it concerned, if one.
-        member: Option<String>,
-    },
-    /// etcd said "not yet" (its 5-second gate after a join, a learner still catching up):
-    /// retried on the next tick, not worth a Warning.
-    NotYet {
-        /// What etcd said.
-        error: String,
-    },
-    /// It failed.
-    Failed {
-        /// Why.
-        error: String,
-    },
-}
-
-impl ActionResult {
-    /// Whether the action was carried out.
-    pub(crate) fn is_done(&self) -> bool {
-        matches!(self, ActionResult::Done { .. })
-    }
-}
+use crate::outcome::{ActionOutcome, ActionResult};
 
 /// What an action did, and to which member.
 struct Done {

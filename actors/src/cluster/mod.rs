@@ -25,7 +25,7 @@ use futures::FutureExt;
 use serde::Serialize;
 use slog::{Logger, crit, debug, info, warn};
 
-pub(crate) use execute::{ActionOutcome, ActionResult};
+pub(crate) use crate::outcome::{ActionOutcome, ActionResult};
 pub(crate) use messages::Tick;
 pub use messages::{Inspect, Nudge, Retire, SpecChanged};
 

@@ -15,11 +15,12 @@ use crate::ports::ClusterApi;
 use crate::report::{Report, StatusReport, report};
 use crate::topology::Topology;
 
-use super::execute::{ActionOutcome, Effectors, execute};
+use super::execute::{Effectors, execute};
 use super::observe::{HealthProbe, observe};
 use super::publish::{WriteDue, Written, write_due};
 use super::services_gate::ServicesGate;
 use super::steps::Sight;
+use crate::outcome::ActionOutcome;
 
 /// Inputs of one tick.
 pub(crate) struct TickJob {
