@@ -3,6 +3,8 @@
 
 mod action;
 mod bootstrap;
+mod bootstrap_record;
+mod certificates;
 mod crash;
 mod decide;
 mod decision;
@@ -15,6 +17,7 @@ mod preconditions;
 mod reason;
 mod recorded_recovery;
 mod recovery;
+mod recovery_record;
 mod replacement;
 mod restore;
 mod rollout;
@@ -50,7 +53,8 @@ mod rotation_tests;
 
 pub use action::Action;
 pub(crate) use bootstrap::Birth;
-pub use bootstrap::{BootstrapRecord, Recorded};
+pub use bootstrap_record::{BootstrapRecord, Recorded};
+pub use certificates::{CaRotationStep, CaRotationView, CertificateInfo, TlsMode, TlsObservation};
 pub use decide::decide;
 pub use decision::Decision;
 pub use observation::{
@@ -59,7 +63,7 @@ pub use observation::{
 };
 pub use pace::{Pace, next_deadline, pace};
 pub use reason::{Reason, Why};
-pub use recovery::{
+pub use recovery_record::{
     ABANDON_RECOVERY_ANNOTATION, DEFAULT_QUORUM_LOSS, DEFAULT_RECOVERY_DEADLINE,
     FORCE_NEW_CLUSTER_VERIFIED, RECOVER_ANNOTATION, RecoveryPolicy, RecoveryRecord, RecoverySpec,
     check_fence, force_new_cluster_is_safe,
@@ -67,9 +71,6 @@ pub use recovery::{
 pub use restore::{SnapshotSource, Unreadable, check_readable, restores_with_etcdutl};
 pub use spec::{DesiredCluster, Requests, Storage};
 pub use state::{Deadlines, Phase, State};
-pub use tls::{
-    CaRotationStep, CaRotationView, CertificateInfo, TlsMode, TlsObservation, is_stale,
-    template_with_trust,
-};
+pub use tls::{is_stale, template_with_trust};
 pub(crate) use version::UpgradePath;
 pub use version::{Version, VersionError};

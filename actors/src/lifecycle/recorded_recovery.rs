@@ -3,7 +3,8 @@
 //! and the record is finished. [`recovery`](super::recovery) decides whether one begins.
 
 use super::decision::settle;
-use super::recovery::{ABANDON_RECOVERY_ANNOTATION, RecoveryPolicy, RecoveryRecord, blocked};
+use super::recovery::blocked;
+use super::{ABANDON_RECOVERY_ANNOTATION, RecoveryPolicy, RecoveryRecord};
 use super::{
     Action, Decision, DesiredCluster, Membership, Observation, Phase, Reason, State, Version, Why,
     evidence, volumes,
