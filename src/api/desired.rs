@@ -47,7 +47,7 @@ pub(crate) fn desired_cluster(cluster: &EtcdCluster) -> DesiredCluster {
 fn requests(cluster: &EtcdCluster) -> Requests {
     let annotation = |key: &str| cluster.annotations().get(key).cloned();
     Requests {
-        rotate_ca: annotation(crate::tls::rotation::ROTATE_ANNOTATION),
+        rotate_ca: annotation(super::annotations::ROTATE_ANNOTATION),
         recover: annotation(RECOVER_ANNOTATION),
     }
 }

@@ -1,5 +1,6 @@
 //! The `EtcdCluster`, `EtcdBackup` and `EtcdRestore` custom resources and their CRDs.
 
+pub mod annotations;
 pub mod backup;
 mod crd;
 mod crd_yaml;

@@ -5,8 +5,6 @@
 
 use etcd_operator_actors::topology::Topology;
 
-use crate::resources::pvc_name;
-
 /// Length of the random suffix of a member name (`<name>-xxxxx`, see
 /// `Topology::new_member_name`).
 pub(crate) const MEMBER_SUFFIX_LEN: usize = 5;
@@ -216,4 +214,17 @@ pub(crate) fn name_cel_rule() -> String {
         "self.metadata.name.size() <= {} && self.metadata.name.matches('{NAME_PATTERN}')",
         max_name_len()
     )
+}
+
+/// Suffix of a member's PersistentVolumeClaim name.
+const PVC_SUFFIX: &str = "-data";
+
+/// Name of the PersistentVolumeClaim of a member when the pod policy asks for one.
+pub(crate) fn pvc_name(member: &str) -> String {
+    format!("{member}{PVC_SUFFIX}")
+}
+
+/// The member a PersistentVolumeClaim named by [`pvc_name`] belongs to.
+pub(crate) fn member_of_claim(claim: &str) -> Option<&str> {
+    claim.strip_suffix(PVC_SUFFIX).filter(|m| !m.is_empty())
 }

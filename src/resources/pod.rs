@@ -29,14 +29,11 @@ use super::tls::{
 use crate::api::{EtcdCluster, PodPolicy};
 use crate::tls::secret_names;
 
+pub(crate) use super::data_volume::{DATA_DIR, DATA_MOUNT, DATA_VOLUME};
+pub(crate) use crate::api::names::{member_of_claim, pvc_name};
+
 /// Name of the etcd container in a member pod.
 pub(crate) const ETCD_CONTAINER: &str = "etcd";
-/// Name of the member's data volume in its pod.
-pub(crate) const DATA_VOLUME: &str = "etcd-data";
-/// Where the member's data volume is mounted.
-pub(crate) const DATA_MOUNT: &str = "/var/etcd";
-/// etcd's data directory inside the volume.
-pub(crate) const DATA_DIR: &str = "/var/etcd/data";
 
 /// The image for `version`: `<repository>:v<version>`.
 pub fn image(repository: &str, version: &str) -> String {
@@ -49,19 +46,6 @@ pub(crate) fn version_of_image(image: &str) -> Option<String> {
     let (_, tag) = last.split_once(':')?;
     let tag = tag.split('@').next()?;
     Some(tag.strip_prefix('v').unwrap_or(tag).to_string())
-}
-
-/// Suffix of a member's PersistentVolumeClaim name.
-const PVC_SUFFIX: &str = "-data";
-
-/// Name of the PersistentVolumeClaim of a member when the pod policy asks for one.
-pub(crate) fn pvc_name(member: &str) -> String {
-    format!("{member}{PVC_SUFFIX}")
-}
-
-/// The member a PersistentVolumeClaim named by [`pvc_name`] belongs to.
-pub(crate) fn member_of_claim(claim: &str) -> Option<&str> {
-    claim.strip_suffix(PVC_SUFFIX).filter(|m| !m.is_empty())
 }
 
 /// The etcd command line of a member. Listen addresses use the pod's IP (from the

@@ -29,8 +29,7 @@ use super::pem::{certificates, rfc3339};
 use super::validate::{CheckedCa, SecretData, check_ca_keys};
 use super::verdict::{CaSource, Renewal};
 
-/// Annotation on an EtcdCluster asking for a CA rotation: each new value starts one.
-pub const ROTATE_ANNOTATION: &str = "etcd.database.coreos.com/rotate-ca";
+pub use crate::api::annotations::ROTATE_ANNOTATION;
 /// Annotation on the CA Secret: the step in progress.
 pub const STEP_ANNOTATION: &str = "etcd.database.coreos.com/ca-rotation-step";
 /// Annotation on the CA Secret: when the step began (Unix seconds).
