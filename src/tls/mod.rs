@@ -4,6 +4,7 @@
 //! (`spec.TLS.auto`, with rcgen). Pure: Secrets come in as maps of keys to bytes, and the
 //! time is a parameter.
 
+mod ca_source;
 mod error;
 mod issue;
 pub mod layout;
@@ -13,6 +14,7 @@ pub mod rotation;
 mod validate;
 mod verdict;
 
+pub use ca_source::{CaSource, Renewal};
 pub use error::{IssueError, Problem, SecretProblem};
 pub use issue::{Ca, Leaf, Lifetime, issue_leaf, new_ca};
 pub use layout::{CaSecret, Role, SecretNames, secret_names};
@@ -22,8 +24,8 @@ pub use validate::{
     Bundle, CheckedBundle, CheckedCa, SecretData, check_bundle, check_ca, check_trust,
 };
 pub use verdict::{
-    CaSource, CaState, Found, LeafState, Renewal, Verdict, auto_verdict, ca_state, leaf_state,
-    members_trust, static_verdict,
+    CaState, Found, LeafState, Verdict, auto_verdict, ca_state, leaf_state, members_trust,
+    static_verdict,
 };
 
 /// The client side of TLS to etcd: what the operator presents (its certificate and key)

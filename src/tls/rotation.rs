@@ -22,12 +22,12 @@ use std::collections::BTreeMap;
 
 use etcd_operator_actors::lifecycle::{CaRotationStep, CaRotationView};
 
+use super::ca_source::{CaSource, Renewal};
 use super::error::{Problem, SecretProblem};
 use super::issue::Ca;
 use super::layout::{CA_CERT_KEY, CA_KEY_KEY};
 use super::pem::{certificates, rfc3339};
 use super::validate::{CheckedCa, SecretData, check_ca_keys};
-use super::verdict::{CaSource, Renewal};
 
 pub use crate::api::annotations::ROTATE_ANNOTATION;
 /// Annotation on the CA Secret: the step in progress.

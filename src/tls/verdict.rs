@@ -7,6 +7,7 @@ use etcd_operator_actors::lifecycle::{CertificateInfo, TlsObservation};
 use super::error::{Problem, SecretProblem};
 use std::collections::BTreeMap;
 
+use super::ca_source::{CaSource, Renewal};
 use super::layout::{CA_CERT_KEY, Role, SecretNames};
 use super::names::ClusterNames;
 use super::pem::{certificates, rfc3339, signed_by};
@@ -23,26 +24,6 @@ pub struct Found<'a> {
     pub data: Option<&'a SecretData>,
     /// It belongs to the cluster (an ownerReference with its UID).
     pub ours: bool,
-}
-
-/// When operator-made certificates are renewed: `percent` of their lifetime (default
-/// two thirds).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Renewal {
-    /// Percent of the lifetime, 1 to 99; `None`: two thirds.
-    pub percent: Option<i32>,
-}
-
-impl Renewal {
-    /// When a certificate valid from `not_before` to `not_after` is renewed.
-    pub fn at(self, not_before: i64, not_after: i64) -> i64 {
-        let life = i128::from(not_after - not_before);
-        let part = match self.percent {
-            Some(p) => life * i128::from(p.clamp(1, 99)) / 100,
-            None => life * 2 / 3,
-        };
-        not_before + i64::try_from(part).unwrap_or(0)
-    }
 }
 
 /// The verdict on a cluster's certificates.
@@ -193,15 +174,6 @@ pub fn leaf_state(
     } else {
         LeafState::Valid(checked, renew_at)
     }
-}
-
-/// Where the CAs of an operator-managed cluster come from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CaSource {
-    /// The operator makes them (no `caSecret`).
-    Operator,
-    /// The user's CA Secret (`caSecret`), as checked.
-    User(Result<CheckedCa, Vec<SecretProblem>>),
 }
 
 /// Where the CA of an operator-managed cluster stands.
