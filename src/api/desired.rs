@@ -1,8 +1,6 @@
 //! Reduces an `EtcdCluster` to what the lifecycle decides on.
 
-use etcd_operator_actors::lifecycle::{
-    DesiredCluster, RECOVER_ANNOTATION, Requests, SnapshotSource, Storage,
-};
+use etcd_operator_actors::lifecycle::{DesiredCluster, RECOVER_ANNOTATION, Requests, Storage};
 use kube::ResourceExt;
 
 use super::EtcdCluster;
@@ -11,7 +9,7 @@ use super::pod_security;
 use super::quantity;
 use super::recovery::ClusterRecovery;
 use super::reserved;
-use super::restore::{ClusterRestore, RestoreStorageType, S3RestoreSource};
+use super::restore::snapshot_source;
 
 /// The lifecycle's view of an EtcdCluster's spec.
 pub(crate) fn desired_cluster(cluster: &EtcdCluster) -> DesiredCluster {
@@ -49,46 +47,6 @@ fn requests(cluster: &EtcdCluster) -> Requests {
     Requests {
         rotate_ca: annotation(super::annotations::ROTATE_ANNOTATION),
         recover: annotation(RECOVER_ANNOTATION),
-    }
-}
-
-/// A snapshot as `spec.restore` (and `status.recovery.backup`) write it: the reverse of
-/// [`snapshot_source`].
-pub(crate) fn cluster_restore(source: &SnapshotSource) -> ClusterRestore {
-    ClusterRestore {
-        backup_storage_type: RestoreStorageType::S3,
-        s3: S3RestoreSource {
-            path: source.path(),
-            aws_secret: source.secret.clone(),
-            endpoint: source.endpoint.clone(),
-            force_path_style: source.force_path_style,
-        },
-        sha256: source.sha256.clone(),
-        size: i64::try_from(source.size).unwrap_or(i64::MAX),
-        etcd_version: source.etcd_version.clone(),
-        revision: source.revision,
-        restore_name: None,
-        cluster_id: source.cluster_id.map(|id| format!("{id:x}")),
-    }
-}
-
-/// `spec.restore` as the lifecycle takes it.
-pub(crate) fn snapshot_source(restore: &ClusterRestore) -> SnapshotSource {
-    let (bucket, key) = crate::backup::naming::split_path(&restore.s3.path);
-    SnapshotSource {
-        bucket: bucket.to_string(),
-        key: key.to_string(),
-        endpoint: restore.s3.endpoint.clone().filter(|e| !e.is_empty()),
-        force_path_style: restore.s3.force_path_style,
-        secret: restore.s3.aws_secret.clone(),
-        sha256: restore.sha256.clone(),
-        size: u64::try_from(restore.size).unwrap_or(0),
-        etcd_version: restore.etcd_version.clone(),
-        revision: restore.revision,
-        cluster_id: restore
-            .cluster_id
-            .as_deref()
-            .and_then(|id| u64::from_str_radix(id, 16).ok()),
     }
 }
 

@@ -167,15 +167,15 @@ fn a_snapshots_cluster_id_goes_through_spec_restore_to_the_lifecycle_and_back() 
         revision: 7,
         cluster_id: Some(0x1a2b),
     };
-    let restore = super::desired::cluster_restore(&source);
+    let restore = super::restore::cluster_restore(&source);
     assert_eq!(restore.cluster_id.as_deref(), Some("1a2b"));
-    assert_eq!(super::desired::snapshot_source(&restore), source);
+    assert_eq!(super::restore::snapshot_source(&restore), source);
     // A spec.restore written before the ID was recorded has none.
     let older = crate::api::restore::ClusterRestore {
         cluster_id: None,
         ..restore
     };
-    assert_eq!(super::desired::snapshot_source(&older).cluster_id, None);
+    assert_eq!(super::restore::snapshot_source(&older).cluster_id, None);
 }
 
 #[test]

@@ -2,14 +2,14 @@
 //! the restore source an EtcdCluster made by it carries (`spec.restore`), and its CRD.
 
 mod crd;
+mod source;
 mod spec;
 mod status;
 #[cfg(test)]
 mod tests;
 
 pub use crd::restore_crd;
-pub use spec::{
-    ClusterRestore, EtcdClusterRef, EtcdRestore, EtcdRestoreSpec, RestoreStorageType,
-    S3RestoreSource,
-};
+pub use source::{ClusterRestore, RestoreStorageType, S3RestoreSource};
+pub(crate) use source::{cluster_restore, snapshot_source};
+pub use spec::{EtcdClusterRef, EtcdRestore, EtcdRestoreSpec};
 pub use status::EtcdRestoreStatus;
