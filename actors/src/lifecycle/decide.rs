@@ -34,7 +34,7 @@
 
 use std::collections::BTreeSet;
 
-use super::decision::{Decision, blocked, settle};
+use super::decision::Decision;
 use super::orphans::orphan_pods;
 use super::preconditions::{check_cluster_id, check_spec};
 use super::replacement::{dead_or_unhealthy_member, unhealthy_member};
@@ -81,17 +81,17 @@ pub(super) fn step(
             "the EtcdCluster is being deleted (metadata.deletionTimestamp is set): no pod, \
              claim or recovery is made for it; the garbage collector removes what it owns",
         );
-        return blocked(state, why);
+        return Decision::blocked(state, why);
     }
     if let Err(why) = check_cluster_id(&mut state, obs) {
-        return blocked(state, why);
+        return Decision::blocked(state, why);
     }
     let target = match check_spec(spec) {
         Ok(target) => target,
-        Err(why) => return blocked(state, why),
+        Err(why) => return Decision::blocked(state, why),
     };
     if let Err(why) = tls::check(obs, spec) {
-        return blocked(state, why);
+        return Decision::blocked(state, why);
     }
     if let Some(owner) = &obs.name_conflict {
         let why = Why::new(
@@ -100,21 +100,21 @@ pub(super) fn step(
                 "{owner}; this cluster shares nothing with it and waits until the name is free"
             ),
         );
-        return blocked(state, why);
+        return Decision::blocked(state, why);
     }
     if let Some(problem) = obs
         .restore_problem
         .as_ref()
         .filter(|_| spec.restore.is_some())
     {
-        return blocked(state, Why::new(Reason::RestoreNotAllowed, problem.clone()));
+        return Decision::blocked(state, Why::new(Reason::RestoreNotAllowed, problem.clone()));
     }
     if spec.paused {
         let why = Why::new(
             Reason::Paused,
             "spec.paused is true: observing and reporting only",
         );
-        return settle(state, Phase::Paused, vec![], why);
+        return Decision::new(state, Phase::Paused, vec![], why);
     }
     recovery::track_loss(&mut state, obs);
     if let Some(d) = recorded_recovery::in_progress(&mut state, obs, spec, &target) {
@@ -237,7 +237,7 @@ pub(super) fn with_member_list(
             "recreating the cluster's Services",
         );
         let phase = transition::continuing(&state.phase);
-        return settle(state, phase, vec![Action::EnsureServices], why);
+        return Decision::new(state, phase, vec![Action::EnsureServices], why);
     }
     let join_version = version_for_new_members(&state, view, target);
     if let Some(on) = volumes::with_member_list(view.obs, view.members, &join_version) {

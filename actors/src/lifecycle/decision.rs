@@ -13,17 +13,21 @@ pub struct Decision {
     pub why: Why,
 }
 
-pub(super) fn settle(mut state: State, phase: Phase, actions: Vec<Action>, why: Why) -> Decision {
-    state.phase = phase;
-    Decision {
-        state,
-        actions,
-        why,
+impl Decision {
+    /// `state` moved to `phase`, with the actions to take and why.
+    pub(super) fn new(mut state: State, phase: Phase, actions: Vec<Action>, why: Why) -> Self {
+        state.phase = phase;
+        Decision {
+            state,
+            actions,
+            why,
+        }
     }
-}
 
-pub(super) fn blocked(state: State, why: Why) -> Decision {
-    settle(state, Phase::Blocked { reason: why.reason }, vec![], why)
+    /// `state` blocked for `why`, with no action.
+    pub(super) fn blocked(state: State, why: Why) -> Self {
+        Decision::new(state, Phase::Blocked { reason: why.reason }, vec![], why)
+    }
 }
 
 pub(super) type Step = Box<dyn FnOnce(State) -> Decision>;

@@ -1,7 +1,7 @@
 //! When a pod that has no etcd member is deleted: after a grace time, so that a member
 //! list read from a member that has not yet applied a recent `member add` costs no pod.
 
-use super::decision::{Step, settle};
+use super::decision::{Decision, Step};
 use super::transition;
 use super::view::ClusterView;
 use super::{Action, PodView, Reason, State, Why};
@@ -32,6 +32,6 @@ pub(super) fn orphan_pods(state: &State, view: &ClusterView<'_>) -> Option<Step>
     );
     Some(Box::new(move |state: State| {
         let phase = transition::continuing(&state.phase);
-        settle(state, phase, due, why)
+        Decision::new(state, phase, due, why)
     }))
 }

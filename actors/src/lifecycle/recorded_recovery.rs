@@ -2,8 +2,6 @@
 //! restarted alone, or the new seed restoring a backup, until the cluster answers again
 //! and the record is finished. [`recovery`](super::recovery) decides whether one begins.
 
-use super::decision::settle;
-use super::recovery::blocked;
 use super::{ABANDON_RECOVERY_ANNOTATION, RecoveryPolicy, RecoveryRecord};
 use super::{
     Action, Decision, DesiredCluster, Membership, Observation, Phase, Reason, State, Version, Why,
@@ -40,7 +38,7 @@ pub(super) fn in_progress(
                 how_to_abandon(record)
             ),
         );
-        return Some(blocked(state.clone(), why));
+        return Some(Decision::blocked(state.clone(), why));
     }
     let since = match &state.recovery_since {
         Some((incident, at)) if *incident == record.incident => *at,
@@ -75,7 +73,7 @@ pub(super) fn in_progress(
             lowercase_first(&how_to_abandon(record))
         ),
     );
-    Some(blocked(step.state, why))
+    Some(Decision::blocked(step.state, why))
 }
 
 /// Why `record` must not be carried out on this object, if it must not: it was written
@@ -177,7 +175,7 @@ pub(super) fn stale_force(state: &State, obs: &Observation) -> Option<Decision> 
 }
 
 fn progress(state: State, reason: Reason, actions: Vec<Action>, message: String) -> Decision {
-    settle(state, Phase::Recovering, actions, Why::new(reason, message))
+    Decision::new(state, Phase::Recovering, actions, Why::new(reason, message))
 }
 
 fn survivor_steps(
@@ -197,7 +195,7 @@ fn survivor_steps(
                 record.incident
             ),
         );
-        return blocked(state, why);
+        return Decision::blocked(state, why);
     }
     let Some(pod) = obs.pod(&name) else {
         let version = record
@@ -361,5 +359,5 @@ fn refused(state: State, record: &RecoveryRecord, what: &str) -> Decision {
             how_to_abandon(record)
         ),
     );
-    blocked(state, why)
+    Decision::blocked(state, why)
 }

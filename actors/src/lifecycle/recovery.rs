@@ -22,7 +22,6 @@
 //! never recovered again. [`recorded_recovery`](super::recorded_recovery) carries a
 //! recorded recovery out.
 
-use super::decision::settle;
 use super::{
     Action, Decision, MemberView, Membership, Observation, Phase, Reason, State, Version, Why,
     check_readable, evidence,
@@ -165,7 +164,7 @@ pub(super) fn quorum_lost(
     fallback: Why,
 ) -> Decision {
     let Some(loss) = assess(obs, expected_cluster_id(&state, obs)) else {
-        return blocked(state, fallback);
+        return Decision::blocked(state, fallback);
     };
     let facts = describe(&loss, obs);
     let policy = spec.recovery.effective();
@@ -184,7 +183,7 @@ pub(super) fn quorum_lost(
                 done.incident, done.policy
             ),
         );
-        return blocked(state, why);
+        return Decision::blocked(state, why);
     }
     let reason =
         if loss.survivors.is_empty() && !matches!(obs.membership, Membership::Listed { .. }) {
@@ -194,7 +193,7 @@ pub(super) fn quorum_lost(
         };
     if policy == RecoveryPolicy::Manual {
         let why = Why::new(reason, format!("{facts}. {}", how_to_trigger(&loss, obs)));
-        return blocked(state, why);
+        return Decision::blocked(state, why);
     }
     let since = state.quorum_lost_since.unwrap_or(obs.now);
     let waited = obs.now.saturating_duration_since(since);
@@ -210,7 +209,7 @@ pub(super) fn quorum_lost(
                 spec.recovery.quorum_loss.as_secs()
             ),
         );
-        return blocked(state, why);
+        return Decision::blocked(state, why);
     }
     let last_revision = newest_revision(&loss, obs);
     let begun = match policy {
@@ -226,9 +225,9 @@ pub(super) fn quorum_lost(
     match begun {
         Ok((actions, message)) => {
             let why = Why::new(policy_reason(policy), format!("{facts}. {message}"));
-            settle(state, Phase::Recovering, actions, why)
+            Decision::new(state, Phase::Recovering, actions, why)
         }
-        Err(problem) => blocked(
+        Err(problem) => Decision::blocked(
             state,
             Why::new(Reason::RecoveryRefused, format!("{facts}. {problem}")),
         ),
@@ -251,10 +250,6 @@ fn policy_reason(policy: RecoveryPolicy) -> Reason {
         RecoveryPolicy::Reseed => Reason::Reseeding,
         _ => Reason::RecoveringFromSurvivor,
     }
-}
-
-pub(super) fn blocked(state: State, why: Why) -> Decision {
-    settle(state, Phase::Blocked { reason: why.reason }, vec![], why)
 }
 
 /// The newest revision known before the loss: the survivors' and the status's.

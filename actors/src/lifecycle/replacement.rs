@@ -3,7 +3,7 @@
 //! etcd's last words say its data is unusable. The replacement's pod is prepared by the
 //! same tick.
 
-use super::decision::{Step, settle};
+use super::decision::{Decision, Step};
 use super::scaling::prepared_joiners;
 use super::view::ClusterView;
 use super::{Action, Deadlines, MemberView, Phase, PodView, Reason, State, Version, Why};
@@ -71,7 +71,7 @@ pub(super) fn dead_or_unhealthy_member(
     actions.extend(replacement(view, m, size, join_version));
     let why = Why::new(reason, message);
     Some(Box::new(move |state: State| {
-        settle(state, Phase::Recovering, actions, why)
+        Decision::new(state, Phase::Recovering, actions, why)
     }))
 }
 
@@ -146,7 +146,7 @@ pub(super) fn unhealthy_member(current: Phase, view: &ClusterView<'_>) -> Option
         Phase::Recovering
     };
     Some(Box::new(move |state: State| {
-        settle(state, phase, vec![], why)
+        Decision::new(state, phase, vec![], why)
     }))
 }
 

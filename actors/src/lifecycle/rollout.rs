@@ -12,7 +12,6 @@
 //!   membership and needs no quorum; on an emptyDir it is replaced, only while the others
 //!   hold a quorum.
 
-use super::decision::settle;
 use super::tls::{RotationStep, is_stale, rotation, trusts_another_bundle};
 use super::view::ClusterView;
 use super::volumes::on_a_volume;
@@ -69,7 +68,7 @@ fn recreate_crash_looping(state: State, pod: &PodView) -> Decision {
     let action = Action::RecreatePod {
         name: pod.name.clone(),
     };
-    settle(state, phase, vec![action], why)
+    Decision::new(state, phase, vec![action], why)
 }
 
 /// The next member to restart onto the current template, in a cluster whose members are
@@ -95,7 +94,7 @@ pub(super) fn restart_next(
         return settled(state, view, spec, actions);
     };
     if let Some(why) = unsettled(&state, view, deadlines) {
-        return settle(state, Phase::Restarting, actions, why);
+        return Decision::new(state, Phase::Restarting, actions, why);
     }
     let what = match view.obs.pod(&next.name) {
         Some(p) if trusts_another_bundle(p, spec, view.obs) => {
@@ -116,13 +115,13 @@ pub(super) fn restart_next(
                 view.healthy_voters.saturating_sub(1)
             ),
         );
-        return settle(state, Phase::Running, actions, why);
+        return Decision::new(state, Phase::Running, actions, why);
     }
     if let Some((hand_over, why)) = leadership::hand_over(view, next, &format!("restart ({what})"))
     {
         let mut actions = actions;
         actions.push(hand_over);
-        return settle(state, Phase::Restarting, actions, why);
+        return Decision::new(state, Phase::Restarting, actions, why);
     }
     let how = if on_volume {
         "it comes back on its volume as the same member"
@@ -144,7 +143,7 @@ pub(super) fn restart_next(
         name: next.name.clone(),
     });
     state.settled_since = None;
-    settle(state, Phase::Restarting, actions, why)
+    Decision::new(state, Phase::Restarting, actions, why)
 }
 
 /// Why the next member may not go yet, if it may not. etcd's status answers as soon as a
@@ -202,9 +201,9 @@ fn settled(
                 Reason::Converged,
                 format!("{} members running {}", view.members.len(), spec.version),
             );
-            settle(state, Phase::Running, actions, why)
+            Decision::new(state, Phase::Running, actions, why)
         }
-        Some(RotationStep::Wait(why)) => settle(state, Phase::Restarting, actions, why),
+        Some(RotationStep::Wait(why)) => Decision::new(state, Phase::Restarting, actions, why),
         Some(RotationStep::Advance { from, to, why }) => {
             actions.push(Action::AdvanceCaRotation { from, to });
             let phase = if to.is_none() {
@@ -212,7 +211,7 @@ fn settled(
             } else {
                 Phase::Restarting
             };
-            settle(state, phase, actions, why)
+            Decision::new(state, phase, actions, why)
         }
     }
 }

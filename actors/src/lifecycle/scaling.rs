@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use super::decision::{Decision, Step, settle};
+use super::decision::{Decision, Step};
 use super::orphans::ORPHAN_POD_GRACE;
 use super::transition;
 use super::view::ClusterView;
@@ -39,7 +39,7 @@ pub(super) fn promotable_learner(view: &ClusterView<'_>, scaling: &Phase) -> Opt
     }
     let phase = scaling.clone();
     Some(Box::new(move |state: State| {
-        settle(state, phase, actions, why)
+        Decision::new(state, phase, actions, why)
     }))
 }
 
@@ -123,7 +123,7 @@ pub(super) fn scale(
             name: victim.name.clone(),
         },
     ];
-    settle(state, scaling, actions, why)
+    Decision::new(state, scaling, actions, why)
 }
 
 /// One member more, in two steps when joiners can be prepared: first the joiner's pod
@@ -140,7 +140,7 @@ pub(super) fn grow(
     scaling: Phase,
 ) -> Decision {
     if let Some(why) = unpublished_members(view) {
-        return settle(state, scaling, vec![], why);
+        return Decision::new(state, scaling, vec![], why);
     }
     let learner = view
         .running_versions()
@@ -151,7 +151,7 @@ pub(super) fn grow(
     let count = view.members.len() + 1;
     if let Some(pod) = joiner {
         if let Some(why) = joiner_not_ready(pod) {
-            return settle(state, scaling, vec![], why);
+            return Decision::new(state, scaling, vec![], why);
         }
         let why = Why::new(
             Reason::AddingMember,
@@ -165,7 +165,7 @@ pub(super) fn grow(
             version: version.clone(),
             prepared: Some(pod.name.clone()),
         };
-        return settle(state, scaling, vec![action], why);
+        return Decision::new(state, scaling, vec![action], why);
     }
     if let Some(pod) = prepared_joiners(view).next() {
         // Built for another membership, version or template: deleted after its grace.
@@ -176,7 +176,7 @@ pub(super) fn grow(
                 pod.name
             ),
         );
-        return settle(state, scaling, vec![], why);
+        return Decision::new(state, scaling, vec![], why);
     }
     if view.obs.prepares_joiners {
         let peers = view
@@ -195,7 +195,7 @@ pub(super) fn grow(
             version: version.clone(),
             peers,
         };
-        return settle(state, scaling, vec![action], why);
+        return Decision::new(state, scaling, vec![action], why);
     }
     let why = Why::new(
         Reason::AddingMember,
@@ -206,7 +206,7 @@ pub(super) fn grow(
         version: version.clone(),
         prepared: None,
     };
-    settle(state, scaling, vec![action], why)
+    Decision::new(state, scaling, vec![action], why)
 }
 
 /// Why prepared joiner `pod` may not be added yet: the cluster DNS does not publish its
@@ -316,7 +316,7 @@ pub(super) fn leftover_joiners(
     );
     Some(Box::new(move |state: State| {
         let phase = transition::continuing(&state.phase);
-        settle(state, phase, due, why)
+        Decision::new(state, phase, due, why)
     }))
 }
 

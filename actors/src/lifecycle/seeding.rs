@@ -1,7 +1,7 @@
 //! With no member list (no member answers): whether a seed is created, restarted or
 //! waited for, under the bootstrap rule; a cluster that exists is only reported on.
 
-use super::decision::{Decision, settle};
+use super::decision::Decision;
 use super::{
     Action, Birth, DesiredCluster, Observation, Phase, PodView, Reason, SnapshotSource, State,
     Version, Why, check_readable,
@@ -47,7 +47,7 @@ pub(super) fn without_member_list(
     // there and it holds no data.
     let live: Vec<_> = obs.pods.iter().filter(|p| p.may_run_a_member()).collect();
     let block = |state, why: Why, actions| {
-        settle(state, Phase::Blocked { reason: why.reason }, actions, why)
+        Decision::new(state, Phase::Blocked { reason: why.reason }, actions, why)
     };
     if let Some(why) = unreadable_snapshot(birth, seed) {
         return block(state, why, actions);
@@ -92,7 +92,7 @@ pub(super) fn without_member_list(
                 restore: seed.restore.cloned(),
             });
             let why = Why::new(Reason::CreatingSeed, creating_seed_message(seed));
-            settle(state, Phase::Bootstrapping, actions, why)
+            Decision::new(state, Phase::Bootstrapping, actions, why)
         }
         Birth::Unborn => unrecorded_seed(state, obs, &live, error),
         Birth::Seeding { seed: name, token } => {
@@ -135,7 +135,7 @@ pub(super) fn unrecorded_seed(
         Reason::RestartingFailedSeed,
         "the seed member died before the cluster formed (it holds no data): starting over",
     );
-    settle(state, Phase::Bootstrapping, actions, why)
+    Decision::new(state, Phase::Bootstrapping, actions, why)
 }
 
 /// The recorded seed: started under its recorded name and token when its pod is missing,
@@ -161,7 +161,7 @@ pub(super) fn recorded_seed(
             Reason::CreatingSeed,
             format!("starting the recorded seed member {seed}"),
         );
-        return settle(state, Phase::Bootstrapping, actions, why);
+        return Decision::new(state, Phase::Bootstrapping, actions, why);
     };
     let stale = !pod.started && pod.version.as_deref() != Some(target.to_string().as_str());
     let (reason, message) = if pod.terminating {
@@ -186,7 +186,7 @@ pub(super) fn recorded_seed(
     actions.push(Action::DeletePod {
         name: seed.to_string(),
     });
-    settle(
+    Decision::new(
         state,
         Phase::Bootstrapping,
         actions,
@@ -203,5 +203,5 @@ pub(super) fn waiting_for_seed(state: State, pod: &PodView, error: &str) -> Deci
         Reason::WaitingForSeed,
         format!("waiting for seed member {} to start ({detail})", pod.name),
     );
-    settle(state, Phase::Bootstrapping, vec![], why)
+    Decision::new(state, Phase::Bootstrapping, vec![], why)
 }

@@ -2,7 +2,7 @@
 //! member is removed after a deadline (blocked when that removal would need the quorum it
 //! is missing).
 
-use super::decision::{Step, blocked, settle};
+use super::decision::{Decision, Step};
 use super::replacement::removal;
 use super::scaling::built_for_another_membership;
 use super::view::ClusterView;
@@ -78,7 +78,7 @@ pub(super) fn unstarted_member(
     };
     let phase = scaling.clone();
     Some(Box::new(move |state: State| {
-        settle(state, phase, actions, why)
+        Decision::new(state, phase, actions, why)
     }))
 }
 
@@ -97,5 +97,5 @@ pub(super) fn join_stuck(name: &str, waited: std::time::Duration, pod: Option<&P
             waited.as_secs()
         ),
     );
-    Box::new(move |state: State| blocked(state, why))
+    Box::new(move |state: State| Decision::blocked(state, why))
 }

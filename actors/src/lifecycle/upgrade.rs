@@ -8,7 +8,6 @@
 //! allowed only while no member other than those being rolled back runs a newer minor
 //! than the version rolled back to.
 
-use super::decision::settle;
 use super::view::ClusterView;
 use super::{
     Action, Deadlines, Decision, DesiredCluster, MemberView, Observation, Phase, PodView, Reason,
@@ -109,7 +108,7 @@ pub(super) fn failed_upgrade(
     };
     let why = Why::new(Reason::UpgradeFailed, message);
     let phase = Phase::Blocked { reason: why.reason };
-    Some(settle(state.clone(), phase, actions, why))
+    Some(Decision::new(state.clone(), phase, actions, why))
 }
 
 /// The next version step of a cluster whose members are all healthy and whose size
@@ -124,7 +123,7 @@ pub(super) fn upgrade(
 ) -> Decision {
     let Some((oldest, newest)) = versions_in_play(view) else {
         let why = Why::new(Reason::Converged, "members report no version yet");
-        return settle(state, Phase::Running, vec![], why);
+        return Decision::new(state, Phase::Running, vec![], why);
     };
     let confirms = confirmations(view);
     if state.failed_version.as_ref() == Some(target) {
@@ -136,7 +135,7 @@ pub(super) fn upgrade(
                  try {target} again, set another version first, then {target}"
             ),
         );
-        return settle(state, Phase::Blocked { reason: why.reason }, confirms, why);
+        return Decision::new(state, Phase::Blocked { reason: why.reason }, confirms, why);
     }
     match oldest.path_to(target) {
         // Below every member, or below some after a partial upgrade: back, if etcd allows.
@@ -151,7 +150,7 @@ pub(super) fn upgrade(
                      at a time; nothing was changed"
                 ),
             );
-            settle(state, Phase::Running, confirms, why)
+            Decision::new(state, Phase::Running, confirms, why)
         }
         UpgradePath::UnsafePatch { through, problems } => {
             let why = Why::new(
@@ -164,7 +163,7 @@ pub(super) fn upgrade(
                     through.minor
                 ),
             );
-            settle(state, Phase::Running, confirms, why)
+            Decision::new(state, Phase::Running, confirms, why)
         }
         UpgradePath::Allowed => step_toward(state, view, (oldest, target), confirms),
     }
@@ -209,7 +208,7 @@ fn roll_back(
                 oldest.major, oldest.minor
             ),
         );
-        return settle(state, Phase::Running, confirms, why);
+        return Decision::new(state, Phase::Running, confirms, why);
     }
     step_toward(state, view, (newest, target), confirms)
 }
@@ -242,7 +241,7 @@ fn step_toward(
                 pod_version(m).map(|v| v.to_string()).unwrap_or_default()
             ),
         );
-        return settle(state, phase, actions, why);
+        return Decision::new(state, phase, actions, why);
     }
     let next = view
         .members
@@ -253,7 +252,7 @@ fn step_toward(
     if let Some((hand_over, why)) = leadership::hand_over(view, next, &format!("move to {target}"))
     {
         actions.push(hand_over);
-        return settle(state, phase, actions, why);
+        return Decision::new(state, phase, actions, why);
     }
     let from = runs(next).cloned().unwrap_or_else(|| target.clone());
     let (action, why) = if &from > target {
@@ -281,7 +280,7 @@ fn step_toward(
         )
     };
     actions.push(action);
-    settle(state, phase, actions, why)
+    Decision::new(state, phase, actions, why)
 }
 
 /// Upgrade marks to drop: members healthy on the version their pod asks for.

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 
-use super::decision::{Decision, settle};
+use super::decision::Decision;
 use super::{
     Action, DesiredCluster, MemberView, Observation, Phase, Reason, State, Version, Why, evidence,
 };
@@ -31,8 +31,8 @@ impl OnVolumes {
             _ => Phase::Recovering,
         };
         match self {
-            OnVolumes::Wait(why) => settle(state, phase, vec![], why),
-            OnVolumes::Restart(actions, why) => settle(state, phase, actions, why),
+            OnVolumes::Wait(why) => Decision::new(state, phase, vec![], why),
+            OnVolumes::Restart(actions, why) => Decision::new(state, phase, actions, why),
         }
     }
 }
