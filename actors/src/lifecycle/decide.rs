@@ -4,9 +4,9 @@
 //! picks at most one membership step. This file holds the order of the rules and the timers
 //! they read; each rule lives in the file named beside it. The first rule that answers wins:
 //!
-//! 1. an object being deleted, a changed cluster ID or a bad spec
-//!    (`preconditions.rs`), TLS that cannot be used (`tls.rs`), a name owned by someone
-//!    else and a restore that is not allowed block every action; `paused` only reports;
+//! 1. an object being deleted, a changed cluster ID, a bad spec, TLS that cannot be used,
+//!    a name owned by someone else and a restore that is not allowed block every action;
+//!    `paused` only reports (`preconditions.rs`);
 //! 2. a recovery from lost quorum that is recorded and under way goes on, and a stale
 //!    force-recovery request is refused (`recovery.rs`, `recorded_recovery.rs`);
 //! 3. an upgrade that failed is rolled back (`upgrade.rs`);
@@ -36,7 +36,7 @@ use std::collections::BTreeSet;
 
 use super::decision::Decision;
 use super::orphans::orphan_pods;
-use super::preconditions::{check_cluster_id, check_spec};
+use super::preconditions;
 use super::replacement::{dead_or_unhealthy_member, unhealthy_member};
 use super::scaling::{
     leftover_joiners, promotable_learner, scale, version_for_new_members, wanted_joiner,
@@ -70,52 +70,15 @@ pub fn decide(
 
 /// The decision before the guards.
 pub(super) fn step(
-    mut state: State,
+    state: State,
     obs: &Observation,
     spec: &DesiredCluster,
     deadlines: &Deadlines,
 ) -> Decision {
-    if spec.deleting {
-        let why = Why::new(
-            Reason::Deleting,
-            "the EtcdCluster is being deleted (metadata.deletionTimestamp is set): no pod, \
-             claim or recovery is made for it; the garbage collector removes what it owns",
-        );
-        return Decision::blocked(state, why);
-    }
-    if let Err(why) = check_cluster_id(&mut state, obs) {
-        return Decision::blocked(state, why);
-    }
-    let target = match check_spec(spec) {
-        Ok(target) => target,
-        Err(why) => return Decision::blocked(state, why),
+    let (mut state, target) = match preconditions::gate(state, obs, spec) {
+        Ok(passed) => passed,
+        Err(d) => return *d,
     };
-    if let Err(why) = tls::check(obs, spec) {
-        return Decision::blocked(state, why);
-    }
-    if let Some(owner) = &obs.name_conflict {
-        let why = Why::new(
-            Reason::NameConflict,
-            format!(
-                "{owner}; this cluster shares nothing with it and waits until the name is free"
-            ),
-        );
-        return Decision::blocked(state, why);
-    }
-    if let Some(problem) = obs
-        .restore_problem
-        .as_ref()
-        .filter(|_| spec.restore.is_some())
-    {
-        return Decision::blocked(state, Why::new(Reason::RestoreNotAllowed, problem.clone()));
-    }
-    if spec.paused {
-        let why = Why::new(
-            Reason::Paused,
-            "spec.paused is true: observing and reporting only",
-        );
-        return Decision::new(state, Phase::Paused, vec![], why);
-    }
     recovery::track_loss(&mut state, obs);
     if let Some(d) = recorded_recovery::in_progress(&mut state, obs, spec, &target) {
         return d;

@@ -1,8 +1,9 @@
 //! What blocks every action before any rule runs: a spec the operator cannot act on, and
 //! members answering for another etcd cluster than the one recorded.
 
-use super::recovery;
-use super::{DesiredCluster, Membership, Observation, Reason, State, Version, Why};
+use super::decision::Decision;
+use super::{DesiredCluster, Membership, Observation, Phase, Reason, State, Version, Why};
+use super::{recovery, tls};
 
 /// Remembers the cluster ID etcd answers with, and refuses an answer from another cluster
 /// than the one recorded (a reused address, a stale DNS record): such an endpoint is never
@@ -46,4 +47,60 @@ pub(super) fn check_spec(spec: &DesiredCluster) -> Result<Version, Why> {
     spec.version
         .parse::<Version>()
         .map_err(|e| Why::new(Reason::InvalidSpec, format!("spec.version: {e}")))
+}
+
+/// The checks before any rule: a cluster being deleted, a changed cluster ID, a bad spec,
+/// unusable TLS, a name owned by someone else or a restore not allowed blocks it, and
+/// `paused` only reports. Passed: the state (its cluster ID remembered) and the target
+/// version; refused: the decision (boxed: it is large, and made once a tick).
+pub(super) fn gate(
+    mut state: State,
+    obs: &Observation,
+    spec: &DesiredCluster,
+) -> Result<(State, Version), Box<Decision>> {
+    if spec.deleting {
+        let why = Why::new(
+            Reason::Deleting,
+            "the EtcdCluster is being deleted (metadata.deletionTimestamp is set): no pod, \
+             claim or recovery is made for it; the garbage collector removes what it owns",
+        );
+        return Err(Box::new(Decision::blocked(state, why)));
+    }
+    if let Err(why) = check_cluster_id(&mut state, obs) {
+        return Err(Box::new(Decision::blocked(state, why)));
+    }
+    let target = match check_spec(spec) {
+        Ok(target) => target,
+        Err(why) => return Err(Box::new(Decision::blocked(state, why))),
+    };
+    if let Err(why) = tls::check(obs, spec) {
+        return Err(Box::new(Decision::blocked(state, why)));
+    }
+    if let Some(owner) = &obs.name_conflict {
+        let why = Why::new(
+            Reason::NameConflict,
+            format!(
+                "{owner}; this cluster shares nothing with it and waits until the name is free"
+            ),
+        );
+        return Err(Box::new(Decision::blocked(state, why)));
+    }
+    if let Some(problem) = obs
+        .restore_problem
+        .as_ref()
+        .filter(|_| spec.restore.is_some())
+    {
+        return Err(Box::new(Decision::blocked(
+            state,
+            Why::new(Reason::RestoreNotAllowed, problem.clone()),
+        )));
+    }
+    if spec.paused {
+        let why = Why::new(
+            Reason::Paused,
+            "spec.paused is true: observing and reporting only",
+        );
+        return Err(Box::new(Decision::new(state, Phase::Paused, vec![], why)));
+    }
+    Ok((state, target))
 }
