@@ -43,18 +43,24 @@ impl Crate {
     /// Reads the crate whose root file is `root`, each file's text from `read`.
     pub fn read(root: &Path, read: impl Fn(&Path) -> Option<String>) -> Result<Crate, LoadError> {
         let mut modules = BTreeMap::new();
-        let mut todo = vec![(ModPath::new(), root.to_path_buf())];
-        while let Some((path, file)) = todo.pop() {
-            let text = read(&file).ok_or_else(|| LoadError { file: file.clone() })?;
+        let mut todo = vec![(ModPath::new(), root.to_path_buf(), None)];
+        while let Some((path, file, text)) = todo.pop() {
+            let text = text
+                .or_else(|| read(&file))
+                .ok_or_else(|| LoadError { file: file.clone() })?;
             let facts = facts(&lexer::tokens(&text));
             let dir = children_dir(&file);
             for child in &facts.child_files {
+                // `x.rs` beside the parent's directory, else `x/mod.rs`; a file read to
+                // find out which is kept, not read again.
                 let flat = dir.join(format!("{child}.rs"));
-                let nested = dir.join(child).join("mod.rs");
-                let found = if read(&flat).is_some() { flat } else { nested };
+                let (found, text) = match read(&flat) {
+                    Some(text) => (flat, Some(text)),
+                    None => (dir.join(child).join("mod.rs"), None),
+                };
                 let mut child_path = path.clone();
                 child_path.push(child.clone());
-                todo.push((child_path, found));
+                todo.push((child_path, found, text));
             }
             let children = facts.child_files.iter().cloned().collect();
             modules.insert(path, Module { children, facts });
@@ -284,20 +290,15 @@ mod tests {
 
     #[test]
     fn a_facade_that_re_exports_its_children_is_no_cycle() {
-        let got = cycles(&[
+        let files = [
             ("lib.rs", "mod m;"),
             ("m/mod.rs", "mod a;\nmod b;\npub use a::A;\npub use b::*;"),
             ("m/a.rs", "use super::B;\npub struct A;"),
             ("m/b.rs", "pub struct B;"),
-        ]);
+        ];
+        let got = cycles(&files);
         assert!(got.is_empty(), "{got:?}");
-        let edges = krate(&[
-            ("lib.rs", "mod m;"),
-            ("m/mod.rs", "mod a;\nmod b;\npub use a::A;\npub use b::*;"),
-            ("m/a.rs", "use super::B;\npub struct A;"),
-            ("m/b.rs", "pub struct B;"),
-        ])
-        .edges();
+        let edges = krate(&files).edges();
         assert_eq!(edges, [("m::a".to_string(), "m::b".to_string())].into());
     }
 
