@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use criterion::{Criterion, Throughput};
 use etcd_operator_actors::cluster::ClusterConfig;
-use etcd_operator_actors::lifecycle::DesiredCluster;
 use etcd_operator_actors::metrics::Telemetry;
 use etcd_operator_actors::supervisor::{ListClusters, Supervisor, WatchEvent};
-use etcd_operator_actors::topology::Topology;
+use etcd_operator_core::lifecycle::DesiredCluster;
+use etcd_operator_core::topology::Topology;
 use etcd_operator_fakes::{FakeCluster, FakeWiring};
 use slog::{Logger, o};
 
@@ -156,7 +156,7 @@ fn start_fleet(system: &actix_rt::SystemRunner) -> (Fleet, f64) {
     assert!(
         wiring.clusters().iter().all(|f| f
             .last_status()
-            .is_some_and(|s| s.phase == etcd_operator_actors::lifecycle::Phase::Running)),
+            .is_some_and(|s| s.phase == etcd_operator_core::lifecycle::Phase::Running)),
         "every cluster reported Running after its first tick"
     );
     let per_actor = (rss_after.saturating_sub(rss_before)) as f64 * 1024.0 / fleet_size() as f64;

@@ -8,11 +8,11 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use etcd_operator_actors::lifecycle::{
+use etcd_operator_core::lifecycle::{
     Action, BootstrapRecord, Deadlines, DesiredCluster, MemberHealth, MemberView, Membership,
     Observation, Phase, PodPhase, PodView, Reason, Recorded, State, TlsMode, decide,
 };
-use etcd_operator_actors::topology::Topology;
+use etcd_operator_core::topology::Topology;
 use tokio::time::Instant;
 
 /// The etcd cluster ID of the benchmarked cluster.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use etcd_operator_actors::cluster::ClusterConfig;
-use etcd_operator_actors::lifecycle::Deadlines;
+use etcd_operator_core::lifecycle::Deadlines;
 
 use crate::api::images::ImagePolicy;
 use crate::backup::scope::EndpointPolicy;

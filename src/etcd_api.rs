@@ -20,10 +20,10 @@ use async_trait::async_trait;
 use etcd_client::{
     Certificate, Client, ConnectOptions, Identity, Member, MemberAddOptions, TlsOptions,
 };
-use etcd_operator_actors::lifecycle::{MemberHealth, MemberView};
 use etcd_operator_actors::ports::{
     AddedMember, EtcdApi, EtcdError, EtcdErrorKind, MemberList, NewMember,
 };
+use etcd_operator_core::lifecycle::{MemberHealth, MemberView};
 use tonic::Code;
 
 use crate::error::with_causes;

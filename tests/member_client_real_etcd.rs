@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use etcd_operator::etcd_api::EtcdClientApi;
-use etcd_operator_actors::lifecycle::{MemberHealth, MemberView, Version};
 use etcd_operator_actors::member_client::{
     AddMember, ListMembers, MemberClient, MemberStatus, MoveLeader, PromoteMember, RemoveMember,
 };
 use etcd_operator_actors::ports::{AddedMember, EtcdError, EtcdErrorKind, MemberList, NewMember};
+use etcd_operator_core::lifecycle::{MemberHealth, MemberView, Version};
 use support::etcd_process::{EtcdProcess, Loopback};
 
 /// The deadline `EtcdClientApi` gives each call (the MemberClient sets none of its own).

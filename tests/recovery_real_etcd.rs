@@ -14,14 +14,14 @@ use std::time::{Duration, Instant};
 
 use etcd_operator::etcd_api::EtcdClientApi;
 use etcd_operator::etcd_flags;
-use etcd_operator_actors::lifecycle::{MemberView, TlsMode, Version};
 use etcd_operator_actors::ports::{
     EtcdApi, EtcdError, EtcdErrorKind, InitialState, MemberPod, NewMember,
 };
-use etcd_operator_actors::topology::Topology;
+use etcd_operator_core::lifecycle::{MemberView, TlsMode, Version};
+use etcd_operator_core::topology::Topology;
 use std::path::{Path, PathBuf};
 
-use etcd_operator_actors::lifecycle::force_new_cluster_is_safe;
+use etcd_operator_core::lifecycle::force_new_cluster_is_safe;
 use support::etcd_process::{EtcdProcess, Loopback, cached_etcd, read_keys, write_keys};
 
 /// The deadline of each etcd call.

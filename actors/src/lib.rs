@@ -1,9 +1,8 @@
-//! The etcd-operator actor system and the lifecycle it runs.
+//! The etcd-operator actor system: the actors that run the lifecycle of
+//! `etcd-operator-core` and reach etcd and Kubernetes through its ports.
 //!
-//! - [`lifecycle`]: the pure state machine, `decide(state, observation, spec)`.
 //! - [`ports`]: the traits through which actors reach Kubernetes and etcd.
 //! - [`member_client`], [`cluster`], [`supervisor`]: the actix actors.
-//! - [`report`]: the pure report step: status and Events from what a tick decided and did.
 //! - [`debug`]: the shared view of every actor's state and the live transition stream.
 //! - [`trace`]: the bounded record of each cluster's lifecycle steps and their times.
 //!
@@ -12,13 +11,8 @@
 
 pub mod cluster;
 pub mod debug;
-mod event;
-pub mod lifecycle;
 pub mod member_client;
 pub mod metrics;
-mod outcome;
 pub mod ports;
-pub mod report;
 pub mod supervisor;
-pub mod topology;
 pub mod trace;

@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 
-use crate::lifecycle::MemberHealth;
 use crate::ports::{AddedMember, EtcdApi, EtcdError, EtcdErrorKind, MemberList, NewMember};
+use etcd_operator_core::lifecycle::MemberHealth;
 
 /// Serializes membership calls of one cluster through an [`EtcdApi`].
 pub struct MemberClient {

@@ -12,19 +12,19 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use tokio::time::Instant;
 
-use crate::lifecycle::{
-    BootstrapRecord, CaRotationStep, MemberHealth, RecoveryRecord, SnapshotSource,
-};
 use crate::ports::{
     AddedMember, ApiError, ClusterApi, EtcdApi, EtcdError, EventRecord, KubeView, MemberList,
     MemberPod, NewMember, ServiceKind, VersionChange,
 };
-use crate::report::StatusReport;
+use etcd_operator_core::lifecycle::{
+    BootstrapRecord, CaRotationStep, MemberHealth, RecoveryRecord, SnapshotSource,
+};
+use etcd_operator_core::report::StatusReport;
 
 /// Labels of an executed action.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ActionLabels {
-    /// [`crate::lifecycle::Action::kind`].
+    /// [`etcd_operator_core::lifecycle::Action::kind`].
     pub action: &'static str,
     /// `ok` or `error`.
     pub outcome: &'static str,

@@ -14,10 +14,10 @@ use slog::{Logger, info, warn};
 
 use crate::cluster::{ClusterActor, ClusterConfig, ClusterDeps, Nudge, Retire, SpecChanged};
 use crate::debug::ActorKind;
-use crate::lifecycle::DesiredCluster;
 use crate::metrics::Telemetry;
 use crate::ports::{ClusterApi, EtcdApi};
-use crate::topology::Topology;
+use etcd_operator_core::lifecycle::DesiredCluster;
+use etcd_operator_core::topology::Topology;
 
 /// One event of the EtcdCluster watch stream, already reduced to what actors need.
 #[derive(Debug, Clone, PartialEq, Eq, Message)]

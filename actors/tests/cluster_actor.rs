@@ -8,11 +8,11 @@ use etcd_operator_actors::cluster::{
     ClusterActor, ClusterConfig, ClusterDeps, Inspect, Nudge, Retire, SpecChanged,
 };
 use etcd_operator_actors::debug::Received;
-use etcd_operator_actors::lifecycle::{DesiredCluster, Phase};
 use etcd_operator_actors::metrics::{ErrorLabels, Telemetry};
 use etcd_operator_actors::ports::{ApiError, EtcdErrorKind, InitialState, ServiceKind};
-use etcd_operator_actors::topology::Topology;
 use etcd_operator_actors::trace::{Step, StepRecord};
+use etcd_operator_core::lifecycle::{DesiredCluster, Phase};
+use etcd_operator_core::topology::Topology;
 use etcd_operator_fakes::FakeCluster;
 use serde_json::Value;
 use slog::{Logger, o};
@@ -961,7 +961,7 @@ async fn an_object_replaced_under_the_same_name_inherits_nothing_from_the_old_on
 
 #[actix_rt::test]
 async fn two_members_lost_with_their_claims_are_recovered_from_the_survivor_once_and_grown_back() {
-    use etcd_operator_actors::lifecycle::{RecoveryPolicy, RecoverySpec};
+    use etcd_operator_core::lifecycle::{RecoveryPolicy, RecoverySpec};
     tokio::time::pause();
     const SAFE: &str = "3.5.35";
     let fake = FakeCluster::running(demo(), 3, SAFE).on_claims();

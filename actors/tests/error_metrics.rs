@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
-use etcd_operator_actors::lifecycle::TlsMode;
 use etcd_operator_actors::metrics::{CountedClusterApi, CountedEtcdApi, Metrics};
 use etcd_operator_actors::ports::{ClusterApi, EtcdApi};
-use etcd_operator_actors::topology::Topology;
+use etcd_operator_core::lifecycle::TlsMode;
+use etcd_operator_core::topology::Topology;
 use etcd_operator_fakes::FakeCluster;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;

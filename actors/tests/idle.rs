@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use etcd_operator_actors::cluster::{ClusterActor, ClusterConfig, ClusterDeps, Nudge, SpecChanged};
-use etcd_operator_actors::lifecycle::{DesiredCluster, RecoveryPolicy, RecoverySpec};
 use etcd_operator_actors::metrics::{CallLabels, Telemetry};
-use etcd_operator_actors::topology::Topology;
+use etcd_operator_core::lifecycle::{DesiredCluster, RecoveryPolicy, RecoverySpec};
+use etcd_operator_core::topology::Topology;
 use etcd_operator_fakes::FakeCluster;
 use slog::{Logger, o};
 use tokio::time::{Instant, sleep};

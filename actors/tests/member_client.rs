@@ -5,12 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use etcd_operator_actors::lifecycle::TlsMode;
 use etcd_operator_actors::member_client::{
     AddMember, ListMembers, MemberClient, MemberStatus, PromoteMember, RemoveMember,
 };
 use etcd_operator_actors::ports::{EtcdApi, EtcdErrorKind, NewMember};
-use etcd_operator_actors::topology::Topology;
+use etcd_operator_core::lifecycle::TlsMode;
+use etcd_operator_core::topology::Topology;
 use etcd_operator_fakes::FakeCluster;
 use futures::future::join_all;
 use tokio::time::Instant;

@@ -1,6 +1,6 @@
 //! Reduces an `EtcdCluster` to what the lifecycle decides on.
 
-use etcd_operator_actors::lifecycle::{DesiredCluster, RECOVER_ANNOTATION, Requests, Storage};
+use etcd_operator_core::lifecycle::{DesiredCluster, RECOVER_ANNOTATION, Requests, Storage};
 use kube::ResourceExt;
 
 use super::EtcdCluster;

@@ -3,7 +3,7 @@
 //! ([`name_problem`]) and the CRD's CEL rule ([`max_name_len`], [`NAME_PATTERN`],
 //! [`name_rule_message`]) are both derived from it.
 
-use etcd_operator_actors::topology::Topology;
+use etcd_operator_core::topology::Topology;
 
 /// Length of the random suffix of a member name (`<name>-xxxxx`, see
 /// `Topology::new_member_name`).

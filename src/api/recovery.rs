@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use etcd_operator_actors::lifecycle::{
+use etcd_operator_core::lifecycle::{
     ABANDON_RECOVERY_ANNOTATION, DEFAULT_QUORUM_LOSS, DEFAULT_RECOVERY_DEADLINE,
     RECOVER_ANNOTATION, RecoveryPolicy, RecoveryRecord, RecoverySpec,
 };

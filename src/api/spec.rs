@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use etcd_operator_actors::lifecycle::TlsMode;
+use etcd_operator_core::lifecycle::TlsMode;
 use k8s_openapi::api::core::v1::{
     Affinity, EnvVar, PersistentVolumeClaimSpec, PodSecurityContext, ResourceRequirements,
     Toleration,

@@ -1,6 +1,6 @@
 //! `EtcdCluster.status`: the CoreOS fields plus `observedGeneration` and current conditions.
 
-use etcd_operator_actors::lifecycle::{BootstrapRecord, Recorded};
+use etcd_operator_core::lifecycle::{BootstrapRecord, Recorded};
 
 use super::recovery::RecoveryStatus;
 use schemars::JsonSchema;

@@ -1,7 +1,7 @@
 //! The CRD schema and the CoreOS-compatible shape of the API.
 
 use super::*;
-use etcd_operator_actors::lifecycle::TlsMode;
+use etcd_operator_core::lifecycle::TlsMode;
 
 fn spec_schema() -> serde_json::Value {
     let crd = crd();
@@ -155,7 +155,7 @@ spec:
 
 #[test]
 fn a_snapshots_cluster_id_goes_through_spec_restore_to_the_lifecycle_and_back() {
-    let source = etcd_operator_actors::lifecycle::SnapshotSource {
+    let source = etcd_operator_core::lifecycle::SnapshotSource {
         bucket: "b".into(),
         key: "p/demo_20261130T103300.000Z_r7.db".into(),
         endpoint: None,
@@ -401,7 +401,7 @@ fn every_derived_name_of_the_longest_name_fits_its_rule() {
 
 #[test]
 fn member_names_have_the_suffix_length_the_name_rules_assume() {
-    let topology = etcd_operator_actors::topology::Topology::new("default", "demo");
+    let topology = etcd_operator_core::topology::Topology::new("default", "demo");
     let member = topology.new_member_name(&mut rand::rng());
     assert_eq!(member.len(), "demo-".len() + names::MEMBER_SUFFIX_LEN);
     let derived = names::derived_names("default", "demo");

@@ -16,7 +16,7 @@
 //! validity and allowed for client authentication, and a CA bundle that parses; each
 //! problem is named with its Secret and key (`TLSSecretInvalid`).
 
-use etcd_operator_actors::lifecycle::TlsMode;
+use etcd_operator_core::lifecycle::TlsMode;
 
 use crate::api::EtcdCluster;
 use crate::api::backup::EtcdBackupSpec;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_operator_actors::topology::{CLIENT_PORT, Topology};
+use etcd_operator_core::topology::{CLIENT_PORT, Topology};
 
 use crate::api::EtcdCluster;
 use crate::api::backup::{BackupStorageType, EtcdBackupSpec};

@@ -16,14 +16,14 @@ use async_trait::async_trait;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use etcd_operator_actors::lifecycle::{
-    BootstrapRecord, CaRotationStep, MemberHealth, RecoveryRecord, SnapshotSource,
-};
 use etcd_operator_actors::ports::{
     AddedMember, ApiError, ClusterApi, EtcdApi, EtcdError, EtcdErrorKind, EventRecord, KubeView,
     MemberList, MemberPod, NewMember, ServiceKind, VersionChange,
 };
-use etcd_operator_actors::report::StatusReport;
+use etcd_operator_core::lifecycle::{
+    BootstrapRecord, CaRotationStep, MemberHealth, RecoveryRecord, SnapshotSource,
+};
+use etcd_operator_core::report::StatusReport;
 
 /// A write refused because this replica is not (or no longer) known to be the leader.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -378,10 +378,10 @@ impl EtcdApi for FencedEtcdApi {
 mod tests {
     use actix::Actor;
     use etcd_operator_actors::cluster::ClusterConfig;
-    use etcd_operator_actors::lifecycle::DesiredCluster;
     use etcd_operator_actors::metrics::Telemetry;
     use etcd_operator_actors::supervisor::{Supervisor, WatchEvent};
-    use etcd_operator_actors::topology::Topology;
+    use etcd_operator_core::lifecycle::DesiredCluster;
+    use etcd_operator_core::topology::Topology;
     use etcd_operator_fakes::{CallCounts, FakeCluster, FakeWiring};
     use futures::FutureExt;
 

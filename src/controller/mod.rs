@@ -38,7 +38,7 @@ use slog::{Logger, info, warn};
 
 use etcd_operator_actors::metrics::Telemetry;
 use etcd_operator_actors::supervisor::{PodChanged, Supervisor, WatchEvent};
-use etcd_operator_actors::topology::Topology;
+use etcd_operator_core::topology::Topology;
 
 use cache_metrics::CacheMetrics;
 use clients::{Clients, api, clients, recorder, trim, watch_config};

@@ -3,9 +3,9 @@
 use kube::ResourceExt;
 use kube::runtime::watcher;
 
-use etcd_operator_actors::lifecycle::DesiredCluster;
 use etcd_operator_actors::supervisor::WatchEvent;
-use etcd_operator_actors::topology::Topology;
+use etcd_operator_core::lifecycle::DesiredCluster;
+use etcd_operator_core::topology::Topology;
 
 use crate::api::images::ImagePolicy;
 use crate::api::{EtcdCluster, desired_cluster};

@@ -9,7 +9,7 @@ use kube::runtime::events::Recorder;
 
 use etcd_operator_actors::ports::{ClusterApi, EtcdApi};
 use etcd_operator_actors::supervisor::ClusterWiring;
-use etcd_operator_actors::topology::Topology;
+use etcd_operator_core::topology::Topology;
 
 use super::fence::{Fence, FencedClusterApi, FencedEtcdApi};
 use crate::etcd_api::{AddressSource, EtcdClientApi, IdentitySource};

@@ -9,8 +9,8 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
 use tokio::time::Instant;
 
-use etcd_operator_actors::lifecycle::SnapshotSource;
 use etcd_operator_actors::ports::ApiError;
+use etcd_operator_core::lifecycle::SnapshotSource;
 
 use super::error::api_error;
 use crate::api::RecoveryBackup;

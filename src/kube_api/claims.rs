@@ -8,8 +8,8 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::{Api, Client, ResourceExt};
 
-use etcd_operator_actors::lifecycle::{Claim, ClaimClass, ClaimPhase};
 use etcd_operator_actors::ports::ApiError;
+use etcd_operator_core::lifecycle::{Claim, ClaimClass, ClaimPhase};
 
 use super::error::api_error;
 use crate::api::quantity;

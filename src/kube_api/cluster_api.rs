@@ -17,16 +17,16 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tokio::time::Instant;
 
-use etcd_operator_actors::lifecycle::{
-    ABANDON_RECOVERY_ANNOTATION, BootstrapRecord, CaRotationStep, Claim, ClaimClass, PodView,
-    RECOVER_ANNOTATION, Recorded, RecoveryRecord, SnapshotSource, check_fence,
-};
 use etcd_operator_actors::ports::{
     ApiError, ClusterApi, EventRecord, EventType, InitialState, KubeView, MemberPod, ServiceKind,
     VersionChange,
 };
-use etcd_operator_actors::report::StatusReport;
-use etcd_operator_actors::topology::Topology;
+use etcd_operator_core::lifecycle::{
+    ABANDON_RECOVERY_ANNOTATION, BootstrapRecord, CaRotationStep, Claim, ClaimClass, PodView,
+    RECOVER_ANNOTATION, Recorded, RecoveryRecord, SnapshotSource, check_fence,
+};
+use etcd_operator_core::report::StatusReport;
+use etcd_operator_core::topology::Topology;
 
 use super::addresses::is_published;
 use super::backups::BackupLookups;
@@ -583,7 +583,7 @@ impl KubeClusterApi {
             pods.push(PodView {
                 prepared_with: self.expectations.prepared_with(&name),
                 name,
-                phase: etcd_operator_actors::lifecycle::PodPhase::Pending,
+                phase: etcd_operator_core::lifecycle::PodPhase::Pending,
                 ready: false,
                 terminating: false,
                 version: None,

@@ -19,11 +19,11 @@ use kube::runtime::{reflector, watcher};
 use kube::{Client, Resource};
 use serde_json::{Value, json};
 
-use etcd_operator_actors::lifecycle::TlsMode;
 use etcd_operator_actors::ports::{
     ApiError, ClusterApi, InitialState, KubeView, MemberPod, ServiceKind,
 };
-use etcd_operator_actors::topology::Topology;
+use etcd_operator_core::lifecycle::TlsMode;
+use etcd_operator_core::topology::Topology;
 
 use super::{Caches, Identities, KubeClusterApi};
 use crate::api::{EtcdCluster, EtcdClusterSpec};
@@ -677,7 +677,7 @@ fn claim(name: &str, owner_uid: &str, phase: Option<&str>) -> PersistentVolumeCl
 
 #[tokio::test]
 async fn the_members_own_claims_are_observed_by_member_name_with_their_phase() {
-    use etcd_operator_actors::lifecycle::ClaimPhase;
+    use etcd_operator_core::lifecycle::ClaimPhase;
     let fake = FakeApi::default();
     let claims = vec![
         claim("foo-a-data", UID, Some("Bound")),
@@ -778,10 +778,10 @@ async fn without_the_operators_image_no_joiner_is_prepared() {
 const CLUSTER: &str = "/apis/etcd.database.coreos.com/v1beta2/namespaces/ns/etcdclusters/foo";
 
 /// A recovery of `foo` from survivor `foo-a`, started or finished.
-fn recovery(finished: bool) -> etcd_operator_actors::lifecycle::RecoveryRecord {
-    etcd_operator_actors::lifecycle::RecoveryRecord {
+fn recovery(finished: bool) -> etcd_operator_core::lifecycle::RecoveryRecord {
+    etcd_operator_core::lifecycle::RecoveryRecord {
         incident: "dead: lost foo-b, foo-c".into(),
-        policy: etcd_operator_actors::lifecycle::RecoveryPolicy::FromSurvivor,
+        policy: etcd_operator_core::lifecycle::RecoveryPolicy::FromSurvivor,
         lost: vec!["foo-b".into(), "foo-c".into()],
         survivor: Some("foo-a".into()),
         raft_index: Some(9),
@@ -803,7 +803,7 @@ async fn a_recovery_is_recorded_from_a_fresh_read_once_and_uses_up_the_annotatio
     let fake = FakeApi::default();
     let mut stored = cluster("foo", UID);
     stored.metadata.annotations = Some(BTreeMap::from([(
-        etcd_operator_actors::lifecycle::RECOVER_ANNOTATION.to_string(),
+        etcd_operator_core::lifecycle::RECOVER_ANNOTATION.to_string(),
         "FromSurvivor".to_string(),
     )]));
     fake.holds(&format!("{CLUSTER}/status"), &stored);
@@ -864,14 +864,14 @@ async fn a_pod_labelled_a_voter_is_observed_as_one_before_the_cache_shows_the_la
 }
 
 /// The seed `foo-seed00` with its token, as `create_seed` records it.
-fn seed_record() -> etcd_operator_actors::lifecycle::BootstrapRecord {
-    etcd_operator_actors::lifecycle::BootstrapRecord::seed("foo-seed00", "foo-token")
+fn seed_record() -> etcd_operator_core::lifecycle::BootstrapRecord {
+    etcd_operator_core::lifecycle::BootstrapRecord::seed("foo-seed00", "foo-token")
 }
 
 /// Cluster `foo` at resourceVersion `version`, its status recording `bootstrap`, if any.
 fn foo_at(
     version: &str,
-    bootstrap: Option<etcd_operator_actors::lifecycle::BootstrapRecord>,
+    bootstrap: Option<etcd_operator_core::lifecycle::BootstrapRecord>,
 ) -> EtcdCluster {
     let mut c = cluster("foo", UID);
     c.metadata.resource_version = Some(version.into());
@@ -909,7 +909,7 @@ async fn a_seed_is_recorded_as_a_swap_on_the_cached_cluster_without_reading_it_a
 async fn a_seed_swap_refused_as_stale_is_decided_again_on_a_fresh_read() {
     // The cache has not seen a bootstrap another writer recorded: the swap on the cached
     // object fails, and the fresh read refuses a second seed, writing nothing more.
-    let other = etcd_operator_actors::lifecycle::BootstrapRecord::seed("foo-other0", "foo-t2");
+    let other = etcd_operator_core::lifecycle::BootstrapRecord::seed("foo-other0", "foo-t2");
     let status_path = format!("{CLUSTER}/status");
     let fake = FakeApi::default();
     fake.answer("PATCH", &status_path, 409, status(409, "Conflict"));

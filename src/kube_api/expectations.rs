@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use etcd_operator_actors::lifecycle::PodView;
+use etcd_operator_core::lifecycle::PodView;
 
 /// How long a write is expected before the cache is trusted again.
 pub const EXPECTATION_TIMEOUT: Duration = Duration::from_secs(60);
@@ -180,7 +180,7 @@ mod tests {
     fn pod(version: &str) -> PodView {
         PodView {
             name: "m1".into(),
-            phase: etcd_operator_actors::lifecycle::PodPhase::Running,
+            phase: etcd_operator_core::lifecycle::PodPhase::Running,
             ready: true,
             terminating: false,
             version: Some(version.into()),

@@ -3,7 +3,7 @@
 use k8s_openapi::api::core::v1::{ContainerState, ContainerStatus, Pod};
 use kube::ResourceExt;
 
-use etcd_operator_actors::lifecycle::{PodPhase, PodView, TlsMode};
+use etcd_operator_core::lifecycle::{PodPhase, PodView, TlsMode};
 
 use crate::resources::labels::{
     FORCE_NEW_CLUSTER_ANNOTATION, POD_TEMPLATE_ANNOTATION, PREPARED_ANNOTATION, TLS_ANNOTATION,

@@ -1,8 +1,8 @@
 //! Turns a tick's `StatusReport` into the EtcdCluster status, keeping each condition's
 //! `lastTransitionTime` while its status does not change.
 
-use etcd_operator_actors::report::{MemberReport, StatusReport, TlsReport};
-use etcd_operator_actors::topology::{CLIENT_PORT, Topology};
+use etcd_operator_core::report::{MemberReport, StatusReport, TlsReport};
+use etcd_operator_core::topology::{CLIENT_PORT, Topology};
 
 use crate::api::{
     BootstrapStatus, CertificateStatus, ClusterCondition, EtcdClusterStatus, MemberStatus,
@@ -103,8 +103,8 @@ fn member_status(m: &MemberReport) -> MemberStatus {
 
 #[cfg(test)]
 mod tests {
-    use etcd_operator_actors::lifecycle::{BootstrapRecord, Phase, Reason};
-    use etcd_operator_actors::report::ConditionReport;
+    use etcd_operator_core::lifecycle::{BootstrapRecord, Phase, Reason};
+    use etcd_operator_core::report::ConditionReport;
 
     use super::*;
 

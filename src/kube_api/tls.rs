@@ -14,9 +14,9 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-use etcd_operator_actors::lifecycle::{CaRotationStep, TlsObservation};
 use etcd_operator_actors::ports::ApiError;
-use etcd_operator_actors::topology::Topology;
+use etcd_operator_core::lifecycle::{CaRotationStep, TlsObservation};
+use etcd_operator_core::topology::Topology;
 
 use super::error::api_error;
 use crate::api::{AutoTls, EtcdCluster};
@@ -639,7 +639,7 @@ mod tests {
     fn with_renewals(renewals: &[Option<&str>]) -> TlsObservation {
         let certificates = renewals
             .iter()
-            .map(|at| etcd_operator_actors::lifecycle::CertificateInfo {
+            .map(|at| etcd_operator_core::lifecycle::CertificateInfo {
                 secret: "demo-peer-tls".into(),
                 key: "peer.crt".into(),
                 not_after: "2030-01-01T00:00:00Z".into(),

@@ -12,9 +12,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 
-use etcd_operator_actors::lifecycle::TlsMode;
 use etcd_operator_actors::ports::{InitialState, MemberPod};
-use etcd_operator_actors::topology::{CLIENT_PORT, PEER_PORT, Topology};
+use etcd_operator_core::lifecycle::TlsMode;
+use etcd_operator_core::topology::{CLIENT_PORT, PEER_PORT, Topology};
 
 use super::labels::{
     FORCE_NEW_CLUSTER_ANNOTATION, POD_TEMPLATE_ANNOTATION, PREPARED_ANNOTATION, TLS_ANNOTATION,

@@ -13,9 +13,9 @@
 
 use k8s_openapi::api::core::v1::{Container, EnvVar, SecretVolumeSource, Volume, VolumeMount};
 
-use etcd_operator_actors::lifecycle::{SnapshotSource, TlsMode, Version, restores_with_etcdutl};
 use etcd_operator_actors::ports::{InitialState, MemberPod};
-use etcd_operator_actors::topology::Topology;
+use etcd_operator_core::lifecycle::{SnapshotSource, TlsMode, Version, restores_with_etcdutl};
+use etcd_operator_core::topology::Topology;
 
 use super::pod::{DATA_DIR, DATA_MOUNT, DATA_VOLUME};
 use super::security::restricted;

@@ -3,7 +3,7 @@
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use kube::ResourceExt;
 
-use etcd_operator_actors::topology::{CLIENT_PORT, PEER_PORT, Topology};
+use etcd_operator_core::topology::{CLIENT_PORT, PEER_PORT, Topology};
 
 use super::labels::{client_selector, object_meta, selector};
 use crate::api::EtcdCluster;

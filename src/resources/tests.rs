@@ -1,8 +1,8 @@
 //! The exact flags and shape of member pods and Services.
 
-use etcd_operator_actors::lifecycle::TlsMode;
 use etcd_operator_actors::ports::{InitialState, MemberPod};
-use etcd_operator_actors::topology::Topology;
+use etcd_operator_core::lifecycle::TlsMode;
+use etcd_operator_core::topology::Topology;
 use kube::api::ObjectMeta;
 
 use super::pod::etcd_flags;
@@ -452,7 +452,7 @@ fn plain_member_pods_keep_their_digest_and_are_marked_without_tls() {
 fn restoring_seed(version: &str) -> MemberPod {
     MemberPod {
         version: version.parse().unwrap(),
-        restore: Some(etcd_operator_actors::lifecycle::SnapshotSource {
+        restore: Some(etcd_operator_core::lifecycle::SnapshotSource {
             bucket: "etcd-backups".into(),
             key: "ns/prod/prod_20261130T103300.123Z_r1234.db".into(),
             endpoint: Some("http://10.255.0.1:7480".into()),

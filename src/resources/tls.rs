@@ -4,8 +4,8 @@
 
 use k8s_openapi::api::core::v1::{ExecAction, Pod, Probe, SecretVolumeSource, Volume, VolumeMount};
 
-use etcd_operator_actors::lifecycle::template_with_trust;
-use etcd_operator_actors::topology::CLIENT_PORT;
+use etcd_operator_core::lifecycle::template_with_trust;
+use etcd_operator_core::topology::CLIENT_PORT;
 
 use super::labels::POD_TEMPLATE_ANNOTATION;
 use crate::tls::{Role, SecretNames};

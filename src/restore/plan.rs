@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use etcd_operator_actors::lifecycle::{Version, check_readable};
+use etcd_operator_core::lifecycle::{Version, check_readable};
 use kube::ResourceExt;
 use kube::api::ObjectMeta;
 

@@ -120,7 +120,7 @@ pub fn check_metadata(key: &str, bytes: &[u8]) -> Result<BackupMetadata, String>
     }
     if metadata
         .etcd_version
-        .parse::<etcd_operator_actors::lifecycle::Version>()
+        .parse::<etcd_operator_core::lifecycle::Version>()
         .is_err()
     {
         return Err(format!(

@@ -20,7 +20,7 @@
 
 use std::collections::BTreeMap;
 
-use etcd_operator_actors::lifecycle::{CaRotationStep, CaRotationView};
+use etcd_operator_core::lifecycle::{CaRotationStep, CaRotationView};
 
 use super::ca_source::{CaSource, Renewal};
 use super::error::{Problem, SecretProblem};

@@ -609,7 +609,7 @@ mod rotation {
 
     use std::collections::BTreeMap;
 
-    use etcd_operator_actors::lifecycle::CaRotationStep::{
+    use etcd_operator_core::lifecycle::CaRotationStep::{
         self, DropOldCa, ReissueLeaves, TrustNewCa,
     };
 

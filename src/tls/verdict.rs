@@ -2,7 +2,7 @@
 //! use and until when, what is wrong with them, what the operator must issue, and the
 //! operator's client identity. Pure: the Secrets and the time come in.
 
-use etcd_operator_actors::lifecycle::{CertificateInfo, TlsObservation};
+use etcd_operator_core::lifecycle::{CertificateInfo, TlsObservation};
 
 use super::error::{Problem, SecretProblem};
 use std::collections::BTreeMap;

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::lifecycle::Pace;
+use etcd_operator_core::lifecycle::Pace;
 
 use super::config::ClusterConfig;
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::lifecycle::Deadlines;
+use etcd_operator_core::lifecycle::Deadlines;
 
 /// Timing of a Cluster actor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

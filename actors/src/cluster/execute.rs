@@ -5,10 +5,6 @@
 
 use actix::Addr;
 
-use crate::lifecycle::{
-    Action, BootstrapRecord, MemberView, RecoveryPolicy, RecoveryRecord, SnapshotSource, TlsMode,
-    Version,
-};
 use crate::member_client::{
     AddMember, ListMembers, MemberClient, MoveLeader, PromoteMember, RemoveMember, ask,
 };
@@ -16,10 +12,14 @@ use crate::ports::{
     ClusterApi, EtcdError, EtcdErrorKind, EventRecord, EventType, InitialState, MemberPod,
     NewMember, ServiceKind, VersionChange,
 };
-use crate::topology::Topology;
+use etcd_operator_core::lifecycle::{
+    Action, BootstrapRecord, MemberView, RecoveryPolicy, RecoveryRecord, SnapshotSource, TlsMode,
+    Version,
+};
+use etcd_operator_core::topology::Topology;
 
 use super::services_gate::ServicesGate;
-use crate::outcome::{ActionOutcome, ActionResult};
+use etcd_operator_core::outcome::{ActionOutcome, ActionResult};
 
 /// What an action did, and to which member.
 struct Done {

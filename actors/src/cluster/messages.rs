@@ -2,7 +2,7 @@
 
 use actix::Message;
 
-use crate::lifecycle::DesiredCluster;
+use etcd_operator_core::lifecycle::DesiredCluster;
 
 /// Run one observe–decide–act round now. The actor sends this to itself on its interval.
 #[derive(Debug, Clone, Copy, Message)]

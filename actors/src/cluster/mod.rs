@@ -25,18 +25,18 @@ use futures::FutureExt;
 use serde::Serialize;
 use slog::{Logger, crit, debug, info, warn};
 
-pub(crate) use crate::outcome::{ActionOutcome, ActionResult};
+pub(crate) use etcd_operator_core::outcome::{ActionOutcome, ActionResult};
 pub(crate) use messages::Tick;
 pub use messages::{Inspect, Nudge, Retire, SpecChanged};
 
 use crate::debug::{ActorKind, StateView, TransitionRecord, unix_ms};
-use crate::lifecycle::{DesiredCluster, Pace, Phase, Reason, State};
 use crate::member_client::MemberClient;
 use crate::metrics::{ActionLabels, CountedClusterApi, CountedEtcdApi, PhaseLabels, Telemetry};
 use crate::ports::{ClusterApi, EtcdApi};
-use crate::report::StatusReport;
-use crate::topology::Topology;
 use cadence::Cadence;
+use etcd_operator_core::lifecycle::{DesiredCluster, Pace, Phase, Reason, State};
+use etcd_operator_core::report::StatusReport;
+use etcd_operator_core::topology::Topology;
 use observe::HealthProbe;
 use publish::Written;
 use tick::{TickJob, TickOutcome};
@@ -313,7 +313,7 @@ impl ClusterActor {
     fn transition(
         &self,
         from: &Phase,
-        why: &crate::lifecycle::Why,
+        why: &etcd_operator_core::lifecycle::Why,
         members: usize,
         stages: &tick::Stages,
     ) {

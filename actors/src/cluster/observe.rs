@@ -6,10 +6,12 @@ use std::sync::Arc;
 use actix::Addr;
 use tokio::time::Instant;
 
-use crate::lifecycle::{MemberHealth, MemberView, Membership, Observation, PodView, TlsMode};
 use crate::member_client::{ListMembers, MemberClient, ask};
 use crate::ports::{ApiError, ClusterApi, EtcdApi};
-use crate::topology::Topology;
+use etcd_operator_core::lifecycle::{
+    MemberHealth, MemberView, Membership, Observation, PodView, TlsMode,
+};
+use etcd_operator_core::topology::Topology;
 
 /// Reads the world for one tick. Fails only when Kubernetes cannot be read: without the
 /// pods nothing may be decided.
@@ -165,7 +167,7 @@ pub(crate) fn client_endpoints(pods: &[PodView], topology: &Topology, tls: TlsMo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lifecycle::PodPhase;
+    use etcd_operator_core::lifecycle::PodPhase;
 
     fn names(endpoints: &[String]) -> Vec<&str> {
         endpoints

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::report::StatusReport;
+use etcd_operator_core::report::StatusReport;
 
 /// A status as it was last written.
 #[derive(Debug, Clone)]
@@ -71,9 +71,9 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::lifecycle::fixtures::{World, running_state};
-    use crate::lifecycle::{Deadlines, DesiredCluster, decide};
-    use crate::report::report;
+    use etcd_operator_core::lifecycle::fixtures::{World, running_state};
+    use etcd_operator_core::lifecycle::{Deadlines, DesiredCluster, decide};
+    use etcd_operator_core::report::report;
 
     const REWORDING: Duration = Duration::from_secs(5);
 
@@ -145,7 +145,7 @@ mod tests {
         let last = written(&status, now);
         let soon = now + Duration::from_millis(10);
         let mut phase = reworded(&status, "all is well");
-        phase.reason = crate::lifecycle::Reason::Converged;
+        phase.reason = etcd_operator_core::lifecycle::Reason::Converged;
         let mut member = status.clone();
         member.unready.clear();
         let mut condition = status.clone();

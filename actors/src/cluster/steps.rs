@@ -4,8 +4,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::lifecycle::{Action, Membership, Observation, Phase, PodPhase};
 use crate::trace::Step;
+use etcd_operator_core::lifecycle::{Action, Membership, Observation, Phase, PodPhase};
 
 use super::{ActionOutcome, ActionResult};
 
@@ -206,7 +206,7 @@ pub(crate) fn steps(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lifecycle::Version;
+    use etcd_operator_core::lifecycle::Version;
 
     fn member(alive: bool, running: bool, healthy: bool) -> MemberSight {
         MemberSight {

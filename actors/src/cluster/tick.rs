@@ -7,20 +7,20 @@ use std::time::Duration;
 use actix::Addr;
 use tokio::time::Instant;
 
-use crate::lifecycle::{
-    Deadlines, Decision, DesiredCluster, Pace, Phase, Reason, State, decide, next_deadline, pace,
-};
 use crate::member_client::MemberClient;
 use crate::ports::ClusterApi;
-use crate::report::{Report, StatusReport, report};
-use crate::topology::Topology;
+use etcd_operator_core::lifecycle::{
+    Deadlines, Decision, DesiredCluster, Pace, Phase, Reason, State, decide, next_deadline, pace,
+};
+use etcd_operator_core::report::{Report, StatusReport, report};
+use etcd_operator_core::topology::Topology;
 
 use super::execute::{Effectors, execute};
 use super::observe::{HealthProbe, observe};
 use super::publish::{WriteDue, Written, write_due};
 use super::services_gate::ServicesGate;
 use super::steps::Sight;
-use crate::outcome::ActionOutcome;
+use etcd_operator_core::outcome::ActionOutcome;
 
 /// Inputs of one tick.
 pub(crate) struct TickJob {

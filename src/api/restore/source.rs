@@ -2,7 +2,7 @@
 //! from, as the API writes it, and the same snapshot as the lifecycle takes it. Shared by
 //! the EtcdCluster spec, the EtcdRestore that writes it and the recovery record.
 
-use etcd_operator_actors::lifecycle::SnapshotSource;
+use etcd_operator_core::lifecycle::SnapshotSource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

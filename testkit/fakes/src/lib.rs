@@ -34,14 +34,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use etcd_operator_actors::lifecycle::{
-    BootstrapRecord, CaRotationStep, Claim, ClaimPhase, MemberHealth, MemberView, PodPhase,
-    PodView, Recorded, RecoveryRecord, SnapshotSource, TlsMode, TlsObservation, Version,
-    check_fence,
-};
 use etcd_operator_actors::ports::{
     AddedMember, ApiError, ClusterApi, EtcdApi, EtcdError, EtcdErrorKind, EventRecord,
     InitialState, KubeView, MemberList, MemberPod, NewMember, ServiceKind, VersionChange,
+};
+use etcd_operator_core::lifecycle::{
+    BootstrapRecord, CaRotationStep, Claim, ClaimPhase, MemberHealth, MemberView, PodPhase,
+    PodView, Recorded, RecoveryRecord, SnapshotSource, TlsMode, TlsObservation, Version,
+    check_fence,
 };
 
 /// Where a Service's state sits in the fake's per-Service arrays.
@@ -51,9 +51,9 @@ fn service_index(service: ServiceKind) -> usize {
         ServiceKind::Client => 1,
     }
 }
-use etcd_operator_actors::report::StatusReport;
 use etcd_operator_actors::supervisor::ClusterWiring;
-use etcd_operator_actors::topology::Topology;
+use etcd_operator_core::report::StatusReport;
+use etcd_operator_core::topology::Topology;
 
 /// How many times each fake call was made, and the most calls that were ever in flight at
 /// the same time.

@@ -9,8 +9,9 @@ use super::*;
 
 /// Builds observations member by member.
 #[derive(Clone)]
-pub(crate) struct World {
-    pub(crate) obs: Observation,
+pub struct World {
+    /// The observation built so far.
+    pub obs: Observation,
     members: Vec<MemberView>,
     listed: bool,
     /// The PodDisruptionBudget a test set (`Some(None)`: none), else the quorum.
@@ -18,15 +19,16 @@ pub(crate) struct World {
 }
 
 /// The etcd cluster ID of the fixtures' cluster.
-pub(crate) const CLUSTER_ID: u64 = 0xdead_beef;
+pub const CLUSTER_ID: u64 = 0xdead_beef;
 
-pub(crate) fn peer_url(name: &str) -> String {
+/// The peer URL of member `name` of the cluster `demo`.
+pub fn peer_url(name: &str) -> String {
     format!("http://{name}.demo.default.svc:2380")
 }
 
 impl World {
     /// No pods, no members, Services present.
-    pub(crate) fn empty(now: Instant) -> Self {
+    pub fn empty(now: Instant) -> Self {
         World {
             obs: Observation {
                 now,
@@ -54,7 +56,7 @@ impl World {
     }
 
     /// `n` healthy voting members `m1..mn` running `version`, with Running pods; `m1` leads.
-    pub(crate) fn healthy(now: Instant, n: u64, version: &str) -> Self {
+    pub fn healthy(now: Instant, n: u64, version: &str) -> Self {
         let mut w = World::empty(now);
         for id in 1..=n {
             w = w.member(id, version);
@@ -63,7 +65,7 @@ impl World {
     }
 
     /// Adds a healthy started voting member `m<id>` with a Running pod.
-    pub(crate) fn member(mut self, id: u64, version: &str) -> Self {
+    pub fn member(mut self, id: u64, version: &str) -> Self {
         let name = format!("m{id}");
         self.members.push(MemberView {
             id,
@@ -81,7 +83,7 @@ impl World {
     }
 
     /// Adds a member that was `member add`ed but has not started (no name, no pod).
-    pub(crate) fn unstarted(mut self, id: u64, name: &str, learner: bool) -> Self {
+    pub fn unstarted(mut self, id: u64, name: &str, learner: bool) -> Self {
         self.members.push(MemberView {
             id,
             name: String::new(),
@@ -94,7 +96,7 @@ impl World {
     }
 
     /// Marks member `id` a learner.
-    pub(crate) fn learner(mut self, id: u64) -> Self {
+    pub fn learner(mut self, id: u64) -> Self {
         self.members
             .iter_mut()
             .find(|m| m.id == id)
@@ -104,7 +106,7 @@ impl World {
     }
 
     /// Member `id` does not answer.
-    pub(crate) fn unreachable(mut self, id: u64) -> Self {
+    pub fn unreachable(mut self, id: u64) -> Self {
         self.obs
             .health
             .insert(id, MemberHealth::unreachable("deadline exceeded"));
@@ -112,13 +114,13 @@ impl World {
     }
 
     /// Member `id` reports raft index `index`.
-    pub(crate) fn raft_index(mut self, id: u64, index: u64) -> Self {
+    pub fn raft_index(mut self, id: u64, index: u64) -> Self {
         self.obs.health.get_mut(&id).unwrap().raft_index = Some(index);
         self
     }
 
     /// Every member that answers names member `id` its leader.
-    pub(crate) fn led_by(mut self, id: u64) -> Self {
+    pub fn led_by(mut self, id: u64) -> Self {
         for health in self.obs.health.values_mut().filter(|h| h.reachable) {
             health.leader = Some(id);
         }
@@ -126,19 +128,19 @@ impl World {
     }
 
     /// Member `id` reports `version`.
-    pub(crate) fn runs(mut self, id: u64, version: &str) -> Self {
+    pub fn runs(mut self, id: u64, version: &str) -> Self {
         self.obs.health.get_mut(&id).unwrap().version = version.parse().ok();
         self
     }
 
     /// Changes the pod named `name` in place.
-    pub(crate) fn pod(mut self, name: &str, f: impl FnOnce(&mut PodView)) -> Self {
+    pub fn pod(mut self, name: &str, f: impl FnOnce(&mut PodView)) -> Self {
         f(self.obs.pods.iter_mut().find(|p| p.name == name).unwrap());
         self
     }
 
     /// Adds a Running pod that has no member.
-    pub(crate) fn extra_pod(mut self, name: &str, phase: PodPhase) -> Self {
+    pub fn extra_pod(mut self, name: &str, phase: PodPhase) -> Self {
         self.obs.pods.push(PodView {
             name: name.to_string(),
             phase,
@@ -163,14 +165,14 @@ impl World {
 
     /// Joiners' pods may be prepared before their `member add` (the operator's image is
     /// known).
-    pub(crate) fn preparing_joiners(mut self) -> Self {
+    pub fn preparing_joiners(mut self) -> Self {
         self.obs.prepares_joiners = true;
         self
     }
 
     /// Adds the pod of prepared joiner `name`, built to join `peers`, published, its etcd
     /// waiting for its member add.
-    pub(crate) fn prepared(mut self, name: &str, peers: &[&str]) -> Self {
+    pub fn prepared(mut self, name: &str, peers: &[&str]) -> Self {
         let mut pod = PodView::running(name, "3.5.21");
         pod.ready = false;
         pod.voter = false;
@@ -181,13 +183,13 @@ impl World {
     }
 
     /// Removes the pod named `name`.
-    pub(crate) fn without_pod(mut self, name: &str) -> Self {
+    pub fn without_pod(mut self, name: &str) -> Self {
         self.obs.pods.retain(|p| p.name != name);
         self
     }
 
     /// The object's status records the cluster's ID: it exists.
-    pub(crate) fn born(mut self) -> Self {
+    pub fn born(mut self) -> Self {
         self.obs.recorded.bootstrap = Some(BootstrapRecord {
             seed: Some("m1".into()),
             token: Some("demo-token".into()),
@@ -197,13 +199,13 @@ impl World {
     }
 
     /// The object's status records seed `name`, and no member has answered yet.
-    pub(crate) fn seeding(mut self, name: &str) -> Self {
+    pub fn seeding(mut self, name: &str) -> Self {
         self.obs.recorded.bootstrap = Some(BootstrapRecord::seed(name, "demo-token"));
         self
     }
 
     /// Member `name` has a PersistentVolumeClaim in `phase`, which its pod (if any) mounts.
-    pub(crate) fn claim(mut self, name: &str, phase: ClaimPhase) -> Self {
+    pub fn claim(mut self, name: &str, phase: ClaimPhase) -> Self {
         self.obs.claims.insert(name.to_string(), Claim::new(phase));
         if let Some(pod) = self.obs.pods.iter_mut().find(|p| p.name == name) {
             pod.on_claim = true;
@@ -212,7 +214,7 @@ impl World {
     }
 
     /// Every claim requests and has `bytes`; their class allows expansion or not.
-    pub(crate) fn claims_sized(mut self, bytes: u128, expandable: bool) -> Self {
+    pub fn claims_sized(mut self, bytes: u128, expandable: bool) -> Self {
         for claim in self.obs.claims.values_mut() {
             claim.requested_bytes = Some(bytes);
             claim.capacity_bytes = Some(bytes);
@@ -225,7 +227,7 @@ impl World {
     }
 
     /// Every member listed so far has a bound claim.
-    pub(crate) fn on_volumes(mut self) -> Self {
+    pub fn on_volumes(mut self) -> Self {
         let names: Vec<String> = self.members.iter().map(|m| m.name.clone()).collect();
         for name in names {
             self = self.claim(&name, ClaimPhase::Bound);
@@ -234,26 +236,26 @@ impl World {
     }
 
     /// The Services are missing.
-    pub(crate) fn without_services(mut self) -> Self {
+    pub fn without_services(mut self) -> Self {
         self.obs.services_present = false;
         self
     }
 
     /// Etcd answers nothing.
-    pub(crate) fn etcd_down(mut self) -> Self {
+    pub fn etcd_down(mut self) -> Self {
         self.listed = false;
         self
     }
 
     /// The PodDisruptionBudget's `minAvailable` (`None`: there is none). Unless set, it is
     /// the quorum of the listed voting members, as the operator keeps it.
-    pub(crate) fn budget(mut self, min_available: Option<u32>) -> Self {
+    pub fn budget(mut self, min_available: Option<u32>) -> Self {
         self.budget = Some(min_available);
         self
     }
 
     /// Every pod was built with TLS `mode`.
-    pub(crate) fn pods_tls(mut self, mode: TlsMode) -> Self {
+    pub fn pods_tls(mut self, mode: TlsMode) -> Self {
         for pod in &mut self.obs.pods {
             pod.tls = mode;
         }
@@ -261,13 +263,13 @@ impl World {
     }
 
     /// What the adapter found of the certificates.
-    pub(crate) fn certificates(mut self, tls: TlsObservation) -> Self {
+    pub fn certificates(mut self, tls: TlsObservation) -> Self {
         self.obs.tls = tls;
         self
     }
 
     /// The observation.
-    pub(crate) fn build(mut self) -> Observation {
+    pub fn build(mut self) -> Observation {
         let voters = self.members.iter().filter(|m| !m.is_learner).count();
         let kept = super::upkeep::budget_min_available(&self.obs, &self.members) as u32;
         self.obs.disruption_budget = match self.budget {
@@ -285,7 +287,7 @@ impl World {
 }
 
 /// Asserts the decision does nothing, for `reason`.
-pub(crate) fn assert_idle(d: &Decision, reason: Reason) {
+pub fn assert_idle(d: &Decision, reason: Reason) {
     assert!(d.actions.is_empty(), "{:?}", d.actions);
     assert_eq!(d.why.reason, reason, "{}", d.why.message);
 }
@@ -293,14 +295,15 @@ pub(crate) fn assert_idle(d: &Decision, reason: Reason) {
 /// A state that has already seen the cluster running.
 /// Deadlines for tests whose ticks do not advance the clock: no settle between the
 /// restarts of a rolling restart (it has tests of its own).
-pub(crate) fn unsettled_deadlines() -> Deadlines {
+pub fn unsettled_deadlines() -> Deadlines {
     Deadlines {
         restart_settle: Duration::ZERO,
         ..Deadlines::default()
     }
 }
 
-pub(crate) fn running_state() -> State {
+/// A state of a cluster that has bootstrapped and runs.
+pub fn running_state() -> State {
     State {
         phase: Phase::Running,
         cluster_id: Some(CLUSTER_ID),
@@ -309,6 +312,7 @@ pub(crate) fn running_state() -> State {
 }
 
 /// The decision has no action of this pattern.
+#[cfg(test)]
 macro_rules! assert_no_action {
     ($d:expr, $pattern:pat) => {
         assert!(
@@ -318,4 +322,5 @@ macro_rules! assert_no_action {
         )
     };
 }
+#[cfg(test)]
 pub(crate) use assert_no_action;

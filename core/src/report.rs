@@ -137,7 +137,7 @@ fn phase_name<S: Serializer>(phase: &Phase, s: S) -> Result<S::Ok, S::Error> {
 
 /// What one tick reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Report {
+pub struct Report {
     /// The status to publish (when it differs from the last one).
     pub status: StatusReport,
     /// The Events to raise.
@@ -147,7 +147,7 @@ pub(crate) struct Report {
 /// Reports a tick: its status, and an Event for every change made, every failure, and
 /// every refusal the cluster was not already reported in (`previous`: the reason this
 /// actor published last, if it published anything).
-pub(crate) fn report(
+pub fn report(
     decision: &Decision,
     obs: &Observation,
     spec: &DesiredCluster,

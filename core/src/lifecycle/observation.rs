@@ -125,7 +125,7 @@ impl PodView {
 
     /// A pod whose member will not serve again from it: failed, succeeded, or being
     /// deleted. Not evidence that the member's data is gone (`evidence::member_data`).
-    pub(crate) fn is_dead(&self) -> bool {
+    pub fn is_dead(&self) -> bool {
         matches!(self.phase, PodPhase::Failed | PodPhase::Succeeded) || self.terminating
     }
 }

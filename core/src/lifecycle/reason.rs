@@ -173,7 +173,7 @@ impl Serialize for Reason {
 
 impl Reason {
     /// Whether this reason means the operator refuses or cannot proceed (a warning).
-    pub(crate) fn is_refusal(self) -> bool {
+    pub fn is_refusal(self) -> bool {
         matches!(
             self,
             Reason::TlsSecretInvalid

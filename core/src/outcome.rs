@@ -7,7 +7,7 @@ use crate::lifecycle::Action;
 
 /// What happened to one action.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct ActionOutcome {
+pub struct ActionOutcome {
     /// The action.
     pub action: Action,
     /// How it ended.
@@ -17,7 +17,7 @@ pub(crate) struct ActionOutcome {
 /// How one action ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "result", rename_all = "camelCase")]
-pub(crate) enum ActionResult {
+pub enum ActionResult {
     /// It was carried out.
     Done {
         /// What it did, for people.
@@ -40,7 +40,7 @@ pub(crate) enum ActionResult {
 
 impl ActionResult {
     /// Whether the action was carried out.
-    pub(crate) fn is_done(&self) -> bool {
+    pub fn is_done(&self) -> bool {
         matches!(self, ActionResult::Done { .. })
     }
 }

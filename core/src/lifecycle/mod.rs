@@ -40,8 +40,8 @@ mod claim_tests;
 mod decide_tests;
 #[cfg(test)]
 mod deletion_tests;
-#[cfg(test)]
-pub(crate) mod fixtures;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 #[cfg(test)]
 mod joiner_tests;
 #[cfg(test)]
