@@ -1008,24 +1008,16 @@ async fn two_members_lost_with_their_claims_are_recovered_from_the_survivor_once
     assert!(fake.pods().iter().all(|p| !p.force_new_cluster));
 }
 
-#[actix_rt::test]
-async fn a_refused_action_is_retried_less_and_less_often_and_at_once_after_a_change() {
-    // Seen on the local environment: a cluster whose namespace was being deleted retried
-    // its refused pod calls every follow-up (100 ms), 135 refusals in a few seconds.
+/// Starts a cluster of one whose pod creation fails with `error`, and counts the tries of
+/// its first minute; then lifts the failure and checks that an event brings a try at once.
+async fn tries_in_a_minute_of(error: ApiError) -> u64 {
     tokio::time::pause();
     let fake = FakeCluster::new(demo());
-    fake.refuse_pod_creation(Some(ApiError::Forbidden(
-        "pods \"demo-0\" is forbidden: unable to create new content in namespace default \
-         because it is being terminated"
-            .into(),
-    )));
+    fake.refuse_pod_creation(Some(error));
     let config = ClusterConfig::default();
     let actor = start(&fake, DesiredCluster::new(1, V), config);
     tokio::time::sleep(Duration::from_secs(60)).await;
     let refused = fake.calls().create_member_pod;
-    // Doubling from the follow-up (0.2, 0.4 .. 12.8 s) up to the idle interval: 10 tries
-    // in the first minute, where every follow-up would have been 600.
-    assert!((5..=12).contains(&refused), "{refused} tries in a minute");
 
     // The cause goes away; an event (here a pod's) brings the next try at once.
     fake.refuse_pod_creation(None);
@@ -1033,4 +1025,30 @@ async fn a_refused_action_is_retried_less_and_less_often_and_at_once_after_a_cha
     tokio::time::sleep(config.follow_up).await;
     assert_eq!(fake.calls().create_member_pod, refused + 1);
     until(&actor, &fake, "1 running member", running_with(1)).await;
+    refused
+}
+
+#[actix_rt::test]
+async fn a_failing_action_is_retried_less_and_less_often_and_at_once_after_a_change() {
+    let refused = tries_in_a_minute_of(ApiError::Unavailable(
+        "the API server did not answer".into(),
+    ))
+    .await;
+    // Doubling from the follow-up (0.2, 0.4 .. 12.8 s) up to the idle interval: 10 tries
+    // in the first minute, where every follow-up would have been 600.
+    assert!((5..=12).contains(&refused), "{refused} tries in a minute");
+}
+
+#[actix_rt::test]
+async fn a_refusal_that_retrying_does_not_mend_waits_the_idle_interval_at_once() {
+    // Seen on the local environment: a cluster whose namespace was being deleted retried
+    // its refused pod calls every follow-up (100 ms), 135 refusals in a few seconds.
+    let refused = tries_in_a_minute_of(ApiError::Forbidden(
+        "pods \"demo-0\" is forbidden: unable to create new content in namespace default \
+         because it is being terminated"
+            .into(),
+    ))
+    .await;
+    // At 0, 20, 40 and 60 s: the idle interval from the first refusal on.
+    assert!((2..=4).contains(&refused), "{refused} tries in a minute");
 }

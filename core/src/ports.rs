@@ -135,7 +135,51 @@ pub enum ApiError {
     Other(String),
 }
 
+/// What kind of failure a Kubernetes API call met: the [`ApiError`] without its message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ApiErrorKind {
+    /// The object is not there.
+    NotFound,
+    /// Exists already, owned by another, or changed since it was read.
+    Conflict,
+    /// Not allowed, or refused by this replica's leader fence.
+    Forbidden,
+    /// Rejected by validation or admission.
+    Invalid,
+    /// Not reached or not answered in time: a later try may succeed.
+    Unavailable,
+    /// Anything else.
+    Other,
+}
+
+impl ApiErrorKind {
+    /// A stable snake_case name, for metric labels and logs.
+    pub fn metric_label(self) -> &'static str {
+        match self {
+            ApiErrorKind::NotFound => "not_found",
+            ApiErrorKind::Conflict => "conflict",
+            ApiErrorKind::Forbidden => "forbidden",
+            ApiErrorKind::Invalid => "invalid",
+            ApiErrorKind::Unavailable => "unavailable",
+            ApiErrorKind::Other => "other",
+        }
+    }
+}
+
 impl ApiError {
+    /// Its kind, without the message.
+    pub fn kind(&self) -> ApiErrorKind {
+        match self {
+            ApiError::NotFound(_) => ApiErrorKind::NotFound,
+            ApiError::Conflict(_) => ApiErrorKind::Conflict,
+            ApiError::Forbidden(_) => ApiErrorKind::Forbidden,
+            ApiError::Invalid(_) => ApiErrorKind::Invalid,
+            ApiError::Unavailable(_) => ApiErrorKind::Unavailable,
+            ApiError::Other(_) => ApiErrorKind::Other,
+        }
+    }
+
     /// What failed, for people.
     pub fn message(&self) -> &str {
         match self {
@@ -150,14 +194,7 @@ impl ApiError {
 
     /// A stable snake_case name of the variant, for metric labels.
     pub fn metric_label(&self) -> &'static str {
-        match self {
-            ApiError::NotFound(_) => "not_found",
-            ApiError::Conflict(_) => "conflict",
-            ApiError::Forbidden(_) => "forbidden",
-            ApiError::Invalid(_) => "invalid",
-            ApiError::Unavailable(_) => "unavailable",
-            ApiError::Other(_) => "other",
-        }
+        self.kind().metric_label()
     }
 }
 

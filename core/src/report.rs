@@ -156,7 +156,7 @@ pub fn report(
 ) -> Report {
     let mut status = summarize(decision, obs, spec);
     if let Some(error) = outcomes.iter().find_map(|o| match &o.result {
-        ActionResult::Failed { error } => Some(error),
+        ActionResult::Failed { error, .. } => Some(error),
         _ => None,
     }) {
         status.message = format!("{} (last step failed: {error})", status.message);
@@ -202,10 +202,10 @@ fn outcome_event(outcome: &ActionOutcome) -> Option<EventRecord> {
             note.clone(),
             member.clone(),
         ),
-        ActionResult::Failed { error } => (
+        ActionResult::Failed { error, cause } => (
             EventType::Warning,
             "ActionFailed",
-            format!("{}: {error}", action.kind()),
+            format!("{} failed ({}): {error}", action.kind(), cause.label()),
             None,
         ),
     };
@@ -523,6 +523,41 @@ mod tests {
 
     fn condition<'a>(r: &'a StatusReport, kind: &str) -> &'a ConditionReport {
         r.conditions.iter().find(|c| c.kind == kind).unwrap()
+    }
+
+    #[test]
+    fn a_failed_action_is_reported_with_the_kind_of_what_it_ran_into() {
+        use crate::outcome::Cause;
+        use crate::ports::ApiErrorKind;
+        let now = Instant::now();
+        let obs = World::healthy(now, 3, "3.5.21").build();
+        let spec = DesiredCluster::new(3, "3.5.21");
+        let d = decide(running_state(), &obs, &spec, &Deadlines::default());
+        let failed = ActionOutcome {
+            action: Action::LabelVoter {
+                name: "demo-1".into(),
+            },
+            result: ActionResult::Failed {
+                error: "labelling pod demo-1 a voter: pods is forbidden".into(),
+                cause: Cause::Kubernetes(ApiErrorKind::Forbidden),
+            },
+        };
+        let out = super::report(&d, &obs, &spec, &[failed], None);
+        let event = out.events.iter().find(|e| e.reason == "ActionFailed");
+        assert_eq!(
+            event.map(|e| e.note.as_str()),
+            Some(
+                "label_voter failed (kubernetes_forbidden): labelling pod demo-1 a voter: pods \
+                 is forbidden"
+            )
+        );
+        assert!(
+            out.status
+                .message
+                .ends_with("(last step failed: labelling pod demo-1 a voter: pods is forbidden)"),
+            "{}",
+            out.status.message
+        );
     }
 
     #[test]

@@ -4,16 +4,58 @@
 //! lifecycle's next deadline. Any event (a nudge, a spec change) starts it over from fast.
 //! A tick whose every action failed is followed less and less soon (twice the follow-up,
 //! doubling up to `idle_interval`) until one that acts without failing: a refusal that
-//! lasts (a namespace being deleted, a quota, a missing permission) is not retried ten
-//! times a second, and an event still brings a tick at once.
+//! lasts is not retried ten times a second, and an event still brings a tick at once.
+//! When every failure is of a kind that retrying does not mend (`Cause::is_lasting`: a
+//! missing permission, a namespace being deleted, a request the API server rejects), the
+//! wait is `idle_interval` at once.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use etcd_operator_core::lifecycle::Pace;
+use etcd_operator_core::outcome::{ActionOutcome, ActionResult};
 
 use super::config::ClusterConfig;
+
+/// How a tick's actions went, as the back-off counts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Acted {
+    /// It took no action.
+    Nothing,
+    /// At least one action did not fail (done, or etcd's "not yet").
+    NotAllFailed,
+    /// Every action failed; `lasting` when every failure is one that retrying soon does
+    /// not mend.
+    AllFailed {
+        /// Every cause [`Cause::is_lasting`](etcd_operator_core::outcome::Cause::is_lasting).
+        lasting: bool,
+    },
+}
+
+impl Acted {
+    /// How the actions of `outcomes` went.
+    pub(crate) fn of(outcomes: &[ActionOutcome]) -> Acted {
+        let causes: Option<Vec<_>> = outcomes
+            .iter()
+            .map(|o| match o.result {
+                ActionResult::Failed { cause, .. } => Some(cause),
+                _ => None,
+            })
+            .collect();
+        match causes {
+            _ if outcomes.is_empty() => Acted::Nothing,
+            None => Acted::NotAllFailed,
+            Some(causes) => Acted::AllFailed {
+                lasting: causes.iter().all(|c| c.is_lasting()),
+            },
+        }
+    }
+}
+
+/// A count of failing ticks at which the back-off has reached its ceiling with any
+/// configuration (the doubling stops at 2^16).
+const LONGEST: u32 = 16;
 
 /// The actor's cadence: how many settled ticks, and how many ticks whose every action
 /// failed, it has seen in a row.
@@ -32,13 +74,13 @@ impl Cadence {
         self.settled = 0;
     }
 
-    /// Notes how a tick's actions went: `None` when it took none, else whether every one
-    /// of them failed.
-    pub(crate) fn note_actions(&mut self, all_failed: Option<bool>) {
-        match all_failed {
-            Some(true) => self.failing = self.failing.saturating_add(1),
-            Some(false) => self.failing = 0,
-            None => {}
+    /// Notes how a tick's actions went.
+    pub(crate) fn note_actions(&mut self, acted: Acted) {
+        match acted {
+            Acted::Nothing => {}
+            Acted::NotAllFailed => self.failing = 0,
+            Acted::AllFailed { lasting: false } => self.failing = self.failing.saturating_add(1),
+            Acted::AllFailed { lasting: true } => self.failing = LONGEST,
         }
     }
 
@@ -96,6 +138,9 @@ fn doubled(base: Duration, n: u32, ceiling: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use etcd_operator_core::lifecycle::Action;
+    use etcd_operator_core::outcome::Cause;
+    use etcd_operator_core::ports::{ApiErrorKind, EtcdErrorKind};
 
     fn secs(s: u64) -> Duration {
         Duration::from_secs(s)
@@ -149,7 +194,7 @@ mod tests {
     fn ticks_whose_every_action_failed_back_off_until_one_acts_without_failing() {
         let mut cadence = Cadence::default();
         let failed = |cadence: &mut Cadence| {
-            cadence.note_actions(Some(true));
+            cadence.note_actions(Acted::AllFailed { lasting: false });
             waits(cadence, Pace::Busy, 1)[0]
         };
         let backing_off: Vec<_> = (0..9).map(|_| failed(&mut cadence)).collect();
@@ -160,10 +205,61 @@ mod tests {
         );
         // An event does not end the run; a tick without actions neither.
         cadence.reset();
-        cadence.note_actions(None);
+        cadence.note_actions(Acted::Nothing);
         assert_eq!(waits(&mut cadence, Pace::Busy, 1), [secs(20)]);
-        cadence.note_actions(Some(false));
+        cadence.note_actions(Acted::NotAllFailed);
         assert_eq!(waits(&mut cadence, Pace::Busy, 1), [ms(100)]);
+    }
+
+    fn failed(cause: Cause) -> ActionOutcome {
+        ActionOutcome {
+            action: Action::EnsureServices,
+            result: ActionResult::Failed {
+                error: "refused".into(),
+                cause,
+            },
+        }
+    }
+
+    const FORBIDDEN: Cause = Cause::Kubernetes(ApiErrorKind::Forbidden);
+    const TIMEOUT: Cause = Cause::Etcd(EtcdErrorKind::Timeout);
+
+    #[test]
+    fn a_tick_whose_every_failure_is_lasting_waits_the_idle_interval_at_once() {
+        let mut cadence = Cadence::default();
+        cadence.note_actions(Acted::of(&[failed(FORBIDDEN)]));
+        assert_eq!(waits(&mut cadence, Pace::Busy, 1), [secs(20)]);
+        // A failure that a retry may mend among them: the back-off grows from the start.
+        let mut cadence = Cadence::default();
+        cadence.note_actions(Acted::of(&[failed(FORBIDDEN), failed(TIMEOUT)]));
+        assert_eq!(
+            waits(&mut cadence, Pace::Busy, 1),
+            [Duration::from_millis(200)]
+        );
+    }
+
+    #[test]
+    fn a_tick_counts_as_failing_only_when_it_acted_and_every_action_failed() {
+        let done = ActionOutcome {
+            action: Action::EnsureServices,
+            result: ActionResult::Done {
+                note: "ensured".into(),
+                member: None,
+            },
+        };
+        assert_eq!(Acted::of(&[]), Acted::Nothing);
+        assert_eq!(Acted::of(&[failed(FORBIDDEN), done]), Acted::NotAllFailed);
+        assert_eq!(
+            Acted::of(&[failed(TIMEOUT)]),
+            Acted::AllFailed { lasting: false }
+        );
+        assert_eq!(
+            Acted::of(&[
+                failed(FORBIDDEN),
+                failed(Cause::Kubernetes(ApiErrorKind::Invalid))
+            ]),
+            Acted::AllFailed { lasting: true }
+        );
     }
 
     #[test]

@@ -33,7 +33,7 @@ use crate::debug::{ActorKind, StateView, TransitionRecord, unix_ms};
 use crate::member_client::MemberClient;
 use crate::metrics::{ActionLabels, CountedClusterApi, CountedEtcdApi, PhaseLabels, Telemetry};
 use crate::ports::{ClusterApi, EtcdApi};
-use cadence::Cadence;
+use cadence::{Acted, Cadence};
 use etcd_operator_core::lifecycle::{DesiredCluster, Pace, Phase, Reason, State};
 use etcd_operator_core::report::StatusReport;
 use etcd_operator_core::topology::Topology;
@@ -235,11 +235,7 @@ impl ClusterActor {
                     deadline,
                 } = *done;
                 metrics.tick_seconds.observe(elapsed.as_secs_f64());
-                self.cadence.note_actions((!outcomes.is_empty()).then(|| {
-                    outcomes
-                        .iter()
-                        .all(|o| matches!(o.result, ActionResult::Failed { .. }))
-                }));
+                self.cadence.note_actions(Acted::of(&outcomes));
                 self.log_outcomes(decision.why.reason.as_str(), &outcomes);
                 self.trace_tick(sight, observed, &outcomes);
                 if let Some(error) = status_error {
@@ -302,9 +298,9 @@ impl ClusterActor {
                         self.last_not_yet = answer;
                     }
                 }
-                ActionResult::Failed { error } => {
+                ActionResult::Failed { error, cause } => {
                     warn!(self.logger, "action failed"; "action" => kind,
-                        "reason" => reason, "error" => error)
+                        "reason" => reason, "cause" => cause.label(), "error" => error)
                 }
             }
         }

@@ -207,6 +207,8 @@ pub(crate) fn steps(
 mod tests {
     use super::*;
     use etcd_operator_core::lifecycle::Version;
+    use etcd_operator_core::outcome::Cause;
+    use etcd_operator_core::ports::EtcdErrorKind;
 
     fn member(alive: bool, running: bool, healthy: bool) -> MemberSight {
         MemberSight {
@@ -297,7 +299,10 @@ mod tests {
         };
         let failed = ActionOutcome {
             action: joiner(),
-            result: ActionResult::Failed { error: "no".into() },
+            result: ActionResult::Failed {
+                error: "no".into(),
+                cause: Cause::Etcd(EtcdErrorKind::Timeout),
+            },
         };
         let add = Action::AddMember {
             learner: true,

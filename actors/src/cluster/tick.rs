@@ -15,7 +15,7 @@ use etcd_operator_core::lifecycle::{
 use etcd_operator_core::report::{Report, StatusReport, report};
 use etcd_operator_core::topology::Topology;
 
-use super::execute::{Effectors, execute};
+use super::execute::{ActionEnv, execute};
 use super::observe::{HealthProbe, observe};
 use super::publish::{WriteDue, Written, write_due};
 use super::services_gate::ServicesGate;
@@ -112,7 +112,7 @@ impl TickJob {
         let decision = decide(self.state, &obs, &self.spec, &self.deadlines);
         let pace = pace(&decision, &obs, &self.spec);
         let mut deadline = next_deadline(&decision, &obs, &self.spec, &self.deadlines);
-        let fx = Effectors {
+        let env = ActionEnv {
             kube,
             members: &self.members,
             topology: &self.topology,
@@ -120,7 +120,7 @@ impl TickJob {
             endpoints: obs.endpoints.clone(),
             services: ServicesGate::default(),
         };
-        let outcomes = execute(&fx, &decision.actions).await;
+        let outcomes = execute(&env, &decision.actions).await;
         let acted = Instant::now();
         let Report { status, events } =
             report(&decision, &obs, &self.spec, &outcomes, self.last_reason);

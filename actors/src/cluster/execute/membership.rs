@@ -1,0 +1,57 @@
+//! Actions that change etcd's membership of voters: promote a learner, hand leadership
+//! over, remove a member. Each goes through the MemberClient, which orders them.
+
+use crate::member_client::{MemberClient, MoveLeader, PromoteMember, RemoveMember, ask};
+use crate::ports::EtcdError;
+
+use super::{ActionEnv, Done, Failure};
+
+/// A membership call through the MemberClient; `context` names it in the error.
+pub(super) async fn call<M, T>(env: &ActionEnv<'_>, call: M, context: String) -> Result<T, Failure>
+where
+    M: actix::Message<Result = Result<T, EtcdError>> + Send + 'static,
+    T: Send + 'static,
+    MemberClient: actix::Handler<M>,
+{
+    ask(env.members, call)
+        .await
+        .map_err(|e| Failure::etcd(context, &e))
+}
+
+/// `member promote` of learner `name`.
+pub(super) async fn promote(env: &ActionEnv<'_>, id: u64, name: &str) -> Result<Done, Failure> {
+    let promote = PromoteMember {
+        endpoints: env.endpoints.clone(),
+        id,
+    };
+    call(env, promote, format!("member promote {name}")).await?;
+    let note = format!("promoted learner {name} to a voting member");
+    Ok(Done::member(note, name))
+}
+
+/// `move-leader` from member `from` (asked at its own client URL) to voter `to`, `name`.
+pub(super) async fn move_leader(
+    env: &ActionEnv<'_>,
+    from: &str,
+    to: u64,
+    name: &str,
+) -> Result<Done, Failure> {
+    let move_leader = MoveLeader {
+        leader: env.topology.client_url(from, env.tls),
+        to,
+    };
+    call(env, move_leader, format!("move leader {from} -> {name}")).await?;
+    let note = format!("member {name} is the leader now (was {from})");
+    Ok(Done::member(note, name))
+}
+
+/// `member remove` of member `name`.
+pub(super) async fn remove(env: &ActionEnv<'_>, id: u64, name: &str) -> Result<Done, Failure> {
+    let remove = RemoveMember {
+        endpoints: env.endpoints.clone(),
+        id,
+    };
+    call(env, remove, format!("member remove {name}")).await?;
+    let note = format!("removed member {name} (id {id:x}) from etcd");
+    Ok(Done::member(note, name))
+}
