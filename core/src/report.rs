@@ -411,70 +411,35 @@ pub(crate) fn summarize(
     spec: &DesiredCluster,
 ) -> StatusReport {
     let (ready, unready, voters, healthy_voters) = members(decision, obs);
-    let listed = matches!(obs.membership, Membership::Listed { .. });
-    let size = ready.len() + unready.len();
-    let current_version = obs
-        .health
-        .values()
-        .filter_map(|h| h.version.clone())
-        .min()
-        .map(|v| v.to_string());
     let why = &decision.why;
     let phase = &decision.state.phase;
-    let quorum = listed && voters > 0 && healthy_voters > voters / 2;
-
-    let available = ConditionReport {
-        kind: AVAILABLE,
-        status: quorum,
-        reason: if quorum {
-            "QuorumHealthy".into()
-        } else if matches!(phase, Phase::Bootstrapping) {
-            "Bootstrapping".into()
-        } else {
-            Reason::QuorumLost.as_str().into()
+    let conditions = [
+        available_condition(obs, phase, voters, healthy_voters),
+        ConditionReport {
+            kind: PROGRESSING,
+            status: phase.is_progressing(),
+            reason: why.reason.as_str().into(),
+            message: why.message.clone(),
         },
-        message: format!("{healthy_voters} of {voters} voting members healthy"),
-    };
-    let progressing = ConditionReport {
-        kind: PROGRESSING,
-        status: phase.is_progressing(),
-        reason: why.reason.as_str().into(),
-        message: why.message.clone(),
-    };
-    let blocked = matches!(phase, Phase::Blocked { .. });
-    let degraded_status = blocked || !unready.is_empty();
-    let degraded = ConditionReport {
-        kind: DEGRADED,
-        status: degraded_status,
-        reason: if blocked {
-            why.reason.as_str().into()
-        } else if matches!(phase, Phase::Bootstrapping) {
-            "Bootstrapping".into()
-        } else if degraded_status {
-            "MembersUnhealthy".into()
-        } else {
-            "AllMembersHealthy".into()
-        },
-        message: if blocked {
-            why.message.clone()
-        } else if degraded_status {
-            format!("not ready: {}", unready.join(", "))
-        } else {
-            format!("{} members healthy", ready.len())
-        },
-    };
-    let policy = pod_policy_condition(decision, obs, spec);
+        degraded_condition(decision, &ready, &unready),
+        pod_policy_condition(decision, obs, spec),
+    ];
     StatusReport {
         phase: phase.clone(),
         reason: why.reason,
         message: why.message.clone(),
-        size,
+        size: ready.len() + unready.len(),
         ready,
         unready,
         details: member_details(obs),
-        current_version,
+        current_version: obs
+            .health
+            .values()
+            .filter_map(|h| h.version.clone())
+            .min()
+            .map(|v| v.to_string()),
         target_version: spec.version.clone(),
-        conditions: [available, progressing, degraded, policy]
+        conditions: conditions
             .into_iter()
             .chain(volumes_condition(obs, spec))
             .collect(),
@@ -494,6 +459,61 @@ pub(crate) fn summarize(
             .filter_map(|h| h.revision)
             .max()
             .or(obs.recorded.revision),
+    }
+}
+
+/// `Available`: a member list was read and more than half of the voters are healthy.
+fn available_condition(
+    obs: &Observation,
+    phase: &Phase,
+    voters: usize,
+    healthy_voters: usize,
+) -> ConditionReport {
+    let listed = matches!(obs.membership, Membership::Listed { .. });
+    let quorum = listed && voters > 0 && healthy_voters > voters / 2;
+    ConditionReport {
+        kind: AVAILABLE,
+        status: quorum,
+        reason: if quorum {
+            "QuorumHealthy".into()
+        } else if matches!(phase, Phase::Bootstrapping) {
+            "Bootstrapping".into()
+        } else {
+            Reason::QuorumLost.as_str().into()
+        },
+        message: format!("{healthy_voters} of {voters} voting members healthy"),
+    }
+}
+
+/// `Degraded`: the cluster is blocked, or a member is not ready.
+fn degraded_condition(
+    decision: &Decision,
+    ready: &[String],
+    unready: &[String],
+) -> ConditionReport {
+    let why = &decision.why;
+    let phase = &decision.state.phase;
+    let blocked = matches!(phase, Phase::Blocked { .. });
+    let degraded = blocked || !unready.is_empty();
+    ConditionReport {
+        kind: DEGRADED,
+        status: degraded,
+        reason: if blocked {
+            why.reason.as_str().into()
+        } else if matches!(phase, Phase::Bootstrapping) {
+            "Bootstrapping".into()
+        } else if degraded {
+            "MembersUnhealthy".into()
+        } else {
+            "AllMembersHealthy".into()
+        },
+        message: if blocked {
+            why.message.clone()
+        } else if degraded {
+            format!("not ready: {}", unready.join(", "))
+        } else {
+            format!("{} members healthy", ready.len())
+        },
     }
 }
 

@@ -119,88 +119,101 @@ pub(crate) fn steps(
         sight: Sight::default(),
     };
     let mut found = Vec::new();
-    let mut note = |step: Step, member: Option<&str>, at: At| {
-        found.push(Found {
-            step,
-            member: member.map(str::to_string),
-            at,
-        })
-    };
     next.deleted
         .retain(|name| current.members.get(name).is_some_and(|m| m.alive));
-    for (name, now) in &current.members {
-        let then = before.members.get(name).copied();
-        let was = then.unwrap_or_default();
-        let member = Some(name.as_str());
-        if now.pod_running && !was.pod_running {
-            note(Step::PodRunning, member, At::Observed);
-        }
-        if then.is_some_and(|then| now.restarts > then.restarts) {
-            note(Step::PodRestarted, member, At::Observed);
-        }
-        if now.serving && !was.serving {
-            note(Step::MemberServing, member, At::Observed);
-        }
-        if now.healthy && !was.healthy {
-            note(Step::MemberHealthy, member, At::Observed);
-            if next.replacing.remove(name) {
-                note(Step::ReplacementHealthy, member, At::Observed);
-            }
-        }
-    }
+    member_changes(before, &current, &mut next, &mut found);
     for (name, then) in &before.members {
         let gone = then.alive && !current.member(name).alive;
         if gone && !previous.deleted.contains(name) {
-            note(Step::MemberLost, Some(name), At::Observed);
+            note(&mut found, Step::MemberLost, Some(name), At::Observed);
             next.lost += 1;
         }
     }
     if current.running && !before.running {
-        note(Step::Ready, None, At::Observed);
+        note(&mut found, Step::Ready, None, At::Observed);
     }
     for outcome in outcomes {
-        let ActionResult::Done { member, .. } = &outcome.result else {
-            continue;
-        };
-        let member = member.as_deref();
-        let made_pod = match &outcome.action {
-            Action::CreateSeed { .. } | Action::StartSeed { .. } => {
-                note(Step::SeedPodCreated, member, At::Acted);
-                false
-            }
-            Action::PrepareJoiner { .. } | Action::ResumeJoin { .. } => true,
-            Action::AddMember { prepared, .. } => {
-                note(Step::MemberAdded, member, At::Acted);
-                prepared.is_none()
-            }
-            Action::RestartMember { .. } => next.lost > 0,
-            Action::PromoteLearner { .. } => {
-                note(Step::LearnerPromoted, member, At::Acted);
-                false
-            }
-            Action::DeletePod { name } | Action::RecreatePod { name } => {
-                next.deleted.insert(name.clone());
-                false
-            }
-            _ => false,
-        };
-        if made_pod && next.lost > 0 {
-            next.lost -= 1;
-            note(Step::ReplacementPodCreated, member, At::Acted);
-            next.replacing.extend(member.map(str::to_string));
-        } else if made_pod {
-            note(Step::JoinerPodCreated, member, At::Acted);
+        if let ActionResult::Done { member, .. } = &outcome.result {
+            action_done(&outcome.action, member.as_deref(), &mut next, &mut found);
         }
     }
     let published = current
         .published_running
         .unwrap_or(before.published_running.unwrap_or(false));
     if published && before.published_running != Some(true) {
-        note(Step::StatusPublished, None, At::Acted);
+        note(&mut found, Step::StatusPublished, None, At::Acted);
     }
     current.published_running = Some(published);
     next.sight = current;
     (found, next)
+}
+
+/// Adds a step to `found`.
+fn note(found: &mut Vec<Found>, step: Step, member: Option<&str>, at: At) {
+    found.push(Found {
+        step,
+        member: member.map(str::to_string),
+        at,
+    })
+}
+
+/// The steps each member of `current` shows for the first time since `before`: its pod
+/// running or restarted, serving, healthy (a replacement's end, when it was one).
+fn member_changes(before: &Sight, current: &Sight, next: &mut Trail, found: &mut Vec<Found>) {
+    for (name, now) in &current.members {
+        let then = before.members.get(name).copied();
+        let was = then.unwrap_or_default();
+        let member = Some(name.as_str());
+        if now.pod_running && !was.pod_running {
+            note(found, Step::PodRunning, member, At::Observed);
+        }
+        if then.is_some_and(|then| now.restarts > then.restarts) {
+            note(found, Step::PodRestarted, member, At::Observed);
+        }
+        if now.serving && !was.serving {
+            note(found, Step::MemberServing, member, At::Observed);
+        }
+        if now.healthy && !was.healthy {
+            note(found, Step::MemberHealthy, member, At::Observed);
+            if next.replacing.remove(name) {
+                note(found, Step::ReplacementHealthy, member, At::Observed);
+            }
+        }
+    }
+}
+
+/// The steps an action carried out on `member` is: a seed's pod, a member added, a
+/// learner promoted, a joiner's pod (a replacement's while members are lost); a pod
+/// deleted on purpose is remembered, so that its going is not a loss.
+fn action_done(action: &Action, member: Option<&str>, next: &mut Trail, found: &mut Vec<Found>) {
+    let made_pod = match action {
+        Action::CreateSeed { .. } | Action::StartSeed { .. } => {
+            note(found, Step::SeedPodCreated, member, At::Acted);
+            false
+        }
+        Action::PrepareJoiner { .. } | Action::ResumeJoin { .. } => true,
+        Action::AddMember { prepared, .. } => {
+            note(found, Step::MemberAdded, member, At::Acted);
+            prepared.is_none()
+        }
+        Action::RestartMember { .. } => next.lost > 0,
+        Action::PromoteLearner { .. } => {
+            note(found, Step::LearnerPromoted, member, At::Acted);
+            false
+        }
+        Action::DeletePod { name } | Action::RecreatePod { name } => {
+            next.deleted.insert(name.clone());
+            false
+        }
+        _ => false,
+    };
+    if made_pod && next.lost > 0 {
+        next.lost -= 1;
+        note(found, Step::ReplacementPodCreated, member, At::Acted);
+        next.replacing.extend(member.map(str::to_string));
+    } else if made_pod {
+        note(found, Step::JoinerPodCreated, member, At::Acted);
+    }
 }
 
 #[cfg(test)]

@@ -390,62 +390,8 @@ fn from_survivor(
     obs: &Observation,
     last_revision: Option<i64>,
 ) -> Result<(Vec<Action>, String), String> {
-    if loss.survivors.is_empty() {
-        return Err(format!(
-            "FromSurvivor cannot proceed: no member survives with data (set \
-             {RECOVER_ANNOTATION}=FromBackup to restore the newest backup)"
-        ));
-    }
-    let candidates: Vec<&Survivor> = loss
-        .survivors
-        .iter()
-        .filter(|s| s.raft_index.is_some())
-        .filter(|s| obs.pod(&s.name).is_some_and(|p| !p.is_dead()))
-        .collect();
-    if candidates.len() < loss.survivors.len() {
-        let silent: Vec<&str> = loss
-            .survivors
-            .iter()
-            .filter(|s| !candidates.iter().any(|c| c.name == s.name))
-            .map(|s| s.name.as_str())
-            .collect();
-        return Err(format!(
-            "FromSurvivor cannot proceed: survivor(s) {} do not report their raft index, so \
-             the most up-to-date one cannot be chosen; waiting for them to answer",
-            silent.join(", ")
-        ));
-    }
-    let chosen = candidates
-        .into_iter()
-        .max_by(|a, b| (a.raft_index, &b.name).cmp(&(b.raft_index, &a.name)))
-        .expect("at least one survivor");
-    if !evidence::held_on_claim(obs, &chosen.name) {
-        return Err(format!(
-            "FromSurvivor cannot proceed: survivor {} (the most advanced) keeps its data on \
-             an emptyDir volume, and restarting it in a new pod would lose it (members need \
-             spec.pod.persistentVolumeClaimSpec for this recovery)",
-            chosen.name
-        ));
-    }
-    let version = chosen
-        .version
-        .as_deref()
-        .and_then(|v| v.parse::<Version>().ok());
-    if !version.as_ref().is_some_and(force_new_cluster_is_safe) {
-        let verified: Vec<String> = FORCE_NEW_CLUSTER_VERIFIED
-            .iter()
-            .map(|(a, b, c)| format!("{a}.{b}.{c}"))
-            .collect();
-        return Err(format!(
-            "FromSurvivor cannot proceed: survivor {} runs etcd {}, whose --force-new-cluster \
-             is not known to keep every committed key for the members that join after it \
-             (etcd-io/etcd#14009, #20009); it is used from etcd {} on. Restore from a backup \
-             ({RECOVER_ANNOTATION}=FromBackup) or recover by hand",
-            chosen.name,
-            chosen.version.as_deref().unwrap_or("(unknown)"),
-            verified.join(" and ")
-        ));
-    }
+    let chosen = most_advanced_survivor(loss, obs)?;
+    may_restart_alone(chosen, obs)?;
     let record = RecoveryRecord {
         incident: loss.incident.clone(),
         policy: RecoveryPolicy::FromSurvivor,
@@ -479,6 +425,73 @@ fn from_survivor(
         },
     ];
     Ok((actions, message))
+}
+
+/// The survivor with the highest raft index (ties: the first name), once every survivor
+/// has a live pod that reports its index; else why it cannot be chosen yet.
+fn most_advanced_survivor<'a>(loss: &'a Loss, obs: &Observation) -> Result<&'a Survivor, String> {
+    if loss.survivors.is_empty() {
+        return Err(format!(
+            "FromSurvivor cannot proceed: no member survives with data (set \
+             {RECOVER_ANNOTATION}=FromBackup to restore the newest backup)"
+        ));
+    }
+    let candidates: Vec<&Survivor> = loss
+        .survivors
+        .iter()
+        .filter(|s| s.raft_index.is_some())
+        .filter(|s| obs.pod(&s.name).is_some_and(|p| !p.is_dead()))
+        .collect();
+    if candidates.len() < loss.survivors.len() {
+        let silent: Vec<&str> = loss
+            .survivors
+            .iter()
+            .filter(|s| !candidates.iter().any(|c| c.name == s.name))
+            .map(|s| s.name.as_str())
+            .collect();
+        return Err(format!(
+            "FromSurvivor cannot proceed: survivor(s) {} do not report their raft index, so \
+             the most up-to-date one cannot be chosen; waiting for them to answer",
+            silent.join(", ")
+        ));
+    }
+    Ok(candidates
+        .into_iter()
+        .max_by(|a, b| (a.raft_index, &b.name).cmp(&(b.raft_index, &a.name)))
+        .expect("at least one survivor"))
+}
+
+/// Whether `chosen` may be restarted alone with `--force-new-cluster`: its data is on a
+/// claim (a new pod keeps it), and its etcd version keeps every committed key doing so.
+fn may_restart_alone(chosen: &Survivor, obs: &Observation) -> Result<(), String> {
+    if !evidence::held_on_claim(obs, &chosen.name) {
+        return Err(format!(
+            "FromSurvivor cannot proceed: survivor {} (the most advanced) keeps its data on \
+             an emptyDir volume, and restarting it in a new pod would lose it (members need \
+             spec.pod.persistentVolumeClaimSpec for this recovery)",
+            chosen.name
+        ));
+    }
+    let version = chosen
+        .version
+        .as_deref()
+        .and_then(|v| v.parse::<Version>().ok());
+    if version.as_ref().is_some_and(force_new_cluster_is_safe) {
+        return Ok(());
+    }
+    let verified: Vec<String> = FORCE_NEW_CLUSTER_VERIFIED
+        .iter()
+        .map(|(a, b, c)| format!("{a}.{b}.{c}"))
+        .collect();
+    Err(format!(
+        "FromSurvivor cannot proceed: survivor {} runs etcd {}, whose --force-new-cluster \
+         is not known to keep every committed key for the members that join after it \
+         (etcd-io/etcd#14009, #20009); it is used from etcd {} on. Restore from a backup \
+         ({RECOVER_ANNOTATION}=FromBackup) or recover by hand",
+        chosen.name,
+        chosen.version.as_deref().unwrap_or("(unknown)"),
+        verified.join(" and ")
+    ))
 }
 
 /// `FromBackup`: the newest verified backup, into a new seed.
