@@ -72,26 +72,52 @@ fn security_context(policy: &PodPolicy) -> PodSecurityContext {
 
 /// Every rule of `spec.pod`'s security.
 pub(crate) fn rules() -> Vec<Rule> {
-    let sc = |what: &str| format!("spec.pod.securityContext: {what} is refused: {STANDARD}");
+    [
+        identity_rules(),
+        seccomp_and_selinux_rules(),
+        host_isolation_rules(),
+        apparmor_rules(),
+        vec![etcd_env_rule()],
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// The refusal of a `securityContext` that sets `what`, naming the standard.
+fn security_context_refusal(what: &str) -> String {
+    format!("spec.pod.securityContext: {what} is refused: {STANDARD}")
+}
+
+/// Who member containers run as: never root, never with `runAsNonRoot` turned off.
+fn identity_rules() -> Vec<Rule> {
     vec![
         Rule {
             field: "securityContext",
             cel: "!has(self.runAsUser) || self.runAsUser != 0".into(),
-            message: sc("runAsUser 0 (root)"),
+            message: security_context_refusal("runAsUser 0 (root)"),
             keeps: |p| security_context(p).run_as_user != Some(0),
         },
         Rule {
             field: "securityContext",
             cel: "!has(self.runAsNonRoot) || self.runAsNonRoot".into(),
-            message: sc("runAsNonRoot: false"),
+            message: security_context_refusal("runAsNonRoot: false"),
             keeps: |p| security_context(p).run_as_non_root != Some(false),
         },
+    ]
+}
+
+/// The seccomp profile and SELinux options: only those the standard allows.
+fn seccomp_and_selinux_rules() -> Vec<Rule> {
+    vec![
         Rule {
             field: "securityContext",
             cel: "!has(self.seccompProfile) || \
                   self.seccompProfile.type in ['RuntimeDefault', 'Localhost']"
                 .into(),
-            message: sc("a seccompProfile other than RuntimeDefault or Localhost"),
+            message: security_context_refusal(
+                "a seccompProfile other than RuntimeDefault or Localhost",
+            ),
             keeps: |p| {
                 security_context(p)
                     .seccomp_profile
@@ -107,7 +133,7 @@ pub(crate) fn rules() -> Vec<Rule> {
                  (!has(self.seLinuxOptions.role) || self.seLinuxOptions.role == ''))",
                 quoted(SELINUX_TYPES)
             ),
-            message: sc(&format!(
+            message: security_context_refusal(&format!(
                 "seLinuxOptions with a user, a role or a type other than {}",
                 SELINUX_TYPES.join(", ")
             )),
@@ -121,13 +147,22 @@ pub(crate) fn rules() -> Vec<Rule> {
                 })
             },
         },
+    ]
+}
+
+/// What would reach past the pod into the node: unsafe sysctls, a Windows host process.
+fn host_isolation_rules() -> Vec<Rule> {
+    vec![
         Rule {
             field: "securityContext",
             cel: format!(
                 "!has(self.sysctls) || self.sysctls.all(s, s.name in [{}])",
                 quoted(SAFE_SYSCTLS)
             ),
-            message: sc(&format!("sysctls other than {}", SAFE_SYSCTLS.join(", "))),
+            message: security_context_refusal(&format!(
+                "sysctls other than {}",
+                SAFE_SYSCTLS.join(", ")
+            )),
             keeps: |p| {
                 (security_context(p).sysctls.iter().flatten())
                     .all(|s| SAFE_SYSCTLS.contains(&s.name.as_str()))
@@ -138,7 +173,7 @@ pub(crate) fn rules() -> Vec<Rule> {
             cel: "!has(self.windowsOptions) || !has(self.windowsOptions.hostProcess) || \
                   !self.windowsOptions.hostProcess"
                 .into(),
-            message: sc("windowsOptions.hostProcess: true"),
+            message: security_context_refusal("windowsOptions.hostProcess: true"),
             keeps: |p| {
                 security_context(p)
                     .windows_options
@@ -146,10 +181,16 @@ pub(crate) fn rules() -> Vec<Rule> {
                     != Some(true)
             },
         },
+    ]
+}
+
+/// AppArmor, as the `securityContext` field and as the per-container annotations set it.
+fn apparmor_rules() -> Vec<Rule> {
+    vec![
         Rule {
             field: "securityContext",
             cel: "!has(self.appArmorProfile) || self.appArmorProfile.type != 'Unconfined'".into(),
-            message: sc("appArmorProfile Unconfined"),
+            message: security_context_refusal("appArmorProfile Unconfined"),
             keeps: |p| {
                 security_context(p)
                     .app_armor_profile
@@ -168,15 +209,19 @@ pub(crate) fn rules() -> Vec<Rule> {
             ),
             keeps: |p| apparmor_kept(p.annotations.as_ref()),
         },
-        Rule {
-            field: "etcdEnv",
-            cel: "self.all(e, !has(e.valueFrom))".into(),
-            message: "spec.pod.etcdEnv takes values only: valueFrom would have member pods \
-                      read Secrets and ConfigMaps of the namespace for whoever writes the spec"
-                .into(),
-            keeps: |p| (p.etcd_env.iter().flatten()).all(|e| e.value_from.is_none()),
-        },
     ]
+}
+
+/// `etcdEnv` takes values only, never `valueFrom` the namespace's Secrets and ConfigMaps.
+fn etcd_env_rule() -> Rule {
+    Rule {
+        field: "etcdEnv",
+        cel: "self.all(e, !has(e.valueFrom))".into(),
+        message: "spec.pod.etcdEnv takes values only: valueFrom would have member pods \
+                  read Secrets and ConfigMaps of the namespace for whoever writes the spec"
+            .into(),
+        keeps: |p| (p.etcd_env.iter().flatten()).all(|e| e.value_from.is_none()),
+    }
 }
 
 fn apparmor_kept(annotations: Option<&BTreeMap<String, String>>) -> bool {
