@@ -170,55 +170,87 @@ async fn warm_caches(
     sizes: &CacheMetrics,
     log: &Logger,
 ) -> Result<WarmCaches, Error> {
+    let caches = start_caches(client, namespace, sizes, log);
+    wait_until_synced(&caches).await?;
+    info!(
+        log,
+        "pod, Service, PodDisruptionBudget, PersistentVolumeClaim and EndpointSlice caches synced"
+    );
+    Ok(caches)
+}
+
+/// Starts the caches of the operator's objects, each waking the Cluster actors of the
+/// objects it sees change, without waiting for them to sync.
+fn start_caches(
+    client: &Client,
+    namespace: &str,
+    sizes: &CacheMetrics,
+    log: &Logger,
+) -> WarmCaches {
     let selector = format!("app=etcd,{MANAGED_BY_LABEL}={MANAGER}");
     // Pod changes wake their Cluster actor at once (a member that died is seen without
     // waiting for the next interval). Nudges are hints: when the channel is full, the
     // next tick sees the change anyway.
     let (nudges, nudged) = tokio::sync::mpsc::channel::<PodChanged>(1024);
-    let pods: Store<Pod> = cache(
-        api(client, namespace),
-        &selector,
-        Controller::EtcdCluster,
-        sizes.of("Pod"),
-        log,
-        nudger(nudges.clone()),
-    );
-    // A Service, PodDisruptionBudget or claim changed or deleted by someone else is a
-    // reason to look too: a settled cluster's actor ticks only every idle interval.
-    let services: Store<Service> = cache(
-        api(client, namespace),
-        &selector,
-        Controller::EtcdCluster,
-        sizes.of("Service"),
-        log,
-        nudger(nudges.clone()),
-    );
-    let budgets: Store<PodDisruptionBudget> = cache(
-        api(client, namespace),
-        &selector,
-        Controller::EtcdCluster,
-        sizes.of("PodDisruptionBudget"),
-        log,
-        nudger(nudges.clone()),
-    );
-    let claims: Store<PersistentVolumeClaim> = cache(
-        api(client, namespace),
-        &selector,
-        Controller::EtcdCluster,
-        sizes.of("PersistentVolumeClaim"),
-        log,
-        nudger(nudges.clone()),
-    );
-    // A member's address published in its Service's EndpointSlices (which carry the
-    // Service's labels) lets the next member join: that wakes its Cluster actor too.
-    let slices: Store<EndpointSlice> = cache(
-        api(client, namespace),
-        &selector,
-        Controller::NamedService,
-        sizes.of("EndpointSlice"),
-        log,
-        nudger(nudges),
-    );
+    WarmCaches {
+        pods: cache(
+            api(client, namespace),
+            &selector,
+            Controller::EtcdCluster,
+            sizes.of("Pod"),
+            log,
+            nudger(nudges.clone()),
+        ),
+        // A Service, PodDisruptionBudget or claim changed or deleted by someone else is a
+        // reason to look too: a settled cluster's actor ticks only every idle interval.
+        services: cache(
+            api(client, namespace),
+            &selector,
+            Controller::EtcdCluster,
+            sizes.of("Service"),
+            log,
+            nudger(nudges.clone()),
+        ),
+        budgets: cache(
+            api(client, namespace),
+            &selector,
+            Controller::EtcdCluster,
+            sizes.of("PodDisruptionBudget"),
+            log,
+            nudger(nudges.clone()),
+        ),
+        claims: cache(
+            api(client, namespace),
+            &selector,
+            Controller::EtcdCluster,
+            sizes.of("PersistentVolumeClaim"),
+            log,
+            nudger(nudges.clone()),
+        ),
+        // A member's address published in its Service's EndpointSlices (which carry the
+        // Service's labels) lets the next member join: that wakes its Cluster actor too.
+        slices: cache(
+            api(client, namespace),
+            &selector,
+            Controller::NamedService,
+            sizes.of("EndpointSlice"),
+            log,
+            nudger(nudges),
+        ),
+        nudged,
+    }
+}
+
+/// Waits until every cache of `caches` has synced, one after the other.
+async fn wait_until_synced(caches: &WarmCaches) -> Result<(), Error> {
+    let WarmCaches {
+        pods,
+        services,
+        budgets,
+        claims,
+        slices,
+        nudged: _,
+    } = caches;
     let synced = |cache| move |source| Error::CacheSync { cache, source };
     pods.wait_until_ready().await.map_err(synced("pod"))?;
     services
@@ -237,18 +269,7 @@ async fn warm_caches(
         .wait_until_ready()
         .await
         .map_err(synced("EndpointSlice"))?;
-    info!(
-        log,
-        "pod, Service, PodDisruptionBudget, PersistentVolumeClaim and EndpointSlice caches synced"
-    );
-    Ok(WarmCaches {
-        pods,
-        services,
-        budgets,
-        claims,
-        slices,
-        nudged,
-    })
+    Ok(())
 }
 
 /// The cluster DNS, when the operator runs in a pod whose resolver names it and the DNS
