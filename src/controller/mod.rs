@@ -399,6 +399,99 @@ async fn start_http(
     Ok(())
 }
 
+/// A registry of the operator's metrics: the actors', the backups' and the caches' sizes.
+fn metrics_registry(
+    telemetry: &Telemetry,
+    backup_metrics: &BackupMetrics,
+    cache_sizes: &CacheMetrics,
+) -> Registry {
+    let mut registry = Registry::default();
+    telemetry.metrics.register(&mut registry);
+    backup_metrics.register(&mut registry);
+    cache_sizes.register(&mut registry);
+    registry
+}
+
+/// The leader election as this replica sees it, and the fence of its writes: closed
+/// until the Lease is held when electing, always open otherwise.
+fn election_view_and_fence(settings: &Settings, telemetry: &Telemetry) -> (ElectionView, Fence) {
+    let identity = &settings.identity;
+    if settings.lease.elect {
+        let lease = format!("{}/{}", settings.lease.namespace, settings.lease.name);
+        let view = ElectionView::new(telemetry, &lease, identity);
+        (view, Fence::new(RENEW_DEADLINE))
+    } else {
+        let view = ElectionView::without_election(telemetry, identity);
+        (view, Fence::always_open())
+    }
+}
+
+/// What the HTTP endpoints serve and whom they let read it.
+fn http_state(
+    settings: &Settings,
+    telemetry: &Telemetry,
+    registry: Registry,
+    election: ElectionView,
+    caches_synced: Arc<AtomicBool>,
+    clients: &Clients,
+) -> crate::http::HttpState {
+    crate::http::HttpState {
+        hub: telemetry.hub.clone(),
+        registry: Arc::new(registry),
+        election,
+        caches_synced,
+        access: Arc::new(AccessGate::new(Arc::new(ApiServerReviewer::new(
+            clients.lease.clone(),
+        )))),
+        stream_slots: StreamSlots::new(settings.debug_stream_per_identity),
+    }
+}
+
+/// The actors only the Lease holder runs, kept alive while it leads.
+struct LeaderActors {
+    /// The Supervisor of the EtcdClusters.
+    _supervisor: actix::Addr<Supervisor>,
+    /// The Backup supervisor of the EtcdBackups.
+    _backups: actix::Addr<crate::backup::supervisor::BackupSupervisor>,
+    /// The Restore actor of the EtcdRestores.
+    _restores: actix::Addr<crate::restore::actor::RestoreActor>,
+}
+
+/// Starts the Supervisor, the Backup supervisor and the Restore actor, every write
+/// behind `fence`, with the operator's own image resolved (see
+/// [`restores::operator_image`]).
+async fn start_leading(
+    settings: &Settings,
+    clients: &Clients,
+    caches: WarmCaches,
+    fence: &Fence,
+    telemetry: Telemetry,
+    backup_metrics: BackupMetrics,
+    log: &Logger,
+) -> LeaderActors {
+    let settings = Settings {
+        operator_image: restores::operator_image(settings, &clients.calls, log).await,
+        ..settings.clone()
+    };
+    let identity = &settings.identity;
+    // Backups dial members at their pods' addresses, as the Cluster actors do.
+    let pods = caches.pods.clone();
+    let dns = cluster_dns(log).await;
+    LeaderActors {
+        _supervisor: start_supervisor(&settings, clients, caches, dns, fence, telemetry, log),
+        _backups: backups::start_backups(
+            &settings,
+            clients,
+            pods,
+            identity,
+            fence,
+            backup_metrics,
+            log,
+        ),
+        _restores: restores::start_restores(&settings, clients, identity, fence, log),
+    }
+}
+
 /// Runs the operator until it loses leadership or is told to stop.
 ///
 /// A replica keeps its caches warm and reports ready while it waits for the Lease; only
@@ -407,32 +500,19 @@ async fn start_http(
 pub async fn run(settings: Settings, log: Logger) -> Result<(), Error> {
     let telemetry = Telemetry::default();
     let backup_metrics = BackupMetrics::default();
-    let mut registry = Registry::default();
-    telemetry.metrics.register(&mut registry);
-    backup_metrics.register(&mut registry);
     let cache_sizes = CacheMetrics::default();
-    cache_sizes.register(&mut registry);
-    let identity = &settings.identity;
-    let lease = format!("{}/{}", settings.lease.namespace, settings.lease.name);
-    let (view, fence) = if settings.lease.elect {
-        let view = ElectionView::new(&telemetry, &lease, identity);
-        (view, Fence::new(RENEW_DEADLINE))
-    } else {
-        let view = ElectionView::without_election(&telemetry, identity);
-        (view, Fence::always_open())
-    };
+    let registry = metrics_registry(&telemetry, &backup_metrics, &cache_sizes);
+    let (view, fence) = election_view_and_fence(&settings, &telemetry);
     let clients = clients(settings.api_timeout, &fence).await?;
     let caches_synced = Arc::new(AtomicBool::new(false));
-    let state = crate::http::HttpState {
-        hub: telemetry.hub.clone(),
-        registry: Arc::new(registry),
-        election: view.clone(),
-        caches_synced: caches_synced.clone(),
-        access: Arc::new(AccessGate::new(Arc::new(ApiServerReviewer::new(
-            clients.lease.clone(),
-        )))),
-        stream_slots: StreamSlots::new(settings.debug_stream_per_identity),
-    };
+    let state = http_state(
+        &settings,
+        &telemetry,
+        registry,
+        view.clone(),
+        caches_synced.clone(),
+        &clients,
+    );
     start_http(&settings, state, &log).await?;
     let shutdown = shutdown_signal(&log)?;
     tokio::pin!(shutdown);
@@ -440,7 +520,7 @@ pub async fn run(settings: Settings, log: Logger) -> Result<(), Error> {
         clients.lease.clone(),
         &settings.lease.namespace,
         &settings.lease.name,
-        identity,
+        &settings.identity,
         view,
         &log,
     );
@@ -458,25 +538,16 @@ pub async fn run(settings: Settings, log: Logger) -> Result<(), Error> {
             return Err(Error::LeaseTooLate);
         }
     }
-    let settings = Settings {
-        operator_image: restores::operator_image(&settings, &clients.calls, &log).await,
-        ..settings.clone()
-    };
-    let identity = &settings.identity;
-    // Backups dial members at their pods' addresses, as the Cluster actors do.
-    let pods = caches.pods.clone();
-    let dns = cluster_dns(&log).await;
-    let _supervisor = start_supervisor(&settings, &clients, caches, dns, &fence, telemetry, &log);
-    let _backups = backups::start_backups(
+    let _actors = start_leading(
         &settings,
         &clients,
-        pods,
-        identity,
+        caches,
         &fence,
+        telemetry,
         backup_metrics,
         &log,
-    );
-    let _restores = restores::start_restores(&settings, &clients, identity, &fence, &log);
+    )
+    .await;
     tokio::select! {
         reason = lead(&election, &fence, settings.lease.elect) => {
             return Err(Error::StoppedLeading(reason));
