@@ -145,6 +145,112 @@ pub fn recorded_cluster_id(cluster: &EtcdCluster) -> Option<u64> {
     status.bootstrap.as_ref()?.to_record().cluster_id
 }
 
+/// Where a backup's etcd is, before how it is dialed.
+struct Located {
+    /// The cluster's name in backup names.
+    cluster: String,
+    /// Its client URLs.
+    endpoints: Vec<String>,
+    /// The Secret of the client certificate; `None` to dial without TLS.
+    secret: Option<String>,
+    /// The cluster ID its EtcdCluster's status records.
+    cluster_id: Option<u64>,
+}
+
+/// The endpoints `spec` gives, named after the EtcdBackup.
+fn given_endpoints(backup_name: &str, spec: &EtcdBackupSpec) -> Result<Located, TargetError> {
+    Ok(Located {
+        cluster: backup_name.to_string(),
+        endpoints: spec.etcd_endpoints.clone().unwrap_or_default(),
+        secret: client_tls::certificate_secret(spec, None)?,
+        cluster_id: None,
+    })
+}
+
+/// The EtcdCluster `name`: its member pods known to the operator, then its client
+/// Service (`https` when the cluster runs TLS), with the cluster ID its status records.
+async fn named_cluster(
+    kube: &dyn BackupKube,
+    namespace: &str,
+    name: &str,
+    spec: &EtcdBackupSpec,
+) -> Result<Located, TargetError> {
+    let object = kube
+        .cluster(namespace, name)
+        .await
+        .map_err(|message| TargetError::Kube {
+            what: format!("EtcdCluster {name}"),
+            message,
+        })?
+        .ok_or_else(|| TargetError::ClusterNotFound(name.to_string()))?;
+    let secret = client_tls::certificate_secret(spec, Some(&object))?;
+    let topology = Topology::new(namespace, name);
+    let scheme = object.spec.tls_mode().scheme();
+    let url = |host: &str| format!("{scheme}://{host}:{CLIENT_PORT}");
+    // The members first, by their names (dialed at their pods' addresses), as the
+    // cluster side reaches them; then the client Service.
+    let mut endpoints: Vec<String> = kube
+        .member_hosts(namespace, name)
+        .iter()
+        .map(|host| url(host))
+        .collect();
+    endpoints.push(url(&format!(
+        "{}.{namespace}.svc",
+        topology.client_service()
+    )));
+    Ok(Located {
+        cluster: name.to_string(),
+        endpoints,
+        secret,
+        cluster_id: recorded_cluster_id(&object),
+    })
+}
+
+/// A dialer with the client certificate of `secret`, checked; a plain one without.
+async fn certificate_dialer(
+    kube: &dyn BackupKube,
+    namespace: &str,
+    secret: Option<String>,
+) -> Result<Dialer, TargetError> {
+    let Some(secret) = secret else {
+        return Ok(Dialer::plain());
+    };
+    let data = kube
+        .secret(namespace, &secret)
+        .await
+        .map_err(|message| TargetError::Kube {
+            what: format!("secret {secret}"),
+            message,
+        })?;
+    let now = jiff::Timestamp::now().as_second();
+    Ok(Dialer::tls(client_tls::identity(
+        &secret,
+        data.as_ref(),
+        now,
+    )?))
+}
+
+/// What a backup may reach: any endpoint, or only the pods and Services of `namespace`.
+async fn reach(
+    kube: &dyn BackupKube,
+    namespace: &str,
+    policy: EndpointPolicy,
+) -> Result<Reach, TargetError> {
+    Ok(match policy {
+        EndpointPolicy::Anywhere => Reach::Anywhere(kube.addresses()),
+        EndpointPolicy::OwnNamespace => {
+            let view =
+                kube.namespace_view(namespace)
+                    .await
+                    .map_err(|message| TargetError::Kube {
+                        what: format!("the pods and Services of namespace {namespace}"),
+                        message,
+                    })?;
+            Reach::Namespace(Arc::new(view))
+        }
+    })
+}
+
 /// The etcd a backup of `spec` dials: a named EtcdCluster's member pods known to the
 /// operator and its client Service (`https` when the cluster runs TLS), or the endpoints
 /// given (named after the EtcdBackup); with the client certificate
@@ -157,68 +263,17 @@ pub async fn etcd(
     spec: &EtcdBackupSpec,
     policy: EndpointPolicy,
 ) -> Result<Etcd, TargetError> {
-    let (cluster, endpoints, secret, cluster_id) = match &spec.cluster_name {
-        None => {
-            let endpoints = spec.etcd_endpoints.clone().unwrap_or_default();
-            let secret = client_tls::certificate_secret(spec, None)?;
-            (backup_name.to_string(), endpoints, secret, None)
-        }
-        Some(name) => {
-            let object = kube
-                .cluster(namespace, name)
-                .await
-                .map_err(|message| TargetError::Kube {
-                    what: format!("EtcdCluster {name}"),
-                    message,
-                })?
-                .ok_or_else(|| TargetError::ClusterNotFound(name.clone()))?;
-            let secret = client_tls::certificate_secret(spec, Some(&object))?;
-            let topology = Topology::new(namespace, name);
-            let scheme = object.spec.tls_mode().scheme();
-            let url = |host: &str| format!("{scheme}://{host}:{CLIENT_PORT}");
-            // The members first, by their names (dialed at their pods' addresses), as the
-            // cluster side reaches them; then the client Service.
-            let mut endpoints: Vec<String> = kube
-                .member_hosts(namespace, name)
-                .iter()
-                .map(|host| url(host))
-                .collect();
-            endpoints.push(url(&format!(
-                "{}.{namespace}.svc",
-                topology.client_service()
-            )));
-            let cluster_id = recorded_cluster_id(&object);
-            (name.clone(), endpoints, secret, cluster_id)
-        }
+    let Located {
+        cluster,
+        endpoints,
+        secret,
+        cluster_id,
+    } = match &spec.cluster_name {
+        None => given_endpoints(backup_name, spec)?,
+        Some(name) => named_cluster(kube, namespace, name, spec).await?,
     };
-    let dialer = match secret {
-        None => Dialer::plain(),
-        Some(secret) => {
-            let data =
-                kube.secret(namespace, &secret)
-                    .await
-                    .map_err(|message| TargetError::Kube {
-                        what: format!("secret {secret}"),
-                        message,
-                    })?;
-            let now = jiff::Timestamp::now().as_second();
-            Dialer::tls(client_tls::identity(&secret, data.as_ref(), now)?)
-        }
-    };
-    let reach = match policy {
-        EndpointPolicy::Anywhere => Reach::Anywhere(kube.addresses()),
-        EndpointPolicy::OwnNamespace => {
-            let view =
-                kube.namespace_view(namespace)
-                    .await
-                    .map_err(|message| TargetError::Kube {
-                        what: format!("the pods and Services of namespace {namespace}"),
-                        message,
-                    })?;
-            Reach::Namespace(Arc::new(view))
-        }
-    };
-    let dialer = dialer.with_reach(reach);
+    let dialer = certificate_dialer(kube, namespace, secret).await?;
+    let dialer = dialer.with_reach(reach(kube, namespace, policy).await?);
     if spec.cluster_name.is_none() {
         for endpoint in &endpoints {
             dialer.check(endpoint, "etcdEndpoints")?;
