@@ -6,7 +6,8 @@ use crate::member_client::{AddMember, ListMembers};
 use crate::ports::{InitialState, MemberPod, NewMember};
 use etcd_operator_core::lifecycle::{BootstrapRecord, MemberView, SnapshotSource, Version};
 
-use super::{ActionEnv, Done, Failure, membership};
+use super::env::{ActionEnv, Done, Failure};
+use super::membership;
 
 /// Names the seed, records it in status (before its pod exists), then creates its pod.
 pub(super) async fn create_seed(

@@ -4,7 +4,7 @@
 use crate::member_client::{MemberClient, MoveLeader, PromoteMember, RemoveMember, ask};
 use crate::ports::EtcdError;
 
-use super::{ActionEnv, Done, Failure};
+use super::env::{ActionEnv, Done, Failure};
 
 /// A membership call through the MemberClient; `context` names it in the error.
 pub(super) async fn call<M, T>(env: &ActionEnv<'_>, call: M, context: String) -> Result<T, Failure>

@@ -3,92 +3,17 @@
 //! once beside the others, and a pod waits for the headless Service (`services_gate.rs`).
 //! What to tell people about them is the report step's business.
 
-use actix::Addr;
+use etcd_operator_core::lifecycle::Action;
+use etcd_operator_core::outcome::{ActionOutcome, ActionResult};
 
-use crate::member_client::MemberClient;
-use crate::ports::{ApiError, ClusterApi, EtcdError, EtcdErrorKind};
-use etcd_operator_core::lifecycle::{Action, TlsMode};
-use etcd_operator_core::outcome::{ActionOutcome, ActionResult, Cause};
-use etcd_operator_core::topology::Topology;
+pub(crate) use env::ActionEnv;
+use env::{Done, Failure};
 
-use super::services_gate::ServicesGate;
-
+mod env;
 mod members;
 mod membership;
 mod objects;
 mod recovery;
-
-/// What an action did, and to which member.
-struct Done {
-    note: String,
-    member: Option<String>,
-}
-
-impl Done {
-    fn cluster(note: String) -> Self {
-        Done { note, member: None }
-    }
-
-    fn member(note: String, member: &str) -> Self {
-        Done {
-            note,
-            member: Some(member.to_string()),
-        }
-    }
-}
-
-/// Why an action failed, with the kind of what it ran into.
-struct Failure {
-    message: String,
-    cause: Cause,
-}
-
-impl Failure {
-    /// An etcd call failed while `context`.
-    fn etcd(context: String, error: &EtcdError) -> Self {
-        Failure {
-            message: format!("{context}: {error}"),
-            cause: Cause::Etcd(error.kind),
-        }
-    }
-
-    /// A Kubernetes API call failed while `context`.
-    fn kube(context: String, error: &ApiError) -> Self {
-        Failure {
-            message: format!("{context}: {error}"),
-            cause: Cause::Kubernetes(error.kind()),
-        }
-    }
-
-    /// No pod could be made: the headless Service was not.
-    fn services_missing(message: String) -> Self {
-        Failure {
-            message,
-            cause: Cause::ServicesMissing,
-        }
-    }
-
-    /// etcd's "not yet": its gate after a join, a learner still catching up.
-    fn is_not_yet(&self) -> bool {
-        matches!(
-            self.cause,
-            Cause::Etcd(EtcdErrorKind::UnhealthyCluster | EtcdErrorKind::LearnerNotReady)
-        )
-    }
-}
-
-/// Everything an action needs to reach the world.
-pub(crate) struct ActionEnv<'a> {
-    pub kube: &'a dyn ClusterApi,
-    pub members: &'a Addr<MemberClient>,
-    pub topology: &'a Topology,
-    /// The TLS mode of the spec: the scheme of every URL given to new members.
-    pub tls: TlsMode,
-    /// Client URLs of the live members, for membership calls.
-    pub endpoints: Vec<String>,
-    /// What a member's pod waits for while the headless Service is being made.
-    pub services: ServicesGate,
-}
 
 /// Executes `actions`: those that run alongside start at once, beside the others, which
 /// run in order and stop after the first failure; a pod waits for the headless Service

@@ -4,7 +4,7 @@
 use crate::ports::{ServiceKind, VersionChange};
 use etcd_operator_core::lifecycle::{CaRotationStep, Version};
 
-use super::{ActionEnv, Done, Failure};
+use super::env::{ActionEnv, Done, Failure};
 
 /// Both Services at once; the headless one, which the members' names live under, opens
 /// the gate to their pods as soon as it is there (the client Service, whose cluster IP

@@ -4,7 +4,7 @@
 use crate::ports::{EventRecord, EventType};
 use etcd_operator_core::lifecycle::{RecoveryPolicy, RecoveryRecord};
 
-use super::{ActionEnv, Done, Failure};
+use super::env::{ActionEnv, Done, Failure};
 
 /// Records a recovery (naming a restore's new seed first), then raises its Event: both
 /// before anything of the recovery is done.
