@@ -25,6 +25,7 @@ impl std::fmt::Display for LoadError {
 impl std::error::Error for LoadError {}
 
 struct Module {
+    file: PathBuf,
     children: BTreeSet<String>,
     facts: Facts,
 }
@@ -63,9 +64,24 @@ impl Crate {
                 todo.push((child_path, found, text));
             }
             let children = facts.child_files.iter().cloned().collect();
-            modules.insert(path, Module { children, facts });
+            modules.insert(
+                path,
+                Module {
+                    file,
+                    children,
+                    facts,
+                },
+            );
         }
         Ok(Crate { modules })
+    }
+
+    /// The file of each module, sorted: the root's and those its `mod x;` declarations
+    /// reach, without the ones declared only under `#[cfg(test)]`.
+    pub fn files(&self) -> Vec<&Path> {
+        let mut files: Vec<&Path> = self.modules.values().map(|m| m.file.as_path()).collect();
+        files.sort();
+        files
     }
 
     /// Every edge `from -> to` between two different modules, by their names.
@@ -350,6 +366,21 @@ mod tests {
             ),
         ]);
         assert!(got.is_empty(), "{got:?}");
+    }
+
+    #[test]
+    fn the_files_are_those_of_the_modules_found_without_test_modules() {
+        let got = krate(&[
+            ("lib.rs", "mod a;\nmod b;\n#[cfg(test)]\nmod lib_tests;"),
+            ("a.rs", "#[cfg(test)]\n#[path = \"a_tests.rs\"]\nmod tests;"),
+            ("b/mod.rs", "mod c;"),
+            ("b/c.rs", ""),
+        ]);
+        let files: Vec<&Path> = ["a.rs", "b/c.rs", "b/mod.rs", "lib.rs"]
+            .into_iter()
+            .map(Path::new)
+            .collect();
+        assert_eq!(got.files(), files);
     }
 
     #[test]

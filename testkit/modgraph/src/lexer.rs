@@ -1,6 +1,6 @@
 //! Rust source as the few tokens an import graph needs: identifiers, `::` and single
 //! punctuation, with comments, string and character literals dropped, and items marked
-//! `#[cfg(test)]` removed.
+//! `#[cfg(test)]` removed. Each token can carry the line it starts on.
 
 /// One token of Rust source.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,14 +13,39 @@ pub enum Token {
     Punct(char),
 }
 
+/// A token and the line of the source it starts on, counted from 1.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    /// The token.
+    pub token: Token,
+    /// Its line, from 1.
+    pub line: usize,
+}
+
 /// The tokens of `source`, without comments, literals and `#[cfg(test)]` items.
 pub fn tokens(source: &str) -> Vec<Token> {
+    located_tokens(source)
+        .into_iter()
+        .map(|t| t.token)
+        .collect()
+}
+
+/// [`tokens`], each with its line.
+pub fn located_tokens(source: &str) -> Vec<Located> {
     strip_test_items(raw_tokens(source))
 }
 
-fn raw_tokens(source: &str) -> Vec<Token> {
+fn raw_tokens(source: &str) -> Vec<Located> {
     let chars: Vec<char> = source.chars().collect();
     let mut out = Vec::new();
+    // The line of `chars[counted]`: newlines are counted up to each token's start.
+    let mut line = 1;
+    let mut counted = 0;
+    let mut at = |start: usize, token: Token| {
+        line += chars[counted..start].iter().filter(|&&c| c == '\n').count();
+        counted = start;
+        Located { token, line }
+    };
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
@@ -47,14 +72,14 @@ fn raw_tokens(source: &str) -> Vec<Token> {
             if !(matches!(word.as_str(), "b" | "br")
                 && matches!(chars.get(i), Some('"') | Some('#')))
             {
-                out.push(Token::Ident(word));
+                out.push(at(start, Token::Ident(word)));
             }
         } else if c == ':' && next == Some(':') {
-            out.push(Token::PathSep);
+            out.push(at(i, Token::PathSep));
             i += 2;
         } else {
             if !c.is_whitespace() {
-                out.push(Token::Punct(c));
+                out.push(at(i, Token::Punct(c)));
             }
             i += 1;
         }
@@ -135,7 +160,7 @@ fn skip_char_or_lifetime(chars: &[char], i: usize) -> usize {
 }
 
 /// Drops each item that follows `#[cfg(test)]`: up to its `;` or through its braces.
-fn strip_test_items(tokens: Vec<Token>) -> Vec<Token> {
+fn strip_test_items(tokens: Vec<Located>) -> Vec<Located> {
     let cfg_test = [
         Token::Punct('#'),
         Token::Punct('['),
@@ -145,10 +170,17 @@ fn strip_test_items(tokens: Vec<Token>) -> Vec<Token> {
         Token::Punct(')'),
         Token::Punct(']'),
     ];
+    let starts_cfg_test = |i: usize| {
+        tokens.len() >= i + cfg_test.len()
+            && tokens[i..i + cfg_test.len()]
+                .iter()
+                .zip(&cfg_test)
+                .all(|(t, want)| &t.token == want)
+    };
     let mut out = Vec::with_capacity(tokens.len());
     let mut i = 0;
     while i < tokens.len() {
-        if tokens[i..].starts_with(&cfg_test) {
+        if starts_cfg_test(i) {
             i = end_of_item(&tokens, i + cfg_test.len());
         } else {
             out.push(tokens[i].clone());
@@ -158,10 +190,10 @@ fn strip_test_items(tokens: Vec<Token>) -> Vec<Token> {
     out
 }
 
-fn end_of_item(tokens: &[Token], mut i: usize) -> usize {
+fn end_of_item(tokens: &[Located], mut i: usize) -> usize {
     let mut depth = 0usize;
     while i < tokens.len() {
-        match tokens[i] {
+        match tokens[i].token {
             Token::Punct(';') if depth == 0 => return i + 1,
             Token::Punct('{') => depth += 1,
             Token::Punct('}') => {
@@ -217,5 +249,28 @@ mod tests {
         let source = "fn a() {}\n#[cfg(test)]\nmod tests { use crate::x; fn b() { {} } }\n\
                       #[cfg(test)]\nmod more;\nfn c() {}";
         assert_eq!(idents(source), ["fn", "a", "fn", "c"]);
+    }
+
+    #[test]
+    fn each_token_carries_the_line_it_starts_on_past_multi_line_comments_and_strings() {
+        let source = "fn a() {\n/* one\ntwo */ let s = \"x\ny\";\n}\n#[cfg(test)]\nfn t() {}\nfn b";
+        let lines: Vec<(Token, usize)> = located_tokens(source)
+            .into_iter()
+            .filter(|t| matches!(t.token, Token::Ident(_) | Token::Punct('}')))
+            .map(|t| (t.token, t.line))
+            .collect();
+        let ident = |s: &str| Token::Ident(s.into());
+        assert_eq!(
+            lines,
+            [
+                (ident("fn"), 1),
+                (ident("a"), 1),
+                (ident("let"), 3),
+                (ident("s"), 3),
+                (Token::Punct('}'), 5),
+                (ident("fn"), 8),
+                (ident("b"), 8),
+            ]
+        );
     }
 }

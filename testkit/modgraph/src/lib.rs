@@ -12,11 +12,16 @@
 //! - `mod x;` is containment, not an import, and `#[cfg(test)]` items are left out: a test
 //!   module may reach anything.
 //!
+//! [`function_lengths`] reads the same tokens for another rule: how many lines each
+//! function of a file takes.
+//!
 //! It reads tokens, not a syntax tree: macros' insides, `#[path]` and `include!` are not
 //! followed.
 
 mod graph;
+mod lengths;
 mod lexer;
 mod uses;
 
 pub use graph::{Crate, LoadError};
+pub use lengths::{FnLength, function_lengths};
