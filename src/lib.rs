@@ -6,6 +6,7 @@
 //! - [`api`]: the `EtcdCluster`, `EtcdBackup` and `EtcdRestore` custom resources (CoreOS `v1beta2`
 //!   compatible) and their CRDs;
 //! - [`backup`]: snapshots of etcd clusters to object stores, and the actors that take them;
+//! - [`secret_data`]: a Secret's data, the one type every Secret is read into;
 //! - [`restore`]: new clusters from those snapshots (`EtcdRestore`), and the seed's steps;
 //! - [`resources`]: the pods and Services a cluster is made of;
 //! - [`kube_api`]: the Kubernetes side of a cluster (the actors' `ClusterApi` port);
@@ -31,6 +32,7 @@ pub(crate) mod kube_api;
 pub(crate) mod logging;
 pub(crate) mod resources;
 pub mod restore;
+pub mod secret_data;
 pub mod tls;
 
 pub use error::Error;

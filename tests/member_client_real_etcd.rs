@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use etcd_operator::etcd_api::EtcdClientApi;
 use etcd_operator_actors::member_client::{
-    AddMember, ListMembers, MemberClient, MemberStatus, MoveLeader, PromoteMember, RemoveMember,
+    AddMember, ListMembers, MemberClient, MoveLeader, ProbeMember, PromoteMember, RemoveMember,
 };
 use etcd_operator_actors::ports::{AddedMember, EtcdError, EtcdErrorKind, MemberList, NewMember};
 use etcd_operator_core::lifecycle::{MemberHealth, MemberView, Version};
@@ -59,7 +59,7 @@ async fn try_list(client: &Client, endpoints: &[String]) -> Result<MemberList, E
 
 async fn try_status(client: &Client, endpoint: &str) -> Result<MemberHealth, EtcdError> {
     let endpoint = endpoint.to_string();
-    ask(client, MemberStatus { endpoint }).await
+    ask(client, ProbeMember { endpoint }).await
 }
 
 async fn list(client: &Client, endpoints: &[String]) -> Vec<MemberView> {

@@ -16,7 +16,7 @@ use etcd_operator::etcd_api::{AddressSource, EtcdClientApi, IdentitySource, Rout
 use etcd_operator::tls::{
     Ca, ClientIdentity, ClusterNames, Leaf, Lifetime, Role, issue_leaf, new_ca,
 };
-use etcd_operator_actors::member_client::{ListMembers, MemberClient, MemberStatus};
+use etcd_operator_actors::member_client::{ListMembers, MemberClient, ProbeMember};
 use etcd_operator_actors::ports::{EtcdApi, EtcdErrorKind};
 use support::tls_etcd::TlsMember;
 
@@ -86,7 +86,7 @@ async fn the_member_client_lists_and_probes_over_tls_with_the_operators_certific
 
     let endpoint = member.client_url.clone();
     let health = client
-        .send(MemberStatus { endpoint })
+        .send(ProbeMember { endpoint })
         .await
         .unwrap()
         .unwrap();

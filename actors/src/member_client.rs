@@ -87,7 +87,7 @@ pub struct MoveLeader {
 /// `endpoint status` of one member.
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "Result<MemberHealth, EtcdError>")]
-pub struct MemberStatus {
+pub struct ProbeMember {
     /// The member's client URL.
     pub endpoint: String,
 }
@@ -137,10 +137,10 @@ impl Handler<MoveLeader> for MemberClient {
     }
 }
 
-impl Handler<MemberStatus> for MemberClient {
+impl Handler<ProbeMember> for MemberClient {
     type Result = AtomicResponse<Self, Result<MemberHealth, EtcdError>>;
 
-    fn handle(&mut self, msg: MemberStatus, _: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, msg: ProbeMember, _: &mut Context<Self>) -> Self::Result {
         let api = self.api.clone();
         self.serialized(async move { api.status(&msg.endpoint).await })
     }

@@ -1,5 +1,5 @@
 //! What a healthy cluster costs while nothing happens, and how fast its actor still
-//! reacts: the cadence against the simulated cluster of `fakes`, in paused (virtual) time.
+//! reacts: the back-off against the simulated cluster of `fakes`, in paused (virtual) time.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use etcd_operator_actors::member_client::{
-    AddMember, ListMembers, MemberClient, MemberStatus, PromoteMember, RemoveMember,
+    AddMember, ListMembers, MemberClient, ProbeMember, PromoteMember, RemoveMember,
 };
 use etcd_operator_actors::ports::{EtcdApi, EtcdErrorKind, NewMember};
 use etcd_operator_core::lifecycle::TlsMode;
@@ -62,7 +62,7 @@ async fn calls_sent_all_at_once_run_one_at_a_time() {
         })
     });
     let statuses = fake.members().into_iter().map(|m| {
-        client.send(MemberStatus {
+        client.send(ProbeMember {
             endpoint: m.client_urls[0].clone(),
         })
     });

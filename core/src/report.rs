@@ -7,8 +7,8 @@ use serde::{Serialize, Serializer};
 
 use crate::event::{EventRecord, EventType};
 use crate::lifecycle::{
-    Action, Birth, BootstrapRecord, CaRotationStep, CertificateInfo, Decision, DesiredCluster,
-    Membership, Observation, Phase, Reason, TlsMode,
+    Action, BootstrapRecord, BootstrapStage, CaRotationStep, CertificateInfo, Decision,
+    DesiredCluster, Membership, Observation, Phase, Reason, TlsMode,
 };
 use crate::outcome::{ActionOutcome, ActionResult};
 
@@ -273,7 +273,9 @@ fn members(decision: &Decision, obs: &Observation) -> (Vec<String>, Vec<String>,
                 }
             }
         }
-        Membership::Unreachable { .. } if Birth::of(&decision.state, obs).is_born() => {
+        Membership::Unreachable { .. }
+            if BootstrapStage::of(&decision.state, obs).is_bootstrapped() =>
+        {
             unready.extend(obs.recorded.members.iter().cloned());
             unready.extend(
                 obs.pods

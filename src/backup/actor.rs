@@ -20,7 +20,7 @@ use crate::api::backup::{EtcdBackup, EtcdBackupStatus};
 
 use super::kube::BackupKube;
 use super::metrics::BackupMetrics;
-use super::report::{self, Verdict};
+use super::report::{self, AttemptOutcome};
 use super::run::{BackupRequest, Writer, retain, take_backup};
 use super::schedule::{Schedule, next_run};
 use super::scope::EndpointPolicy;
@@ -193,7 +193,7 @@ impl BackupActor {
 
     fn finished(
         &mut self,
-        verdict: Verdict,
+        verdict: AttemptOutcome,
         started: Timestamp,
         took: Duration,
         generation: Option<i64>,
@@ -202,7 +202,7 @@ impl BackupActor {
         self.running = false;
         let key = self.key();
         let event = match &verdict {
-            Verdict::Succeeded { outcome, retention } => {
+            AttemptOutcome::Succeeded { outcome, retention } => {
                 let time = outcome.metadata.time.parse().unwrap_or(started);
                 self.deps
                     .metrics
@@ -214,13 +214,13 @@ impl BackupActor {
                     report::success_message(outcome, retention),
                 )
             }
-            Verdict::Failed { reason, message } => {
+            AttemptOutcome::Failed { reason, message } => {
                 self.deps.metrics.failed(reason, took.as_secs_f64());
                 warn!(self.log, "backup failed"; "reason" => *reason, "error" => message);
                 (true, reason.to_string(), message.clone())
             }
         };
-        if let Verdict::Succeeded { retention, .. } = &verdict
+        if let AttemptOutcome::Succeeded { retention, .. } = &verdict
             && let Some(error) = &retention.error
         {
             let warning = Some((true, "RetentionFailed".to_string(), error.clone()));
@@ -236,17 +236,17 @@ impl BackupActor {
 }
 
 /// One attempt, start to end: resolve the spec, take the backup, then retention.
-async fn attempt(deps: BackupDeps, backup: EtcdBackup) -> Verdict {
+async fn attempt(deps: BackupDeps, backup: EtcdBackup) -> AttemptOutcome {
     match attempt_inner(&deps, &backup).await {
         Ok(verdict) => verdict,
-        Err((reason, message)) => Verdict::Failed { reason, message },
+        Err((reason, message)) => AttemptOutcome::Failed { reason, message },
     }
 }
 
 async fn attempt_inner(
     deps: &BackupDeps,
     backup: &EtcdBackup,
-) -> Result<Verdict, (&'static str, String)> {
+) -> Result<AttemptOutcome, (&'static str, String)> {
     let fail = |e: TargetError| (e.reason(), e.to_string());
     let namespace = backup.namespace().unwrap_or_default();
     let spec = &backup.spec;
@@ -294,7 +294,7 @@ async fn attempt_inner(
             ..Default::default()
         },
     };
-    Ok(Verdict::Succeeded {
+    Ok(AttemptOutcome::Succeeded {
         outcome: Box::new(outcome),
         retention,
     })

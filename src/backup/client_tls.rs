@@ -20,9 +20,9 @@ use etcd_operator_core::lifecycle::TlsMode;
 
 use crate::api::EtcdCluster;
 use crate::api::backup::EtcdBackupSpec;
+use crate::secret_data::SecretData;
 use crate::tls::{
-    Bundle, ClientIdentity, ClusterNames, Problem, Role, SecretData, SecretProblem, check_bundle,
-    secret_names,
+    Bundle, ClientIdentity, ClusterNames, Problem, Role, SecretProblem, check_bundle, secret_names,
 };
 
 use super::target_error::TargetError;

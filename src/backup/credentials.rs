@@ -2,8 +2,7 @@
 
 use std::collections::BTreeMap;
 
-/// A Secret's data: key to bytes.
-pub type SecretData = BTreeMap<String, Vec<u8>>;
+use crate::secret_data::SecretData;
 
 /// Why a Secret does not hold usable credentials.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -18,8 +18,8 @@ use crate::controller::fence::Fence;
 use crate::etcd_api::AddressSource;
 use crate::kube_api::{event, member_address, member_hosts};
 
-use super::credentials::SecretData;
 use super::scope::{NamespaceView, PodFacts, ServiceFacts};
+use crate::secret_data::SecretData;
 
 /// The backup actors' port to Kubernetes. Errors are the API's words.
 #[async_trait]

@@ -16,7 +16,7 @@ pub const SCHEDULED: &str = "Scheduled";
 
 /// How an attempt ended.
 #[derive(Debug, Clone)]
-pub enum Verdict {
+pub enum AttemptOutcome {
     /// Stored and verified; retention done (or stopped early, said in `retention.error`).
     Succeeded {
         /// The backup.
@@ -64,7 +64,7 @@ pub fn set_condition(
 /// The status after an attempt that started at `started` for `generation`.
 pub fn after_attempt(
     previous: &EtcdBackupStatus,
-    verdict: &Verdict,
+    verdict: &AttemptOutcome,
     started: Timestamp,
     generation: Option<i64>,
     now: Timestamp,
@@ -73,7 +73,7 @@ pub fn after_attempt(
     status.last_attempt_time = Some(started.to_string());
     status.observed_generation = generation;
     match verdict {
-        Verdict::Succeeded { outcome, retention } => {
+        AttemptOutcome::Succeeded { outcome, retention } => {
             let m = &outcome.metadata;
             status.succeeded = true;
             status.reason = String::new();
@@ -96,7 +96,7 @@ pub fn after_attempt(
                 now,
             );
         }
-        Verdict::Failed { reason, message } => {
+        AttemptOutcome::Failed { reason, message } => {
             status.succeeded = false;
             status.reason = reason.to_string();
             status.message = message.clone();
@@ -252,7 +252,7 @@ mod tests {
             kept: 3,
             error: None,
         };
-        let verdict = Verdict::Succeeded {
+        let verdict = AttemptOutcome::Succeeded {
             outcome: Box::new(outcome()),
             retention,
         };
@@ -282,7 +282,7 @@ mod tests {
     fn a_failure_keeps_the_last_good_backup_and_counts_failures() {
         let good = after_attempt(
             &EtcdBackupStatus::default(),
-            &Verdict::Succeeded {
+            &AttemptOutcome::Succeeded {
                 outcome: Box::new(outcome()),
                 retention: Retention::default(),
             },
@@ -290,7 +290,7 @@ mod tests {
             Some(1),
             at("2026-01-01T00:00:01Z"),
         );
-        let failed = Verdict::Failed {
+        let failed = AttemptOutcome::Failed {
             reason: "BucketNotFound",
             message: "bucket b does not exist".into(),
         };

@@ -75,7 +75,7 @@ struct Record {
 
 /// What a Lease, as just read, means for a candidate.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub enum LeaseReading {
     /// Nobody holds it (none yet, or given back), or this replica's identity does.
     Free,
     /// Another replica holds it; for this candidate it expires after `remaining` more
@@ -111,11 +111,11 @@ fn holder_of(lease: &Lease) -> &str {
 
 impl Observer {
     /// Judges `lease`, read at `now`, for the candidate `identity`.
-    pub fn judge(&mut self, lease: &Lease, identity: &str, now: Instant) -> Verdict {
+    pub fn judge(&mut self, lease: &Lease, identity: &str, now: Instant) -> LeaseReading {
         let holder = holder_of(lease).to_string();
         if holder.is_empty() || holder == identity {
             self.seen = None;
-            return Verdict::Free;
+            return LeaseReading::Free;
         }
         let spec = lease.spec.clone().unwrap_or_default();
         let duration = spec
@@ -137,9 +137,9 @@ impl Observer {
         };
         let watched = now.saturating_duration_since(since);
         if watched > duration {
-            Verdict::Expired { holder }
+            LeaseReading::Expired { holder }
         } else {
-            Verdict::Held {
+            LeaseReading::Held {
                 holder,
                 remaining: duration - watched,
             }
@@ -161,7 +161,7 @@ pub enum Attempt {
 
 /// What a renewal found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Renewal {
+pub enum RenewOutcome {
     /// The Lease is renewed.
     Renewed,
     /// Another replica holds the Lease (or nobody does): this one lost it.
@@ -367,13 +367,13 @@ impl LeaderElection {
             return self.attempt(lease, false, "").await;
         };
         match self.observer.judge(&lease, &self.identity, Instant::now()) {
-            Verdict::Held { holder, .. } => Ok(Attempt::Waiting { holder }),
-            Verdict::Expired { holder } => {
+            LeaseReading::Held { holder, .. } => Ok(Attempt::Waiting { holder }),
+            LeaseReading::Expired { holder } => {
                 info!(self.logger, "the leader Lease stayed unchanged for its whole duration; taking it over";
                     "holder" => &holder);
                 self.attempt(lease, true, &holder).await
             }
-            Verdict::Free => {
+            LeaseReading::Free => {
                 let holder = holder_of(&lease).to_string();
                 self.attempt(lease, true, &holder).await
             }
@@ -396,20 +396,20 @@ impl LeaderElection {
 
     /// Tries once to renew the Lease this replica holds; the update is not sent once
     /// `fence` has closed (a process frozen between the read and the update).
-    pub async fn try_renew(&self, fence: &Fence) -> Result<Renewal, LeaseError> {
+    pub async fn try_renew(&self, fence: &Fence) -> Result<RenewOutcome, LeaseError> {
         let Some(lease) = self.read().await? else {
-            return Ok(Renewal::Lost(String::new()));
+            return Ok(RenewOutcome::Lost(String::new()));
         };
         let holder = holder_of(&lease);
         if holder != self.identity {
-            return Ok(Renewal::Lost(holder.to_string()));
+            return Ok(RenewOutcome::Lost(holder.to_string()));
         }
         if !fence.is_open() {
-            return Ok(Renewal::TooLate);
+            return Ok(RenewOutcome::TooLate);
         }
         match self.take(lease, true).await? {
-            true => Ok(Renewal::Renewed),
-            false => Ok(Renewal::Conflict),
+            true => Ok(RenewOutcome::Renewed),
+            false => Ok(RenewOutcome::Conflict),
         }
     }
 
@@ -447,16 +447,16 @@ impl LeaderElection {
             let deadline =
                 fence.closes_at().unwrap_or(started + RENEW_DEADLINE) + Duration::from_millis(1);
             match tokio::time::timeout_at(deadline, self.try_renew(fence)).await {
-                Ok(Ok(Renewal::Renewed)) => {
+                Ok(Ok(RenewOutcome::Renewed)) => {
                     if fence.renewed(started) {
                         self.view.record(&self.identity, true);
                     }
                 }
-                Ok(Ok(Renewal::Lost(holder))) => {
+                Ok(Ok(RenewOutcome::Lost(holder))) => {
                     fence.close_now(&format!("the leader Lease is held by {holder:?} now"));
                     self.view.record(&holder, false);
                 }
-                Ok(Ok(Renewal::Conflict | Renewal::TooLate)) => {}
+                Ok(Ok(RenewOutcome::Conflict | RenewOutcome::TooLate)) => {}
                 Ok(Err(e)) => warn!(self.logger, "cannot renew the lease"; "error" => %e),
                 Err(_) => warn!(
                     self.logger,
@@ -543,15 +543,15 @@ mod tests {
         // The renewTime is years old by our clock: that alone proves nothing.
         assert!(matches!(
             observer.judge(&record, "me", t0),
-            Verdict::Held { remaining, .. } if remaining == secs(15)
+            LeaseReading::Held { remaining, .. } if remaining == secs(15)
         ));
         assert!(matches!(
             observer.judge(&record, "me", t0 + secs(15)),
-            Verdict::Held { .. }
+            LeaseReading::Held { .. }
         ));
         assert_eq!(
             observer.judge(&record, "me", t0 + secs(16)),
-            Verdict::Expired {
+            LeaseReading::Expired {
                 holder: "other".into()
             }
         );
@@ -565,15 +565,15 @@ mod tests {
         let renewed = lease("other", "2030-01-01T00:00:10Z", "8");
         assert!(matches!(
             observer.judge(&renewed, "me", t0 + secs(10)),
-            Verdict::Held { remaining, .. } if remaining == secs(15)
+            LeaseReading::Held { remaining, .. } if remaining == secs(15)
         ));
         assert!(matches!(
             observer.judge(&renewed, "me", t0 + secs(24)),
-            Verdict::Held { .. }
+            LeaseReading::Held { .. }
         ));
         assert!(matches!(
             observer.judge(&renewed, "me", t0 + secs(26)),
-            Verdict::Expired { .. }
+            LeaseReading::Expired { .. }
         ));
     }
 
@@ -585,7 +585,7 @@ mod tests {
         observer.judge(&skewed, "me", t0);
         assert!(matches!(
             observer.judge(&skewed, "me", t0 + secs(16)),
-            Verdict::Expired { .. }
+            LeaseReading::Expired { .. }
         ));
     }
 
@@ -594,9 +594,9 @@ mod tests {
         let mut observer = Observer::default();
         let now = Instant::now();
         let given_back = lease("", "2030-01-01T00:00:00Z", "9");
-        assert_eq!(observer.judge(&given_back, "me", now), Verdict::Free);
+        assert_eq!(observer.judge(&given_back, "me", now), LeaseReading::Free);
         let ours = lease("me", "2030-01-01T00:00:00Z", "9");
-        assert_eq!(observer.judge(&ours, "me", now), Verdict::Free);
+        assert_eq!(observer.judge(&ours, "me", now), LeaseReading::Free);
     }
 
     #[test]

@@ -21,12 +21,13 @@ use etcd_operator_core::topology::Topology;
 use super::error::api_error;
 use crate::api::{AutoTls, EtcdCluster};
 use crate::resources::labels::{object_labels, owner_reference};
+use crate::secret_data::SecretData;
 use crate::tls::layout::{CA_CERT_KEY, CA_KEY_KEY};
 use crate::tls::rotation::{HANDLED_ANNOTATION, ROTATE_ANNOTATION, advance, next_event};
 use crate::tls::{
-    Ca, CaRecord, CaSecret, CaSource, CaState, CheckedCa, ClientIdentity, ClusterNames, Found,
-    LeafState, Lifetime, Renewal, Role, SecretData, SecretNames, SecretProblem, auto_verdict,
-    ca_state, check_ca, issue_leaf, leaf_state, members_trust, new_ca, rotation_view, secret_names,
+    Ca, CaRecord, CaSecret, CaSource, CaState, CheckedCa, ClientIdentity, ClusterNames, LeafState,
+    Lifetime, ReadSecret, Renewal, Role, SecretNames, SecretProblem, auto_verdict, ca_state,
+    check_ca, issue_leaf, leaf_state, members_trust, new_ca, rotation_view, secret_names,
     static_verdict,
 };
 
@@ -247,7 +248,7 @@ impl TlsSide {
         };
         let (ca, source, leaves) = self.read_all(&names, false).await?;
         let datas: Vec<Option<SecretData>> = leaves.iter().map(data).collect();
-        let found = |i: usize, role: Role| Found {
+        let found = |i: usize, role: Role| ReadSecret {
             name: names.of(role).unwrap_or(""),
             data: datas[i].as_ref(),
             ours: ours(&leaves[i], cluster),
@@ -259,7 +260,7 @@ impl TlsSide {
         let verdict = match (&names.ca, auto(cluster)) {
             (Some(ca_name), Some(auto)) => {
                 let ca_data = data(&ca);
-                let ca_found = Found {
+                let ca_found = ReadSecret {
                     name: &ca_name.name,
                     data: ca_data.as_ref(),
                     ours: ours(&ca, cluster),
@@ -446,7 +447,7 @@ impl TlsSide {
             .clone()
             .ok_or_else(|| issue_failed("no CA Secret"))?;
         let ca_data_read = data(secret);
-        let found = Found {
+        let found = ReadSecret {
             name: &ca_name.name,
             data: ca_data_read.as_ref(),
             ours: ours(secret, cluster),
@@ -514,7 +515,7 @@ impl TlsSide {
         for (i, role) in Role::ALL.into_iter().enumerate() {
             let name = names.of(role).unwrap_or_default();
             let read = data(&leaves[i]);
-            let found = Found {
+            let found = ReadSecret {
                 name,
                 data: read.as_ref(),
                 ours: ours(&leaves[i], cluster),

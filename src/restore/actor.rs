@@ -17,7 +17,7 @@ use crate::api::restore::{EtcdRestore, EtcdRestoreStatus};
 use crate::backup::store::StoreTimeouts;
 
 use super::kube::RestoreKube;
-use super::run::{FOLLOW_INTERVAL, Step, finished, step};
+use super::run::{FOLLOW_INTERVAL, StepOutcome, finished, step};
 
 /// First delay after a failed step; it doubles up to [`MAX_RETRY`].
 const FIRST_RETRY: Duration = Duration::from_secs(5);
@@ -128,7 +128,7 @@ impl RestoreActor {
         entry.timer = Some(ctx.notify_later(due, after));
     }
 
-    fn finish(&mut self, key: &str, outcome: Step, ctx: &mut Context<Self>) {
+    fn finish(&mut self, key: &str, outcome: StepOutcome, ctx: &mut Context<Self>) {
         let Some(entry) = self.entries.get_mut(key) else {
             return;
         };

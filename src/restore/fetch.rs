@@ -9,9 +9,10 @@ use std::path::{Path, PathBuf};
 use futures::StreamExt;
 use tokio::io::AsyncWriteExt;
 
-use crate::backup::credentials::{CredentialsError, S3Credentials, SecretData};
+use crate::backup::credentials::{CredentialsError, S3Credentials};
 use crate::backup::integrity::{IntegrityError, SnapshotVerifier};
 use crate::backup::store::{BackupStore, Location, StoreConfig, StoreError, StoreTimeouts};
+use crate::secret_data::SecretData;
 
 /// The snapshot to fetch and what it must be.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,10 +9,10 @@ use serde_json::json;
 
 use crate::api::EtcdCluster;
 use crate::api::restore::{EtcdRestore, EtcdRestoreStatus};
-use crate::backup::credentials::SecretData;
 use crate::backup::kube::{BackupKube, KubeBackupApi};
 use crate::controller::fence::Fence;
 use crate::kube_api::event;
+use crate::secret_data::SecretData;
 
 /// What creating the new EtcdCluster did.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -20,7 +20,7 @@ pub const FOLLOW_INTERVAL: Duration = Duration::from_secs(2);
 
 /// What one step ends with: the status to write, an Event, and whether to look again.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Step {
+pub struct StepOutcome {
     /// The status.
     pub status: EtcdRestoreStatus,
     /// `(warning, reason, note)`.
@@ -42,12 +42,12 @@ fn refuse(
     refusal: Refusal,
     previous: &EtcdRestoreStatus,
     now: &str,
-) -> Step {
+) -> StepOutcome {
     let status = plan::refused(restore, &refusal, now);
     // A retried failure says so once per reason, not on every retry.
     let event = (previous.reason != refusal.reason || status.phase == "Refused")
         .then(|| (true, refusal.reason.to_string(), refusal.message.clone()));
-    Step {
+    StepOutcome {
         again: status.phase != "Refused",
         status,
         event,
@@ -61,7 +61,7 @@ pub async fn step(
     previous: &EtcdRestoreStatus,
     timeouts: StoreTimeouts,
     now: &str,
-) -> Step {
+) -> StepOutcome {
     let namespace = restore.namespace().unwrap_or_default();
     let name = &restore.spec.etcd_cluster.name;
     let cluster = match kube.cluster(&namespace, name).await {
@@ -124,7 +124,7 @@ fn follow(
     cluster: &EtcdCluster,
     previous: &EtcdRestoreStatus,
     now: &str,
-) -> Step {
+) -> StepOutcome {
     let Some(source) = cluster.spec.restore.clone() else {
         let message = format!(
             "EtcdCluster {} has no spec.restore any more",
@@ -148,13 +148,13 @@ fn follow(
                 "RestoreSucceeded".to_string(),
                 status.message.clone(),
             ));
-            Step {
+            StepOutcome {
                 status,
                 event,
                 again: false,
             }
         }
-        Err(message) => Step {
+        Err(message) => StepOutcome {
             status: plan::restoring(restore, &source, message, now),
             event: None,
             again: true,
@@ -190,7 +190,7 @@ async fn open_store(
 pub(crate) fn store_for(
     s3: &S3RestoreSource,
     lookup: &Lookup,
-    data: &crate::backup::credentials::SecretData,
+    data: &crate::secret_data::SecretData,
     timeouts: StoreTimeouts,
 ) -> Result<BackupStore, Refusal> {
     let secret = &s3.aws_secret;
@@ -226,7 +226,7 @@ async fn create(
     restore: &EtcdRestore,
     timeouts: StoreTimeouts,
     now: &str,
-) -> Result<Step, Refusal> {
+) -> Result<StepOutcome, Refusal> {
     let namespace = restore.namespace().unwrap_or_default();
     let s3 = restore.spec.s3.as_ref().ok_or_else(|| Refusal {
         reason: "InvalidSpec",
@@ -267,7 +267,7 @@ async fn create(
         source.sha256,
         source.etcd_version
     );
-    Ok(Step {
+    Ok(StepOutcome {
         status: plan::restoring(restore, &source, note.clone(), now),
         event: Some((false, "ClusterCreated".to_string(), note)),
         again: true,

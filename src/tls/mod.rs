@@ -20,11 +20,9 @@ pub use issue::{Ca, Leaf, Lifetime, issue_leaf, new_ca};
 pub use layout::{CaSecret, Role, SecretNames, secret_names};
 pub use names::{ClusterNames, covers};
 pub use rotation::{CaRecord, CaWrite, ca_record, rotation_view, trust_digest};
-pub use validate::{
-    Bundle, CheckedBundle, CheckedCa, SecretData, check_bundle, check_ca, check_trust,
-};
+pub use validate::{Bundle, CheckedBundle, CheckedCa, check_bundle, check_ca, check_trust};
 pub use verdict::{
-    CaState, Found, LeafState, Verdict, auto_verdict, ca_state, leaf_state, members_trust,
+    CaState, LeafState, ReadSecret, Verdict, auto_verdict, ca_state, leaf_state, members_trust,
     static_verdict,
 };
 

@@ -27,7 +27,8 @@ use super::error::{Problem, SecretProblem};
 use super::issue::Ca;
 use super::layout::{CA_CERT_KEY, CA_KEY_KEY};
 use super::pem::{certificates, rfc3339};
-use super::validate::{CheckedCa, SecretData, check_ca_keys};
+use super::validate::{CheckedCa, check_ca_keys};
+use crate::secret_data::SecretData;
 
 pub use crate::api::annotations::ROTATE_ANNOTATION;
 /// Annotation on the CA Secret: the step in progress.

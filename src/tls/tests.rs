@@ -5,6 +5,7 @@ use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair}
 use super::layout::{CA_CERT_KEY, CA_KEY_KEY};
 use super::*;
 use crate::api::KeyType;
+use crate::secret_data::SecretData;
 
 const NOW: i64 = 1_800_000_000;
 const DAY: i64 = 86_400;
@@ -406,8 +407,8 @@ fn ca_secret(ca: &Ca) -> SecretData {
     .into()
 }
 
-fn found<'a>(name: &'a str, data: Option<&'a SecretData>) -> Found<'a> {
-    Found {
+fn found<'a>(name: &'a str, data: Option<&'a SecretData>) -> ReadSecret<'a> {
+    ReadSecret {
         name,
         data,
         ours: true,
@@ -473,7 +474,7 @@ fn a_users_ca_is_copied_whenever_the_copy_is_missing_and_never_made() {
         assert_eq!(problems[0].to_string(), "Secret my-ca: not found");
     }
     // The copy's name taken by someone else's Secret: never overwritten.
-    let foreign = Found {
+    let foreign = ReadSecret {
         ours: false,
         ..found("demo-ca-in-use", Some(&copy))
     };
@@ -537,7 +538,7 @@ fn auto_certificates_are_in_use_until_due_then_renewed() {
             &ca,
         )
     });
-    fn leaves(datas: &[SecretData; 3]) -> [(Role, Found<'_>); 3] {
+    fn leaves(datas: &[SecretData; 3]) -> [(Role, ReadSecret<'_>); 3] {
         [0, 1, 2].map(|i| (Role::ALL[i], found(Role::ALL[i].label(), Some(&datas[i]))))
     }
     let state = CaState::Valid(Box::new(checked.clone()));
@@ -572,7 +573,7 @@ fn auto_certificates_are_in_use_until_due_then_renewed() {
     );
     assert!(!later.observation.missing);
     // A Secret of someone else under the operator's name is never overwritten.
-    let foreign = Found {
+    let foreign = ReadSecret {
         ours: false,
         ..found("peer", Some(&datas[0]))
     };

@@ -3,15 +3,11 @@
 //! the names each role needs covered, the right key usage, and signatures by the CAs the
 //! other side trusts. Every problem found is reported, each naming its Secret and key.
 
-use std::collections::BTreeMap;
-
 use super::error::{Problem, SecretProblem};
 use super::layout::{CA_CERT_KEY, CA_KEY_KEY, Role};
 use super::names::{ClusterNames, covers};
 use super::pem::{CertFacts, certificates, key_spki, rfc3339, signed_by};
-
-/// The keys of a Secret and their values.
-pub type SecretData = BTreeMap<String, Vec<u8>>;
+use crate::secret_data::SecretData;
 
 /// One role's Secret as read: its name, and its keys (`None`: it does not exist).
 #[derive(Debug, Clone, Copy)]

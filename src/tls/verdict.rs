@@ -12,12 +12,13 @@ use super::layout::{CA_CERT_KEY, Role, SecretNames};
 use super::names::ClusterNames;
 use super::pem::{certificates, rfc3339, signed_by};
 use super::rotation::{CaRecord, NEXT_CERT_KEY, ca_record, trust_digest};
-use super::validate::{Bundle, CheckedBundle, CheckedCa, SecretData, check_bundle};
+use super::validate::{Bundle, CheckedBundle, CheckedCa, check_bundle};
 use super::{ClientIdentity, check_trust};
+use crate::secret_data::SecretData;
 
 /// One Secret as read.
 #[derive(Debug, Clone, Copy)]
-pub struct Found<'a> {
+pub struct ReadSecret<'a> {
     /// Its name.
     pub name: &'a str,
     /// Its keys, when it exists.
@@ -56,7 +57,7 @@ fn identity(client: &CheckedBundle) -> ClientIdentity {
 /// no renewals.
 pub fn static_verdict(
     names: &SecretNames,
-    found: &[Found<'_>; 3],
+    found: &[ReadSecret<'_>; 3],
     cluster: &ClusterNames,
     now: i64,
 ) -> Verdict {
@@ -130,7 +131,7 @@ pub enum LeafState {
 /// `ca`: it must be issued by its signer and hold the trust bundle of its step.
 pub fn leaf_state(
     role: Role,
-    found: Found<'_>,
+    found: ReadSecret<'_>,
     ca: &CaRecord,
     cluster: &ClusterNames,
     renewal: Renewal,
@@ -204,7 +205,7 @@ pub enum CaState {
 /// names. Otherwise a CA that cannot be used is a problem, since members trust it (a new
 /// CA reaches them only through a rotation).
 pub fn ca_state(
-    found: Found<'_>,
+    found: ReadSecret<'_>,
     annotations: &BTreeMap<String, String>,
     source: &CaSource,
     born: bool,
@@ -239,7 +240,7 @@ pub fn ca_state(
 /// The verdict on an operator-managed cluster (`spec.TLS.auto`).
 pub fn auto_verdict(
     ca: CaState,
-    leaves: &[(Role, Found<'_>); 3],
+    leaves: &[(Role, ReadSecret<'_>); 3],
     cluster: &ClusterNames,
     renewal: Renewal,
     now: i64,
@@ -315,7 +316,7 @@ fn invalid(problems: &[SecretProblem]) -> Verdict {
     }
 }
 
-fn all_missing(leaves: &[(Role, Found<'_>); 3]) -> Verdict {
+fn all_missing(leaves: &[(Role, ReadSecret<'_>); 3]) -> Verdict {
     let mut to_issue = vec!["the cluster's CA: not made yet".to_string()];
     to_issue.extend(
         leaves

@@ -5,7 +5,7 @@
 //! publishes every phase transition, and is restarted by actix's supervisor (with a fresh
 //! state rebuilt from observation) if a round panics.
 
-mod cadence;
+mod backoff;
 mod config;
 mod execute;
 mod messages;
@@ -33,12 +33,12 @@ use crate::debug::{ActorKind, StateView, TransitionRecord, unix_ms};
 use crate::member_client::MemberClient;
 use crate::metrics::{ActionLabels, CountedClusterApi, CountedEtcdApi, PhaseLabels, Telemetry};
 use crate::ports::{ClusterApi, EtcdApi};
-use cadence::{Acted, Cadence};
+use backoff::{Acted, TickBackoff};
 use etcd_operator_core::lifecycle::{DesiredCluster, Pace, Phase, Reason, State};
 use etcd_operator_core::report::StatusReport;
 use etcd_operator_core::topology::Topology;
 use observe::HealthProbe;
-use publish::Written;
+use publish::LastWrite;
 use tick::{TickJob, TickOutcome};
 
 pub use config::ClusterConfig;
@@ -58,7 +58,7 @@ pub struct ClusterDeps {
 
 /// When the next tick runs.
 #[derive(Debug, Default)]
-enum Schedule {
+enum NextTick {
     /// No tick is running; none is planned (only before the first one).
     #[default]
     Idle,
@@ -73,7 +73,7 @@ enum Schedule {
 
 /// A Cluster actor's state as `/debug/actors` and [`Inspect`] show it.
 #[derive(Debug, Serialize)]
-struct ClusterView {
+struct DebugView {
     cluster: String,
     phase: String,
     state: State,
@@ -86,7 +86,7 @@ struct ClusterView {
     busy: bool,
 }
 
-impl StateView for ClusterView {
+impl StateView for DebugView {
     fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }))
     }
@@ -106,12 +106,12 @@ pub struct ClusterActor {
     members: Addr<MemberClient>,
     telemetry: Telemetry,
     logger: Logger,
-    schedule: Schedule,
-    cadence: Cadence,
+    schedule: NextTick,
+    backoff: TickBackoff,
     last_pace: Option<Pace>,
     /// The status written last, and when. Shared with each tick's job and the debug
     /// view, so neither copies it.
-    last_written: Option<Written>,
+    last_written: Option<LastWrite>,
     last_reason: Option<Reason>,
     last_message: String,
     /// The action and decision reason of the last "not yet" answer logged at info: the
@@ -119,7 +119,7 @@ pub struct ClusterActor {
     /// etcd's gate is one line however many retries it takes.
     last_not_yet: Option<(&'static str, &'static str)>,
     ticks: u64,
-    trail: steps::Trail,
+    trail: steps::StepHistory,
 }
 
 impl ClusterActor {
@@ -149,15 +149,15 @@ impl ClusterActor {
             members,
             telemetry: deps.telemetry,
             logger,
-            schedule: Schedule::Idle,
-            cadence: Cadence::default(),
+            schedule: NextTick::Idle,
+            backoff: TickBackoff::default(),
             last_pace: None,
             last_written: None,
             last_reason: None,
             last_message: String::new(),
             last_not_yet: None,
             ticks: 0,
-            trail: steps::Trail::default(),
+            trail: steps::StepHistory::default(),
         };
         actor.trace_spec_seen();
         actor
@@ -167,12 +167,12 @@ impl ClusterActor {
     /// `after == 0` asks for another right after it, and anything later waits for its end.
     fn schedule(&mut self, after: Duration, ctx: &mut Context<Self>) {
         match &mut self.schedule {
-            Schedule::Running { again } => *again |= after.is_zero(),
-            Schedule::Planned(handle) => {
+            NextTick::Running { again } => *again |= after.is_zero(),
+            NextTick::Planned(handle) => {
                 ctx.cancel_future(*handle);
-                self.schedule = Schedule::Planned(ctx.notify_later(Tick, after));
+                self.schedule = NextTick::Planned(ctx.notify_later(Tick, after));
             }
-            Schedule::Idle => self.schedule = Schedule::Planned(ctx.notify_later(Tick, after)),
+            NextTick::Idle => self.schedule = NextTick::Planned(ctx.notify_later(Tick, after)),
         }
     }
 
@@ -182,11 +182,11 @@ impl ClusterActor {
     }
 
     fn busy(&self) -> bool {
-        matches!(self.schedule, Schedule::Running { .. })
+        matches!(self.schedule, NextTick::Running { .. })
     }
 
-    fn debug_view(&self) -> ClusterView {
-        ClusterView {
+    fn debug_view(&self) -> DebugView {
+        DebugView {
             cluster: self.key.clone(),
             phase: self.state.phase.to_string(),
             state: self.state.clone(),
@@ -208,8 +208,8 @@ impl ClusterActor {
     }
 
     fn finish(&mut self, outcome: TickOutcome, ctx: &mut Context<Self>) {
-        let again = matches!(self.schedule, Schedule::Running { again: true });
-        self.schedule = Schedule::Idle;
+        let again = matches!(self.schedule, NextTick::Running { again: true });
+        self.schedule = NextTick::Idle;
         self.ticks += 1;
         let metrics = &self.telemetry.metrics;
         metrics.ticks.inc();
@@ -235,13 +235,13 @@ impl ClusterActor {
                     deadline,
                 } = *done;
                 metrics.tick_seconds.observe(elapsed.as_secs_f64());
-                self.cadence.note_actions(Acted::of(&outcomes));
+                self.backoff.note_actions(Acted::of(&outcomes));
                 self.log_outcomes(decision.why.reason.as_str(), &outcomes);
                 self.trace_tick(sight, observed, &outcomes);
                 if let Some(error) = status_error {
                     warn!(self.logger, "cannot write status"; "error" => error);
                 } else if let Some(at) = written_at {
-                    self.last_written = Some(Written {
+                    self.last_written = Some(LastWrite {
                         status: Arc::new(status),
                         at,
                     });
@@ -256,11 +256,11 @@ impl ClusterActor {
         self.last_pace = Some(pace);
         self.publish_view();
         let next = if again {
-            self.cadence.reset();
+            self.backoff.reset();
             Duration::ZERO
         } else {
             let now = tokio::time::Instant::now();
-            self.cadence.next(pace, deadline, now, &self.config)
+            self.backoff.next(pace, deadline, now, &self.config)
         };
         self.schedule(next, ctx);
     }
@@ -366,8 +366,8 @@ impl Supervised for ClusterActor {
         self.telemetry.metrics.restarts.inc();
         // `stopped` already decremented the `clusters` gauge; `started` runs again next.
         self.state = State::default();
-        self.schedule = Schedule::Idle;
-        self.cadence.reset();
+        self.schedule = NextTick::Idle;
+        self.backoff.reset();
         self.last_pace = None;
         self.last_written = None;
     }
@@ -377,11 +377,11 @@ impl Handler<Tick> for ClusterActor {
     type Result = ();
 
     fn handle(&mut self, _: Tick, ctx: &mut Context<Self>) {
-        if let Schedule::Running { again } = &mut self.schedule {
+        if let NextTick::Running { again } = &mut self.schedule {
             *again = true;
             return;
         }
-        self.schedule = Schedule::Running { again: false };
+        self.schedule = NextTick::Running { again: false };
         let job = TickJob {
             kube: self.kube.clone(),
             members: self.members.clone(),
@@ -444,7 +444,7 @@ impl Handler<SpecChanged> for ClusterActor {
             self.trace_spec_seen();
         }
         self.spec = Arc::new(msg.0);
-        self.cadence.reset();
+        self.backoff.reset();
         self.tick_soon(ctx);
     }
 }
@@ -453,7 +453,7 @@ impl Handler<Nudge> for ClusterActor {
     type Result = ();
 
     fn handle(&mut self, _: Nudge, ctx: &mut Context<Self>) {
-        self.cadence.reset();
+        self.backoff.reset();
         self.tick_soon(ctx);
     }
 }

@@ -82,18 +82,19 @@ fn may_need_a_backup(
     membership: &Membership,
     health: &BTreeMap<u64, MemberHealth>,
 ) -> bool {
-    let born = view.recorded.bootstrap.is_some() || !view.recorded.members.is_empty();
-    born && match membership {
-        Membership::Unreachable { .. } => true,
-        Membership::Listed { members, .. } => {
-            let voters: Vec<&MemberView> = members.iter().filter(|m| !m.is_learner).collect();
-            let healthy = voters
-                .iter()
-                .filter(|m| health.get(&m.id).is_some_and(MemberHealth::is_healthy))
-                .count();
-            healthy <= voters.len() / 2
+    let bootstrapped = view.recorded.bootstrap.is_some() || !view.recorded.members.is_empty();
+    bootstrapped
+        && match membership {
+            Membership::Unreachable { .. } => true,
+            Membership::Listed { members, .. } => {
+                let voters: Vec<&MemberView> = members.iter().filter(|m| !m.is_learner).collect();
+                let healthy = voters
+                    .iter()
+                    .filter(|m| health.get(&m.id).is_some_and(MemberHealth::is_healthy))
+                    .count();
+                healthy <= voters.len() / 2
+            }
         }
-    }
 }
 
 /// Status probes of members: every started member at once, straight through the etcd port

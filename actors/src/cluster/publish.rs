@@ -16,7 +16,7 @@ use etcd_operator_core::report::StatusReport;
 
 /// A status as it was last written.
 #[derive(Debug, Clone)]
-pub(crate) struct Written {
+pub(crate) struct LastWrite {
     /// What was written.
     pub status: std::sync::Arc<StatusReport>,
     /// When.
@@ -25,33 +25,33 @@ pub(crate) struct Written {
 
 /// Whether a tick's status is to be written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum WriteDue {
+pub(crate) enum StatusWrite {
     /// Now: it differs in substance, or nothing was written yet.
     Now,
     /// Never: it is what was written last.
     Unchanged,
     /// Only its wording differs and the last write is recent: at this time, if still so.
-    At(Instant),
+    StepTime(Instant),
 }
 
 /// Whether `status` is to be written at `now`, given the status written last.
 pub(crate) fn write_due(
-    last: Option<&Written>,
+    last: Option<&LastWrite>,
     status: &StatusReport,
     now: Instant,
     rewording: Duration,
-) -> WriteDue {
+) -> StatusWrite {
     let Some(last) = last else {
-        return WriteDue::Now;
+        return StatusWrite::Now;
     };
     if *last.status == *status {
-        return WriteDue::Unchanged;
+        return StatusWrite::Unchanged;
     }
     let due = last.at + rewording;
     if due > now && same_but_wording(&last.status, status) {
-        WriteDue::At(due)
+        StatusWrite::StepTime(due)
     } else {
-        WriteDue::Now
+        StatusWrite::Now
     }
 }
 
@@ -94,8 +94,8 @@ mod tests {
         s
     }
 
-    fn written(status: &StatusReport, at: Instant) -> Written {
-        Written {
+    fn written(status: &StatusReport, at: Instant) -> LastWrite {
+        LastWrite {
             status: Arc::new(status.clone()),
             at,
         }
@@ -106,7 +106,7 @@ mod tests {
         let now = Instant::now();
         assert_eq!(
             write_due(None, &one_down(now), now, REWORDING),
-            WriteDue::Now
+            StatusWrite::Now
         );
     }
 
@@ -117,7 +117,7 @@ mod tests {
         let later = now + Duration::from_secs(60);
         assert_eq!(
             write_due(Some(&last), &one_down(now), later, REWORDING),
-            WriteDue::Unchanged
+            StatusWrite::Unchanged
         );
     }
 
@@ -130,11 +130,11 @@ mod tests {
         let soon = now + Duration::from_secs(1);
         assert_eq!(
             write_due(Some(&last), &new, soon, REWORDING),
-            WriteDue::At(now + REWORDING)
+            StatusWrite::StepTime(now + REWORDING)
         );
         assert_eq!(
             write_due(Some(&last), &new, now + REWORDING, REWORDING),
-            WriteDue::Now
+            StatusWrite::Now
         );
     }
 
@@ -153,7 +153,7 @@ mod tests {
         for changed in [phase, member, condition] {
             assert_eq!(
                 write_due(Some(&last), &changed, soon, REWORDING),
-                WriteDue::Now,
+                StatusWrite::Now,
                 "{changed:?}"
             );
         }

@@ -11,7 +11,7 @@ use super::{ActionOutcome, ActionResult};
 
 /// What one tick saw of a member, as far as the trace goes.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct MemberSight {
+pub(crate) struct MemberSnapshot {
     /// Its pod exists and is neither dead nor being deleted.
     pub alive: bool,
     /// Its pod is in phase Running.
@@ -26,21 +26,21 @@ pub(crate) struct MemberSight {
 
 /// What one tick saw and decided, as far as the trace goes.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct Sight {
+pub(crate) struct Snapshot {
     /// The phase decided is Running.
     pub running: bool,
     /// Whether the status the object holds now says Running; `None` when this tick's
     /// status write failed (the object holds what it held before).
     pub published_running: Option<bool>,
     /// Members by name (pods, and members etcd lists).
-    pub members: BTreeMap<String, MemberSight>,
+    pub members: BTreeMap<String, MemberSnapshot>,
 }
 
-impl Sight {
+impl Snapshot {
     /// What `obs` shows of the members, with the phase decided and whether the status
     /// written says Running (`None`: its write failed).
     pub(crate) fn of(obs: &Observation, phase: &Phase, published_running: Option<bool>) -> Self {
-        let mut members: BTreeMap<String, MemberSight> = BTreeMap::new();
+        let mut members: BTreeMap<String, MemberSnapshot> = BTreeMap::new();
         for pod in &obs.pods {
             let seen = members.entry(pod.name.clone()).or_default();
             seen.alive = !pod.is_dead();
@@ -58,21 +58,21 @@ impl Sight {
                 seen.healthy = health.is_healthy();
             }
         }
-        Sight {
+        Snapshot {
             running: *phase == Phase::Running,
             published_running,
             members,
         }
     }
 
-    fn member(&self, name: &str) -> MemberSight {
+    fn member(&self, name: &str) -> MemberSnapshot {
         self.members.get(name).copied().unwrap_or_default()
     }
 }
 
 /// When a step happened: when the tick observed the world, or when it had acted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum At {
+pub(crate) enum StepTime {
     /// At the tick's observation.
     Observed,
     /// By the end of the tick's actions and status write.
@@ -81,20 +81,20 @@ pub(crate) enum At {
 
 /// One step a tick showed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Found {
+pub(crate) struct FoundStep {
     /// The step.
     pub step: Step,
     /// The member it concerns, if one.
     pub member: Option<String>,
     /// When it happened.
-    pub at: At,
+    pub at: StepTime,
 }
 
 /// What the ticks so far saw, to compare the next one with.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct Trail {
+pub(crate) struct StepHistory {
     /// The last tick's sight (its status resolved).
-    sight: Sight,
+    sight: Snapshot,
     /// Pods the operator deleted whose pods were still seen: their end is no loss.
     deleted: BTreeSet<String>,
     /// Members lost that no replacement pod has been created for yet.
@@ -107,16 +107,16 @@ pub(crate) struct Trail {
 /// before saw), and the `outcomes` of its actions. Returns them in the order they
 /// happened, with the trail to compare the next tick with.
 pub(crate) fn steps(
-    previous: &Trail,
-    mut current: Sight,
+    previous: &StepHistory,
+    mut current: Snapshot,
     outcomes: &[ActionOutcome],
-) -> (Vec<Found>, Trail) {
+) -> (Vec<FoundStep>, StepHistory) {
     let before = &previous.sight;
-    let mut next = Trail {
+    let mut next = StepHistory {
         deleted: previous.deleted.clone(),
         lost: previous.lost,
         replacing: previous.replacing.clone(),
-        sight: Sight::default(),
+        sight: Snapshot::default(),
     };
     let mut found = Vec::new();
     next.deleted
@@ -125,12 +125,12 @@ pub(crate) fn steps(
     for (name, then) in &before.members {
         let gone = then.alive && !current.member(name).alive;
         if gone && !previous.deleted.contains(name) {
-            note(&mut found, Step::MemberLost, Some(name), At::Observed);
+            note(&mut found, Step::MemberLost, Some(name), StepTime::Observed);
             next.lost += 1;
         }
     }
     if current.running && !before.running {
-        note(&mut found, Step::Ready, None, At::Observed);
+        note(&mut found, Step::Ready, None, StepTime::Observed);
     }
     for outcome in outcomes {
         if let ActionResult::Done { member, .. } = &outcome.result {
@@ -141,7 +141,7 @@ pub(crate) fn steps(
         .published_running
         .unwrap_or(before.published_running.unwrap_or(false));
     if published && before.published_running != Some(true) {
-        note(&mut found, Step::StatusPublished, None, At::Acted);
+        note(&mut found, Step::StatusPublished, None, StepTime::Acted);
     }
     current.published_running = Some(published);
     next.sight = current;
@@ -149,8 +149,8 @@ pub(crate) fn steps(
 }
 
 /// Adds a step to `found`.
-fn note(found: &mut Vec<Found>, step: Step, member: Option<&str>, at: At) {
-    found.push(Found {
+fn note(found: &mut Vec<FoundStep>, step: Step, member: Option<&str>, at: StepTime) {
+    found.push(FoundStep {
         step,
         member: member.map(str::to_string),
         at,
@@ -159,24 +159,29 @@ fn note(found: &mut Vec<Found>, step: Step, member: Option<&str>, at: At) {
 
 /// The steps each member of `current` shows for the first time since `before`: its pod
 /// running or restarted, serving, healthy (a replacement's end, when it was one).
-fn member_changes(before: &Sight, current: &Sight, next: &mut Trail, found: &mut Vec<Found>) {
+fn member_changes(
+    before: &Snapshot,
+    current: &Snapshot,
+    next: &mut StepHistory,
+    found: &mut Vec<FoundStep>,
+) {
     for (name, now) in &current.members {
         let then = before.members.get(name).copied();
         let was = then.unwrap_or_default();
         let member = Some(name.as_str());
         if now.pod_running && !was.pod_running {
-            note(found, Step::PodRunning, member, At::Observed);
+            note(found, Step::PodRunning, member, StepTime::Observed);
         }
         if then.is_some_and(|then| now.restarts > then.restarts) {
-            note(found, Step::PodRestarted, member, At::Observed);
+            note(found, Step::PodRestarted, member, StepTime::Observed);
         }
         if now.serving && !was.serving {
-            note(found, Step::MemberServing, member, At::Observed);
+            note(found, Step::MemberServing, member, StepTime::Observed);
         }
         if now.healthy && !was.healthy {
-            note(found, Step::MemberHealthy, member, At::Observed);
+            note(found, Step::MemberHealthy, member, StepTime::Observed);
             if next.replacing.remove(name) {
-                note(found, Step::ReplacementHealthy, member, At::Observed);
+                note(found, Step::ReplacementHealthy, member, StepTime::Observed);
             }
         }
     }
@@ -185,20 +190,25 @@ fn member_changes(before: &Sight, current: &Sight, next: &mut Trail, found: &mut
 /// The steps an action carried out on `member` is: a seed's pod, a member added, a
 /// learner promoted, a joiner's pod (a replacement's while members are lost); a pod
 /// deleted on purpose is remembered, so that its going is not a loss.
-fn action_done(action: &Action, member: Option<&str>, next: &mut Trail, found: &mut Vec<Found>) {
+fn action_done(
+    action: &Action,
+    member: Option<&str>,
+    next: &mut StepHistory,
+    found: &mut Vec<FoundStep>,
+) {
     let made_pod = match action {
         Action::CreateSeed { .. } | Action::StartSeed { .. } => {
-            note(found, Step::SeedPodCreated, member, At::Acted);
+            note(found, Step::SeedPodCreated, member, StepTime::Acted);
             false
         }
         Action::PrepareJoiner { .. } | Action::ResumeJoin { .. } => true,
         Action::AddMember { prepared, .. } => {
-            note(found, Step::MemberAdded, member, At::Acted);
+            note(found, Step::MemberAdded, member, StepTime::Acted);
             prepared.is_none()
         }
         Action::RestartMember { .. } => next.lost > 0,
         Action::PromoteLearner { .. } => {
-            note(found, Step::LearnerPromoted, member, At::Acted);
+            note(found, Step::LearnerPromoted, member, StepTime::Acted);
             false
         }
         Action::DeletePod { name } | Action::RecreatePod { name } => {
@@ -209,10 +219,10 @@ fn action_done(action: &Action, member: Option<&str>, next: &mut Trail, found: &
     };
     if made_pod && next.lost > 0 {
         next.lost -= 1;
-        note(found, Step::ReplacementPodCreated, member, At::Acted);
+        note(found, Step::ReplacementPodCreated, member, StepTime::Acted);
         next.replacing.extend(member.map(str::to_string));
     } else if made_pod {
-        note(found, Step::JoinerPodCreated, member, At::Acted);
+        note(found, Step::JoinerPodCreated, member, StepTime::Acted);
     }
 }
 
@@ -223,8 +233,8 @@ mod tests {
     use etcd_operator_core::outcome::Cause;
     use etcd_operator_core::ports::EtcdErrorKind;
 
-    fn member(alive: bool, running: bool, healthy: bool) -> MemberSight {
-        MemberSight {
+    fn member(alive: bool, running: bool, healthy: bool) -> MemberSnapshot {
+        MemberSnapshot {
             alive,
             pod_running: running,
             serving: healthy,
@@ -233,8 +243,8 @@ mod tests {
         }
     }
 
-    fn sight(members: &[(&str, MemberSight)], running: bool) -> Sight {
-        Sight {
+    fn sight(members: &[(&str, MemberSnapshot)], running: bool) -> Snapshot {
+        Snapshot {
             running,
             published_running: Some(running),
             members: members
@@ -265,7 +275,7 @@ mod tests {
         }
     }
 
-    fn names(found: &[Found]) -> Vec<(&'static str, Option<&str>)> {
+    fn names(found: &[FoundStep]) -> Vec<(&'static str, Option<&str>)> {
         found
             .iter()
             .map(|f| (f.step.as_str(), f.member.as_deref()))
@@ -273,8 +283,8 @@ mod tests {
     }
 
     /// Runs ticks in turn from an empty trail, returning every step found.
-    fn run(ticks: Vec<(Sight, Vec<ActionOutcome>)>) -> (Vec<Found>, Trail) {
-        let mut trail = Trail::default();
+    fn run(ticks: Vec<(Snapshot, Vec<ActionOutcome>)>) -> (Vec<FoundStep>, StepHistory) {
+        let mut trail = StepHistory::default();
         let mut all = Vec::new();
         for (sight, outcomes) in ticks {
             let (found, next) = steps(&trail, sight, &outcomes);
@@ -327,9 +337,12 @@ mod tests {
             name: "b".into(),
         };
         let (found, _) = run(vec![
-            (Sight::default(), vec![done(seed, "a"), failed]),
-            (Sight::default(), vec![done(joiner(), "b"), done(add, "b")]),
-            (Sight::default(), vec![done(promote, "b")]),
+            (Snapshot::default(), vec![done(seed, "a"), failed]),
+            (
+                Snapshot::default(),
+                vec![done(joiner(), "b"), done(add, "b")],
+            ),
+            (Snapshot::default(), vec![done(promote, "b")]),
         ]);
         assert_eq!(
             names(&found),
@@ -340,7 +353,7 @@ mod tests {
                 ("learner_promoted", Some("b")),
             ]
         );
-        assert!(found.iter().all(|f| f.at == At::Acted));
+        assert!(found.iter().all(|f| f.at == StepTime::Acted));
     }
 
     #[test]
@@ -401,11 +414,11 @@ mod tests {
     #[test]
     fn a_container_restart_shows_as_a_pod_restart_then_the_member_healthy_again() {
         let up = member(true, true, true);
-        let restarted = MemberSight {
+        let restarted = MemberSnapshot {
             restarts: 1,
             ..member(true, true, false)
         };
-        let back = MemberSight { restarts: 1, ..up };
+        let back = MemberSnapshot { restarts: 1, ..up };
         let (found, _) = run(vec![
             (sight(&[("a", up)], true), vec![]),
             (sight(&[("a", restarted)], true), vec![]),
@@ -424,7 +437,7 @@ mod tests {
 
     #[test]
     fn the_status_counts_as_published_only_once_written() {
-        let unwritten = Sight {
+        let unwritten = Snapshot {
             published_running: None,
             ..sight(&[], true)
         };

@@ -17,9 +17,9 @@ use etcd_operator_core::topology::Topology;
 
 use super::execute::{ActionEnv, execute};
 use super::observe::{HealthProbe, observe};
-use super::publish::{WriteDue, Written, write_due};
+use super::publish::{LastWrite, StatusWrite, write_due};
 use super::services_gate::ServicesGate;
-use super::steps::Sight;
+use super::steps::Snapshot;
 use etcd_operator_core::outcome::ActionOutcome;
 
 /// Inputs of one tick.
@@ -33,7 +33,7 @@ pub(crate) struct TickJob {
     pub deadlines: Deadlines,
     /// The status written last, and when: to skip writes that change nothing, and to
     /// hold back those that only reword it (`publish`).
-    pub last_written: Option<Written>,
+    pub last_written: Option<LastWrite>,
     /// How long a status that only rewords the last one waits to be written.
     pub rewording: Duration,
     /// The reason this actor published last, to raise a refusal's Event once (a fresh
@@ -76,7 +76,7 @@ pub(crate) struct Decided {
     /// How long each stage of the tick took.
     pub stages: Stages,
     /// What the tick saw and decided, for the step trace.
-    pub sight: Sight,
+    pub sight: Snapshot,
     /// When it observed the world.
     pub observed: Instant,
     /// How closely the cluster needs watching after this tick.
@@ -130,12 +130,12 @@ impl TickJob {
         let now = Instant::now();
         let (status_error, written_at) =
             match write_due(self.last_written.as_ref(), &status, now, self.rewording) {
-                WriteDue::Unchanged => (None, None),
-                WriteDue::At(due) => {
+                StatusWrite::Unchanged => (None, None),
+                StatusWrite::StepTime(due) => {
                     deadline = Some(deadline.map_or(due, |d| d.min(due)));
                     (None, None)
                 }
-                WriteDue::Now => match kube.publish_status(&status).await {
+                StatusWrite::Now => match kube.publish_status(&status).await {
                     Ok(()) => (None, Some(now)),
                     Err(e) => (Some(e.to_string()), None),
                 },
@@ -144,7 +144,7 @@ impl TickJob {
         let published = status_error
             .is_none()
             .then_some(status.phase == Phase::Running);
-        let sight = Sight::of(&obs, &decision.state.phase, published);
+        let sight = Snapshot::of(&obs, &decision.state.phase, published);
         TickOutcome::Decided(Box::new(Decided {
             decision,
             outcomes,

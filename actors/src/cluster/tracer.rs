@@ -8,12 +8,12 @@ use crate::trace::Step;
 
 use super::ActionOutcome;
 use super::ClusterActor;
-use super::steps::{At, Sight, Trail, steps};
+use super::steps::{Snapshot, StepHistory, StepTime, steps};
 
 impl ClusterActor {
     /// Starts the cluster's trace: its spec is seen now.
     pub(super) fn trace_spec_seen(&mut self) {
-        self.trail = Trail::default();
+        self.trail = StepHistory::default();
         self.telemetry
             .hub
             .step(&self.key, Step::SpecSeen, None, unix_ms());
@@ -22,7 +22,7 @@ impl ClusterActor {
     /// Records the steps a tick shows: what it saw at `observed`, and did.
     pub(super) fn trace_tick(
         &mut self,
-        sight: Sight,
+        sight: Snapshot,
         observed: Instant,
         outcomes: &[ActionOutcome],
     ) {
@@ -32,8 +32,8 @@ impl ClusterActor {
         let observed_ms = now.saturating_sub(observed.elapsed().as_millis());
         for f in found {
             let at = match f.at {
-                At::Observed => observed_ms,
-                At::Acted => now,
+                StepTime::Observed => observed_ms,
+                StepTime::Acted => now,
             };
             self.telemetry.hub.step(&self.key, f.step, f.member, at);
         }

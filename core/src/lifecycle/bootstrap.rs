@@ -4,7 +4,7 @@
 //! The fact lives in the EtcdCluster's status as a [`BootstrapRecord`]: the seed's name and
 //! `--initial-cluster-token` are written there *before* the seed pod is created, and the
 //! etcd cluster ID as soon as a member answers. The operator never clears it. Every tick
-//! reads it back ([`Recorded`]) and [`Birth::of`] turns it into the only answer the
+//! reads it back ([`Recorded`]) and [`BootstrapStage::of`] turns it into the only answer the
 //! lifecycle asks: may a seed be created?
 
 use super::BootstrapRecord;
@@ -12,9 +12,9 @@ use super::{Membership, Observation, State};
 
 /// Where a cluster stands with respect to its one bootstrap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Birth<'a> {
+pub(crate) enum BootstrapStage<'a> {
     /// Nothing was ever seeded: a seed may be created (when no pod of the cluster exists).
-    Unborn,
+    NeverSeeded,
     /// A seed was recorded and no member has answered yet: only that seed may be
     /// (re)started, under the recorded name and token.
     Seeding {
@@ -26,16 +26,16 @@ pub(crate) enum Birth<'a> {
     /// A member answered at least once (or an older operator's status listed members):
     /// the cluster exists. It is never bootstrapped again, and its failed pods are never
     /// deleted to make room.
-    Born {
+    Bootstrapped {
         /// The recorded cluster ID, when known.
         cluster_id: Option<u64>,
     },
 }
 
-impl<'a> Birth<'a> {
+impl<'a> BootstrapStage<'a> {
     /// The one rule, from the recorded status, what this actor has seen, and this tick's
     /// member list.
-    pub fn of(state: &State, obs: &'a Observation) -> Birth<'a> {
+    pub fn of(state: &State, obs: &'a Observation) -> BootstrapStage<'a> {
         let record = obs.recorded.bootstrap.as_ref();
         let listed = match &obs.membership {
             Membership::Listed { cluster_id, .. } => Some(*cluster_id),
@@ -43,7 +43,7 @@ impl<'a> Birth<'a> {
         };
         let known = record.and_then(|r| r.cluster_id).or(state.cluster_id);
         if known.is_some() || listed.is_some() || !obs.recorded.members.is_empty() {
-            return Birth::Born {
+            return BootstrapStage::Bootstrapped {
                 cluster_id: known.or(listed),
             };
         }
@@ -52,13 +52,13 @@ impl<'a> Birth<'a> {
                 seed: Some(seed),
                 token: Some(token),
                 ..
-            }) => Birth::Seeding { seed, token },
-            _ => Birth::Unborn,
+            }) => BootstrapStage::Seeding { seed, token },
+            _ => BootstrapStage::NeverSeeded,
         }
     }
 
     /// Whether the cluster exists (a member answered once).
-    pub(crate) fn is_born(&self) -> bool {
-        matches!(self, Birth::Born { .. })
+    pub(crate) fn is_bootstrapped(&self) -> bool {
+        matches!(self, BootstrapStage::Bootstrapped { .. })
     }
 }

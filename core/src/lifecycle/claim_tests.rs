@@ -20,7 +20,7 @@ fn run(state: State, obs: &Observation) -> Decision {
 
 /// Three healthy members on bound claims, the cluster recorded.
 fn claimed(now: Instant) -> World {
-    World::healthy(now, 3, VERSION).on_volumes().born()
+    World::healthy(now, 3, VERSION).on_volumes().bootstrapped()
 }
 
 #[test]
@@ -74,7 +74,7 @@ fn a_member_on_an_empty_dir_beside_claimed_ones_is_still_replaced_when_its_pod_f
     let obs = World::healthy(Instant::now(), 3, VERSION)
         .claim("m1", ClaimPhase::Bound)
         .claim("m2", ClaimPhase::Bound)
-        .born()
+        .bootstrapped()
         .unreachable(3)
         .pod("m3", |p| p.phase = PodPhase::Failed)
         .build();
@@ -94,7 +94,7 @@ fn no_message_advises_deleting_the_cluster_while_pods_or_claims_may_hold_data() 
     }
     let every_pod_going = world.build();
     let failed_on_empty_dir = World::empty(Instant::now())
-        .born()
+        .bootstrapped()
         .extra_pod("demo-a", PodPhase::Failed)
         .build();
     for obs in [every_pod_going, failed_on_empty_dir] {

@@ -10,9 +10,9 @@
 //! 2. a recovery from lost quorum that is recorded and under way goes on, and a stale
 //!    force-recovery request is refused (`recovery.rs`, `recorded_recovery.rs`);
 //! 3. an upgrade that failed is rolled back (`upgrade.rs`);
-//! 4. a born cluster's member crash looping on its volume from an older pod template gets
+//! 4. a bootstrapped cluster's member crash looping on its volume from an older pod template gets
 //!    a pod from the current one, with or without quorum (`rollout.rs`);
-//! 5. without a member list: the bootstrap rule ([`Birth`]) decides whether a seed is
+//! 5. without a member list: the bootstrap rule ([`BootstrapStage`]) decides whether a seed is
 //!    created, restarted or waited for; a cluster that exists is only reported on
 //!    (`seeding.rs`);
 //! 6. with a member list, in this order: missing Services are recreated; members are
@@ -46,8 +46,8 @@ use super::unstarted::unstarted_member;
 use super::upkeep::{disruption_budget, unlabelled_voters};
 use super::view::ClusterView;
 use super::{
-    Action, Birth, Deadlines, DesiredCluster, MemberView, Membership, Observation, Phase, PodView,
-    Reason, State, Version, Why,
+    Action, BootstrapStage, Deadlines, DesiredCluster, MemberView, Membership, Observation, Phase,
+    PodView, Reason, State, Version, Why,
 };
 use super::{recorded_recovery, recovery, rollout, tls, volumes};
 use super::{transition, upgrade};
@@ -64,8 +64,8 @@ pub fn decide(
 ) -> Decision {
     let from = state.phase.clone();
     let decision = tls::with_certificates(step(state, obs, spec, deadlines), obs, spec);
-    let born = Birth::of(&decision.state, obs).is_born();
-    transition::guard(&from, decision, born)
+    let bootstrapped = BootstrapStage::of(&decision.state, obs).is_bootstrapped();
+    transition::guard(&from, decision, bootstrapped)
 }
 
 /// The decision before the guards.
@@ -91,7 +91,7 @@ pub(super) fn step(
     if let Some(d) = upgrade::failed_upgrade(&mut state, obs, deadlines) {
         return d;
     }
-    if Birth::of(&state, obs).is_born()
+    if BootstrapStage::of(&state, obs).is_bootstrapped()
         && let Some(d) = rollout::crash_loop_on_a_volume(&state, obs, spec)
     {
         return d;
@@ -99,7 +99,7 @@ pub(super) fn step(
     match &obs.membership {
         Membership::Unreachable { error } => {
             state.settled_since = None;
-            let birth = Birth::of(&state, obs);
+            let birth = BootstrapStage::of(&state, obs);
             let seed = Seed {
                 version: &target,
                 restore: spec.restore.as_ref(),

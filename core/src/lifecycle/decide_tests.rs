@@ -105,7 +105,7 @@ fn seed_that_died_before_the_cluster_formed_is_deleted_to_start_over() {
 #[test]
 fn cluster_whose_id_is_recorded_is_never_bootstrapped_again() {
     let now = Instant::now();
-    let obs = World::empty(now).born().build();
+    let obs = World::empty(now).bootstrapped().build();
     let d = run(State::default(), &obs, &spec(3, "3.5.21"));
     assert!(d.actions.is_empty());
     assert_eq!(
@@ -120,7 +120,7 @@ fn cluster_whose_id_is_recorded_is_never_bootstrapped_again() {
 fn failed_pods_of_a_cluster_that_exists_are_never_deleted_to_start_over() {
     let now = Instant::now();
     let obs = World::empty(now)
-        .born()
+        .bootstrapped()
         .extra_pod("demo-a", PodPhase::Failed)
         .extra_pod("demo-b", PodPhase::Failed)
         .build();
@@ -226,7 +226,7 @@ fn a_seed_that_has_run_is_not_recreated_when_the_version_changes() {
 #[test]
 fn members_answering_for_another_cluster_block_every_action() {
     let now = Instant::now();
-    let mut obs = World::healthy(now, 1, "3.5.21").born().build();
+    let mut obs = World::healthy(now, 1, "3.5.21").bootstrapped().build();
     if let Membership::Listed { cluster_id, .. } = &mut obs.membership {
         *cluster_id = 0x1234;
     }
@@ -602,7 +602,7 @@ fn every_pod_gone_with_volumes_brings_every_member_back_and_never_a_new_cluster(
         .without_pod("m1")
         .without_pod("m2")
         .without_pod("m3")
-        .born()
+        .bootstrapped()
         .etcd_down()
         .build();
     for state in [running_state(), State::default()] {
@@ -620,7 +620,7 @@ fn every_pod_gone_without_volumes_is_reported_lost_and_nothing_is_created() {
         .without_pod("m1")
         .without_pod("m2")
         .without_pod("m3")
-        .born()
+        .bootstrapped()
         .etcd_down()
         .build();
     let d = run(running_state(), &obs, &spec(3, VERSION));
@@ -1193,7 +1193,7 @@ fn a_one_member_cluster_on_a_bad_image_is_rolled_back_though_nothing_answers() {
                 p.upgrade_from = Some("3.4.23".into());
                 p.ready = false;
             })
-            .born()
+            .bootstrapped()
             .etcd_down()
     };
     let first = run(running_state(), &world().build(), &spec(1, "3.5.21"));
@@ -1347,7 +1347,9 @@ fn a_running_cluster_without_a_disruption_budget_gets_one_at_the_quorum_of_its_v
     let now = Instant::now();
     for (voters, quorum) in [(1, 1), (3, 2), (5, 3)] {
         let d = on_running(
-            World::healthy(now, voters, VERSION).born().budget(None),
+            World::healthy(now, voters, VERSION)
+                .bootstrapped()
+                .budget(None),
             voters as u32,
             VERSION,
         );
@@ -1361,7 +1363,9 @@ fn the_disruption_budget_follows_the_voting_members_not_the_learners() {
     let now = Instant::now();
     // Scaling 3 → 5: a fourth voter has joined, the budget still says 2.
     let d = on_running(
-        World::healthy(now, 4, VERSION).born().budget(Some(2)),
+        World::healthy(now, 4, VERSION)
+            .bootstrapped()
+            .budget(Some(2)),
         5,
         VERSION,
     );
@@ -1370,7 +1374,7 @@ fn the_disruption_budget_follows_the_voting_members_not_the_learners() {
     let d = on_running(
         World::healthy(now, 4, VERSION)
             .learner(4)
-            .born()
+            .bootstrapped()
             .budget(Some(2)),
         4,
         VERSION,
@@ -1386,7 +1390,7 @@ fn a_member_etcd_cannot_reach_while_its_pod_still_counts_ready_raises_the_budget
     let d = on_running(
         World::healthy(now, 3, VERSION)
             .unreachable(3)
-            .born()
+            .bootstrapped()
             .budget(Some(2)),
         3,
         VERSION,
@@ -1397,7 +1401,7 @@ fn a_member_etcd_cannot_reach_while_its_pod_still_counts_ready_raises_the_budget
         World::healthy(now, 3, VERSION)
             .unreachable(3)
             .pod("m3", |p| p.ready = false)
-            .born()
+            .bootstrapped()
             .budget(Some(3)),
         3,
         VERSION,
@@ -1408,7 +1412,7 @@ fn a_member_etcd_cannot_reach_while_its_pod_still_counts_ready_raises_the_budget
         World::healthy(now, 5, VERSION)
             .unreachable(4)
             .unreachable(5)
-            .born()
+            .bootstrapped()
             .budget(Some(3)),
         5,
         VERSION,
@@ -1419,11 +1423,14 @@ fn a_member_etcd_cannot_reach_while_its_pod_still_counts_ready_raises_the_budget
 #[test]
 fn a_disruption_budget_at_quorum_is_left_alone_and_a_paused_or_blocked_cluster_sets_none() {
     let now = Instant::now();
-    let d = on_running(World::healthy(now, 3, VERSION).born(), 3, VERSION);
+    let d = on_running(World::healthy(now, 3, VERSION).bootstrapped(), 3, VERSION);
     assert_no_action!(d, Action::SetDisruptionBudget { .. });
     let mut paused = spec(3, VERSION);
     paused.paused = true;
-    let obs = World::healthy(now, 3, VERSION).born().budget(None).build();
+    let obs = World::healthy(now, 3, VERSION)
+        .bootstrapped()
+        .budget(None)
+        .build();
     assert_idle(&run(running_state(), &obs, &paused), Reason::Paused);
     let mut other = obs.clone();
     other.name_conflict = Some("PodDisruptionBudget demo belongs to someone else".into());
@@ -1463,10 +1470,16 @@ fn every_kind_of_observation(now: Instant) -> Vec<(&'static str, Observation)> {
             "recorded seed, no pod",
             World::empty(now).seeding("m1").build(),
         ),
-        ("born, no pods", World::empty(now).born().build()),
-        ("born, etcd down", three().born().etcd_down().build()),
+        (
+            "bootstrapped, no pods",
+            World::empty(now).bootstrapped().build(),
+        ),
+        (
+            "bootstrapped, etcd down",
+            three().bootstrapped().etcd_down().build(),
+        ),
         ("healthy", three().build()),
-        ("healthy, born", three().born().build()),
+        ("healthy, bootstrapped", three().bootstrapped().build()),
         ("one unreachable", three().unreachable(3).build()),
         (
             "two unreachable",
@@ -1498,7 +1511,7 @@ fn no_decision_from_any_phase_on_any_observation_breaks_the_state_machine() {
         spec(3, "3.6.0"),
         spec(3, "3.4.0"),
     ];
-    let unborn = [Phase::Starting, Phase::Bootstrapping, Phase::Paused];
+    let never_seeded = [Phase::Starting, Phase::Bootstrapping, Phase::Paused];
     for (name, obs) in every_kind_of_observation(now) {
         for spec in &specs {
             let born_states = [
@@ -1514,7 +1527,7 @@ fn no_decision_from_any_phase_on_any_observation_breaks_the_state_machine() {
                 phase,
                 ..running_state()
             });
-            let unborn_states = unborn.clone().map(|phase| State {
+            let unborn_states = never_seeded.clone().map(|phase| State {
                 phase,
                 ..State::default()
             });
@@ -1595,8 +1608,8 @@ fn a_snapshot_the_version_cannot_read_gets_no_seed() {
 
 #[test]
 fn a_born_cluster_never_reads_its_snapshot_again() {
-    // Every member's pod gone: a born cluster is never seeded, with or without a snapshot.
-    let obs = World::empty(Instant::now()).born().build();
+    // Every member's pod gone: a bootstrapped cluster is never seeded, with or without a snapshot.
+    let obs = World::empty(Instant::now()).bootstrapped().build();
     let d = run(State::default(), &obs, &restoring(3, "3.5.35", "3.5.35"));
     assert_no_action!(d, Action::CreateSeed { .. } | Action::StartSeed { .. });
     assert_eq!(d.why.reason, Reason::AllMembersLost);

@@ -30,4 +30,4 @@ impl Decision {
     }
 }
 
-pub(super) type Step = Box<dyn FnOnce(State) -> Decision>;
+pub(super) type PendingDecision = Box<dyn FnOnce(State) -> Decision>;

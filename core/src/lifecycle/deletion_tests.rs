@@ -24,7 +24,7 @@ fn run(state: State, obs: &Observation, spec: &DesiredCluster) -> Decision {
 #[test]
 fn a_cluster_being_deleted_gets_no_pod_for_a_member_the_garbage_collector_deleted() {
     let obs = World::healthy(Instant::now(), 3, VERSION)
-        .born()
+        .bootstrapped()
         .without_pod("m3")
         .build();
     let d = run(running_state(), &obs, &deleting(3));
@@ -44,7 +44,7 @@ fn a_cluster_being_deleted_gets_no_seed_no_services_and_no_scale_up() {
         &run(State::default(), &empty, &deleting(3)),
         Reason::Deleting,
     );
-    let small = World::healthy(now, 1, VERSION).born().build();
+    let small = World::healthy(now, 1, VERSION).bootstrapped().build();
     assert_idle(
         &run(running_state(), &small, &deleting(3)),
         Reason::Deleting,
@@ -55,7 +55,7 @@ fn a_cluster_being_deleted_gets_no_seed_no_services_and_no_scale_up() {
 fn a_cluster_being_deleted_starts_no_recovery_whatever_its_policy() {
     let now = Instant::now();
     let lost = |now| {
-        let mut obs = World::empty(now).born().build();
+        let mut obs = World::empty(now).bootstrapped().build();
         obs.recorded.members = vec!["m1".into(), "m2".into(), "m3".into()];
         obs
     };

@@ -189,7 +189,7 @@ impl World {
     }
 
     /// The object's status records the cluster's ID: it exists.
-    pub fn born(mut self) -> Self {
+    pub fn bootstrapped(mut self) -> Self {
         self.obs.recorded.bootstrap = Some(BootstrapRecord {
             seed: Some("m1".into()),
             token: Some("demo-token".into()),

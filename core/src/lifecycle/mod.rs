@@ -52,7 +52,7 @@ mod rollout_tests;
 mod rotation_tests;
 
 pub use action::Action;
-pub(crate) use bootstrap::Birth;
+pub(crate) use bootstrap::BootstrapStage;
 pub use bootstrap_record::{BootstrapRecord, Recorded};
 pub use certificates::{CaRotationStep, CaRotationView, CertificateInfo, TlsMode, TlsObservation};
 pub use decide::decide;

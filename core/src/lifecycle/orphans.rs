@@ -1,7 +1,7 @@
 //! When a pod that has no etcd member is deleted: after a grace time, so that a member
 //! list read from a member that has not yet applied a recent `member add` costs no pod.
 
-use super::decision::{Decision, Step};
+use super::decision::{Decision, PendingDecision};
 use super::transition;
 use super::view::ClusterView;
 use super::{Action, PodView, Reason, State, Why};
@@ -10,7 +10,7 @@ use super::{Action, PodView, Reason, State, Why};
 /// from a member that has not yet applied a recent `member add` cannot cost a new pod.
 pub(crate) const ORPHAN_POD_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
-pub(super) fn orphan_pods(state: &State, view: &ClusterView<'_>) -> Option<Step> {
+pub(super) fn orphan_pods(state: &State, view: &ClusterView<'_>) -> Option<PendingDecision> {
     let now = view.obs.now;
     let due: Vec<Action> = state
         .orphan_since

@@ -1,5 +1,5 @@
 //! How closely a cluster needs watching after a tick: the lifecycle's side of the actor's
-//! cadence. Pure: the pace is read from a tick's decision and observation, and the next
+//! back-off (`TickBackoff`). Pure: the pace is read from a tick's decision and observation, and the next
 //! deadline from the timers the state carries and the certificate events the adapter
 //! announced. The actor turns both into the time of its next tick.
 

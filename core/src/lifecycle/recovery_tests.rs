@@ -44,7 +44,10 @@ fn answers(obs: &mut Observation, id: u64, raft_index: u64, revision: i64) {
 /// Members `m1..m<n>` on claims; those in `lost` gone with their data, the others
 /// answering with raft index `100 * id` and revision `10 * id`.
 fn losing(now: Instant, n: u64, lost: &[u64]) -> Observation {
-    let mut obs = World::healthy(now, n, VERSION).on_volumes().born().build();
+    let mut obs = World::healthy(now, n, VERSION)
+        .on_volumes()
+        .bootstrapped()
+        .build();
     for id in 1..=n {
         if lost.contains(&id) {
             gone(&mut obs, id, &format!("m{id}"));
@@ -254,7 +257,7 @@ fn from_survivor_waits_for_a_survivor_that_does_not_report_its_raft_index() {
 /// Every member gone with its data: no pod, no claim, no answer; the status remembers
 /// `m1..m3` and revision 500.
 fn total_loss(now: Instant, backup: Option<Result<SnapshotSource, String>>) -> Observation {
-    let mut obs = World::empty(now).born().build();
+    let mut obs = World::empty(now).bootstrapped().build();
     obs.recorded.members = vec!["m1".into(), "m2".into(), "m3".into()];
     obs.recorded.revision = Some(500);
     obs.newest_backup = backup;
@@ -473,7 +476,7 @@ fn a_survivor_running_alone_finishes_the_recovery_and_drops_the_flag() {
     let spec = spec(RecoveryPolicy::FromSurvivor);
     let mut obs = World::healthy(Instant::now(), 1, VERSION)
         .on_volumes()
-        .born()
+        .bootstrapped()
         .pod("m1", |p| p.force_new_cluster = true)
         .build();
     answers(&mut obs, 1, 105, 10);
@@ -531,7 +534,7 @@ fn a_recorded_recovery_from_a_backup_starts_its_seed_from_the_backup() {
 /// The restored seed `s1` of the FromBackup recovery [`backup_record`] answering alone, as
 /// the only member of the new etcd cluster `cluster_id`, at `revision`.
 fn restored_seed_alone(cluster_id: u64, revision: i64) -> Observation {
-    let mut obs = World::empty(Instant::now()).born().build();
+    let mut obs = World::empty(Instant::now()).bootstrapped().build();
     obs.pods.push(PodView::running("s1", VERSION));
     let mut health = MemberHealth::healthy(VERSION);
     health.revision = Some(revision);
@@ -627,7 +630,10 @@ fn recovery_actions_are_refused_for_a_cluster_that_does_not_exist() {
 /// Every member's pod is being deleted while no member answers (their kubelets stopped:
 /// etcd may still serve behind them); a verified backup exists.
 fn terminating_everywhere(now: Instant) -> Observation {
-    let mut obs = World::healthy(now, 3, VERSION).born().etcd_down().build();
+    let mut obs = World::healthy(now, 3, VERSION)
+        .bootstrapped()
+        .etcd_down()
+        .build();
     for pod in &mut obs.pods {
         pod.terminating = true;
         pod.ready = false;
@@ -696,7 +702,7 @@ fn mid_move_onto_claims_a_quorum_blip_never_forces_the_one_claimed_member() {
     let mixed = |now| {
         let mut obs = World::healthy(now, 3, VERSION)
             .claim("m1", ClaimPhase::Bound)
-            .born()
+            .bootstrapped()
             .build();
         for id in 1..=3 {
             answers(&mut obs, id, 100 * id, 10);
@@ -773,7 +779,7 @@ fn a_pod_still_forcing_a_new_cluster_after_its_recovery_finished_is_recreated_be
     // container restart would force a new cluster again, splitting the one grown since.
     let mut obs = World::healthy(Instant::now(), 1, VERSION)
         .on_volumes()
-        .born()
+        .bootstrapped()
         .pod("m1", |p| p.force_new_cluster = true)
         .build();
     answers(&mut obs, 1, 105, 10);
@@ -789,7 +795,7 @@ fn a_pod_still_forcing_a_new_cluster_after_its_recovery_finished_is_recreated_be
     // anything waits for a quorum.
     let mut quorumless = World::healthy(Instant::now(), 3, VERSION)
         .on_volumes()
-        .born()
+        .bootstrapped()
         .pod("m2", |p| p.force_new_cluster = true)
         .unreachable(1)
         .unreachable(3)
@@ -803,7 +809,7 @@ fn a_pod_still_forcing_a_new_cluster_after_its_recovery_finished_is_recreated_be
 fn a_pod_forcing_a_new_cluster_on_an_empty_dir_is_never_deleted() {
     // Its data would go with it; nothing the operator makes looks like this.
     let mut obs = World::healthy(Instant::now(), 1, VERSION)
-        .born()
+        .bootstrapped()
         .pod("m1", |p| p.force_new_cluster = true)
         .build();
     answers(&mut obs, 1, 105, 10);
@@ -817,7 +823,7 @@ fn an_unfinished_record_whose_lost_members_still_run_is_never_acted_on() {
     // were lost, but every member runs. Acting on it would force a new cluster from m1.
     let mut obs = World::healthy(Instant::now(), 3, VERSION)
         .on_volumes()
-        .born()
+        .bootstrapped()
         .build();
     obs.recorded.recovery = Some(survivor_record(false));
     let d = run(running_state(), &obs, &spec(RecoveryPolicy::FromSurvivor));
@@ -922,7 +928,7 @@ fn a_failed_recovery_still_finishes_when_its_member_answers_after_the_deadline()
     let first = run(running_state(), &recovering(t0), &spec);
     let mut alone = World::healthy(t0, 1, VERSION)
         .on_volumes()
-        .born()
+        .bootstrapped()
         .pod("m1", |p| p.force_new_cluster = true)
         .build();
     alone.now = t0 + Duration::from_secs(3600);
@@ -1071,7 +1077,7 @@ fn reseed_is_refused_while_any_member_may_keep_data() {
     // Pods being deleted may still serve: no loss at all, nothing to reseed.
     let terminating = |now| {
         World::healthy(now, 3, VERSION)
-            .born()
+            .bootstrapped()
             .pod("m1", |p| p.terminating = true)
             .pod("m2", |p| p.terminating = true)
             .pod("m3", |p| p.terminating = true)

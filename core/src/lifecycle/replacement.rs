@@ -3,7 +3,7 @@
 //! etcd's last words say its data is unusable. The replacement's pod is prepared by the
 //! same tick.
 
-use super::decision::{Decision, Step};
+use super::decision::{Decision, PendingDecision};
 use super::scaling::prepared_joiners;
 use super::view::ClusterView;
 use super::{Action, Deadlines, MemberView, Phase, PodView, Reason, State, Version, Why};
@@ -14,7 +14,7 @@ pub(super) fn dead_or_unhealthy_member(
     view: &ClusterView<'_>,
     deadlines: &Deadlines,
     (size, join_version): (usize, &Version),
-) -> Option<Step> {
+) -> Option<PendingDecision> {
     let now = view.obs.now;
     let (m, reason, message) = view.members.iter().filter(|m| m.started()).find_map(|m| {
         // A member whose claim holds its data comes back on it (`volumes`), or is waited
@@ -114,7 +114,7 @@ pub(super) fn removal(id: u64, name: &str, pod: Option<&PodView>) -> Vec<Action>
 }
 
 /// A member that is not healthy (yet) holds back every further step.
-pub(super) fn unhealthy_member(current: Phase, view: &ClusterView<'_>) -> Option<Step> {
+pub(super) fn unhealthy_member(current: Phase, view: &ClusterView<'_>) -> Option<PendingDecision> {
     let m = view.members.iter().find(|m| !view.is_healthy(m))?;
     let name = m.pod_name().unwrap_or_default();
     let why = match crash_loop(view, &name) {

@@ -1,4 +1,4 @@
-//! A cluster born from a snapshot: where the snapshot is, and which etcd may read it.
+//! A cluster bootstrapped from a snapshot: where the snapshot is, and which etcd may read it.
 //!
 //! An EtcdCluster made by an EtcdRestore carries its [`SnapshotSource`] in its spec. The
 //! seed decision takes it as data: the seed's pod then restores the snapshot into its data

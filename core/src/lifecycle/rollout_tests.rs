@@ -328,7 +328,7 @@ fn a_lone_crash_looping_member_on_a_volume_gets_a_pod_from_the_corrected_spec_th
     let now = Instant::now();
     let world = built_from(World::healthy(now, 1, VERSION), &["m1"], "old")
         .on_volumes()
-        .born()
+        .bootstrapped()
         .etcd_down();
     let d = decide_on(running_state(), crash_looping(world, "m1"), 1);
     deletes(&d, "m1", Reason::RecreatingCrashLoopingMember);

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use super::decision::{Decision, Step};
+use super::decision::{Decision, PendingDecision};
 use super::orphans::ORPHAN_POD_GRACE;
 use super::transition;
 use super::view::ClusterView;
@@ -12,7 +12,10 @@ use super::{
 };
 
 /// A learner that caught up is promoted.
-pub(super) fn promotable_learner(view: &ClusterView<'_>, scaling: &Phase) -> Option<Step> {
+pub(super) fn promotable_learner(
+    view: &ClusterView<'_>,
+    scaling: &Phase,
+) -> Option<PendingDecision> {
     let m = view
         .members
         .iter()
@@ -287,7 +290,7 @@ pub(super) fn leftover_joiners(
     state: &State,
     view: &ClusterView<'_>,
     wanted: Option<&PodView>,
-) -> Option<Step> {
+) -> Option<PendingDecision> {
     let now = view.obs.now;
     let wanted = wanted.map(|p| p.name.as_str());
     let due: Vec<Action> = prepared_joiners(view)

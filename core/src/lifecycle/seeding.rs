@@ -3,8 +3,8 @@
 
 use super::decision::Decision;
 use super::{
-    Action, Birth, DesiredCluster, Observation, Phase, PodView, Reason, SnapshotSource, State,
-    Version, Why, check_readable,
+    Action, BootstrapStage, DesiredCluster, Observation, Phase, PodView, Reason, SnapshotSource,
+    State, Version, Why, check_readable,
 };
 use super::{evidence, recovery, volumes};
 
@@ -15,9 +15,9 @@ pub(super) struct Seed<'a> {
     pub(super) restore: Option<&'a SnapshotSource>,
 }
 
-/// A cluster to be born from a snapshot its version cannot read gets no seed.
-pub(super) fn unreadable_snapshot(birth: Birth<'_>, seed: Seed<'_>) -> Option<Why> {
-    let source = seed.restore.filter(|_| !birth.is_born())?;
+/// A cluster to be bootstrapped from a snapshot its version cannot read gets no seed.
+pub(super) fn unreadable_snapshot(birth: BootstrapStage<'_>, seed: Seed<'_>) -> Option<Why> {
+    let source = seed.restore.filter(|_| !birth.is_bootstrapped())?;
     let problem = check_readable(&source.etcd_version, seed.version).err()?;
     Some(Why::new(
         Reason::RestoreRefused,
@@ -32,7 +32,7 @@ pub(super) fn unreadable_snapshot(birth: Birth<'_>, seed: Seed<'_>) -> Option<Wh
 pub(super) fn without_member_list(
     state: State,
     obs: &Observation,
-    birth: Birth<'_>,
+    birth: BootstrapStage<'_>,
     error: &str,
     (seed, spec): (Seed<'_>, &DesiredCluster),
 ) -> Decision {
@@ -52,14 +52,16 @@ pub(super) fn without_member_list(
     if let Some(why) = unreadable_snapshot(birth, seed) {
         return block(state, why, actions);
     }
-    if let (Birth::Born { .. }, Some(on)) = (birth, volumes::without_member_list(obs, target)) {
+    if let (BootstrapStage::Bootstrapped { .. }, Some(on)) =
+        (birth, volumes::without_member_list(obs, target))
+    {
         let mut d = on.decision(state);
         actions.append(&mut d.actions);
         d.actions = actions;
         return d;
     }
     match birth {
-        Birth::Born { .. } if live.is_empty() => {
+        BootstrapStage::Bootstrapped { .. } if live.is_empty() => {
             let why = Why::new(
                 Reason::AllMembersLost,
                 format!(
@@ -75,7 +77,7 @@ pub(super) fn without_member_list(
             d.actions = actions;
             d
         }
-        Birth::Born { .. } => block(
+        BootstrapStage::Bootstrapped { .. } => block(
             state,
             Why::new(
                 Reason::EtcdUnreachable,
@@ -86,7 +88,7 @@ pub(super) fn without_member_list(
             ),
             actions,
         ),
-        Birth::Unborn if obs.pods.is_empty() => {
+        BootstrapStage::NeverSeeded if obs.pods.is_empty() => {
             actions.push(Action::CreateSeed {
                 version: target.clone(),
                 restore: seed.restore.cloned(),
@@ -94,8 +96,8 @@ pub(super) fn without_member_list(
             let why = Why::new(Reason::CreatingSeed, creating_seed_message(seed));
             Decision::new(state, Phase::Bootstrapping, actions, why)
         }
-        Birth::Unborn => unrecorded_seed(state, obs, &live, error),
-        Birth::Seeding { seed: name, token } => {
+        BootstrapStage::NeverSeeded => unrecorded_seed(state, obs, &live, error),
+        BootstrapStage::Seeding { seed: name, token } => {
             recorded_seed(state, obs, actions, (name, token), error, seed)
         }
     }

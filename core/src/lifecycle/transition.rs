@@ -1,18 +1,18 @@
 //! Which phase may follow which: the state machine's guards, in one place.
 //!
 //! `decide` derives a phase from each observation; this module is the one check every
-//! decision passes before anything is executed. "Born" means a member of the cluster has
-//! answered (see [`Birth`](super::Birth)).
+//! decision passes before anything is executed. "Bootstrapped" means a member of the cluster has
+//! answered (see [`BootstrapStage`](super::BootstrapStage)).
 //!
 //! | to | allowed when |
 //! | --- | --- |
 //! | `Starting` | never: it is only a new actor's first phase |
-//! | `Bootstrapping` | the cluster is not born, or it is and was `Bootstrapping` (the seed answered and is still settling) |
-//! | `Running`, `Scaling`, `Upgrading`, `Recovering`, `Restarting` | the cluster is born |
+//! | `Bootstrapping` | the cluster is not bootstrapped, or it is and was `Bootstrapping` (the seed answered and is still settling) |
+//! | `Running`, `Scaling`, `Upgrading`, `Recovering`, `Restarting` | the cluster is bootstrapped |
 //! | `Paused`, `Blocked` | always |
 //!
-//! And whatever the phase: a born cluster gets no seed action (`CreateSeed`, `StartSeed`),
-//! and only a born cluster gets a recovery action (`BeginRecovery`, `ForceNewCluster`,
+//! And whatever the phase: a bootstrapped cluster gets no seed action (`CreateSeed`, `StartSeed`),
+//! and only a bootstrapped cluster gets a recovery action (`BeginRecovery`, `ForceNewCluster`,
 //! `StartRecoverySeed`, `FinishRecovery`), in phase `Recovering`.
 //!
 //! A decision that breaks a rule is a bug in the decision function; it is replaced by
@@ -32,13 +32,13 @@ pub(crate) struct IllegalTransition {
     pub rule: &'static str,
 }
 
-/// Checks that `to`, with `actions`, may follow `from`; `born` says whether the cluster
-/// exists (see [`Birth`](super::Birth)).
+/// Checks that `to`, with `actions`, may follow `from`; `bootstrapped` says whether the cluster
+/// exists (see [`BootstrapStage`](super::BootstrapStage)).
 pub fn check(
     from: &Phase,
     to: &Phase,
     actions: &[Action],
-    born: bool,
+    bootstrapped: bool,
 ) -> Result<(), IllegalTransition> {
     let seeds = actions
         .iter()
@@ -53,12 +53,12 @@ pub fn check(
         )
     });
     let broken = match to {
-        _ if born && seeds => Some("a cluster that exists is never seeded again"),
-        _ if recovers && !(born && *to == Phase::Recovering) => {
+        _ if bootstrapped && seeds => Some("a cluster that exists is never seeded again"),
+        _ if recovers && !(bootstrapped && *to == Phase::Recovering) => {
             Some("only a cluster that exists is recovered, in phase Recovering")
         }
         Phase::Starting => Some("Starting is only the phase of an actor that has not decided yet"),
-        Phase::Bootstrapping if born && *from != Phase::Bootstrapping => {
+        Phase::Bootstrapping if bootstrapped && *from != Phase::Bootstrapping => {
             Some("a cluster that exists is never bootstrapped again")
         }
         Phase::Running
@@ -66,7 +66,7 @@ pub fn check(
         | Phase::Upgrading { .. }
         | Phase::Recovering
         | Phase::Restarting
-            if !born =>
+            if !bootstrapped =>
         {
             Some("only a cluster that exists can run, scale, upgrade, recover or restart")
         }
@@ -84,8 +84,8 @@ pub fn check(
 
 /// Lets `decision` through when it keeps the rules; otherwise replaces it by `Blocked`
 /// with no actions, saying which rule it broke.
-pub(super) fn guard(from: &Phase, decision: Decision, born: bool) -> Decision {
-    let Err(illegal) = check(from, &decision.state.phase, &decision.actions, born) else {
+pub(super) fn guard(from: &Phase, decision: Decision, bootstrapped: bool) -> Decision {
+    let Err(illegal) = check(from, &decision.state.phase, &decision.actions, bootstrapped) else {
         return decision;
     };
     let why = Why::new(
@@ -158,8 +158,11 @@ mod tests {
     #[test]
     fn no_phase_ever_leads_back_to_starting() {
         for from in every_phase() {
-            for born in [false, true] {
-                assert!(check(&from, &Phase::Starting, &[], born).is_err(), "{from}");
+            for bootstrapped in [false, true] {
+                assert!(
+                    check(&from, &Phase::Starting, &[], bootstrapped).is_err(),
+                    "{from}"
+                );
             }
         }
     }
@@ -169,7 +172,7 @@ mod tests {
         for from in every_phase() {
             check(&from, &Phase::Bootstrapping, &[], false).unwrap();
             if from == Phase::Bootstrapping {
-                // The seed answered: the cluster is born and its bootstrap is finishing.
+                // The seed answered: the cluster is bootstrapped and its bootstrap is finishing.
                 check(&from, &Phase::Bootstrapping, &[], true).unwrap();
                 continue;
             }
@@ -233,8 +236,8 @@ mod tests {
                     reason: Reason::EtcdUnreachable,
                 },
             ] {
-                for born in [false, true] {
-                    check(&from, &to, &[], born).unwrap();
+                for bootstrapped in [false, true] {
+                    check(&from, &to, &[], bootstrapped).unwrap();
                 }
             }
         }

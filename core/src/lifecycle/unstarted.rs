@@ -2,7 +2,7 @@
 //! member is removed after a deadline (blocked when that removal would need the quorum it
 //! is missing).
 
-use super::decision::{Decision, Step};
+use super::decision::{Decision, PendingDecision};
 use super::replacement::removal;
 use super::scaling::built_for_another_membership;
 use super::view::ClusterView;
@@ -14,7 +14,7 @@ pub(super) fn unstarted_member(
     deadlines: &Deadlines,
     scaling: &Phase,
     version: &Version,
-) -> Option<Step> {
+) -> Option<PendingDecision> {
     let m = view.members.iter().find(|m| !m.started())?;
     let name = m.pod_name().unwrap_or_default();
     let waited = state
@@ -83,7 +83,11 @@ pub(super) fn unstarted_member(
 }
 
 /// A voting joiner that cannot start while the cluster lacks the quorum to remove it.
-pub(super) fn join_stuck(name: &str, waited: std::time::Duration, pod: Option<&PodView>) -> Step {
+pub(super) fn join_stuck(
+    name: &str,
+    waited: std::time::Duration,
+    pod: Option<&PodView>,
+) -> PendingDecision {
     let detail = pod
         .and_then(|p| p.problem.clone())
         .unwrap_or_else(|| "its pod is dead".into());

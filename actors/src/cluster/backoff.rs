@@ -57,17 +57,17 @@ impl Acted {
 /// configuration (the doubling stops at 2^16).
 const LONGEST: u32 = 16;
 
-/// The actor's cadence: how many settled ticks, and how many ticks whose every action
+/// The actor's back-off: how many settled ticks, and how many ticks whose every action
 /// failed, it has seen in a row.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Cadence {
+pub(crate) struct TickBackoff {
     /// Settled ticks in a row since the last event or the last tick that was not settled.
     settled: u32,
     /// Ticks in a row whose actions all failed (at least one).
     failing: u32,
 }
 
-impl Cadence {
+impl TickBackoff {
     /// Starts over from fast: something happened. A run of failed actions still counts
     /// (only a tick that acts without failing ends it).
     pub(crate) fn reset(&mut self) {
@@ -146,69 +146,69 @@ mod tests {
         Duration::from_secs(s)
     }
 
-    fn waits(cadence: &mut Cadence, pace: Pace, n: usize) -> Vec<Duration> {
+    fn waits(backoff: &mut TickBackoff, pace: Pace, n: usize) -> Vec<Duration> {
         let config = ClusterConfig::default();
         let now = Instant::now();
         (0..n)
-            .map(|_| cadence.next(pace, None, now, &config))
+            .map(|_| backoff.next(pace, None, now, &config))
             .collect()
     }
 
     #[test]
     fn a_settled_cluster_backs_off_to_the_idle_interval() {
-        let mut cadence = Cadence::default();
+        let mut backoff = TickBackoff::default();
         assert_eq!(
-            waits(&mut cadence, Pace::Settled, 7),
+            waits(&mut backoff, Pace::Settled, 7),
             [2, 4, 8, 16, 20, 20, 20].map(secs)
         );
     }
 
     #[test]
     fn a_busy_cluster_follows_up_quickly_and_starts_the_back_off_over() {
-        let mut cadence = Cadence::default();
-        waits(&mut cadence, Pace::Settled, 5);
+        let mut backoff = TickBackoff::default();
+        waits(&mut backoff, Pace::Settled, 5);
         assert_eq!(
-            waits(&mut cadence, Pace::Busy, 1),
+            waits(&mut backoff, Pace::Busy, 1),
             [Duration::from_millis(100)]
         );
-        assert_eq!(waits(&mut cadence, Pace::Settled, 2), [2, 4].map(secs));
+        assert_eq!(waits(&mut backoff, Pace::Settled, 2), [2, 4].map(secs));
     }
 
     #[test]
     fn a_watchful_cluster_ticks_at_the_tick_interval_and_starts_the_back_off_over() {
-        let mut cadence = Cadence::default();
-        waits(&mut cadence, Pace::Settled, 5);
-        assert_eq!(waits(&mut cadence, Pace::Watchful, 2), [2, 2].map(secs));
-        assert_eq!(waits(&mut cadence, Pace::Settled, 1), [secs(2)]);
+        let mut backoff = TickBackoff::default();
+        waits(&mut backoff, Pace::Settled, 5);
+        assert_eq!(waits(&mut backoff, Pace::Watchful, 2), [2, 2].map(secs));
+        assert_eq!(waits(&mut backoff, Pace::Settled, 1), [secs(2)]);
     }
 
     #[test]
     fn an_event_starts_the_back_off_over() {
-        let mut cadence = Cadence::default();
-        waits(&mut cadence, Pace::Settled, 6);
-        cadence.reset();
-        assert_eq!(waits(&mut cadence, Pace::Settled, 1), [secs(2)]);
+        let mut backoff = TickBackoff::default();
+        waits(&mut backoff, Pace::Settled, 6);
+        backoff.reset();
+        assert_eq!(waits(&mut backoff, Pace::Settled, 1), [secs(2)]);
     }
 
     #[test]
     fn ticks_whose_every_action_failed_back_off_until_one_acts_without_failing() {
-        let mut cadence = Cadence::default();
-        let failed = |cadence: &mut Cadence| {
-            cadence.note_actions(Acted::AllFailed { lasting: false });
-            waits(cadence, Pace::Busy, 1)[0]
+        let mut backoff = TickBackoff::default();
+        let failed = |backoff: &mut TickBackoff| {
+            backoff.note_actions(Acted::AllFailed { lasting: false });
+            waits(backoff, Pace::Busy, 1)[0]
         };
-        let backing_off: Vec<_> = (0..9).map(|_| failed(&mut cadence)).collect();
+        let backing_off: Vec<_> = (0..9).map(|_| failed(&mut backoff)).collect();
         let ms = Duration::from_millis;
         assert_eq!(
             backing_off,
             [200, 400, 800, 1600, 3200, 6400, 12800, 20000, 20000].map(ms)
         );
         // An event does not end the run; a tick without actions neither.
-        cadence.reset();
-        cadence.note_actions(Acted::Nothing);
-        assert_eq!(waits(&mut cadence, Pace::Busy, 1), [secs(20)]);
-        cadence.note_actions(Acted::NotAllFailed);
-        assert_eq!(waits(&mut cadence, Pace::Busy, 1), [ms(100)]);
+        backoff.reset();
+        backoff.note_actions(Acted::Nothing);
+        assert_eq!(waits(&mut backoff, Pace::Busy, 1), [secs(20)]);
+        backoff.note_actions(Acted::NotAllFailed);
+        assert_eq!(waits(&mut backoff, Pace::Busy, 1), [ms(100)]);
     }
 
     fn failed(cause: Cause) -> ActionOutcome {
@@ -226,14 +226,14 @@ mod tests {
 
     #[test]
     fn a_tick_whose_every_failure_is_lasting_waits_the_idle_interval_at_once() {
-        let mut cadence = Cadence::default();
-        cadence.note_actions(Acted::of(&[failed(FORBIDDEN)]));
-        assert_eq!(waits(&mut cadence, Pace::Busy, 1), [secs(20)]);
+        let mut backoff = TickBackoff::default();
+        backoff.note_actions(Acted::of(&[failed(FORBIDDEN)]));
+        assert_eq!(waits(&mut backoff, Pace::Busy, 1), [secs(20)]);
         // A failure that a retry may mend among them: the back-off grows from the start.
-        let mut cadence = Cadence::default();
-        cadence.note_actions(Acted::of(&[failed(FORBIDDEN), failed(TIMEOUT)]));
+        let mut backoff = TickBackoff::default();
+        backoff.note_actions(Acted::of(&[failed(FORBIDDEN), failed(TIMEOUT)]));
         assert_eq!(
-            waits(&mut cadence, Pace::Busy, 1),
+            waits(&mut backoff, Pace::Busy, 1),
             [Duration::from_millis(200)]
         );
     }
@@ -264,20 +264,20 @@ mod tests {
 
     #[test]
     fn a_settled_cluster_never_sleeps_past_its_next_deadline() {
-        let mut cadence = Cadence::default();
-        waits(&mut cadence, Pace::Settled, 6);
+        let mut backoff = TickBackoff::default();
+        waits(&mut backoff, Pace::Settled, 6);
         let now = Instant::now();
         let config = ClusterConfig::default();
-        let wait = cadence.next(Pace::Settled, Some(now + secs(7)), now, &config);
+        let wait = backoff.next(Pace::Settled, Some(now + secs(7)), now, &config);
         assert_eq!(wait, secs(7));
     }
 
     #[test]
     fn a_deadline_already_passed_does_not_make_the_actor_spin() {
-        let mut cadence = Cadence::default();
+        let mut backoff = TickBackoff::default();
         let config = ClusterConfig::default();
         let later = Instant::now() + secs(60);
-        let wait = cadence.next(Pace::Settled, Some(later - secs(30)), later, &config);
+        let wait = backoff.next(Pace::Settled, Some(later - secs(30)), later, &config);
         assert_eq!(wait, config.follow_up);
     }
 
