@@ -2,6 +2,7 @@
 //! `etcd-operator-core` and reach etcd and Kubernetes through its ports.
 //!
 //! - [`ports`]: the traits through which actors reach Kubernetes and etcd.
+//! - [`roster`]: the watch's relist protocol, once for every kind the operator watches.
 //! - [`member_client`], [`cluster`], [`supervisor`]: the actix actors.
 //! - [`debug`]: the shared view of every actor's state and the live transition stream.
 //! - [`trace`]: the bounded record of each cluster's lifecycle steps and their times.
@@ -14,5 +15,6 @@ pub mod debug;
 pub mod member_client;
 pub mod metrics;
 pub mod ports;
+pub mod roster;
 pub mod supervisor;
 pub mod trace;

@@ -1,10 +1,8 @@
 //! The Supervisor actor: turns the EtcdCluster watch stream into Cluster actors.
 //!
-//! It honours the watcher's relist semantics: objects listed between
-//! [`WatchEvent::RelistStarted`] and [`WatchEvent::RelistDone`] are the whole truth, so
-//! actors whose object is missing from a relist are retired; and no Cluster actor starts
-//! before the first list is complete. Cluster actors run under actix's supervisor, which
-//! restarts one that crashed.
+//! The watcher's relist protocol is the [`Roster`]'s: actors whose object is missing from
+//! a relist are retired, and no Cluster actor starts before the first list is complete.
+//! Cluster actors run under actix's supervisor, which restarts one that crashed.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,24 +14,12 @@ use crate::cluster::{ClusterActor, ClusterConfig, ClusterDeps, Nudge, Retire, Sp
 use crate::debug::ActorKind;
 use crate::metrics::Telemetry;
 use crate::ports::{ClusterApi, EtcdApi};
+use crate::roster::{Change, Roster, WatchEvent};
 use etcd_operator_core::lifecycle::DesiredCluster;
 use etcd_operator_core::topology::Topology;
 
 /// One event of the EtcdCluster watch stream, already reduced to what actors need.
-#[derive(Debug, Clone, PartialEq, Eq, Message)]
-#[rtype(result = "()")]
-pub enum WatchEvent {
-    /// A full (re)list begins.
-    RelistStarted,
-    /// An object that is part of the list.
-    Relisted(Topology, DesiredCluster),
-    /// The list is complete: objects not listed are gone.
-    RelistDone,
-    /// An object was created or changed.
-    Applied(Topology, DesiredCluster),
-    /// An object was deleted.
-    Deleted(Topology),
-}
+pub type ClusterEvent = WatchEvent<Topology, DesiredCluster>;
 
 /// Builds the ports of a Cluster actor.
 pub trait ClusterWiring: Send + Sync + 'static {
@@ -53,10 +39,8 @@ pub struct Supervisor {
     /// The root logger, parent of each Cluster actor's logger.
     root: Logger,
     clusters: BTreeMap<Topology, Addr<ClusterActor>>,
-    /// Objects of the relist in progress, if one is.
-    relist: Option<BTreeMap<Topology, DesiredCluster>>,
-    /// The first list has completed.
-    synced: bool,
+    /// Which EtcdClusters exist, from the watch.
+    roster: Roster<Topology, DesiredCluster>,
 }
 
 impl Supervisor {
@@ -74,8 +58,7 @@ impl Supervisor {
             logger: logger.new(slog::o!("actor" => "supervisor")),
             root: logger.clone(),
             clusters: BTreeMap::new(),
-            relist: None,
-            synced: false,
+            roster: Roster::default(),
         }
     }
 
@@ -110,8 +93,8 @@ impl Supervisor {
             ActorKind::Supervisor,
             "supervisor",
             serde_json::json!({
-                "synced": self.synced,
-                "relisting": self.relist.is_some(),
+                "synced": self.roster.synced(),
+                "relisting": self.roster.relisting(),
                 "clusters": clusters,
             }),
         );
@@ -130,67 +113,45 @@ impl Actor for Supervisor {
     }
 }
 
-impl Handler<WatchEvent> for Supervisor {
+impl Handler<ClusterEvent> for Supervisor {
     type Result = ();
 
-    fn handle(&mut self, event: WatchEvent, _: &mut Context<Self>) {
+    fn handle(&mut self, event: ClusterEvent, _: &mut Context<Self>) {
         // The view lists every cluster: rebuild it only when it changes, not on every
         // event (with N clusters a relist would otherwise cost O(N²)).
         let relist_done = matches!(event, WatchEvent::RelistDone);
-        let before = (self.clusters.len(), self.synced, self.relist.is_some());
-        match event {
-            WatchEvent::RelistStarted => self.relist = Some(BTreeMap::new()),
-            WatchEvent::Relisted(cluster, spec) => {
-                self.relist
-                    .get_or_insert_with(BTreeMap::new)
-                    .insert(cluster, spec);
-            }
-            WatchEvent::RelistDone => {
-                let listed = self.relist.take().unwrap_or_default();
-                let gone: Vec<Topology> = self
-                    .clusters
-                    .keys()
-                    .filter(|k| !listed.contains_key(*k))
-                    .cloned()
-                    .collect();
-                for cluster in &gone {
-                    self.retire(cluster);
-                }
-                for (cluster, spec) in listed {
-                    self.upsert(cluster, spec);
-                }
-                if !self.synced {
-                    info!(self.logger, "first list complete"; "clusters" => self.clusters.len());
-                }
-                self.synced = true;
-                self.telemetry.hub.set_synced();
-            }
-            WatchEvent::Applied(cluster, spec) => match (&mut self.relist, self.synced) {
-                (Some(pending), _) => {
-                    pending.insert(cluster, spec);
-                }
-                (None, true) => self.upsert(cluster, spec),
-                (None, false) => {
+        let synced = self.roster.synced();
+        let before = (self.clusters.len(), synced, self.roster.relisting());
+        for change in self.roster.on(event) {
+            match change {
+                Change::Apply(cluster, spec) => self.upsert(cluster, spec),
+                Change::Retire(cluster) => self.retire(&cluster),
+                Change::BeforeFirstList(cluster) => {
                     warn!(self.logger, "ignoring an event that came before the first list";
                         "cluster" => cluster.key());
                 }
-            },
-            WatchEvent::Deleted(cluster) => {
-                if let Some(pending) = &mut self.relist {
-                    pending.remove(&cluster);
-                }
-                self.retire(&cluster);
             }
         }
-        if relist_done || before != (self.clusters.len(), self.synced, self.relist.is_some()) {
+        if relist_done {
+            if !synced {
+                info!(self.logger, "first list complete"; "clusters" => self.clusters.len());
+            }
+            self.telemetry.hub.set_synced();
+        }
+        let after = (
+            self.clusters.len(),
+            self.roster.synced(),
+            self.roster.relisting(),
+        );
+        if relist_done || before != after {
             self.publish_view();
         }
     }
 }
 
-impl StreamHandler<WatchEvent> for Supervisor {
-    fn handle(&mut self, event: WatchEvent, ctx: &mut Context<Self>) {
-        <Self as Handler<WatchEvent>>::handle(self, event, ctx);
+impl StreamHandler<ClusterEvent> for Supervisor {
+    fn handle(&mut self, event: ClusterEvent, ctx: &mut Context<Self>) {
+        <Self as Handler<ClusterEvent>>::handle(self, event, ctx);
     }
 
     fn finished(&mut self, _: &mut Context<Self>) {

@@ -8,7 +8,8 @@ use etcd_operator_actors::cluster::ClusterConfig;
 use etcd_operator_actors::debug::ActorKind;
 use etcd_operator_actors::metrics::Telemetry;
 use etcd_operator_actors::ports::InitialState;
-use etcd_operator_actors::supervisor::{ListClusters, Supervisor, WatchEvent};
+use etcd_operator_actors::roster::WatchEvent;
+use etcd_operator_actors::supervisor::{ClusterEvent, ListClusters, Supervisor};
 use etcd_operator_core::lifecycle::DesiredCluster;
 use etcd_operator_core::topology::Topology;
 use etcd_operator_fakes::{FakeCluster, FakeWiring};
@@ -50,7 +51,7 @@ fn harness() -> Harness {
 }
 
 impl Harness {
-    async fn send(&self, event: WatchEvent) {
+    async fn send(&self, event: ClusterEvent) {
         self.supervisor.send(event).await.expect("supervisor alive");
     }
 

@@ -1,58 +1,24 @@
 //! The Backup supervisor: turns the EtcdBackup watch stream into Backup actors, one per
-//! object, with the watcher's relist semantics (an object missing from a relist is gone).
+//! object, with the watcher's relist protocol of the [`Roster`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use actix::prelude::*;
-use kube::ResourceExt;
-use slog::{Logger, info};
+use etcd_operator_actors::roster::{Change, Roster, WatchEvent};
+use slog::{Logger, info, warn};
 
 use crate::api::backup::EtcdBackup;
 
 use super::actor::{BackupActor, BackupChanged, BackupDeps, Retire};
 
-/// One event of the EtcdBackup watch stream.
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub enum BackupEvent {
-    /// A full (re)list begins.
-    RelistStarted,
-    /// An object of the list.
-    Relisted(Box<EtcdBackup>),
-    /// The list is complete: objects not listed are gone.
-    RelistDone,
-    /// An object was created or changed.
-    Applied(Box<EtcdBackup>),
-    /// An object was deleted.
-    Deleted(Box<EtcdBackup>),
-}
-
-impl From<kube::runtime::watcher::Event<EtcdBackup>> for BackupEvent {
-    fn from(event: kube::runtime::watcher::Event<EtcdBackup>) -> Self {
-        use kube::runtime::watcher::Event;
-        match event {
-            Event::Init => BackupEvent::RelistStarted,
-            Event::InitApply(b) => BackupEvent::Relisted(Box::new(b)),
-            Event::InitDone => BackupEvent::RelistDone,
-            Event::Apply(b) => BackupEvent::Applied(Box::new(b)),
-            Event::Delete(b) => BackupEvent::Deleted(Box::new(b)),
-        }
-    }
-}
-
-fn key(backup: &EtcdBackup) -> String {
-    format!(
-        "{}/{}",
-        backup.namespace().unwrap_or_default(),
-        backup.name_any()
-    )
-}
+/// One event of the EtcdBackup watch stream, by `namespace/name`.
+pub type BackupEvent = WatchEvent<String, Box<EtcdBackup>>;
 
 /// Owns one Backup actor per EtcdBackup.
 pub struct BackupSupervisor {
     deps: BackupDeps,
     actors: BTreeMap<String, Addr<BackupActor>>,
-    relist: Option<BTreeSet<String>>,
+    roster: Roster<String, Box<EtcdBackup>>,
     log: Logger,
 }
 
@@ -62,21 +28,17 @@ impl BackupSupervisor {
         BackupSupervisor {
             deps,
             actors: BTreeMap::new(),
-            relist: None,
+            roster: Roster::default(),
             log: log.new(slog::o!("actor" => "backup-supervisor")),
         }
     }
 
-    fn apply(&mut self, backup: EtcdBackup) {
-        let key = key(&backup);
-        if let Some(relist) = &mut self.relist {
-            relist.insert(key.clone());
-        }
+    fn apply(&mut self, key: String, backup: Box<EtcdBackup>) {
         match self.actors.get(&key).filter(|a| a.connected()) {
-            Some(actor) => actor.do_send(BackupChanged(Box::new(backup))),
+            Some(actor) => actor.do_send(BackupChanged(backup)),
             None => {
                 info!(self.log, "starting a Backup actor"; "backup" => &key);
-                let actor = BackupActor::new(backup, self.deps.clone(), &self.log).start();
+                let actor = BackupActor::new(*backup, self.deps.clone(), &self.log).start();
                 self.actors.insert(key, actor);
             }
         }
@@ -96,22 +58,15 @@ impl Actor for BackupSupervisor {
 
 impl StreamHandler<BackupEvent> for BackupSupervisor {
     fn handle(&mut self, event: BackupEvent, _: &mut Context<Self>) {
-        match event {
-            BackupEvent::RelistStarted => self.relist = Some(BTreeSet::new()),
-            BackupEvent::Relisted(b) | BackupEvent::Applied(b) => self.apply(*b),
-            BackupEvent::RelistDone => {
-                let listed = self.relist.take().unwrap_or_default();
-                let gone: Vec<String> = self
-                    .actors
-                    .keys()
-                    .filter(|k| !listed.contains(*k))
-                    .cloned()
-                    .collect();
-                for key in gone {
-                    self.retire(&key);
+        for change in self.roster.on(event) {
+            match change {
+                Change::Apply(key, backup) => self.apply(key, backup),
+                Change::Retire(key) => self.retire(&key),
+                Change::BeforeFirstList(key) => {
+                    warn!(self.log, "ignoring an event that came before the first list";
+                        "backup" => key);
                 }
             }
-            BackupEvent::Deleted(b) => self.retire(&key(&b)),
         }
     }
 }

@@ -17,6 +17,7 @@ use crate::backup::supervisor::{BackupEvent, BackupSupervisor};
 use super::Settings;
 use super::clients::{Clients, api, logged_watch, recorder};
 use super::fence::Fence;
+use super::watch::{object_key, roster_event};
 
 /// Starts the Backup supervisor: one Backup actor per EtcdBackup, each write behind `fence`,
 /// members dialed at their addresses in `pods`.
@@ -33,6 +34,7 @@ pub(super) fn start_backups(
         api(&clients.watches, &settings.namespace),
         "EtcdBackup",
         log,
+        |event| roster_event(event, object_key, Box::new),
     );
     let recorder = recorder(clients, identity);
     let deps = BackupDeps {

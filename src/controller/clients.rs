@@ -37,16 +37,17 @@ pub(super) fn trim<K: Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
 }
 
-/// The events of a watch on every `K` of `api`, as `E`; a watch error is logged (naming
-/// `kind`) and skipped, the watcher retrying with its default backoff.
+/// The events of a watch on every `K` of `api`, each made an `E` by `map`; a watch error
+/// is logged (naming `kind`) and skipped, the watcher retrying with its default backoff.
 pub(super) fn logged_watch<K, E>(
     api: Api<K>,
     kind: &'static str,
     log: &Logger,
+    map: fn(watcher::Event<K>) -> E,
 ) -> impl Stream<Item = E> + use<K, E>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
-    E: From<watcher::Event<K>>,
+    E: 'static,
 {
     let log = log.clone();
     watcher(api, watch_config())
@@ -56,7 +57,7 @@ where
             let log = log.clone();
             async move {
                 match item {
-                    Ok(event) => Some(E::from(event)),
+                    Ok(event) => Some(map(event)),
                     Err(e) => {
                         warn!(log, "{} watch error", kind; "error" => %e);
                         None

@@ -379,7 +379,8 @@ mod tests {
     use actix::Actor;
     use etcd_operator_actors::cluster::ClusterConfig;
     use etcd_operator_actors::metrics::Telemetry;
-    use etcd_operator_actors::supervisor::{Supervisor, WatchEvent};
+    use etcd_operator_actors::roster::WatchEvent;
+    use etcd_operator_actors::supervisor::Supervisor;
     use etcd_operator_core::lifecycle::DesiredCluster;
     use etcd_operator_core::topology::Topology;
     use etcd_operator_fakes::{CallCounts, FakeCluster, FakeWiring};

@@ -37,7 +37,7 @@ use serde::de::DeserializeOwned;
 use slog::{Logger, info, warn};
 
 use etcd_operator_actors::metrics::Telemetry;
-use etcd_operator_actors::supervisor::{PodChanged, Supervisor, WatchEvent};
+use etcd_operator_actors::supervisor::{ClusterEvent, PodChanged, Supervisor};
 use etcd_operator_core::topology::Topology;
 
 use cache_metrics::CacheMetrics;
@@ -132,7 +132,7 @@ fn supervisor_events(
     writer: reflector::store::Writer<EtcdCluster>,
     images: ImagePolicy,
     log: Logger,
-) -> impl Stream<Item = WatchEvent> {
+) -> impl Stream<Item = ClusterEvent> {
     reflector::reflector(writer, watcher(api, watch_config()).modify(trim))
         .default_backoff()
         .filter_map(move |item| {

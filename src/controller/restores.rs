@@ -17,6 +17,7 @@ use crate::restore::kube::KubeRestoreApi;
 use super::Settings;
 use super::clients::{Clients, api, logged_watch, recorder};
 use super::fence::Fence;
+use super::watch::{object_key, roster_event};
 
 /// Starts the Restore actor: every EtcdRestore's steps, each write behind `fence`.
 pub(super) fn start_restores(
@@ -30,6 +31,7 @@ pub(super) fn start_restores(
         api(&clients.watches, &settings.namespace),
         "EtcdRestore",
         log,
+        |event| roster_event(event, object_key, Box::new),
     );
     let recorder = recorder(clients, identity);
     let kube = Arc::new(KubeRestoreApi::new(

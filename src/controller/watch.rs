@@ -3,7 +3,8 @@
 use kube::ResourceExt;
 use kube::runtime::watcher;
 
-use etcd_operator_actors::supervisor::WatchEvent;
+use etcd_operator_actors::roster::WatchEvent;
+use etcd_operator_actors::supervisor::ClusterEvent;
 use etcd_operator_core::lifecycle::DesiredCluster;
 use etcd_operator_core::topology::Topology;
 
@@ -26,14 +27,32 @@ fn desired(cluster: &EtcdCluster, images: &ImagePolicy) -> DesiredCluster {
 }
 
 /// The Supervisor's event for one watcher event, images checked against `images`.
-pub fn watch_event(event: watcher::Event<EtcdCluster>, images: &ImagePolicy) -> WatchEvent {
+pub fn watch_event(event: watcher::Event<EtcdCluster>, images: &ImagePolicy) -> ClusterEvent {
+    roster_event(event, topology, |c| desired(&c, images))
+}
+
+/// A watcher event as the roster's: each object reduced to its `key` and its `value`.
+pub(crate) fn roster_event<T, K, V>(
+    event: watcher::Event<T>,
+    key: impl Fn(&T) -> K,
+    value: impl FnOnce(T) -> V,
+) -> WatchEvent<K, V> {
     match event {
         watcher::Event::Init => WatchEvent::RelistStarted,
-        watcher::Event::InitApply(c) => WatchEvent::Relisted(topology(&c), desired(&c, images)),
+        watcher::Event::InitApply(o) => WatchEvent::Relisted(key(&o), value(o)),
         watcher::Event::InitDone => WatchEvent::RelistDone,
-        watcher::Event::Apply(c) => WatchEvent::Applied(topology(&c), desired(&c, images)),
-        watcher::Event::Delete(c) => WatchEvent::Deleted(topology(&c)),
+        watcher::Event::Apply(o) => WatchEvent::Applied(key(&o), value(o)),
+        watcher::Event::Delete(o) => WatchEvent::Deleted(key(&o)),
     }
+}
+
+/// `namespace/name` of an object: the roster's key of an EtcdBackup or EtcdRestore.
+pub(crate) fn object_key<T: ResourceExt>(object: &T) -> String {
+    format!(
+        "{}/{}",
+        object.namespace().unwrap_or_default(),
+        object.name_any()
+    )
 }
 
 #[cfg(test)]

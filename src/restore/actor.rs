@@ -5,12 +5,12 @@
 //! that succeeded, or was refused for its current spec, takes no more steps; what it did
 //! is in its status, so a restarted operator picks up where it stood.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use kube::ResourceExt;
+use etcd_operator_actors::roster::{Change, Roster, WatchEvent};
 use slog::{Logger, info, warn};
 
 use crate::api::restore::{EtcdRestore, EtcdRestoreStatus};
@@ -24,34 +24,8 @@ const FIRST_RETRY: Duration = Duration::from_secs(5);
 /// Longest delay between retries.
 const MAX_RETRY: Duration = Duration::from_secs(300);
 
-/// One event of the EtcdRestore watch stream.
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub enum RestoreEvent {
-    /// A full (re)list begins.
-    RelistStarted,
-    /// An object of the list.
-    Relisted(Box<EtcdRestore>),
-    /// The list is complete: objects not listed are gone.
-    RelistDone,
-    /// An object was created or changed.
-    Applied(Box<EtcdRestore>),
-    /// An object was deleted.
-    Deleted(Box<EtcdRestore>),
-}
-
-impl From<kube::runtime::watcher::Event<EtcdRestore>> for RestoreEvent {
-    fn from(event: kube::runtime::watcher::Event<EtcdRestore>) -> Self {
-        use kube::runtime::watcher::Event;
-        match event {
-            Event::Init => RestoreEvent::RelistStarted,
-            Event::InitApply(r) => RestoreEvent::Relisted(Box::new(r)),
-            Event::InitDone => RestoreEvent::RelistDone,
-            Event::Apply(r) => RestoreEvent::Applied(Box::new(r)),
-            Event::Delete(r) => RestoreEvent::Deleted(Box::new(r)),
-        }
-    }
-}
+/// One event of the EtcdRestore watch stream, by `namespace/name`.
+pub type RestoreEvent = WatchEvent<String, Box<EtcdRestore>>;
 
 /// Time to take a step for one restore.
 #[derive(Debug, Message)]
@@ -71,16 +45,8 @@ pub struct RestoreActor {
     kube: Arc<dyn RestoreKube>,
     timeouts: StoreTimeouts,
     entries: BTreeMap<String, Entry>,
-    relist: Option<BTreeSet<String>>,
+    roster: Roster<String, Box<EtcdRestore>>,
     log: Logger,
-}
-
-fn key(restore: &EtcdRestore) -> String {
-    format!(
-        "{}/{}",
-        restore.namespace().unwrap_or_default(),
-        restore.name_any()
-    )
 }
 
 fn now() -> String {
@@ -94,16 +60,12 @@ impl RestoreActor {
             kube,
             timeouts,
             entries: BTreeMap::new(),
-            relist: None,
+            roster: Roster::default(),
             log: log.new(slog::o!("actor" => "restores")),
         }
     }
 
-    fn apply(&mut self, restore: EtcdRestore, ctx: &mut Context<Self>) {
-        let key = key(&restore);
-        if let Some(relist) = &mut self.relist {
-            relist.insert(key.clone());
-        }
+    fn apply(&mut self, key: String, restore: EtcdRestore, ctx: &mut Context<Self>) {
         let entry = self.entries.entry(key.clone()).or_insert_with(|| Entry {
             status: restore.status.clone().unwrap_or_default(),
             restore: restore.clone(),
@@ -198,15 +160,16 @@ impl Handler<Due> for RestoreActor {
 
 impl StreamHandler<RestoreEvent> for RestoreActor {
     fn handle(&mut self, event: RestoreEvent, ctx: &mut Context<Self>) {
-        match event {
-            RestoreEvent::RelistStarted => self.relist = Some(BTreeSet::new()),
-            RestoreEvent::Relisted(r) | RestoreEvent::Applied(r) => self.apply(*r, ctx),
-            RestoreEvent::RelistDone => {
-                let listed = self.relist.take().unwrap_or_default();
-                self.entries.retain(|k, _| listed.contains(k));
-            }
-            RestoreEvent::Deleted(r) => {
-                self.entries.remove(&key(&r));
+        for change in self.roster.on(event) {
+            match change {
+                Change::Apply(key, restore) => self.apply(key, *restore, ctx),
+                Change::Retire(key) => {
+                    self.entries.remove(&key);
+                }
+                Change::BeforeFirstList(key) => {
+                    warn!(self.log, "ignoring an event that came before the first list";
+                        "restore" => key);
+                }
             }
         }
     }
