@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::trace::Step;
 use etcd_operator_core::lifecycle::{Action, Membership, Observation, Phase, PodPhase};
 
-use super::{ActionOutcome, ActionResult};
+use etcd_operator_core::outcome::{ActionOutcome, ActionResult};
 
 /// What one tick saw of a member, as far as the trace goes.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
