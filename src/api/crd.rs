@@ -41,6 +41,29 @@ fn rule(value: serde_json::Value) -> ValidationRule {
     serde_json::from_value(value).expect("a well-formed validation rule")
 }
 
+/// A CEL rule that refuses, with `message`, an object for which `cel` is false.
+pub(crate) fn refusal(cel: &str, message: &str) -> ValidationRule {
+    rule(json!({
+        "rule": cel,
+        "message": message,
+        "reason": "FieldValueInvalid",
+    }))
+}
+
+/// The `spec` schema of each version of `crd`: where the rules the types cannot say go.
+pub(crate) fn spec_schemas(
+    crd: &mut CustomResourceDefinition,
+) -> impl Iterator<Item = &mut JSONSchemaProps> {
+    crd.spec.versions.iter_mut().filter_map(|version| {
+        version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            .and_then(|s| s.properties.as_mut())
+            .and_then(|p| p.get_mut("spec"))
+    })
+}
+
 fn version_rule() -> ValidationRule {
     rule(json!({
         "rule": format!("!has(self.version) || self.version.matches(r'{VERSION_PATTERN}')"),

@@ -5,7 +5,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, ValidationRule,
 };
 use kube::CustomResourceExt;
-use serde_json::json;
+
+use crate::api::crd::{refusal, spec_schemas};
 
 use super::EtcdBackup;
 
@@ -14,44 +15,26 @@ use super::EtcdBackup;
 /// schedule given twice.
 pub fn backup_crd() -> CustomResourceDefinition {
     let mut crd = EtcdBackup::crd();
-    for version in &mut crd.spec.versions {
-        let Some(spec) = version
-            .schema
-            .as_mut()
-            .and_then(|s| s.open_api_v3_schema.as_mut())
-            .and_then(|s| s.properties.as_mut())
-            .and_then(|p| p.get_mut("spec"))
-        else {
-            continue;
-        };
+    for spec in spec_schemas(&mut crd) {
         spec.x_kubernetes_validations = Some(spec_rules());
     }
     crd
 }
 
-fn rule(rule: &str, message: &str) -> ValidationRule {
-    serde_json::from_value(json!({
-        "rule": rule,
-        "message": message,
-        "reason": "FieldValueInvalid",
-    }))
-    .expect("a well-formed validation rule")
-}
-
 fn spec_rules() -> Vec<ValidationRule> {
     vec![
-        rule(
+        refusal(
             "has(self.clusterName) != has(self.etcdEndpoints)",
             "set exactly one of clusterName (an EtcdCluster in this namespace) \
              and etcdEndpoints (client URLs)",
         ),
-        rule(
+        refusal(
             "(self.storageType == 'S3' && has(self.s3)) || \
              (self.storageType == 'GCS' && has(self.gcs)) || \
              (self.storageType == 'ABS' && has(self.abs))",
             "storageType S3 needs s3, GCS needs gcs, ABS needs abs",
         ),
-        rule(
+        refusal(
             "!has(self.schedule) || !has(self.backupPolicy) || \
              !has(self.backupPolicy.backupIntervalInSecond) || \
              self.backupPolicy.backupIntervalInSecond == 0",

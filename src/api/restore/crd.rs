@@ -5,7 +5,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, ValidationRule,
 };
 use kube::CustomResourceExt;
-use serde_json::json;
+
+use crate::api::crd::{refusal, spec_schemas};
 
 use super::EtcdRestore;
 
@@ -14,16 +15,7 @@ use super::EtcdRestore;
 /// version that is not a release.
 pub fn restore_crd() -> CustomResourceDefinition {
     let mut crd = EtcdRestore::crd();
-    for version in &mut crd.spec.versions {
-        let Some(spec) = version
-            .schema
-            .as_mut()
-            .and_then(|s| s.open_api_v3_schema.as_mut())
-            .and_then(|s| s.properties.as_mut())
-            .and_then(|p| p.get_mut("spec"))
-        else {
-            continue;
-        };
+    for spec in spec_schemas(&mut crd) {
         spec.x_kubernetes_validations = Some(spec_rules());
         // The cluster it creates is held to the EtcdCluster's pod rules: refused here,
         // not later when the operator creates it.
@@ -40,26 +32,17 @@ pub fn restore_crd() -> CustomResourceDefinition {
     crd
 }
 
-fn rule(rule: &str, message: &str) -> ValidationRule {
-    serde_json::from_value(json!({
-        "rule": rule,
-        "message": message,
-        "reason": "FieldValueInvalid",
-    }))
-    .expect("a well-formed validation rule")
-}
-
 fn spec_rules() -> Vec<ValidationRule> {
     vec![
-        rule(
+        refusal(
             "self.backupStorageType == 'S3' && has(self.s3)",
             "backupStorageType S3 needs s3",
         ),
-        rule(
+        refusal(
             "!has(self.clusterSpec) || !has(self.clusterSpec.restore)",
             "clusterSpec.restore is the operator's: the restore writes it from the snapshot",
         ),
-        rule(
+        refusal(
             &format!(
                 "!has(self.clusterSpec) || !has(self.clusterSpec.version) || \
                  self.clusterSpec.version.matches(r'{}')",
