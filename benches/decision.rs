@@ -35,25 +35,7 @@ fn healthy(n: u64) -> Observation {
             client_urls: vec![topology.client_url(&name, TlsMode::Off)],
             is_learner: false,
         });
-        pods.push(PodView {
-            name,
-            phase: PodPhase::Running,
-            ready: true,
-            terminating: false,
-            version: Some(V.to_string()),
-            problem: None,
-            started: true,
-            upgrade_from: None,
-            voter: true,
-            pod_template: None,
-            restarts: 0,
-            crash: None,
-            tls: TlsMode::Off,
-            published: true,
-            prepared_with: None,
-            force_new_cluster: false,
-            on_claim: false,
-        });
+        pods.push(PodView::running(&name, V));
         let mut h = MemberHealth::healthy(V);
         h.leader = Some(1);
         health.insert(id, h);

@@ -178,25 +178,7 @@ mod tests {
 
     /// Pod `m1`, a Ready voter on etcd `version`, as the cache shows it.
     fn pod(version: &str) -> PodView {
-        PodView {
-            name: "m1".into(),
-            phase: etcd_operator_core::lifecycle::PodPhase::Running,
-            ready: true,
-            terminating: false,
-            version: Some(version.into()),
-            problem: None,
-            started: true,
-            upgrade_from: None,
-            voter: true,
-            pod_template: None,
-            restarts: 0,
-            crash: None,
-            force_new_cluster: false,
-            on_claim: false,
-            tls: Default::default(),
-            published: true,
-            prepared_with: None,
-        }
+        PodView::running("m1", version)
     }
 
     #[test]

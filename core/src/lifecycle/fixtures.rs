@@ -142,23 +142,9 @@ impl World {
     /// Adds a Running pod that has no member.
     pub fn extra_pod(mut self, name: &str, phase: PodPhase) -> Self {
         self.obs.pods.push(PodView {
-            name: name.to_string(),
             phase,
             ready: phase == PodPhase::Running,
-            terminating: false,
-            version: Some("3.5.21".into()),
-            problem: None,
-            started: true,
-            upgrade_from: None,
-            voter: true,
-            pod_template: None,
-            restarts: 0,
-            crash: None,
-            tls: TlsMode::Off,
-            published: true,
-            prepared_with: None,
-            force_new_cluster: false,
-            on_claim: false,
+            ..PodView::running(name, "3.5.21")
         });
         self
     }
