@@ -93,9 +93,9 @@ async fn a_downgrade_is_refused_with_a_condition_and_nothing_changes() {
     );
 }
 
-/// An upgrade to an image that never runs: the upgraded member's pod fails (its restart
-/// policy is `Never`), the member is replaced on the version the others run, and the
-/// upgrade halts (`UpgradeFailed`, `status.failedVersion`) instead of replacing member
+/// An upgrade to an image that never runs: the upgraded member's pod cannot pull its
+/// image (ErrImagePull; its restart policy is `Always`, but the image never arrives), the
+/// member goes back to the version the others run, and the upgrade halts (`UpgradeFailed`, `status.failedVersion`) instead of replacing member
 /// after member on the bad image. Every key stays.
 #[tokio::test]
 async fn an_upgrade_to_an_image_that_never_runs_halts_after_one_member() {
