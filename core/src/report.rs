@@ -391,7 +391,7 @@ fn pod_policy_condition(
         _ => (
             "Restarting",
             format!(
-                "spec.pod, spec.repository or the trusted CA bundle changed; members {} \
+                "spec.pod, spec.repository, spec.TLS or the trusted CA bundle changed; members {} \
                  still run pods built from the older one and are restarted onto it one at a time (followers \
                  first, the leader last), each while every member is healthy",
                 older.join(", ")

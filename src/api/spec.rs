@@ -116,7 +116,9 @@ pub struct PodPolicy {
     /// published made the cluster DNS cache the miss for its negative TTL).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busybox_image: Option<String>,
-    /// Cluster domain appended to member names (default: none, `<member>.<cluster>.<ns>.svc`).
+    /// DNS domain of the cluster, in the full names the TLS certificates cover
+    /// (`*.<cluster>.<ns>.svc.<domain>`; default `cluster.local`). Member URLs use the short
+    /// names (`<member>.<cluster>.<ns>.svc`) either way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_domain: Option<String>,
     /// Accepted for CoreOS manifests and unused (see `busyboxImage`): no member waits

@@ -1,4 +1,4 @@
-//! Pod template changes (`spec.pod`, `spec.repository`) reach the running members: a pod's
+//! Pod template changes (`spec.pod`, `spec.repository`, `spec.TLS`) reach the running members: a pod's
 //! policy is fixed when it is created, so a member takes a new one only with a new pod.
 //!
 //! - **Rolling restart.** With every member healthy and nothing else to do, one member at
@@ -100,7 +100,7 @@ pub(super) fn restart_next(
         Some(p) if trusts_another_bundle(p, spec, view.obs) => {
             "the CA bundle the members trust changed (etcd reads it only when it starts)"
         }
-        _ => "spec.pod or spec.repository changed",
+        _ => "spec.pod, spec.repository or spec.TLS changed",
     };
     let on_volume = on_a_volume(view.obs, &next.name);
     if !on_volume && view.healthy_voters.saturating_sub(1) < view.quorum() {
