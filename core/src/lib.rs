@@ -8,10 +8,13 @@
 //! - [`ports`]: the values the actors send to and get from etcd and Kubernetes.
 //! - [`event`], [`outcome`]: an Event to record; how each action of a tick ended.
 //! - [`topology`]: where a cluster's members are reached.
+//! - [`quantity`]: Kubernetes storage quantities (`1Gi`, `500M`) in bytes, for the
+//!   operator and the test rig's resizer.
 
 pub mod event;
 pub mod lifecycle;
 pub mod outcome;
 pub mod ports;
+pub mod quantity;
 pub mod report;
 pub mod topology;

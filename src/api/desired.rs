@@ -6,7 +6,6 @@ use kube::ResourceExt;
 use super::EtcdCluster;
 use super::names::name_problem;
 use super::pod_security;
-use super::quantity;
 use super::recovery::ClusterRecovery;
 use super::reserved;
 use super::restore::snapshot_source;
@@ -67,6 +66,6 @@ fn storage(cluster: &EtcdCluster) -> Option<Storage> {
         .get("storage")?
         .0
         .clone();
-    let bytes = quantity::bytes(&quantity)?;
+    let bytes = etcd_operator_core::quantity::bytes(&quantity).ok()?;
     Some(Storage { quantity, bytes })
 }

@@ -8,7 +8,6 @@ mod desired;
 pub mod images;
 pub mod names;
 mod pod_security;
-pub(crate) mod quantity;
 mod recovery;
 mod reserved;
 pub mod restore;

@@ -10,9 +10,9 @@ use kube::{Api, Client, ResourceExt};
 
 use etcd_operator_actors::ports::ApiError;
 use etcd_operator_core::lifecycle::{Claim, ClaimClass, ClaimPhase};
+use etcd_operator_core::quantity;
 
 use super::error::api_error;
-use crate::api::quantity;
 use crate::resources::member_of_claim;
 
 /// How long a StorageClass read is trusted.
@@ -39,8 +39,8 @@ pub(crate) fn claim_view(pvc: &PersistentVolumeClaim) -> Option<(String, Claim)>
         .and_then(|c| c.get("storage"));
     let claim = Claim {
         phase,
-        requested_bytes: requested.and_then(|q| quantity::bytes(&q.0)),
-        capacity_bytes: capacity.and_then(|q| quantity::bytes(&q.0)),
+        requested_bytes: requested.and_then(|q| quantity::bytes(&q.0).ok()),
+        capacity_bytes: capacity.and_then(|q| quantity::bytes(&q.0).ok()),
     };
     Some((member, claim))
 }

@@ -2,12 +2,11 @@
 //! product). A directory has no size to grow, and Rancher's local-path-provisioner (the
 //! environment's provisioner) has no resizer sidecar, so this is the part of the storage
 //! stack written here: the rules of an expansion ([`resize`]) on sizes compared as bytes
-//! ([`quantity`]), used by the `etcd-operator-resizer` binary for the claims of one
-//! provisioner.
+//! (by the operator's own parser, `etcd_operator_core::quantity`), used by the
+//! `etcd-operator-resizer` binary for the claims of one provisioner.
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 
-pub mod quantity;
 pub mod resize;
 
 /// The storage request of a claim (`spec.resources.requests.storage`).

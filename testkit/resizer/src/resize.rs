@@ -12,7 +12,8 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
 
-use crate::quantity::{QuantityError, bytes};
+use etcd_operator_core::quantity::{QuantityError, bytes};
+
 use crate::requested;
 
 /// The resize status of a claim whose volume is being expanded.
