@@ -196,3 +196,44 @@ async fn etcd_refusals_come_back_as_classified_values() {
     assert_eq!(voter.unwrap_err().kind, EtcdErrorKind::Rejected);
     assert_eq!(unreachable.unwrap_err().kind, EtcdErrorKind::Unavailable);
 }
+
+#[actix_rt::test]
+async fn a_membership_call_whose_caller_gave_up_still_ends_and_the_next_waits_behind_it() {
+    // Why the MemberClient is an actor and not a lock around the port: a tick that is
+    // abandoned drops its future, and its `member add` must not be cut off mid-request.
+    tokio::time::pause();
+    let fake = FakeCluster::running(demo(), 3, "3.5.21");
+    let client = client(&fake);
+    fake.set_latency(Duration::from_secs(2));
+    let add = client.send(AddMember {
+        endpoints: endpoints(&fake),
+        member: NewMember {
+            peer_url: demo().peer_url("demo-new", TlsMode::Off),
+            learner: true,
+        },
+    });
+    let started = Instant::now();
+    // The caller gives up after half a second, as an abandoned tick would.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), add)
+            .await
+            .is_err()
+    );
+
+    let list = client
+        .send(ListMembers {
+            endpoints: endpoints(&fake),
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    // The add ran to its end: the list that waited behind it shows the new member.
+    assert_eq!(list.members.len(), 4);
+    assert!(
+        started.elapsed() >= Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    let calls = fake.calls();
+    assert_eq!((calls.add, calls.max_membership_in_flight), (1, 1));
+}
