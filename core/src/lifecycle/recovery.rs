@@ -357,9 +357,27 @@ fn reseed(loss: &Loss, last_revision: Option<i64>) -> Result<(Vec<Action>, Strin
             names.join(", ")
         ));
     }
-    let record = RecoveryRecord {
+    let record = started_record(loss, RecoveryPolicy::Reseed, last_revision);
+    let message = format!(
+        "reseeding as {RECOVER_ANNOTATION}=Reseed asks: recorded, then a new, empty seed of \
+         this cluster starts{}",
+        last_revision.map_or_else(String::new, |r| format!(
+            " (revisions up to {r} are given up)"
+        ))
+    );
+    Ok((vec![Action::BeginRecovery { record }], message))
+}
+
+/// The record of a recovery of `loss` by `policy` about to start, with nothing chosen yet
+/// (no survivor, backup, seed or version).
+fn started_record(
+    loss: &Loss,
+    policy: RecoveryPolicy,
+    last_revision: Option<i64>,
+) -> RecoveryRecord {
+    RecoveryRecord {
         incident: loss.incident.clone(),
-        policy: RecoveryPolicy::Reseed,
+        policy,
         lost: loss.lost.clone(),
         survivor: None,
         raft_index: None,
@@ -373,15 +391,7 @@ fn reseed(loss: &Loss, last_revision: Option<i64>) -> Result<(Vec<Action>, Strin
         uid: None,
         finished: false,
         abandoned: false,
-    };
-    let message = format!(
-        "reseeding as {RECOVER_ANNOTATION}=Reseed asks: recorded, then a new, empty seed of \
-         this cluster starts{}",
-        last_revision.map_or_else(String::new, |r| format!(
-            " (revisions up to {r} are given up)"
-        ))
-    );
-    Ok((vec![Action::BeginRecovery { record }], message))
+    }
 }
 
 /// `FromSurvivor`: the survivor with the highest raft index, restarted alone.
@@ -393,24 +403,14 @@ fn from_survivor(
     let chosen = most_advanced_survivor(loss, obs)?;
     may_restart_alone(chosen, obs)?;
     let record = RecoveryRecord {
-        incident: loss.incident.clone(),
-        policy: RecoveryPolicy::FromSurvivor,
-        lost: loss.lost.clone(),
         survivor: Some(chosen.name.clone()),
         raft_index: chosen.raft_index,
         version: chosen.version.clone(),
-        backup: None,
-        last_revision,
-        restored_revision: None,
-        seed: None,
-        token: None,
         cluster_id: match &obs.membership {
             Membership::Listed { cluster_id, .. } => Some(*cluster_id),
             Membership::Unreachable { .. } => None,
         },
-        uid: None,
-        finished: false,
-        abandoned: false,
+        ..started_record(loss, RecoveryPolicy::FromSurvivor, last_revision)
     };
     let message = format!(
         "recovering from survivor {} (raft index {}): recorded, then restarted alone with \
@@ -542,21 +542,9 @@ fn from_backup(
         ));
     }
     let record = RecoveryRecord {
-        incident: loss.incident.clone(),
-        policy: RecoveryPolicy::FromBackup,
-        lost: loss.lost.clone(),
-        survivor: None,
-        raft_index: None,
         version: Some(target.to_string()),
         backup: Some(backup.clone()),
-        last_revision,
-        restored_revision: None,
-        seed: None,
-        token: None,
-        cluster_id: None,
-        uid: None,
-        finished: false,
-        abandoned: false,
+        ..started_record(loss, RecoveryPolicy::FromBackup, last_revision)
     };
     let message = format!(
         "recovering from backup {} (revision {}{}): recorded, then restored into a new seed \
