@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use super::decision::{Decision, PendingDecision};
-use super::orphans::ORPHAN_POD_GRACE;
+use super::orphans::orphaned_past_grace;
 use super::transition;
 use super::view::ClusterView;
 use super::{
@@ -283,7 +283,7 @@ pub(super) fn wanted_joiner<'v>(
 
 /// Prepared joiners that will not be added (built for another membership, version or
 /// template, a second one, dead, or no member wanted any more) are deleted once they have
-/// had no member for [`ORPHAN_POD_GRACE`] (a member list read from a member that has not
+/// had no member for [`ORPHAN_POD_GRACE`](super::orphans::ORPHAN_POD_GRACE) (a member list read from a member that has not
 /// applied a recent add yet cannot cost a joiner its pod). Their etcd never ran: they hold
 /// no data. Never the joiner the scale-up is about to add.
 pub(super) fn leftover_joiners(
@@ -295,12 +295,7 @@ pub(super) fn leftover_joiners(
     let wanted = wanted.map(|p| p.name.as_str());
     let due: Vec<Action> = prepared_joiners(view)
         .filter(|p| Some(p.name.as_str()) != wanted && !p.terminating)
-        .filter(|p| {
-            state
-                .orphan_since
-                .get(&p.name)
-                .is_some_and(|since| now.saturating_duration_since(*since) >= ORPHAN_POD_GRACE)
-        })
+        .filter(|p| orphaned_past_grace(state, &p.name, now))
         .map(|p| Action::DeletePod {
             name: p.name.clone(),
         })
