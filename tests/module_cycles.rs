@@ -40,3 +40,18 @@ fn no_module_of_the_operator_imports_itself_through_others() {
         circles.join("\n  ")
     );
 }
+
+#[test]
+fn the_api_module_is_the_bottom_layer_of_the_operator_crate() {
+    // The CRD types are what every other module reads; they read none of them.
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let krate = Crate::load(&root.join("src/lib.rs")).expect("crate sources");
+    let in_api = |module: &str| module == "api" || module.starts_with("api::");
+    let upward: Vec<String> = krate
+        .edges()
+        .into_iter()
+        .filter(|(from, to)| in_api(from) && !in_api(to))
+        .map(|(from, to)| format!("{from} -> {to}"))
+        .collect();
+    assert!(upward.is_empty(), "api imports: {upward:?}");
+}

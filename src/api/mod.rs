@@ -11,6 +11,7 @@ mod pod_security;
 mod recovery;
 mod reserved;
 pub mod restore;
+pub mod s3_path;
 mod spec;
 mod status;
 #[cfg(test)]

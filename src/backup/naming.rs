@@ -94,14 +94,6 @@ pub fn join(prefix: &str, name: &str) -> String {
     }
 }
 
-/// `<bucket>/<prefix>` split at the first `/` (the prefix may be empty).
-pub fn split_path(path: &str) -> (&str, &str) {
-    match path.split_once('/') {
-        Some((bucket, prefix)) => (bucket, prefix.trim_matches('/')),
-        None => (path, ""),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,9 +143,7 @@ mod tests {
     }
 
     #[test]
-    fn paths_split_into_bucket_and_prefix() {
-        assert_eq!(split_path("bucket/a/b/"), ("bucket", "a/b"));
-        assert_eq!(split_path("bucket"), ("bucket", ""));
+    fn keys_join_a_prefix_and_metadata_sits_beside_its_snapshot() {
         assert_eq!(join("", "x.db"), "x.db");
         assert_eq!(metadata_key("a/x.db"), "a/x.db.json");
     }

@@ -14,9 +14,9 @@ use super::client_tls;
 use super::credentials::{AbsCredentials, GcsCredentials, S3Credentials};
 use super::dial::{Dialer, Reach};
 use super::kube::BackupKube;
-use super::naming::split_path;
 use super::scope::EndpointPolicy;
 use super::store::{BackupStore, Location, StoreConfig, StoreTimeouts};
+use crate::api::s3_path::split_path;
 use crate::secret_data::SecretData;
 
 pub use super::target_error::TargetError;

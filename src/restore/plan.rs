@@ -129,7 +129,7 @@ pub fn cluster_spec(
 }
 
 fn bucket_of(path: &str) -> &str {
-    crate::backup::naming::split_path(path).0
+    crate::api::s3_path::split_path(path).0
 }
 
 /// The EtcdCluster to create from `metadata`'s snapshot, or why the snapshot cannot be

@@ -5,9 +5,10 @@
 
 use futures::StreamExt;
 
+use crate::api::s3_path::split_path;
 use crate::backup::integrity::SnapshotVerifier;
 use crate::backup::metadata::BackupMetadata;
-use crate::backup::naming::{SNAPSHOT_SUFFIX, metadata_key, split_path};
+use crate::backup::naming::{SNAPSHOT_SUFFIX, metadata_key};
 use crate::backup::retention::StoredBackup;
 use crate::backup::store::{BackupStore, StoreError};
 

@@ -89,7 +89,7 @@ pub(crate) fn cluster_restore(source: &SnapshotSource) -> ClusterRestore {
 
 /// `spec.restore` as the lifecycle takes it.
 pub(crate) fn snapshot_source(restore: &ClusterRestore) -> SnapshotSource {
-    let (bucket, key) = crate::backup::naming::split_path(&restore.s3.path);
+    let (bucket, key) = crate::api::s3_path::split_path(&restore.s3.path);
     SnapshotSource {
         bucket: bucket.to_string(),
         key: key.to_string(),
