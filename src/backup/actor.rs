@@ -17,6 +17,7 @@ use kube::ResourceExt;
 use slog::{Logger, info, warn};
 
 use crate::api::backup::{EtcdBackup, EtcdBackupStatus};
+use crate::kube_api::own_objects::ObjectEvent;
 
 use super::kube::BackupKube;
 use super::metrics::BackupMetrics;
@@ -102,7 +103,7 @@ impl BackupActor {
     fn publish(
         &mut self,
         status: EtcdBackupStatus,
-        event: Option<(bool, String, String)>,
+        event: Option<ObjectEvent>,
         ctx: &mut Context<Self>,
     ) {
         let changed = status != self.status || !self.written;
@@ -115,13 +116,13 @@ impl BackupActor {
         );
         ctx.wait(
             async move {
-                if let Some((warning, reason, note)) = event
-                    && let Err(e) = kube.event(&backup, warning, &reason, &note).await
+                if let Some(event) = event
+                    && let Err(e) = kube.writes().event(&backup, &event).await
                 {
-                    warn!(log, "could not record an Event"; "reason" => reason, "error" => e);
+                    warn!(log, "could not record an Event"; "reason" => event.reason, "error" => %e);
                 }
-                if changed && let Err(e) = kube.write_status(&backup, &status).await {
-                    warn!(log, "could not write the status"; "error" => e);
+                if changed && let Err(e) = kube.writes().write_status(&backup, &status).await {
+                    warn!(log, "could not write the status"; "error" => %e);
                 }
             }
             .into_actor(self),
@@ -134,7 +135,7 @@ impl BackupActor {
     }
 
     /// [`Self::reschedule`], recording `event` with the status it writes.
-    fn reschedule_with(&mut self, event: Option<(bool, String, String)>, ctx: &mut Context<Self>) {
+    fn reschedule_with(&mut self, event: Option<ObjectEvent>, ctx: &mut Context<Self>) {
         if let Some(timer) = self.timer.take() {
             ctx.cancel_future(timer);
         }
@@ -156,7 +157,7 @@ impl BackupActor {
             Err((reason, message)) => {
                 let status = report::refused(&self.status, reason, &message, generation, now);
                 let refusal =
-                    (self.status.reason != reason).then(|| (true, reason.to_string(), message));
+                    (self.status.reason != reason).then(|| ObjectEvent::warning(reason, message));
                 return self.publish(status, event.or(refusal), ctx);
             }
         };
@@ -208,22 +209,21 @@ impl BackupActor {
                     .metrics
                     .succeeded(&key, took.as_secs_f64(), outcome.metadata.size, time);
                 info!(self.log, "backup stored"; "path" => &outcome.path, "bytes" => outcome.metadata.size);
-                (
-                    false,
-                    "BackupSucceeded".to_string(),
+                ObjectEvent::normal(
+                    "BackupSucceeded",
                     report::success_message(outcome, retention),
                 )
             }
             AttemptOutcome::Failed { reason, message } => {
                 self.deps.metrics.failed(reason, took.as_secs_f64());
                 warn!(self.log, "backup failed"; "reason" => *reason, "error" => message);
-                (true, reason.to_string(), message.clone())
+                ObjectEvent::warning(reason, message.clone())
             }
         };
         if let AttemptOutcome::Succeeded { retention, .. } = &verdict
             && let Some(error) = &retention.error
         {
-            let warning = Some((true, "RetentionFailed".to_string(), error.clone()));
+            let warning = Some(ObjectEvent::warning("RetentionFailed", error.clone()));
             self.publish(self.status.clone(), warning, ctx);
         }
         // The attempt's status and the next run go out in one write: a reader never sees
@@ -252,7 +252,7 @@ async fn attempt_inner(
     let spec = &backup.spec;
     deps.kube
         .may_act("take a backup")
-        .map_err(|e| ("NotLeader", e))?;
+        .map_err(|e| ("NotLeader", e.to_string()))?;
     let store = target::store(deps.kube.as_ref(), &namespace, spec, deps.config.store)
         .await
         .map_err(fail)?;
@@ -290,7 +290,7 @@ async fn attempt_inner(
     let retention = match deps.kube.may_act("delete old backups") {
         Ok(()) => retain(&store, &outcome.metadata, max).await,
         Err(e) => super::run::Retention {
-            error: Some(e),
+            error: Some(e.to_string()),
             ..Default::default()
         },
     };

@@ -5,29 +5,32 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use etcd_operator_actors::ports::ApiError;
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::Client;
+use kube::api::{Api, ListParams};
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
-use kube::{Client, Resource};
-use serde_json::json;
 
 use crate::api::EtcdCluster;
-use crate::api::backup::{EtcdBackup, EtcdBackupStatus};
+use crate::api::backup::EtcdBackup;
 use crate::controller::fence::Fence;
 use crate::etcd_api::AddressSource;
-use crate::kube_api::{event, member_address, member_hosts};
+use crate::kube_api::error::api_error;
+use crate::kube_api::own_objects::{KubeOwnObjects, OwnObjectWrites};
+use crate::kube_api::{member_address, member_hosts};
 
 use super::scope::{NamespaceView, PodFacts, ServiceFacts};
 use crate::secret_data::SecretData;
 
-/// The backup actors' port to Kubernetes. Errors are the API's words.
+/// The backup actors' port to Kubernetes. Errors are typed as the cluster side's are, in
+/// the API's words.
 #[async_trait]
 pub trait BackupKube: Send + Sync + 'static {
     /// The data of a Secret; `None` when it does not exist.
-    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<SecretData>, String>;
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<SecretData>, ApiError>;
     /// An EtcdCluster; `None` when it does not exist.
-    async fn cluster(&self, namespace: &str, name: &str) -> Result<Option<EtcdCluster>, String>;
+    async fn cluster(&self, namespace: &str, name: &str) -> Result<Option<EtcdCluster>, ApiError>;
     /// Where members are reached by their DNS names' hosts (`<member>.<cluster>.<ns>.svc`):
     /// their pods' addresses (see `Route`); `None` leaves every name to DNS.
     fn addresses(&self) -> Option<AddressSource> {
@@ -39,30 +42,18 @@ pub trait BackupKube: Send + Sync + 'static {
         Vec::new()
     }
     /// The pods and Services of `namespace`, read now: what a backup there may dial.
-    async fn namespace_view(&self, namespace: &str) -> Result<NamespaceView, String>;
-    /// Writes an EtcdBackup's status.
-    async fn write_status(
-        &self,
-        backup: &EtcdBackup,
-        status: &EtcdBackupStatus,
-    ) -> Result<(), String>;
-    /// Records an Event on an EtcdBackup.
-    async fn event(
-        &self,
-        backup: &EtcdBackup,
-        warning: bool,
-        reason: &str,
-        note: &str,
-    ) -> Result<(), String>;
-    /// Whether this replica may act now (take a backup, delete old ones): the fence.
-    fn may_act(&self, what: &str) -> Result<(), String>;
+    async fn namespace_view(&self, namespace: &str) -> Result<NamespaceView, ApiError>;
+    /// An EtcdBackup's status and Events.
+    fn writes(&self) -> &dyn OwnObjectWrites<EtcdBackup>;
+    /// Whether this replica may act now (take a backup, delete old ones): the fence,
+    /// whose refusal is `Forbidden`.
+    fn may_act(&self, what: &str) -> Result<(), ApiError>;
 }
 
 /// [`BackupKube`] over kube-rs.
 pub struct KubeBackupApi {
     client: Client,
-    recorder: Recorder,
-    fence: Fence,
+    writes: KubeOwnObjects,
     pods: Option<Store<Pod>>,
 }
 
@@ -70,9 +61,8 @@ impl KubeBackupApi {
     /// Calls through `client`, Events through `recorder`, writes behind `fence`.
     pub fn new(client: Client, recorder: Recorder, fence: Fence) -> Self {
         KubeBackupApi {
+            writes: KubeOwnObjects::new(client.clone(), recorder, fence),
             client,
-            recorder,
-            fence,
             pods: None,
         }
     }
@@ -83,10 +73,6 @@ impl KubeBackupApi {
         self.pods = Some(pods);
         self
     }
-}
-
-fn text(err: &kube::Error) -> String {
-    crate::error::with_causes(&err.to_string(), err)
 }
 
 /// What dialing `pod` needs to know of it.
@@ -135,9 +121,12 @@ fn service_facts(service: Service) -> ServiceFacts {
 
 #[async_trait]
 impl BackupKube for KubeBackupApi {
-    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<SecretData>, String> {
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<SecretData>, ApiError> {
         let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
-        let secret = api.get_opt(name).await.map_err(|e| text(&e))?;
+        let secret = api
+            .get_opt(name)
+            .await
+            .map_err(|e| api_error(&format!("reading secret {name}"), &e))?;
         Ok(secret.map(|s| {
             let mut data: SecretData = s
                 .data
@@ -152,9 +141,11 @@ impl BackupKube for KubeBackupApi {
         }))
     }
 
-    async fn cluster(&self, namespace: &str, name: &str) -> Result<Option<EtcdCluster>, String> {
+    async fn cluster(&self, namespace: &str, name: &str) -> Result<Option<EtcdCluster>, ApiError> {
         let api: Api<EtcdCluster> = Api::namespaced(self.client.clone(), namespace);
-        api.get_opt(name).await.map_err(|e| text(&e))
+        api.get_opt(name)
+            .await
+            .map_err(|e| api_error(&format!("reading EtcdCluster {name}"), &e))
     }
 
     fn addresses(&self) -> Option<AddressSource> {
@@ -169,12 +160,15 @@ impl BackupKube for KubeBackupApi {
             .unwrap_or_default()
     }
 
-    async fn namespace_view(&self, namespace: &str) -> Result<NamespaceView, String> {
+    async fn namespace_view(&self, namespace: &str) -> Result<NamespaceView, ApiError> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let services: Api<Service> = Api::namespaced(self.client.clone(), namespace);
         let all = ListParams::default();
         let (pods, services) =
-            futures::try_join!(pods.list(&all), services.list(&all)).map_err(|e| text(&e))?;
+            futures::try_join!(pods.list(&all), services.list(&all)).map_err(|e| {
+                let what = format!("reading the pods and Services of namespace {namespace}");
+                api_error(&what, &e)
+            })?;
         Ok(NamespaceView {
             namespace: namespace.to_string(),
             pods: pods.items.into_iter().map(pod_facts).collect(),
@@ -182,45 +176,11 @@ impl BackupKube for KubeBackupApi {
         })
     }
 
-    async fn write_status(
-        &self,
-        backup: &EtcdBackup,
-        status: &EtcdBackupStatus,
-    ) -> Result<(), String> {
-        self.fence
-            .check("write an EtcdBackup status")
-            .map_err(|e| e.to_string())?;
-        let namespace = backup.metadata.namespace.as_deref().unwrap_or_default();
-        let name = backup.metadata.name.as_deref().unwrap_or_default();
-        let api: Api<EtcdBackup> = Api::namespaced(self.client.clone(), namespace);
-        api.patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": status })),
-        )
-        .await
-        .map(drop)
-        .map_err(|e| text(&e))
+    fn writes(&self) -> &dyn OwnObjectWrites<EtcdBackup> {
+        &self.writes
     }
 
-    async fn event(
-        &self,
-        backup: &EtcdBackup,
-        warning: bool,
-        reason: &str,
-        note: &str,
-    ) -> Result<(), String> {
-        self.fence
-            .check("record an Event")
-            .map_err(|e| e.to_string())?;
-        let event = event(warning, reason, note, "Backup");
-        self.recorder
-            .publish(&event, &backup.object_ref(&()))
-            .await
-            .map_err(|e| text(&e))
-    }
-
-    fn may_act(&self, what: &str) -> Result<(), String> {
-        self.fence.check(what).map_err(|e| e.to_string())
+    fn may_act(&self, what: &str) -> Result<(), ApiError> {
+        self.writes.may_act(what)
     }
 }

@@ -52,10 +52,7 @@ async fn secret(
 ) -> Result<SecretData, TargetError> {
     kube.secret(namespace, name)
         .await
-        .map_err(|message| TargetError::Kube {
-            what: format!("secret {name}"),
-            message,
-        })?
+        .map_err(TargetError::Kube)?
         .ok_or_else(|| TargetError::SecretNotFound(name.to_string()))
 }
 
@@ -179,10 +176,7 @@ async fn named_cluster(
     let object = kube
         .cluster(namespace, name)
         .await
-        .map_err(|message| TargetError::Kube {
-            what: format!("EtcdCluster {name}"),
-            message,
-        })?
+        .map_err(TargetError::Kube)?
         .ok_or_else(|| TargetError::ClusterNotFound(name.to_string()))?;
     let secret = client_tls::certificate_secret(spec, Some(&object))?;
     let topology = Topology::new(namespace, name);
@@ -219,10 +213,7 @@ async fn certificate_dialer(
     let data = kube
         .secret(namespace, &secret)
         .await
-        .map_err(|message| TargetError::Kube {
-            what: format!("secret {secret}"),
-            message,
-        })?;
+        .map_err(TargetError::Kube)?;
     let now = jiff::Timestamp::now().as_second();
     Ok(Dialer::tls(client_tls::identity(
         &secret,
@@ -240,13 +231,10 @@ async fn reach(
     Ok(match policy {
         EndpointPolicy::Anywhere => Reach::Anywhere(kube.addresses()),
         EndpointPolicy::OwnNamespace => {
-            let view =
-                kube.namespace_view(namespace)
-                    .await
-                    .map_err(|message| TargetError::Kube {
-                        what: format!("the pods and Services of namespace {namespace}"),
-                        message,
-                    })?;
+            let view = kube
+                .namespace_view(namespace)
+                .await
+                .map_err(TargetError::Kube)?;
             Reach::Namespace(Arc::new(view))
         }
     })
@@ -294,6 +282,8 @@ mod tests {
 
     use async_trait::async_trait;
 
+    use etcd_operator_actors::ports::ApiError;
+
     use super::*;
     use crate::api::backup::{EtcdBackup, EtcdBackupStatus, S3BackupSource};
     use crate::api::{
@@ -301,6 +291,7 @@ mod tests {
         MemberSecret, RecoveryStatus, StaticTls, TlsPolicy,
     };
     use crate::backup::scope::NamespaceView;
+    use crate::kube_api::own_objects::{ObjectEvent, OwnObjectWrites};
     use crate::tls::{ClusterNames, Lifetime, Role, issue_leaf, new_ca};
 
     /// Secrets and EtcdClusters of namespace `prod`, the member pods known, and the pods
@@ -315,25 +306,32 @@ mod tests {
 
     #[async_trait]
     impl BackupKube for FakeKube {
-        async fn secret(&self, _: &str, name: &str) -> Result<Option<SecretData>, String> {
+        async fn secret(&self, _: &str, name: &str) -> Result<Option<SecretData>, ApiError> {
             Ok(self.secrets.get(name).cloned())
         }
-        async fn cluster(&self, _: &str, name: &str) -> Result<Option<EtcdCluster>, String> {
+        async fn cluster(&self, _: &str, name: &str) -> Result<Option<EtcdCluster>, ApiError> {
             Ok(self.clusters.get(name).cloned())
         }
         fn member_hosts(&self, _: &str, _: &str) -> Vec<String> {
             self.members.clone()
         }
-        async fn namespace_view(&self, _: &str) -> Result<NamespaceView, String> {
+        async fn namespace_view(&self, _: &str) -> Result<NamespaceView, ApiError> {
             Ok(self.view.clone())
         }
-        async fn write_status(&self, _: &EtcdBackup, _: &EtcdBackupStatus) -> Result<(), String> {
+        fn writes(&self) -> &dyn OwnObjectWrites<EtcdBackup> {
+            self
+        }
+        fn may_act(&self, _: &str) -> Result<(), ApiError> {
             Ok(())
         }
-        async fn event(&self, _: &EtcdBackup, _: bool, _: &str, _: &str) -> Result<(), String> {
+    }
+
+    #[async_trait]
+    impl OwnObjectWrites<EtcdBackup> for FakeKube {
+        async fn write_status(&self, _: &EtcdBackup, _: &EtcdBackupStatus) -> Result<(), ApiError> {
             Ok(())
         }
-        fn may_act(&self, _: &str) -> Result<(), String> {
+        async fn event(&self, _: &EtcdBackup, _: &ObjectEvent) -> Result<(), ApiError> {
             Ok(())
         }
     }

@@ -2,6 +2,8 @@
 //! refusal is reported under. A leaf: the target and the client certificate lookup both
 //! return it.
 
+use etcd_operator_actors::ports::ApiError;
+
 use crate::tls::SecretProblem;
 
 use super::credentials::CredentialsError;
@@ -43,14 +45,9 @@ pub enum TargetError {
     /// The named EtcdCluster does not exist.
     #[error("EtcdCluster {0} does not exist in this namespace")]
     ClusterNotFound(String),
-    /// Kubernetes could not be asked.
-    #[error("reading {what}: {message}")]
-    Kube {
-        /// What was read.
-        what: String,
-        /// What the API said.
-        message: String,
-    },
+    /// Kubernetes could not be asked: what was read, in the API's words.
+    #[error("{0}")]
+    Kube(ApiError),
     /// An endpoint of `etcdEndpoints` is outside what the backup may dial.
     #[error(transparent)]
     OutsideNamespace(#[from] OutsideNamespace),
@@ -70,7 +67,7 @@ impl TargetError {
             TargetError::SecretNotFound(_) => "SecretNotFound",
             TargetError::InvalidSecret { .. } => "InvalidSecret",
             TargetError::ClusterNotFound(_) => "ClusterNotFound",
-            TargetError::Kube { .. } => "KubernetesUnavailable",
+            TargetError::Kube(_) => "KubernetesUnavailable",
             TargetError::OutsideNamespace(_) => OUTSIDE_NAMESPACE,
             TargetError::Store(e) => e.reason(),
         }

@@ -194,9 +194,7 @@ impl FencedClusterApi {
     }
 
     fn pass(&self, write: &str) -> Result<(), ApiError> {
-        self.fence
-            .check(write)
-            .map_err(|e| ApiError::Forbidden(e.to_string()))
+        Ok(self.fence.check(write)?)
     }
 }
 

@@ -1,6 +1,7 @@
 //! The one place a kube-rs error becomes an [`ApiError`]: by the HTTP status of the API
 //! server's answer and, for a status that says nothing by itself, its `reason`; failures
-//! below HTTP (connect, read timeouts, broken streams) are `Unavailable`.
+//! below HTTP (connect, read timeouts, broken streams) are `Unavailable`. The leader
+//! fence's refusal is `Forbidden`, whether met inside a request or checked before one.
 
 use etcd_operator_actors::ports::ApiError;
 
@@ -25,6 +26,14 @@ pub(crate) fn api_error(what: &str, error: &kube::Error) -> ApiError {
             "{what}: {}",
             with_causes(&other.to_string(), other)
         )),
+    }
+}
+
+impl From<Fenced> for ApiError {
+    /// A write the fence refused, checked before any request: `Forbidden`, in the fence's
+    /// words.
+    fn from(refusal: Fenced) -> Self {
+        ApiError::Forbidden(refusal.to_string())
     }
 }
 
@@ -117,6 +126,20 @@ mod tests {
             ApiError::Unavailable(_)
         ));
         assert!(matches!(classified(0, "", "?"), ApiError::Other(_)));
+    }
+
+    #[test]
+    fn the_fences_refusal_is_forbidden_in_the_fences_words() {
+        let refusal = Fenced {
+            write: "take a backup".into(),
+            reason: "this replica does not hold the leader Lease".into(),
+        };
+        let error = ApiError::from(refusal);
+        assert!(matches!(error, ApiError::Forbidden(_)), "{error:?}");
+        assert_eq!(
+            error.message(),
+            "refusing to take a backup: this replica does not hold the leader Lease"
+        );
     }
 
     #[test]

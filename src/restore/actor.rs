@@ -106,13 +106,13 @@ impl RestoreActor {
         let shift = entry.failures.saturating_sub(1).min(6);
         ctx.wait(
             async move {
-                if let Some((warning, reason, note)) = event
-                    && let Err(e) = kube.event(&restore, warning, &reason, &note).await
+                if let Some(event) = event
+                    && let Err(e) = kube.writes().event(&restore, &event).await
                 {
-                    warn!(log, "could not record an Event"; "reason" => reason, "error" => e);
+                    warn!(log, "could not record an Event"; "reason" => event.reason, "error" => %e);
                 }
-                if changed && let Err(e) = kube.write_status(&restore, &status).await {
-                    warn!(log, "could not write the EtcdRestore status"; "error" => e);
+                if changed && let Err(e) = kube.writes().write_status(&restore, &status).await {
+                    warn!(log, "could not write the EtcdRestore status"; "error" => %e);
                 }
             }
             .into_actor(self),

@@ -10,6 +10,7 @@ use crate::api::EtcdCluster;
 use crate::api::restore::{EtcdRestore, EtcdRestoreStatus, S3RestoreSource};
 use crate::backup::credentials::S3Credentials;
 use crate::backup::store::{BackupStore, Location, StoreConfig, StoreTimeouts};
+use crate::kube_api::own_objects::ObjectEvent;
 
 use super::kube::{Created, RestoreKube};
 use super::plan::{self, Existing, Refusal};
@@ -23,8 +24,8 @@ pub const FOLLOW_INTERVAL: Duration = Duration::from_secs(2);
 pub struct StepOutcome {
     /// The status.
     pub status: EtcdRestoreStatus,
-    /// `(warning, reason, note)`.
-    pub event: Option<(bool, String, String)>,
+    /// The Event to record.
+    pub event: Option<ObjectEvent>,
     /// The restore is not finished: run another step (after `FOLLOW_INTERVAL`, or a
     /// retry delay after a failure).
     pub again: bool,
@@ -46,7 +47,7 @@ fn refuse(
     let status = plan::refused(restore, &refusal, now);
     // A retried failure says so once per reason, not on every retry.
     let event = (previous.reason != refusal.reason || status.phase == "Refused")
-        .then(|| (true, refusal.reason.to_string(), refusal.message.clone()));
+        .then(|| ObjectEvent::warning(refusal.reason, refusal.message.clone()));
     StepOutcome {
         again: status.phase != "Refused",
         status,
@@ -67,7 +68,7 @@ pub async fn step(
     let cluster = match kube.cluster(&namespace, name).await {
         Ok(cluster) => cluster,
         Err(e) => {
-            let message = format!("reading EtcdCluster {name}: {e}");
+            let message = e.to_string();
             return refuse(
                 restore,
                 Refusal {
@@ -143,9 +144,8 @@ fn follow(
     match plan::progress(cluster) {
         Ok(id) => {
             let status = plan::succeeded(restore, &source, &cluster.name_any(), &id, now);
-            let event = Some((
-                false,
-                "RestoreSucceeded".to_string(),
+            let event = Some(ObjectEvent::normal(
+                "RestoreSucceeded",
                 status.message.clone(),
             ));
             StepOutcome {
@@ -176,7 +176,7 @@ async fn open_store(
         .await
         .map_err(|e| Refusal {
             reason: "KubernetesUnavailable",
-            message: format!("reading secret {secret}: {e}"),
+            message: e.to_string(),
         })?
         .ok_or_else(|| Refusal {
             reason: "SecretNotFound",
@@ -245,10 +245,10 @@ async fn create(
     match kube.create_cluster(&cluster).await {
         Ok(Created::New) => {}
         Ok(Created::Exists) => return Err(plan::cluster_exists(&name, false)),
-        Err(message) => {
+        Err(e) => {
             return Err(Refusal {
                 reason: "KubernetesUnavailable",
-                message,
+                message: e.to_string(),
             });
         }
     }
@@ -269,7 +269,7 @@ async fn create(
     );
     Ok(StepOutcome {
         status: plan::restoring(restore, &source, note.clone(), now),
-        event: Some((false, "ClusterCreated".to_string(), note)),
+        event: Some(ObjectEvent::normal("ClusterCreated", note)),
         again: true,
     })
 }
