@@ -435,15 +435,17 @@ fn place(args: &PlaceArgs) -> Result<String, String> {
 }
 
 fn run(args: RunArgs) -> ExitCode {
-    let log = logger(args.log_format, args.log_level);
+    let (log, flush) = logger(args.log_format, args.log_level);
     crate::logging::forward_library_events(&log);
     let system = actix::System::new();
     let result = system.block_on(crate::controller::run(args.settings(), log.clone()));
-    match result {
+    let code = match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             slog::crit!(log, "operator stopped"; "error" => %e);
             ExitCode::FAILURE
         }
-    }
+    };
+    drop(flush);
+    code
 }

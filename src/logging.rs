@@ -16,9 +16,17 @@ pub enum LogFormat {
 
 type BoxedDrain = Box<dyn Drain<Ok = (), Err = slog::Never> + Send>;
 
-/// The root logger. Without an explicit format: terminal output when stderr is a terminal
-/// and the process is not in a pod, JSON otherwise.
-pub fn logger(format: Option<LogFormat>, level: Level) -> Logger {
+/// Keeps the log's writer thread; dropping it writes every line logged so far and waits
+/// for that. The process drops it last, so the line saying why it stopped is never lost
+/// (clones of the logger live on in the `tracing` forwarder and in actors, so the logger
+/// itself is never dropped before the process exits).
+pub struct LogFlush {
+    _writer: slog_async::AsyncGuard,
+}
+
+/// The root logger and its flush guard. Without an explicit format: terminal output when
+/// stderr is a terminal and the process is not in a pod, JSON otherwise.
+pub fn logger(format: Option<LogFormat>, level: Level) -> (Logger, LogFlush) {
     let in_pod = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
     let format = format.unwrap_or(if std::io::stderr().is_terminal() && !in_pod {
         LogFormat::Term
@@ -38,11 +46,12 @@ pub fn logger(format: Option<LogFormat>, level: Level) -> Logger {
         }
     };
     let filtered = inner.filter_level(level).fuse();
-    let drain = slog_async::Async::new(filtered)
+    let (drain, guard) = slog_async::Async::new(filtered)
         .chan_size(4096)
-        .build()
-        .fuse();
-    Logger::root(drain, o!("app" => "etcd-operator"))
+        .build_with_guard();
+    // A line logged by another thread after the guard is gone is dropped, not a panic.
+    let root = Logger::root(drain.ignore_res(), o!("app" => "etcd-operator"));
+    (root, LogFlush { _writer: guard })
 }
 
 /// Forwards the `tracing` events of the libraries the operator runs on (kube-rs, tonic,
@@ -110,15 +119,23 @@ impl tracing::field::Visit for EventFields {
     }
 }
 
+/// A test drain: the lines logged, for tests that check what the operator says.
 #[cfg(test)]
-mod tests {
+pub(crate) mod kept {
     use std::sync::{Arc, Mutex};
 
-    use super::*;
+    use slog::Drain;
 
     /// A drain keeping each record's level, message and key-value pairs.
     #[derive(Clone, Default)]
-    struct Kept(Arc<Mutex<Vec<String>>>);
+    pub(crate) struct Kept(Arc<Mutex<Vec<String>>>);
+
+    impl Kept {
+        /// Every line so far, as `LEVEL message key=value…`.
+        pub(crate) fn lines(&self) -> Vec<String> {
+            self.0.lock().unwrap().clone()
+        }
+    }
 
     impl Drain for Kept {
         type Ok = ();
@@ -152,6 +169,12 @@ mod tests {
             Ok(())
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kept::Kept;
+    use super::*;
 
     #[test]
     fn a_library_warning_reaches_the_slog_log_with_its_target_and_info_does_not() {
@@ -164,7 +187,7 @@ mod tests {
             tracing::error!(target: "tonic::transport", "channel closed");
             tracing::info!(target: "kube_client", "request sent");
         });
-        let lines = kept.0.lock().unwrap().clone();
+        let lines = kept.lines();
         assert_eq!(
             lines,
             [

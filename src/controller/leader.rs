@@ -436,10 +436,22 @@ impl LeaderElection {
         }
     }
 
-    /// Renews the Lease until the fence closes: no renewal succeeded within the renew
-    /// deadline, or another replica holds the Lease. A renewal still pending when the fence
-    /// closes is abandoned.
-    pub async fn keep(&self, fence: &Fence) {
+    /// Renews the Lease until the fence closes, whoever closes it: no renewal succeeded
+    /// within the renew deadline, another replica holds the Lease, or another write found
+    /// the fence overdue first. A renewal still pending then is abandoned. Says that this
+    /// replica stopped leading, and why, and resolves with the reason.
+    pub async fn keep(&self, fence: &Fence) -> String {
+        tokio::select! {
+            () = self.renew_until_closed(fence) => {}
+            _ = fence.closed() => {}
+        }
+        let reason = fence.closed().await;
+        warn!(self.logger, "stopped leading"; "reason" => &reason);
+        self.view.set_leading(false);
+        reason
+    }
+
+    async fn renew_until_closed(&self, fence: &Fence) {
         loop {
             tokio::time::sleep(RETRY_PERIOD).await;
             let started = Instant::now();
@@ -463,9 +475,7 @@ impl LeaderElection {
                     "the renewal was still pending at the renew deadline"
                 ),
             }
-            if let Err(closed) = fence.check("keep leading") {
-                warn!(self.logger, "stopped leading"; "reason" => closed.reason);
-                self.view.set_leading(false);
+            if fence.check("keep leading").is_err() {
                 return;
             }
         }

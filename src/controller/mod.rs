@@ -567,11 +567,7 @@ async fn lead(election: &LeaderElection, fence: &Fence, leader_elect: bool) -> S
     if !leader_elect {
         return futures::future::pending().await;
     }
-    tokio::select! {
-        () = election.keep(fence) => {}
-        _ = fence.closed() => {}
-    }
-    fence.closed().await
+    election.keep(fence).await
 }
 
 #[cfg(test)]
@@ -579,6 +575,46 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, ObjectMeta};
 
     use super::*;
+    use crate::logging::kept::Kept;
+
+    /// An API server that accepts every request and never answers it.
+    fn silent_api_server() -> kube::Client {
+        let service = tower::service_fn(|_request| {
+            futures::future::pending::<
+                Result<axum::http::Response<kube::client::Body>, std::convert::Infallible>,
+            >()
+        });
+        kube::Client::new(service, "default")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_leader_whose_fence_another_write_closed_says_that_it_stopped_leading() {
+        let kept = Kept::default();
+        let log = Logger::root(kept.clone(), slog::o!());
+        let view = ElectionView::new(&Telemetry::default(), "ns/lease", "me");
+        view.record("me", true);
+        let election =
+            LeaderElection::new(silent_api_server(), "ns", "lease", "me", view.clone(), &log);
+        let fence = Fence::new(leader::RENEW_DEADLINE);
+        assert!(fence.renewed(tokio::time::Instant::now()));
+        // Another write closes the fence while the renewal hangs (as a status write past
+        // the renew deadline does).
+        let writer = fence.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+            writer.close_now("a write found the Lease lost");
+        });
+        let reason = lead(&election, &fence, true).await;
+        assert_eq!(reason, "a write found the Lease lost");
+        let lines = kept.lines();
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("WARN stopped leading") && l.contains("Lease lost")),
+            "{lines:#?}"
+        );
+        assert!(!view.is_leading());
+    }
 
     #[test]
     fn a_watched_object_is_kept_without_its_managed_fields_and_with_everything_else() {
