@@ -11,7 +11,7 @@ mod pod_security;
 mod recovery;
 mod reserved;
 pub mod restore;
-pub mod s3_path;
+pub mod s3;
 mod spec;
 mod status;
 #[cfg(test)]

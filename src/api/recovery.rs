@@ -10,7 +10,8 @@ use etcd_operator_core::lifecycle::{
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::restore::{ClusterRestore, RestoreStorageType, S3RestoreSource};
+use super::restore::{ClusterRestore, RestoreStorageType};
+use super::s3::S3Store;
 
 /// What the operator does when a majority of the voting members is gone with its data
 /// (pods gone, claims lost or deleted) for `quorumLossSeconds`. Members that merely do
@@ -68,7 +69,7 @@ pub struct RecoveryBackup {
     #[serde(default)]
     pub backup_storage_type: RestoreStorageType,
     /// The S3 store; `path` is `<bucket>/<prefix>` of the backups (or one snapshot).
-    pub s3: S3RestoreSource,
+    pub s3: S3Store,
 }
 
 impl ClusterRecovery {

@@ -118,7 +118,7 @@ mod tests {
 
     use super::*;
     use crate::api::KeyType;
-    use crate::api::backup::S3BackupSource;
+    use crate::api::s3::S3Store;
     use crate::tls::{Ca, Lifetime, issue_leaf, new_ca};
 
     const NOW: i64 = 1_800_000_000;
@@ -277,7 +277,7 @@ mod tests {
         EtcdBackupSpec {
             etcd_endpoints: Some(endpoints.iter().map(|e| e.to_string()).collect()),
             client_tls_secret: secret.map(str::to_string),
-            s3: Some(S3BackupSource::default()),
+            s3: Some(S3Store::default()),
             ..EtcdBackupSpec::default()
         }
     }

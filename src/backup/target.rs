@@ -16,7 +16,7 @@ use super::dial::{Dialer, Reach};
 use super::kube::BackupKube;
 use super::scope::EndpointPolicy;
 use super::store::{BackupStore, Location, StoreConfig, StoreTimeouts};
-use crate::api::s3_path::split_path;
+use crate::api::s3::split_path;
 use crate::secret_data::SecretData;
 
 pub use super::target_error::TargetError;
@@ -285,7 +285,8 @@ mod tests {
     use etcd_operator_actors::ports::ApiError;
 
     use super::*;
-    use crate::api::backup::{EtcdBackup, EtcdBackupStatus, S3BackupSource};
+    use crate::api::backup::{EtcdBackup, EtcdBackupStatus};
+    use crate::api::s3::S3Store;
     use crate::api::{
         AutoTls, BootstrapStatus, EtcdCluster, EtcdClusterSpec, EtcdClusterStatus, KeyType,
         MemberSecret, RecoveryStatus, StaticTls, TlsPolicy,
@@ -607,10 +608,10 @@ mod tests {
     fn s3_spec() -> EtcdBackupSpec {
         EtcdBackupSpec {
             cluster_name: Some("c".into()),
-            s3: Some(S3BackupSource {
+            s3: Some(S3Store {
                 path: "b/p".into(),
                 aws_secret: "aws".into(),
-                ..S3BackupSource::default()
+                ..S3Store::default()
             }),
             ..EtcdBackupSpec::default()
         }

@@ -14,7 +14,7 @@ use etcd_operator_core::lifecycle::SnapshotSource;
 
 use super::error::api_error;
 use crate::api::RecoveryBackup;
-use crate::api::restore::S3RestoreSource;
+use crate::api::s3::S3Store;
 use crate::backup::metadata::BackupMetadata;
 use crate::backup::store::StoreTimeouts;
 use crate::restore::plan::Refusal;
@@ -106,7 +106,7 @@ async fn lookup(
 
 /// The source of the snapshot `metadata` describes, in `bucket` of the store `s3` names;
 /// with the snapshot's etcd cluster ID (`None` when its metadata's is not hexadecimal).
-fn snapshot_source(s3: &S3RestoreSource, bucket: &str, metadata: BackupMetadata) -> SnapshotSource {
+fn snapshot_source(s3: &S3Store, bucket: &str, metadata: BackupMetadata) -> SnapshotSource {
     SnapshotSource {
         bucket: bucket.to_string(),
         cluster_id: metadata.cluster_id_number(),
@@ -144,10 +144,10 @@ mod tests {
             namespace: Some("prod".into()),
             etcd_backup_uid: None,
         };
-        let s3 = S3RestoreSource {
+        let s3 = S3Store {
             path: "bucket/p".into(),
             aws_secret: "aws".into(),
-            ..S3RestoreSource::default()
+            ..S3Store::default()
         };
         let source = snapshot_source(&s3, "bucket", metadata.clone());
         assert_eq!(source.cluster_id, Some(0x1a2b));

@@ -8,7 +8,8 @@ use etcd_operator_core::lifecycle::{Version, check_readable};
 use kube::ResourceExt;
 use kube::api::ObjectMeta;
 
-use crate::api::restore::{ClusterRestore, EtcdRestore, EtcdRestoreStatus, S3RestoreSource};
+use crate::api::restore::{ClusterRestore, EtcdRestore, EtcdRestoreStatus};
+use crate::api::s3::S3Store;
 use crate::api::{ClusterCondition, EtcdCluster, EtcdClusterSpec};
 use crate::backup::metadata::BackupMetadata;
 
@@ -101,7 +102,7 @@ fn target_version(restore: &EtcdRestore, metadata: &BackupMetadata) -> String {
 pub fn cluster_spec(
     restore: &EtcdRestore,
     metadata: &BackupMetadata,
-    source: &S3RestoreSource,
+    source: &S3Store,
 ) -> EtcdClusterSpec {
     let mut spec = restore
         .spec
@@ -114,7 +115,7 @@ pub fn cluster_spec(
     spec.version = Some(target_version(restore, metadata));
     spec.restore = Some(ClusterRestore {
         backup_storage_type: restore.spec.backup_storage_type,
-        s3: S3RestoreSource {
+        s3: S3Store {
             path: format!("{}/{}", bucket_of(&source.path), metadata.key),
             ..source.clone()
         },
@@ -129,7 +130,7 @@ pub fn cluster_spec(
 }
 
 fn bucket_of(path: &str) -> &str {
-    crate::api::s3_path::split_path(path).0
+    crate::api::s3::split_path(path).0
 }
 
 /// The EtcdCluster to create from `metadata`'s snapshot, or why the snapshot cannot be
@@ -138,7 +139,7 @@ fn bucket_of(path: &str) -> &str {
 pub fn new_cluster(
     restore: &EtcdRestore,
     metadata: &BackupMetadata,
-    source: &S3RestoreSource,
+    source: &S3Store,
 ) -> Result<EtcdCluster, Refusal> {
     let version = target_version(restore, metadata);
     let target: Version = version
@@ -358,8 +359,8 @@ mod tests {
         r
     }
 
-    fn source() -> S3RestoreSource {
-        S3RestoreSource {
+    fn source() -> S3Store {
+        S3Store {
             path: "etcd-backups/ns/prod".into(),
             aws_secret: "aws".into(),
             endpoint: Some("http://10.255.0.1:7480".into()),

@@ -7,7 +7,8 @@ use std::time::Duration;
 use kube::ResourceExt;
 
 use crate::api::EtcdCluster;
-use crate::api::restore::{EtcdRestore, EtcdRestoreStatus, S3RestoreSource};
+use crate::api::restore::{EtcdRestore, EtcdRestoreStatus};
+use crate::api::s3::S3Store;
 use crate::backup::credentials::S3Credentials;
 use crate::backup::store::{BackupStore, Location, StoreConfig, StoreTimeouts};
 use crate::kube_api::own_objects::ObjectEvent;
@@ -166,7 +167,7 @@ fn follow(
 async fn open_store(
     kube: &dyn RestoreKube,
     namespace: &str,
-    s3: &S3RestoreSource,
+    s3: &S3Store,
     lookup: &Lookup,
     timeouts: StoreTimeouts,
 ) -> Result<BackupStore, Refusal> {
@@ -188,7 +189,7 @@ async fn open_store(
 /// The store `s3` names, for `lookup`, opened with the credentials in `data` (the data of
 /// the Secret `s3.awsSecret`).
 pub(crate) fn store_for(
-    s3: &S3RestoreSource,
+    s3: &S3Store,
     lookup: &Lookup,
     data: &crate::secret_data::SecretData,
     timeouts: StoreTimeouts,

@@ -5,7 +5,7 @@
 
 use futures::StreamExt;
 
-use crate::api::s3_path::split_path;
+use crate::api::s3::split_path;
 use crate::backup::integrity::SnapshotVerifier;
 use crate::backup::metadata::BackupMetadata;
 use crate::backup::naming::{SNAPSHOT_SUFFIX, metadata_key};

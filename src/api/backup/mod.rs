@@ -9,6 +9,5 @@ mod tests;
 pub use crd::backup_crd;
 pub use spec::{
     AbsBackupSource, BackupPolicy, BackupStorageType, EtcdBackup, EtcdBackupSpec, GcsBackupSource,
-    S3BackupSource,
 };
 pub use status::EtcdBackupStatus;

@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::status::EtcdBackupStatus;
+use crate::api::s3::S3Store;
 
 /// Snapshots of an etcd cluster, once or on a schedule, to an object store.
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -54,7 +55,7 @@ pub struct EtcdBackupSpec {
     pub schedule: Option<String>,
     /// The S3 store, when `storageType` is `S3`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub s3: Option<S3BackupSource>,
+    pub s3: Option<S3Store>,
     /// The Google Cloud Storage store, when `storageType` is `GCS`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gcs: Option<GcsBackupSource>,
@@ -112,27 +113,6 @@ pub struct BackupPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub max_backups: Option<i32>,
-}
-
-/// An S3 (or S3-compatible) store (CoreOS names).
-#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct S3BackupSource {
-    /// `<bucket>/<prefix>`: backups are stored under the prefix (which may be empty).
-    #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$"))]
-    pub path: String,
-    /// Secret with the credentials: `accessKey` and `secretKey` (optionally
-    /// `sessionToken` and `region`), or the AWS `credentials` file (profile `default`)
-    /// with an optional `config` file for the region.
-    #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"))]
-    pub aws_secret: String,
-    /// URL of an S3-compatible store; unset: AWS.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^https?://[^/\s]+/?$"))]
-    pub endpoint: Option<String>,
-    /// Address buckets in the path (`<endpoint>/<bucket>/...`) instead of as a subdomain.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub force_path_style: bool,
 }
 
 /// A Google Cloud Storage store (CoreOS names).

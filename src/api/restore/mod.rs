@@ -9,7 +9,7 @@ mod status;
 mod tests;
 
 pub use crd::restore_crd;
-pub use source::{ClusterRestore, RestoreStorageType, S3RestoreSource};
+pub use source::{ClusterRestore, RestoreStorageType};
 pub(crate) use source::{cluster_restore, snapshot_source};
 pub use spec::{EtcdClusterRef, EtcdRestore, EtcdRestoreSpec};
 pub use status::EtcdRestoreStatus;

@@ -6,34 +6,14 @@ use etcd_operator_core::lifecycle::SnapshotSource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::api::s3::S3Store;
+
 /// Kinds of store a restore reads from.
 #[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum RestoreStorageType {
     /// Amazon S3 or an S3-compatible store (`s3.endpoint`).
     #[default]
     S3,
-}
-
-/// A snapshot in an S3 (or S3-compatible) store (CoreOS names).
-#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct S3RestoreSource {
-    /// `<bucket>/<key>` of one snapshot, or `<bucket>/<prefix>`: then the newest snapshot
-    /// under the prefix whose metadata object verifies.
-    #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$"))]
-    pub path: String,
-    /// Secret with the credentials: `accessKey` and `secretKey` (optionally
-    /// `sessionToken` and `region`), or the AWS `credentials` file (profile `default`)
-    /// with an optional `config` file for the region.
-    #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"))]
-    pub aws_secret: String,
-    /// URL of an S3-compatible store; unset: AWS.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^https?://[^/\s]+/?$"))]
-    pub endpoint: Option<String>,
-    /// Address buckets in the path (`<endpoint>/<bucket>/...`) instead of as a subdomain.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub force_path_style: bool,
 }
 
 /// `EtcdCluster.spec.restore`: the verified snapshot the cluster's seed restores before it
@@ -45,7 +25,7 @@ pub struct ClusterRestore {
     /// Where the snapshot is: `S3`.
     pub backup_storage_type: RestoreStorageType,
     /// The store; `path` is `<bucket>/<key>` of the snapshot itself.
-    pub s3: S3RestoreSource,
+    pub s3: S3Store,
     /// sha256 (hex) of the stored snapshot: the seed's pod checks it while fetching.
     #[schemars(regex(pattern = r"^[0-9a-f]{64}$"))]
     pub sha256: String,
@@ -72,7 +52,7 @@ pub struct ClusterRestore {
 pub(crate) fn cluster_restore(source: &SnapshotSource) -> ClusterRestore {
     ClusterRestore {
         backup_storage_type: RestoreStorageType::S3,
-        s3: S3RestoreSource {
+        s3: S3Store {
             path: source.path(),
             aws_secret: source.secret.clone(),
             endpoint: source.endpoint.clone(),
@@ -89,7 +69,7 @@ pub(crate) fn cluster_restore(source: &SnapshotSource) -> ClusterRestore {
 
 /// `spec.restore` as the lifecycle takes it.
 pub(crate) fn snapshot_source(restore: &ClusterRestore) -> SnapshotSource {
-    let (bucket, key) = crate::api::s3_path::split_path(&restore.s3.path);
+    let (bucket, key) = crate::api::s3::split_path(&restore.s3.path);
     SnapshotSource {
         bucket: bucket.to_string(),
         key: key.to_string(),

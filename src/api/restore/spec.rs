@@ -6,9 +6,10 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::source::{RestoreStorageType, S3RestoreSource};
+use super::source::RestoreStorageType;
 use super::status::EtcdRestoreStatus;
 use crate::api::EtcdClusterSpec;
+use crate::api::s3::S3Store;
 
 /// A new EtcdCluster made from a snapshot in an object store.
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -37,7 +38,7 @@ pub struct EtcdRestoreSpec {
     pub backup_storage_type: RestoreStorageType,
     /// The S3 store and the snapshot (or the prefix of snapshots) in it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub s3: Option<S3RestoreSource>,
+    pub s3: Option<S3Store>,
     /// The new cluster's spec (size, version, pod policy, TLS). Unset: 3 members on the
     /// etcd version the snapshot was taken with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
