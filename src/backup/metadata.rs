@@ -53,6 +53,26 @@ impl BackupMetadata {
     }
 }
 
+/// Metadata as tests write it: the snapshot at `key` of `cluster` (etcd cluster ID 1a2b,
+/// member 3c, etcd 3.5.35, revision 7, 4128 bytes), written by an EtcdBackup in `prod`
+/// whose UID is unknown. A test sets what it is about with `..example(…)`.
+#[cfg(test)]
+pub(crate) fn example(cluster: &str, key: &str) -> BackupMetadata {
+    BackupMetadata {
+        cluster: cluster.into(),
+        cluster_id: "1a2b".into(),
+        member_id: "3c".into(),
+        revision: 7,
+        etcd_version: "3.5.35".into(),
+        size: 4128,
+        sha256: "0f".repeat(32),
+        time: "2026-11-30T10:33:00Z".into(),
+        key: key.into(),
+        namespace: Some("prod".into()),
+        etcd_backup_uid: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

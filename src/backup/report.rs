@@ -97,21 +97,26 @@ pub fn after_attempt(
             );
         }
         AttemptOutcome::Failed { reason, message } => {
-            status.succeeded = false;
-            status.reason = reason.to_string();
-            status.message = message.clone();
+            not_succeeded(&mut status, reason, message, now);
             status.consecutive_failures = previous.consecutive_failures.saturating_add(1);
-            set_condition(
-                &mut status.conditions,
-                SUCCEEDED,
-                false,
-                reason,
-                message,
-                now,
-            );
         }
     }
     status
+}
+
+/// Marks `status` as not succeeded, for `reason`: its fields and its `Succeeded` condition.
+fn not_succeeded(status: &mut EtcdBackupStatus, reason: &str, message: &str, now: Timestamp) {
+    status.succeeded = false;
+    status.reason = reason.to_string();
+    status.message = message.to_string();
+    set_condition(
+        &mut status.conditions,
+        SUCCEEDED,
+        false,
+        reason,
+        message,
+        now,
+    );
 }
 
 /// What a good backup's Event and status say.
@@ -139,19 +144,9 @@ pub fn refused(
     now: Timestamp,
 ) -> EtcdBackupStatus {
     let mut status = previous.clone();
-    status.succeeded = false;
-    status.reason = reason.to_string();
-    status.message = message.to_string();
+    not_succeeded(&mut status, reason, message, now);
     status.observed_generation = generation;
     status.next_backup_time = None;
-    set_condition(
-        &mut status.conditions,
-        SUCCEEDED,
-        false,
-        reason,
-        message,
-        now,
-    );
     set_condition(
         &mut status.conditions,
         SCHEDULED,

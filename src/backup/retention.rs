@@ -87,6 +87,7 @@ pub fn count_written_like(backups: &[Described], made: &BackupMetadata) -> usize
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backup::metadata::example;
 
     const UID: &str = "uid-nightly";
 
@@ -98,17 +99,11 @@ mod tests {
         );
         let key = name.key("p");
         let metadata = BackupMetadata {
-            cluster: cluster.into(),
             cluster_id: cluster_id.into(),
-            member_id: "3c".into(),
             revision: second,
-            etcd_version: "3.5.35".into(),
-            size: 4128,
-            sha256: "0f".repeat(32),
             time: name.time.to_string(),
-            key: key.clone(),
-            namespace: Some("prod".into()),
             etcd_backup_uid: uid.map(str::to_string),
+            ..example(cluster, &key)
         };
         Described {
             backup: StoredBackup { key, name },

@@ -337,6 +337,7 @@ async fn describe(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backup::metadata::example;
     use crate::backup::store::memory;
 
     /// Stores a backup of `cluster` at `second` under `prefix` with its metadata, written
@@ -352,17 +353,12 @@ mod tests {
         let name = BackupName::new(cluster, Timestamp::from_second(second).unwrap(), second);
         let key = name.key(prefix);
         let metadata = BackupMetadata {
-            cluster: cluster.into(),
             cluster_id: cluster_id.into(),
-            member_id: "3c".into(),
             revision: second,
-            etcd_version: "3.5.35".into(),
             size: 1,
-            sha256: "0f".repeat(32),
             time: name.time.to_string(),
-            key: key.clone(),
-            namespace: Some("prod".into()),
             etcd_backup_uid: Some(uid.into()),
+            ..example(cluster, &key)
         };
         store.put_small(&key, b"x".to_vec()).await.unwrap();
         store

@@ -124,6 +124,7 @@ fn snapshot_source(s3: &S3Store, bucket: &str, metadata: BackupMetadata) -> Snap
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backup::metadata::example;
 
     fn not_found() -> Result<SnapshotSource, ApiError> {
         Err(ApiError::NotFound("no snapshot under backups/demo".into()))
@@ -131,19 +132,7 @@ mod tests {
 
     #[test]
     fn a_recovery_source_carries_the_snapshots_etcd_cluster_id() {
-        let metadata = BackupMetadata {
-            cluster: "demo".into(),
-            cluster_id: "1a2b".into(),
-            member_id: "3c".into(),
-            revision: 7,
-            etcd_version: "3.5.35".into(),
-            size: 4128,
-            sha256: "0f".repeat(32),
-            time: "2026-11-30T10:33:00Z".into(),
-            key: "p/demo_20261130T103300.000Z_r7.db".into(),
-            namespace: Some("prod".into()),
-            etcd_backup_uid: None,
-        };
+        let metadata = example("demo", "p/demo_20261130T103300.000Z_r7.db");
         let s3 = S3Store {
             path: "bucket/p".into(),
             aws_secret: "aws".into(),

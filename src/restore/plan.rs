@@ -340,6 +340,7 @@ mod tests {
     use super::*;
     use crate::api::restore::{EtcdClusterRef, EtcdRestoreSpec, RestoreStorageType};
     use crate::api::{BootstrapStatus, EtcdClusterStatus};
+    use crate::backup::metadata::example;
 
     fn restore(cluster_spec: Option<EtcdClusterSpec>) -> EtcdRestore {
         let mut r = EtcdRestore::new(
@@ -370,17 +371,11 @@ mod tests {
 
     fn metadata(version: &str) -> BackupMetadata {
         BackupMetadata {
-            cluster: "prod".into(),
-            cluster_id: "1a2b".into(),
-            member_id: "3c".into(),
             revision: 1234,
             etcd_version: version.into(),
             size: 8224,
-            sha256: "0f".repeat(32),
-            time: "2026-11-30T10:33:00Z".into(),
-            key: "ns/prod/prod_20261130T103300.123Z_r1234.db".into(),
             namespace: Some("ns".into()),
-            etcd_backup_uid: None,
+            ..example("prod", "ns/prod/prod_20261130T103300.123Z_r1234.db")
         }
     }
 

@@ -252,6 +252,7 @@ pub async fn verify(store: &BackupStore, metadata: &BackupMetadata) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backup::metadata::example;
     use crate::backup::naming::BackupName;
 
     fn stored(cluster: &str, time: &str, revision: i64) -> StoredBackup {
@@ -264,17 +265,8 @@ mod tests {
 
     fn metadata(key: &str) -> BackupMetadata {
         BackupMetadata {
-            cluster: "c".into(),
-            cluster_id: "1a2b".into(),
-            member_id: "3c".into(),
-            revision: 7,
-            etcd_version: "3.5.35".into(),
-            size: 4128,
-            sha256: "0f".repeat(32),
-            time: "2026-11-30T10:33:00Z".into(),
-            key: key.into(),
-            namespace: Some("prod".into()),
             etcd_backup_uid: Some("uid".into()),
+            ..example("c", key)
         }
     }
 
