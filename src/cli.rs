@@ -332,7 +332,45 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn await_membership(args: &AwaitArgs) -> Result<String, String> {
+/// Why a one-shot subcommand of a member's pod failed.
+#[derive(Debug, thiserror::Error)]
+enum StepError {
+    /// The async runtime could not start.
+    #[error("starting the runtime: {0}")]
+    Runtime(std::io::Error),
+    /// The joiner's gate cannot ask.
+    #[error(transparent)]
+    Gate(#[from] crate::join_gate::GateError),
+    /// The directory for the snapshot could not be made ready.
+    #[error("preparing {path}: {source}")]
+    Prepare {
+        /// The snapshot file to be written.
+        path: std::path::PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The snapshot could not be fetched or verified.
+    #[error(transparent)]
+    Fetch(#[from] crate::restore::fetch::FetchError),
+    /// The restored data could not be placed.
+    #[error("placing {path}: {source}")]
+    Place {
+        /// The restored directory.
+        path: std::path::PathBuf,
+        /// The error.
+        source: crate::restore::fetch::PlaceError,
+    },
+}
+
+/// A runtime for one subcommand on this thread.
+fn runtime() -> Result<tokio::runtime::Runtime, StepError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(StepError::Runtime)
+}
+
+fn await_membership(args: &AwaitArgs) -> Result<String, StepError> {
     use crate::join_gate::{Api, Gate, GateTls};
     let tls = match (&args.cacert, &args.cert, &args.key) {
         (Some(ca), Some(cert), Some(key)) => Some(GateTls {
@@ -355,17 +393,15 @@ fn await_membership(args: &AwaitArgs) -> Result<String, String> {
         timeout: Duration::from_millis(args.timeout_ms),
         data_dir: args.data_dir.clone(),
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("starting the runtime: {e}"))?;
-    runtime.block_on(crate::join_gate::await_membership(&gate, |waiting| {
-        println!("{waiting}")
-    }))
+    Ok(
+        runtime()?.block_on(crate::join_gate::await_membership(&gate, |waiting| {
+            println!("{waiting}")
+        }))?,
+    )
 }
 
 /// Prints what a one-shot subcommand did (or why it failed) and exits accordingly.
-fn report(result: Result<String, String>) -> ExitCode {
+fn report(result: Result<String, StepError>) -> ExitCode {
     match result {
         Ok(done) => {
             println!("{done}");
@@ -378,12 +414,16 @@ fn report(result: Result<String, String>) -> ExitCode {
     }
 }
 
-fn fetch(args: &FetchArgs) -> Result<String, String> {
+fn fetch(args: &FetchArgs) -> Result<String, StepError> {
     use crate::restore::fetch::{
-        Expected, Prepared, fetch_snapshot, prepare, s3_credentials, s3_store,
+        Expected, FetchError, Prepared, fetch_snapshot, prepare, s3_credentials, s3_store,
     };
-    let prepared = prepare(&args.restored_dir, &args.data_dir, &args.out)
-        .map_err(|e| format!("preparing {}: {e}", args.out.display()))?;
+    let prepared = prepare(&args.restored_dir, &args.data_dir, &args.out).map_err(|source| {
+        StepError::Prepare {
+            path: args.out.clone(),
+            source,
+        }
+    })?;
     if prepared == Prepared::DataInPlace {
         return Ok(format!(
             "{} holds the member's data already (an earlier run placed it): nothing is \
@@ -391,22 +431,16 @@ fn fetch(args: &FetchArgs) -> Result<String, String> {
             args.data_dir.display()
         ));
     }
-    let credentials = s3_credentials(&args.credentials).map_err(|e| e.to_string())?;
+    let credentials = s3_credentials(&args.credentials)?;
     let endpoint = args.endpoint.as_deref().filter(|e| !e.is_empty());
     let store = s3_store(&args.bucket, endpoint, args.force_path_style, credentials)
-        .map_err(|e| e.to_string())?;
+        .map_err(FetchError::Store)?;
     let expected = Expected {
         key: args.key.clone(),
         sha256: args.sha256.clone(),
         size: args.size,
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("starting the runtime: {e}"))?;
-    runtime
-        .block_on(fetch_snapshot(&store, &expected, &args.out))
-        .map_err(|e| e.to_string())?;
+    runtime()?.block_on(fetch_snapshot(&store, &expected, &args.out))?;
     Ok(format!(
         "fetched {}/{} ({} bytes, sha256 {}, etcd's checksum verified) into {}",
         args.bucket,
@@ -417,10 +451,14 @@ fn fetch(args: &FetchArgs) -> Result<String, String> {
     ))
 }
 
-fn place(args: &PlaceArgs) -> Result<String, String> {
+fn place(args: &PlaceArgs) -> Result<String, StepError> {
     use crate::restore::fetch::{Placed, place};
-    let placed = place(&args.restored_dir, &args.data_dir, &args.snapshot)
-        .map_err(|e| format!("placing {}: {e}", args.restored_dir.display()))?;
+    let placed = place(&args.restored_dir, &args.data_dir, &args.snapshot).map_err(|source| {
+        StepError::Place {
+            path: args.restored_dir.clone(),
+            source,
+        }
+    })?;
     Ok(match placed {
         Placed::Moved => format!(
             "the restored data is the member's data directory {}",

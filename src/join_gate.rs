@@ -26,7 +26,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use etcd_operator_actors::ports::EtcdApi;
+use etcd_operator_actors::ports::{EtcdApi, EtcdError};
 use serde::Deserialize;
 
 use crate::etcd_api::EtcdClientApi;
@@ -80,6 +80,61 @@ pub struct GateTls {
     pub key: PathBuf,
 }
 
+/// Why the gate cannot start asking.
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    /// It was given no member to ask.
+    #[error("no member to ask")]
+    NoMember,
+    /// It was asked to ask its own member, whose name it must never look up.
+    #[error("asked to ask this member's own peer URL {0}: the gate never asks about its own name")]
+    AsksItself(String),
+    /// A certificate file cannot be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A certificate file holds no usable PEM (`what` says which).
+    #[error("{what} {path}: {source}")]
+    Pem {
+        /// `the CA bundle` or `the certificate`.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// reqwest's error.
+        source: reqwest::Error,
+    },
+    /// The HTTP client cannot be built.
+    #[error("building the HTTP client: {0}")]
+    HttpClient(reqwest::Error),
+}
+
+/// Why one member did not say whether it lists the joiner (the gate asks again).
+#[derive(Debug, thiserror::Error)]
+enum AskError {
+    /// No answer over HTTP: refused, TLS, a timeout (the error with its sources).
+    #[error("{url}: {detail}")]
+    Unreachable { url: String, detail: String },
+    /// An answer, but not a success.
+    #[error("{url}: HTTP {status}")]
+    Status {
+        url: String,
+        status: reqwest::StatusCode,
+    },
+    /// A success whose body is not etcd's member list.
+    #[error("{url}: the member list is not etcd's: {source}")]
+    NotEtcd {
+        url: String,
+        source: serde_json::Error,
+    },
+    /// The client listener's `MemberList` failed.
+    #[error("{url}: {source}")]
+    Etcd { url: String, source: EtcdError },
+}
+
 /// One member of etcd's peer `/members` answer, or of the gateway's member list; only
 /// the peer URLs matter here.
 #[derive(Debug, Deserialize)]
@@ -105,9 +160,12 @@ enum Asker {
 }
 
 /// Reads the certificate files.
-fn identity(tls: &GateTls) -> Result<ClientIdentity, String> {
+fn identity(tls: &GateTls) -> Result<ClientIdentity, GateError> {
     let read = |path: &PathBuf| {
-        std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))
+        std::fs::read(path).map_err(|source| GateError::Read {
+            path: path.clone(),
+            source,
+        })
     };
     Ok(ClientIdentity {
         ca_pem: read(&tls.ca)?,
@@ -117,7 +175,7 @@ fn identity(tls: &GateTls) -> Result<ClientIdentity, String> {
 }
 
 /// Builds what the gate asks with.
-fn asker(gate: &Gate) -> Result<Asker, String> {
+fn asker(gate: &Gate) -> Result<Asker, GateError> {
     let identity = gate.tls.as_ref().map(identity).transpose()?;
     if gate.api == Api::Client {
         let api = EtcdClientApi::new(gate.timeout);
@@ -137,18 +195,23 @@ fn asker(gate: &Gate) -> Result<Asker, String> {
         .http1_only()
         .no_proxy();
     if let (Some(tls), Some(id)) = (&gate.tls, identity) {
-        let ca = reqwest::Certificate::from_pem_bundle(&id.ca_pem)
-            .map_err(|e| format!("the CA bundle {}: {e}", tls.ca.display()))?;
+        let ca =
+            reqwest::Certificate::from_pem_bundle(&id.ca_pem).map_err(|source| GateError::Pem {
+                what: "the CA bundle",
+                path: tls.ca.clone(),
+                source,
+            })?;
         let mut pem = id.cert_pem;
         pem.push(b'\n');
         pem.extend(id.key_pem);
-        let identity = reqwest::Identity::from_pem(&pem)
-            .map_err(|e| format!("the certificate {}: {e}", tls.cert.display()))?;
+        let identity = reqwest::Identity::from_pem(&pem).map_err(|source| GateError::Pem {
+            what: "the certificate",
+            path: tls.cert.clone(),
+            source,
+        })?;
         builder = builder.tls_certs_only(ca).identity(identity);
     }
-    let client = builder
-        .build()
-        .map_err(|e| format!("building the HTTP client: {e}"))?;
+    let client = builder.build().map_err(GateError::HttpClient)?;
     Ok(Asker::Peer(client))
 }
 
@@ -162,12 +225,15 @@ fn same_url(a: &str, b: &str) -> bool {
 }
 
 /// Asks one member whether it lists `own`.
-async fn ask(asker: &Asker, url: &str, own: &str) -> Result<bool, String> {
+async fn ask(asker: &Asker, url: &str, own: &str) -> Result<bool, AskError> {
     let peer_urls: Vec<Vec<String>> = match asker {
         Asker::Peer(client) => {
             let body = fetch(client.get(members_url(url)), url).await?;
             serde_json::from_slice::<Vec<PeerMember>>(&body)
-                .map_err(|e| format!("{url}: the member list is not etcd's: {e}"))?
+                .map_err(|source| AskError::NotEtcd {
+                    url: url.to_string(),
+                    source,
+                })?
                 .into_iter()
                 .map(|m| m.peer_urls)
                 .collect()
@@ -175,7 +241,10 @@ async fn ask(asker: &Asker, url: &str, own: &str) -> Result<bool, String> {
         Asker::Client(api) => api
             .list(&[url.to_string()])
             .await
-            .map_err(|e| format!("{url}: {e}"))?
+            .map_err(|source| AskError::Etcd {
+                url: url.to_string(),
+                source,
+            })?
             .members
             .into_iter()
             .map(|m| m.peer_urls)
@@ -185,19 +254,26 @@ async fn ask(asker: &Asker, url: &str, own: &str) -> Result<bool, String> {
 }
 
 /// Sends `request` to member `url`; the body of a successful answer.
-async fn fetch(request: reqwest::RequestBuilder, url: &str) -> Result<bytes::Bytes, String> {
+async fn fetch(request: reqwest::RequestBuilder, url: &str) -> Result<bytes::Bytes, AskError> {
+    let unreachable = |detail: String| AskError::Unreachable {
+        url: url.to_string(),
+        detail,
+    };
     let response = request
         .send()
         .await
-        .map_err(|e| format!("{url}: {}", error_chain(&e)))?;
+        .map_err(|e| unreachable(error_chain(&e)))?;
     let status = response.status();
     if !status.is_success() {
-        return Err(format!("{url}: HTTP {status}"));
+        return Err(AskError::Status {
+            url: url.to_string(),
+            status,
+        });
     }
     response
         .bytes()
         .await
-        .map_err(|e| format!("{url}: reading the member list: {}", error_chain(&e)))
+        .map_err(|e| unreachable(format!("reading the member list: {}", error_chain(&e))))
 }
 
 /// An error with its sources, which say what really failed (refused, TLS, timeout).
@@ -223,7 +299,7 @@ async fn round(asker: &Asker, gate: &Gate) -> Round {
         match answer {
             Ok(true) => listed += 1,
             Ok(false) => without.push(peer.clone()),
-            Err(e) => errors.push(e),
+            Err(e) => errors.push(e.to_string()),
         }
     }
     if listed == 0 && without.is_empty() {
@@ -238,15 +314,12 @@ async fn round(asker: &Asker, gate: &Gate) -> Round {
 pub async fn await_membership(
     gate: &Gate,
     mut progress: impl FnMut(&str),
-) -> Result<String, String> {
+) -> Result<String, GateError> {
     if gate.ask.is_empty() {
-        return Err("no member to ask".into());
+        return Err(GateError::NoMember);
     }
     if gate.ask.iter().any(|p| same_url(p, &gate.peer_url)) {
-        return Err(format!(
-            "asked to ask this member's own peer URL {}: the gate never asks about its own name",
-            gate.peer_url
-        ));
+        return Err(GateError::AsksItself(gate.peer_url.clone()));
     }
     if let Some(dir) = &gate.data_dir
         && dir.join("member").exists()
@@ -327,12 +400,14 @@ mod tests {
             data_dir: None,
         };
         let error = await_membership(&gate, |_| {}).await.unwrap_err();
-        assert!(error.contains("own peer URL"), "{error}");
+        assert!(matches!(error, GateError::AsksItself(_)), "{error}");
+        assert!(error.to_string().contains("own peer URL"), "{error}");
         let none = Gate {
             ask: vec![],
             ..gate
         };
-        assert!(await_membership(&none, |_| {}).await.is_err());
+        let error = await_membership(&none, |_| {}).await.unwrap_err();
+        assert!(matches!(error, GateError::NoMember), "{error}");
     }
 
     #[tokio::test]
