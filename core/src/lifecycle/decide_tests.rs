@@ -21,6 +21,16 @@ fn on_running(world: World, size: u32, version: &str) -> Decision {
     run(running_state(), &world.build(), &spec(size, version))
 }
 
+/// The decision for `members` healthy members running `running`, asked for `size`
+/// members on `wanted`.
+fn on_healthy(members: u64, running: &str, size: u32, wanted: &str) -> Decision {
+    on_running(
+        World::healthy(Instant::now(), members, running),
+        size,
+        wanted,
+    )
+}
+
 /// Whether an action changes etcd's membership (at most one may, per tick).
 fn changes_membership(action: &Action) -> bool {
     matches!(
@@ -39,6 +49,19 @@ fn assert_removes(d: &Decision, reason: Reason, id: u64) {
     );
 }
 
+/// Removing member `id`, named `name`, from etcd.
+fn remove(id: u64, name: &str) -> Action {
+    Action::RemoveMember {
+        id,
+        name: name.into(),
+    }
+}
+
+/// Deleting the pod `name`.
+fn delete_pod(name: &str) -> Action {
+    Action::DeletePod { name: name.into() }
+}
+
 fn add(learner: bool, version: &str) -> Action {
     Action::AddMember {
         learner,
@@ -51,6 +74,28 @@ const VERSION: &str = "3.5.21";
 
 fn later(now: Instant, secs: u64) -> Instant {
     now + Duration::from_secs(secs)
+}
+
+/// The decisions of a running cluster asked for `spec` on `world` at first sight, and
+/// `secs` seconds later from the state the first one left.
+fn first_and_later(
+    world: impl Fn() -> World,
+    secs: u64,
+    spec: &DesiredCluster,
+) -> (Decision, Decision) {
+    let seen = world().build();
+    let first = run(running_state(), &seen, spec);
+    let after = run(
+        first.state.clone(),
+        &world().at(later(seen.now, secs)).build(),
+        spec,
+    );
+    (first, after)
+}
+
+/// The decision blocks the cluster for `reason`.
+fn assert_blocked(d: &Decision, reason: Reason) {
+    assert_eq!(d.state.phase, Phase::Blocked { reason });
 }
 
 #[test]
@@ -93,12 +138,7 @@ fn seed_that_died_before_the_cluster_formed_is_deleted_to_start_over() {
         .extra_pod("demo-seed", PodPhase::Failed)
         .build();
     let d = run(State::default(), &obs, &spec(3, "3.5.21"));
-    assert_eq!(
-        d.actions,
-        vec![Action::DeletePod {
-            name: "demo-seed".into()
-        }]
-    );
+    assert_eq!(d.actions, vec![delete_pod("demo-seed")]);
     assert_eq!(d.why.reason, Reason::RestartingFailedSeed);
 }
 
@@ -108,12 +148,7 @@ fn cluster_whose_id_is_recorded_is_never_bootstrapped_again() {
     let obs = World::empty(now).bootstrapped().build();
     let d = run(State::default(), &obs, &spec(3, "3.5.21"));
     assert!(d.actions.is_empty());
-    assert_eq!(
-        d.state.phase,
-        Phase::Blocked {
-            reason: Reason::AllMembersLost
-        }
-    );
+    assert_blocked(&d, Reason::AllMembersLost);
 }
 
 #[test]
@@ -125,8 +160,7 @@ fn failed_pods_of_a_cluster_that_exists_are_never_deleted_to_start_over() {
         .extra_pod("demo-b", PodPhase::Failed)
         .build();
     let d = run(State::default(), &obs, &spec(3, "3.5.21"));
-    assert!(d.actions.is_empty(), "{:?}", d.actions);
-    assert_eq!(d.why.reason, Reason::AllMembersLost);
+    assert_idle(&d, Reason::AllMembersLost);
 }
 
 #[test]
@@ -135,8 +169,7 @@ fn members_listed_by_an_older_operators_status_mean_the_cluster_exists() {
     let mut obs = World::empty(now).build();
     obs.recorded.members = vec!["demo-a".into()];
     let d = run(State::default(), &obs, &spec(3, "3.5.21"));
-    assert!(d.actions.is_empty(), "{:?}", d.actions);
-    assert_eq!(d.why.reason, Reason::AllMembersLost);
+    assert_idle(&d, Reason::AllMembersLost);
 }
 
 #[test]
@@ -146,8 +179,7 @@ fn a_cluster_this_actor_saw_answer_is_never_seeded_even_before_its_status_says_s
     let first = run(State::default(), &listed, &spec(1, "3.5.21"));
     let gone = World::empty(now).build();
     let d = run(first.state, &gone, &spec(1, "3.5.21"));
-    assert!(d.actions.is_empty(), "{:?}", d.actions);
-    assert_eq!(d.why.reason, Reason::AllMembersLost);
+    assert_idle(&d, Reason::AllMembersLost);
 }
 
 #[test]
@@ -185,9 +217,7 @@ fn recorded_seed(phase: PodPhase) -> World {
 }
 
 fn delete_seed_pod() -> Vec<Action> {
-    vec![Action::DeletePod {
-        name: "demo-seed".into(),
-    }]
+    vec![delete_pod("demo-seed")]
 }
 
 #[test]
@@ -208,8 +238,7 @@ fn a_seed_that_never_started_is_recreated_when_the_version_changes() {
         })
         .build();
     let same = run(State::default(), &obs, &spec(1, "3.2.13"));
-    assert!(same.actions.is_empty(), "{:?}", same.actions);
-    assert_eq!(same.why.reason, Reason::WaitingForSeed);
+    assert_idle(&same, Reason::WaitingForSeed);
     let changed = run(State::default(), &obs, &spec(1, "3.5.21"));
     assert_eq!(changed.actions, delete_seed_pod());
     assert_eq!(changed.why.reason, Reason::RecreatingSeed);
@@ -219,8 +248,7 @@ fn a_seed_that_never_started_is_recreated_when_the_version_changes() {
 fn a_seed_that_has_run_is_not_recreated_when_the_version_changes() {
     let obs = recorded_seed(PodPhase::Running).build();
     let d = run(State::default(), &obs, &spec(1, "3.5.35"));
-    assert!(d.actions.is_empty(), "{:?}", d.actions);
-    assert_eq!(d.why.reason, Reason::WaitingForSeed);
+    assert_idle(&d, Reason::WaitingForSeed);
 }
 
 #[test]
@@ -231,8 +259,7 @@ fn members_answering_for_another_cluster_block_every_action() {
         *cluster_id = 0x1234;
     }
     let d = run(running_state(), &obs, &spec(3, "3.5.21"));
-    assert!(d.actions.is_empty(), "{:?}", d.actions);
-    assert_eq!(d.why.reason, Reason::ClusterIdMismatch);
+    assert_idle(&d, Reason::ClusterIdMismatch);
     assert_eq!(d.state.cluster_id, Some(fixtures::CLUSTER_ID));
 }
 
@@ -248,11 +275,7 @@ fn restarted_operator_with_running_pods_but_no_answer_yet_does_not_bootstrap() {
     let now = Instant::now();
     let obs = World::healthy(now, 1, "3.5.21").etcd_down().build();
     let d = run(State::default(), &obs, &spec(3, "3.5.21"));
-    assert!(
-        !d.actions
-            .iter()
-            .any(|a| matches!(a, Action::CreateSeed { .. }))
-    );
+    assert_no_action!(d, Action::CreateSeed { .. });
     assert_eq!(d.why.reason, Reason::WaitingForSeed);
 }
 
@@ -268,8 +291,7 @@ fn healthy_seed_grows_by_one_learner_when_version_supports_it() {
 
 #[test]
 fn clusters_older_than_3_4_add_voting_members() {
-    let now = Instant::now();
-    let d = on_running(World::healthy(now, 1, "3.3.25"), 3, "3.3.25");
+    let d = on_healthy(1, "3.3.25", 3, "3.3.25");
     assert_eq!(d.actions, vec![add(false, "3.3.25")]);
 }
 
@@ -331,43 +353,30 @@ fn added_member_without_pod_gets_its_pod_after_an_operator_restart() {
     );
 }
 
+/// One healthy member, and learner 7 (`demo-abcde`) added but not started, its pod in
+/// `phase`.
+fn joining(now: Instant, phase: PodPhase) -> World {
+    World::healthy(now, 1, VERSION)
+        .unstarted(7, "demo-abcde", true)
+        .extra_pod("demo-abcde", phase)
+}
+
 #[test]
 fn joining_member_with_a_pod_is_waited_for() {
     let now = Instant::now();
-    let d = on_running(
-        World::healthy(now, 1, "3.5.21")
-            .unstarted(7, "demo-abcde", true)
-            .extra_pod("demo-abcde", PodPhase::Pending),
-        3,
-        "3.5.21",
-    );
+    let d = on_running(joining(now, PodPhase::Pending), 3, VERSION);
     assert_idle(&d, Reason::WaitingForJoin);
 }
 
 #[test]
 fn member_that_never_starts_is_removed_after_the_deadline() {
     let now = Instant::now();
-    let world = || {
-        World::healthy(now, 1, "3.5.21")
-            .unstarted(7, "demo-abcde", true)
-            .extra_pod("demo-abcde", PodPhase::Pending)
-    };
-    let first = run(running_state(), &world().build(), &spec(3, "3.5.21"));
+    let world = || joining(now, PodPhase::Pending);
+    let (first, d) = first_and_later(world, 91, &spec(3, VERSION));
     assert!(first.actions.is_empty());
-    let mut obs = world().build();
-    obs.now = later(now, 91);
-    let d = run(first.state, &obs, &spec(3, "3.5.21"));
     assert_eq!(
         d.actions,
-        vec![
-            Action::RemoveMember {
-                id: 7,
-                name: "demo-abcde".into()
-            },
-            Action::DeletePod {
-                name: "demo-abcde".into()
-            }
-        ]
+        vec![remove(7, "demo-abcde"), delete_pod("demo-abcde")]
     );
     assert_eq!(d.why.reason, Reason::RemovingUnstartedMember);
 }
@@ -375,13 +384,7 @@ fn member_that_never_starts_is_removed_after_the_deadline() {
 #[test]
 fn joining_member_whose_pod_failed_is_removed_at_once() {
     let now = Instant::now();
-    let d = on_running(
-        World::healthy(now, 1, "3.5.21")
-            .unstarted(7, "demo-abcde", true)
-            .extra_pod("demo-abcde", PodPhase::Failed),
-        3,
-        "3.5.21",
-    );
+    let d = on_running(joining(now, PodPhase::Failed), 3, VERSION);
     assert_eq!(d.why.reason, Reason::RemovingUnstartedMember);
     assert!(matches!(d.actions[0], Action::RemoveMember { id: 7, .. }));
 }
@@ -389,23 +392,8 @@ fn joining_member_whose_pod_failed_is_removed_at_once() {
 #[test]
 fn member_whose_pod_failed_is_removed_then_its_pod_deleted() {
     let now = Instant::now();
-    let d = on_running(
-        World::healthy(now, 3, "3.5.21")
-            .unreachable(2)
-            .pod("m2", |p| p.phase = PodPhase::Failed),
-        3,
-        "3.5.21",
-    );
-    assert_eq!(
-        d.actions,
-        vec![
-            Action::RemoveMember {
-                id: 2,
-                name: "m2".into()
-            },
-            Action::DeletePod { name: "m2".into() }
-        ]
-    );
+    let d = on_running(World::healthy(now, 3, "3.5.21").pod_failed(2), 3, "3.5.21");
+    assert_eq!(d.actions, vec![remove(2, "m2"), delete_pod("m2")]);
     assert_eq!(d.state.phase, Phase::Recovering);
     assert_eq!(d.why.reason, Reason::ReplacingDeadMember);
 }
@@ -413,20 +401,8 @@ fn member_whose_pod_failed_is_removed_then_its_pod_deleted() {
 #[test]
 fn member_whose_pod_is_gone_is_removed() {
     let now = Instant::now();
-    let d = on_running(
-        World::healthy(now, 3, "3.5.21")
-            .unreachable(3)
-            .without_pod("m3"),
-        3,
-        "3.5.21",
-    );
-    assert_eq!(
-        d.actions,
-        vec![Action::RemoveMember {
-            id: 3,
-            name: "m3".into()
-        }]
-    );
+    let d = on_running(World::healthy(now, 3, "3.5.21").pod_gone(3), 3, "3.5.21");
+    assert_eq!(d.actions, vec![remove(3, "m3")]);
 }
 
 /// Member 3's etcd has crashed `restarts` times with `crash` and is down now.
@@ -442,12 +418,8 @@ fn crashing(now: Instant, restarts: u32, crash: &str) -> World {
 }
 
 /// The decisions on `world` at first sight and 121 s later (past the unhealthy deadline).
-fn first_and_past_deadline(now: Instant, world: impl Fn() -> World) -> (Decision, Decision) {
-    let first = run(running_state(), &world().build(), &spec(3, VERSION));
-    let mut obs = world().build();
-    obs.now = later(now, 121);
-    let past = run(first.state.clone(), &obs, &spec(3, VERSION));
-    (first, past)
+fn first_and_past_deadline(world: impl Fn() -> World) -> (Decision, Decision) {
+    first_and_later(world, 121, &spec(3, VERSION))
 }
 
 #[test]
@@ -455,7 +427,7 @@ fn a_crash_looping_member_is_reported_with_its_last_words_and_never_replaced() {
     let now = Instant::now();
     let crash =
         "exited with code 1 (Error): {\"msg\":\"x\"}\netcd: unknown flag: --quota-backend-bytez";
-    let (first, past) = first_and_past_deadline(now, || crashing(now, 4, crash));
+    let (first, past) = first_and_past_deadline(|| crashing(now, 4, crash));
     for d in [&first, &past] {
         assert_idle(d, Reason::CrashLooping);
         assert!(
@@ -481,7 +453,7 @@ fn a_member_restarted_once_is_waited_for_not_reported_as_crash_looping() {
 fn a_member_failing_on_its_own_data_is_replaced_past_the_deadline_but_not_before() {
     let now = Instant::now();
     let crash = "exited with code 2 (Error): panic: walpb: crc mismatch";
-    let (first, past) = first_and_past_deadline(now, || crashing(now, 5, crash));
+    let (first, past) = first_and_past_deadline(|| crashing(now, 5, crash));
     assert_idle(&first, Reason::CrashLooping);
     assert_removes(&past, Reason::ReplacingBrokenMember, 3);
     assert!(
@@ -495,12 +467,8 @@ fn a_member_failing_on_its_own_data_is_replaced_past_the_deadline_but_not_before
 fn a_member_failing_on_its_data_is_not_replaced_without_a_quorum_of_the_others() {
     let now = Instant::now();
     let crash = "exited with code 2 (Error): panic: walpb: crc mismatch";
-    let world = || {
-        crashing(now, 5, crash)
-            .unreachable(2)
-            .pod("m2", |p| p.ready = false)
-    };
-    let (_, past) = first_and_past_deadline(now, world);
+    let world = || crashing(now, 5, crash).not_ready(2);
+    let (_, past) = first_and_past_deadline(world);
     assert_idle(&past, Reason::QuorumLost);
 }
 
@@ -594,17 +562,22 @@ fn claims_smaller_than_the_spec_asks_grow_where_the_class_allows_it() {
     assert!(!d.actions.contains(&expand("m3")), "{:?}", d.actions);
 }
 
-#[test]
-fn every_pod_gone_with_volumes_brings_every_member_back_and_never_a_new_cluster() {
-    let now = Instant::now();
-    let obs = World::healthy(now, 3, VERSION)
-        .on_volumes()
+/// The observation of the bootstrapped `world` once the pods of `m1..m3` are gone and
+/// nothing answers.
+fn every_pod_gone(world: World) -> Observation {
+    world
         .without_pod("m1")
         .without_pod("m2")
         .without_pod("m3")
         .bootstrapped()
         .etcd_down()
-        .build();
+        .build()
+}
+
+#[test]
+fn every_pod_gone_with_volumes_brings_every_member_back_and_never_a_new_cluster() {
+    let now = Instant::now();
+    let obs = every_pod_gone(World::healthy(now, 3, VERSION).on_volumes());
     for state in [running_state(), State::default()] {
         let d = run(state, &obs, &spec(3, VERSION));
         let peers = ["m1", "m2", "m3"];
@@ -616,37 +589,23 @@ fn every_pod_gone_with_volumes_brings_every_member_back_and_never_a_new_cluster(
 #[test]
 fn every_pod_gone_without_volumes_is_reported_lost_and_nothing_is_created() {
     let now = Instant::now();
-    let obs = World::healthy(now, 3, VERSION)
-        .without_pod("m1")
-        .without_pod("m2")
-        .without_pod("m3")
-        .bootstrapped()
-        .etcd_down()
-        .build();
+    let obs = every_pod_gone(World::healthy(now, 3, VERSION));
     let d = run(running_state(), &obs, &spec(3, VERSION));
     assert_idle(&d, Reason::AllMembersLost);
 }
 
 #[test]
 fn after_a_dead_member_is_removed_a_replacement_is_added() {
-    let now = Instant::now();
-    let d = on_running(World::healthy(now, 2, "3.5.21"), 3, "3.5.21");
+    let d = on_healthy(2, "3.5.21", 3, "3.5.21");
     assert_eq!(d.actions, vec![add(true, VERSION)]);
 }
 
 #[test]
 fn member_unhealthy_past_the_deadline_is_replaced_but_not_before() {
     let now = Instant::now();
-    let world = || {
-        World::healthy(now, 3, "3.5.21")
-            .unreachable(3)
-            .pod("m3", |p| p.ready = false)
-    };
-    let first = run(running_state(), &world().build(), &spec(3, "3.5.21"));
+    let world = || World::healthy(now, 3, "3.5.21").not_ready(3);
+    let (first, d) = first_and_past_deadline(world);
     assert!(first.actions.is_empty());
-    let mut obs = world().build();
-    obs.now = later(now, 121);
-    let d = run(first.state, &obs, &spec(3, "3.5.21"));
     assert_eq!(d.why.reason, Reason::ReplacingUnhealthyMember);
     assert!(matches!(d.actions[0], Action::RemoveMember { id: 3, .. }));
 }
@@ -659,13 +618,15 @@ fn member_healthy_again_resets_its_unhealthy_timer() {
         &World::healthy(now, 3, "3.5.21").unreachable(3).build(),
         &spec(3, "3.5.21"),
     );
-    let mut healthy = World::healthy(now, 3, "3.5.21").build();
-    healthy.now = later(now, 60);
+    let healthy = World::healthy(now, 3, "3.5.21").at(later(now, 60)).build();
     let second = run(first.state, &healthy, &spec(3, "3.5.21"));
     assert!(second.state.unhealthy_since.is_empty());
-    let mut sick = World::healthy(now, 3, "3.5.21").unreachable(3).build();
-    sick.now = later(now, 150);
-    let third = run(second.state, &sick, &spec(3, "3.5.21"));
+    let sick = World::healthy(now, 3, "3.5.21").unreachable(3);
+    let third = run(
+        second.state,
+        &sick.at(later(now, 150)).build(),
+        &spec(3, "3.5.21"),
+    );
     assert!(third.actions.is_empty(), "{:?}", third.actions);
 }
 
@@ -674,57 +635,33 @@ fn lost_quorum_is_reported_and_nothing_is_removed() {
     let now = Instant::now();
     let d = on_running(
         World::healthy(now, 3, "3.5.21")
-            .unreachable(2)
-            .unreachable(3)
-            .pod("m2", |p| p.phase = PodPhase::Failed),
+            .pod_failed(2)
+            .unreachable(3),
         3,
         "3.5.21",
     );
     assert!(d.actions.is_empty());
-    assert_eq!(
-        d.state.phase,
-        Phase::Blocked {
-            reason: Reason::QuorumLost
-        }
-    );
+    assert_blocked(&d, Reason::QuorumLost);
 }
 
 #[test]
 fn scale_down_removes_a_non_leader_member_first_from_etcd_then_its_pod() {
-    let now = Instant::now();
-    let d = on_running(World::healthy(now, 5, "3.5.21"), 3, "3.5.21");
-    assert_eq!(
-        d.actions,
-        vec![
-            Action::RemoveMember {
-                id: 5,
-                name: "m5".into()
-            },
-            Action::DeletePod { name: "m5".into() }
-        ]
-    );
+    let d = on_healthy(5, "3.5.21", 3, "3.5.21");
+    assert_eq!(d.actions, vec![remove(5, "m5"), delete_pod("m5")]);
     assert_eq!(d.state.phase, Phase::Scaling { from: 5, to: 3 });
 }
 
 #[test]
 fn scale_down_never_removes_the_leader() {
     let now = Instant::now();
-    let mut w = World::healthy(now, 3, "3.5.21").build();
-    for h in w.health.values_mut() {
-        h.leader = Some(3);
-    }
-    let d = run(running_state(), &w, &spec(2, "3.5.21"));
+    let d = on_running(World::healthy(now, 3, "3.5.21").led_by(3), 2, "3.5.21");
     assert!(matches!(d.actions[0], Action::RemoveMember { id: 2, .. }));
 }
 
 #[test]
 fn a_healthy_two_member_cluster_scales_down_to_one_by_removing_the_follower() {
     let now = Instant::now();
-    let mut obs = World::healthy(now, 2, "3.5.21").build();
-    for h in obs.health.values_mut() {
-        h.leader = Some(1);
-    }
-    let d = run(running_state(), &obs, &spec(1, "3.5.21"));
+    let d = on_running(World::healthy(now, 2, "3.5.21").led_by(1), 1, "3.5.21");
     assert!(
         matches!(d.actions[0], Action::RemoveMember { id: 2, .. }),
         "{:?}",
@@ -743,11 +680,26 @@ fn a_two_member_cluster_with_an_unhealthy_member_is_not_scaled_down() {
 
 #[test]
 fn converged_cluster_is_running_and_does_nothing() {
-    let now = Instant::now();
-    let d = on_running(World::healthy(now, 3, "3.5.21"), 3, "3.5.21");
+    let d = on_healthy(3, "3.5.21", 3, "3.5.21");
     assert!(d.actions.is_empty());
     assert_eq!(d.state.phase, Phase::Running);
     assert_eq!(d.why.reason, Reason::Converged);
+}
+
+/// Member `m<id>` of `world` answers on `version`, and its pod was set to it.
+fn runs_on(world: World, id: u64, version: &str) -> World {
+    let version = version.to_string();
+    world
+        .runs(id, &version)
+        .pod(&format!("m{id}"), |p| p.version = Some(version))
+}
+
+/// The operator set pod `name` of `world` from 3.4.23 to 3.5.21, marking it upgraded.
+fn set_from_3_4_23_to_3_5_21(world: World, name: &str) -> World {
+    world.pod(name, |p| {
+        p.version = Some("3.5.21".into());
+        p.upgrade_from = Some("3.4.23".into());
+    })
 }
 
 #[test]
@@ -766,11 +718,8 @@ fn upgrade_moves_followers_first_and_the_leader_last() {
     assert!(matches!(d.state.phase, Phase::Upgrading { .. }));
 
     let followers_done = || {
-        World::healthy(now, 3, "3.4.23")
-            .runs(2, "3.5.21")
-            .runs(3, "3.5.21")
-            .pod("m2", |p| p.version = Some("3.5.21".into()))
-            .pod("m3", |p| p.version = Some("3.5.21".into()))
+        let world = World::healthy(now, 3, "3.4.23");
+        runs_on(runs_on(world, 2, "3.5.21"), 3, "3.5.21")
     };
     let d = on_running(followers_done(), 3, "3.5.21");
     assert!(
@@ -785,33 +734,31 @@ fn upgrade_moves_followers_first_and_the_leader_last() {
 #[test]
 fn upgrade_waits_for_the_restarted_member_to_run_the_new_version() {
     let now = Instant::now();
-    let d = on_running(
-        World::healthy(now, 3, "3.4.23").pod("m2", |p| p.version = Some("3.5.21".into())),
-        3,
-        "3.5.21",
+    let world = World::healthy(now, 3, "3.4.23").pod("m2", |p| p.version = Some("3.5.21".into()));
+    assert_idle(
+        &on_running(world, 3, "3.5.21"),
+        Reason::WaitingForUpgradedMember,
     );
-    assert_idle(&d, Reason::WaitingForUpgradedMember);
 }
 
 #[test]
 fn downgrade_is_refused_and_nothing_changes() {
-    let now = Instant::now();
-    let d = on_running(World::healthy(now, 3, "3.5.21"), 3, "3.4.23");
+    let d = on_healthy(3, VERSION, 3, "3.4.23");
     assert_idle(&d, Reason::DowngradeRefused);
     assert_eq!(d.state.phase, Phase::Running);
 }
 
 #[test]
 fn skipping_a_minor_version_is_refused() {
-    let now = Instant::now();
-    let d = on_running(World::healthy(now, 3, "3.4.23"), 3, "3.6.5");
-    assert_idle(&d, Reason::VersionSkipRefused);
+    assert_idle(
+        &on_healthy(3, "3.4.23", 3, "3.6.5"),
+        Reason::VersionSkipRefused,
+    );
 }
 
 #[test]
 fn upgrade_to_3_6_from_a_3_5_patch_below_3_5_26_is_refused_naming_3_5_26() {
-    let now = Instant::now();
-    let d = on_running(World::healthy(now, 3, "3.5.19"), 3, "3.6.5");
+    let d = on_healthy(3, "3.5.19", 3, "3.6.5");
     assert_idle(&d, Reason::UpgradePathRefused);
     assert_eq!(d.state.phase, Phase::Running);
     assert!(d.why.message.contains("3.5.19"), "{}", d.why.message);
@@ -831,51 +778,42 @@ fn upgrade_to_3_6_is_refused_while_any_member_runs_a_3_5_patch_below_3_5_26() {
     assert!(d.why.message.contains("3.5.25"), "{}", d.why.message);
 }
 
-#[test]
-fn upgrade_to_3_6_from_3_5_26_is_allowed() {
-    let now = Instant::now();
-    let d = on_running(World::healthy(now, 3, "3.5.26"), 3, "3.6.5");
+/// The decision upgrades one member to `version`, and does nothing else.
+fn assert_upgrades_one_member_to(d: &Decision, version: &str) {
     assert!(
-        matches!(&d.actions[..], [Action::UpgradeMember { to, .. }] if to.to_string() == "3.6.5"),
+        matches!(&d.actions[..], [Action::UpgradeMember { to, .. }] if to.to_string() == version),
         "{}: {:?}",
         d.why.message,
         d.actions
     );
+}
+
+#[test]
+fn upgrade_to_3_6_from_3_5_26_is_allowed() {
+    assert_upgrades_one_member_to(&on_healthy(3, "3.5.26", 3, "3.6.5"), "3.6.5");
 }
 
 #[test]
 fn upgrade_from_3_5_25_to_the_safe_patch_3_5_26_is_allowed() {
-    let now = Instant::now();
-    let d = on_running(World::healthy(now, 3, "3.5.25"), 3, "3.5.26");
-    assert!(
-        matches!(&d.actions[..], [Action::UpgradeMember { to, .. }] if to.to_string() == "3.5.26"),
-        "{}: {:?}",
-        d.why.message,
-        d.actions
-    );
+    assert_upgrades_one_member_to(&on_healthy(3, "3.5.25", 3, "3.5.26"), "3.5.26");
 }
 
 #[test]
 fn members_added_while_an_unsafe_upgrade_is_refused_join_on_the_running_version() {
-    let now = Instant::now();
-    let d = on_running(World::healthy(now, 3, "3.5.19"), 4, "3.6.5");
+    let d = on_healthy(3, "3.5.19", 4, "3.6.5");
     assert_eq!(d.actions, vec![add(true, "3.5.19")]);
 }
 
 #[test]
 fn scaling_comes_before_upgrading() {
-    let now = Instant::now();
-    let d = on_running(World::healthy(now, 3, "3.4.23"), 4, "3.5.21");
+    let d = on_healthy(3, "3.4.23", 4, "3.5.21");
     assert_eq!(d.actions, vec![add(true, VERSION)]);
 }
 
 #[test]
 fn paused_cluster_only_observes() {
     let now = Instant::now();
-    let obs = World::healthy(now, 3, "3.5.21")
-        .unreachable(3)
-        .pod("m3", |p| p.phase = PodPhase::Failed)
-        .build();
+    let obs = World::healthy(now, 3, "3.5.21").pod_failed(3).build();
     let mut s = spec(3, "3.5.21");
     s.paused = true;
     let d = run(running_state(), &obs, &s);
@@ -1029,12 +967,10 @@ fn missing_services_are_recreated_for_a_running_cluster() {
 fn pod_without_member_is_deleted_only_after_the_grace_time() {
     let now = Instant::now();
     let world = || World::healthy(now, 3, "3.5.21").extra_pod("m9", PodPhase::Running);
-    let first = run(running_state(), &world().build(), &spec(3, "3.5.21"));
+    let grace = ORPHAN_POD_GRACE.as_secs();
+    let (first, d) = first_and_later(world, grace, &spec(3, "3.5.21"));
     assert!(first.actions.is_empty());
-    let mut obs = world().build();
-    obs.now = now + ORPHAN_POD_GRACE;
-    let d = run(first.state, &obs, &spec(3, "3.5.21"));
-    assert_eq!(d.actions, vec![Action::DeletePod { name: "m9".into() }]);
+    assert_eq!(d.actions, vec![delete_pod("m9")]);
     assert_eq!(d.why.reason, Reason::DeletingOrphanPod);
 }
 
@@ -1044,10 +980,7 @@ fn at_most_one_membership_change_per_decision() {
     let cases = [
         World::healthy(now, 1, "3.5.21").build(),
         World::healthy(now, 5, "3.5.21").build(),
-        World::healthy(now, 3, "3.5.21")
-            .unreachable(2)
-            .pod("m2", |p| p.phase = PodPhase::Failed)
-            .build(),
+        World::healthy(now, 3, "3.5.21").pod_failed(2).build(),
     ];
     for obs in cases {
         let d = run(running_state(), &obs, &spec(3, "3.5.21"));
@@ -1070,12 +1003,8 @@ fn new_members_never_run_a_refused_target_version() {
 fn a_member_whose_pod_is_ready_is_not_removed_however_long_the_operator_cannot_reach_it() {
     let now = Instant::now();
     let world = || World::healthy(now, 3, "3.5.21").unreachable(3);
-    let first = run(running_state(), &world().build(), &spec(3, "3.5.21"));
-    let mut obs = world().build();
-    obs.now = later(now, 3_600);
-    let d = run(first.state, &obs, &spec(3, "3.5.21"));
-    assert!(d.actions.is_empty(), "{:?}", d.actions);
-    assert_eq!(d.why.reason, Reason::WaitingForHealthyMembers);
+    let (_, d) = first_and_later(world, 3_600, &spec(3, "3.5.21"));
+    assert_idle(&d, Reason::WaitingForHealthyMembers);
 }
 
 #[test]
@@ -1083,43 +1012,32 @@ fn an_unhealthy_member_is_not_removed_while_a_replacement_is_joining() {
     let now = Instant::now();
     let world = || {
         World::healthy(now, 4, "3.5.21")
-            .unreachable(4)
-            .pod("m4", |p| p.ready = false)
+            .not_ready(4)
             .member(5, "3.5.21")
             .learner(5)
             .unreachable(5)
     };
-    let first = run(running_state(), &world().build(), &spec(5, "3.5.21"));
-    let mut obs = world().build();
-    obs.now = later(now, 121);
-    let d = run(first.state, &obs, &spec(5, "3.5.21"));
+    let (_, d) = first_and_later(world, 121, &spec(5, "3.5.21"));
     assert_no_action!(d, Action::RemoveMember { .. });
 }
 
 #[test]
 fn unhealthy_timers_start_afresh_after_quorum_was_lost() {
     let now = Instant::now();
-    let unready = |w: World, id: u64| {
-        w.unreachable(id)
-            .pod(&format!("m{id}"), |p| p.ready = false)
-    };
-    let one_down = || unready(World::healthy(now, 3, "3.5.21"), 3);
+    let one_down = || World::healthy(now, 3, "3.5.21").not_ready(3);
     let first = run(running_state(), &one_down().build(), &spec(3, "3.5.21"));
-    let mut lost = unready(one_down(), 2).build();
-    lost.now = later(now, 60);
-    let during = run(first.state, &lost, &spec(3, "3.5.21"));
+    let at = |world: World, secs: u64| world.at(later(now, secs)).build();
+    let during = run(
+        first.state,
+        &at(one_down().not_ready(2), 60),
+        &spec(3, "3.5.21"),
+    );
     assert_eq!(during.why.reason, Reason::QuorumLost);
     // Quorum is back at 100 s; member 3's timer started over then, not at 0 s.
-    let mut back = one_down().build();
-    back.now = later(now, 100);
-    let regained = run(during.state, &back, &spec(3, "3.5.21"));
-    let mut after = one_down().build();
-    after.now = later(now, 130);
-    let d = run(regained.state, &after, &spec(3, "3.5.21"));
+    let regained = run(during.state, &at(one_down(), 100), &spec(3, "3.5.21"));
+    let d = run(regained.state, &at(one_down(), 130), &spec(3, "3.5.21"));
     assert!(d.actions.is_empty(), "{:?}", d.actions);
-    let mut much_later = one_down().build();
-    much_later.now = later(now, 221);
-    let d = run(d.state, &much_later, &spec(3, "3.5.21"));
+    let d = run(d.state, &at(one_down(), 221), &spec(3, "3.5.21"));
     assert_eq!(d.why.reason, Reason::ReplacingUnhealthyMember);
 }
 
@@ -1132,23 +1050,25 @@ fn a_voting_joiner_that_cannot_start_without_quorum_is_reported_not_removed() {
             .extra_pod("m2", PodPhase::Pending)
             .pod("m2", |p| p.problem = Some("ErrImagePull: no binary".into()))
     };
-    let first = run(running_state(), &world().build(), &spec(2, "3.3.25"));
+    let (first, d) = first_and_later(world, 91, &spec(2, "3.3.25"));
     assert_eq!(first.why.reason, Reason::WaitingForJoin);
-    let mut obs = world().build();
-    obs.now = later(now, 91);
-    let d = run(first.state, &obs, &spec(2, "3.3.25"));
-    assert!(d.actions.is_empty(), "{:?}", d.actions);
-    assert_eq!(d.why.reason, Reason::JoinStuck);
+    assert_idle(&d, Reason::JoinStuck);
     assert!(d.why.message.contains("ErrImagePull"), "{}", d.why.message);
+}
+
+/// Rolling the pod `name` back to `version`.
+fn roll_back(name: &str, version: &str) -> Action {
+    Action::RollBackMember {
+        name: name.into(),
+        to: version.parse().unwrap(),
+    }
 }
 
 /// Three members on 3.4.23 whose `m2` was set to 3.5.21 and does not come up on it.
 fn upgraded_m2_down(now: Instant) -> World {
-    World::healthy(now, 3, "3.4.23")
+    set_from_3_4_23_to_3_5_21(World::healthy(now, 3, "3.4.23"), "m2")
         .unreachable(2)
         .pod("m2", |p| {
-            p.version = Some("3.5.21".into());
-            p.upgrade_from = Some("3.4.23".into());
             p.ready = false;
             p.problem = Some("etcd: ErrImagePull".into());
         })
@@ -1157,50 +1077,25 @@ fn upgraded_m2_down(now: Instant) -> World {
 #[test]
 fn an_upgraded_member_that_does_not_come_up_in_time_is_rolled_back() {
     let now = Instant::now();
-    let first = run(
-        running_state(),
-        &upgraded_m2_down(now).build(),
-        &spec(3, "3.5.21"),
-    );
+    let (first, d) = first_and_later(|| upgraded_m2_down(now), 61, &spec(3, "3.5.21"));
     assert!(first.actions.is_empty(), "{:?}", first.actions);
-    let mut obs = upgraded_m2_down(now).build();
-    obs.now = later(now, 61);
-    let d = run(first.state, &obs, &spec(3, "3.5.21"));
-    assert_eq!(
-        d.actions,
-        vec![Action::RollBackMember {
-            name: "m2".into(),
-            to: "3.4.23".parse().unwrap(),
-        }]
-    );
+    assert_eq!(d.actions, vec![roll_back("m2", "3.4.23")]);
     assert_eq!(d.state.failed_version, Some("3.5.21".parse().unwrap()));
     assert_eq!(d.why.reason, Reason::UpgradeFailed);
-    assert_eq!(
-        d.state.phase,
-        Phase::Blocked {
-            reason: Reason::UpgradeFailed
-        }
-    );
+    assert_blocked(&d, Reason::UpgradeFailed);
 }
 
 #[test]
 fn a_one_member_cluster_on_a_bad_image_is_rolled_back_though_nothing_answers() {
     let now = Instant::now();
     let world = || {
-        World::healthy(now, 1, "3.4.23")
-            .pod("m1", |p| {
-                p.version = Some("3.5.21".into());
-                p.upgrade_from = Some("3.4.23".into());
-                p.ready = false;
-            })
+        set_from_3_4_23_to_3_5_21(World::healthy(now, 1, "3.4.23"), "m1")
+            .pod("m1", |p| p.ready = false)
             .bootstrapped()
             .etcd_down()
     };
-    let first = run(running_state(), &world().build(), &spec(1, "3.5.21"));
+    let (first, d) = first_and_later(world, 61, &spec(1, "3.5.21"));
     assert_eq!(first.why.reason, Reason::EtcdUnreachable);
-    let mut obs = world().build();
-    obs.now = later(now, 61);
-    let d = run(first.state, &obs, &spec(1, "3.5.21"));
     assert!(
         matches!(&d.actions[..], [Action::RollBackMember { name, .. }] if name == "m1"),
         "{:?}",
@@ -1228,13 +1123,8 @@ fn a_version_recorded_as_failed_is_not_tried_again_while_the_spec_asks_for_it() 
 #[test]
 fn an_upgraded_member_whose_pod_died_is_replaced_on_its_old_version_and_the_upgrade_halts() {
     let now = Instant::now();
-    let obs = World::healthy(now, 3, "3.4.23")
-        .unreachable(2)
-        .pod("m2", |p| {
-            p.version = Some("3.5.21".into());
-            p.upgrade_from = Some("3.4.23".into());
-            p.phase = PodPhase::Failed;
-        })
+    let obs = set_from_3_4_23_to_3_5_21(World::healthy(now, 3, "3.4.23"), "m2")
+        .pod_failed(2)
         .build();
     let d = run(running_state(), &obs, &spec(3, "3.5.21"));
     assert_eq!(d.why.reason, Reason::ReplacingDeadMember);
@@ -1248,19 +1138,12 @@ fn an_upgraded_member_whose_pod_died_is_replaced_on_its_old_version_and_the_upgr
 fn going_back_mid_upgrade_moves_the_upgraded_members_back() {
     let now = Instant::now();
     let d = on_running(
-        World::healthy(now, 3, "3.4.23")
-            .runs(2, "3.5.21")
-            .pod("m2", |p| p.version = Some("3.5.21".into())),
+        runs_on(World::healthy(now, 3, "3.4.23"), 2, "3.5.21"),
         3,
         "3.4.23",
     );
-    assert_eq!(
-        d.actions,
-        vec![Action::RollBackMember {
-            name: "m2".into(),
-            to: "3.4.23".parse().unwrap(),
-        }]
-    );
+    assert_eq!(d.actions, vec![roll_back("m2", "3.4.23")]);
+
     assert_eq!(d.why.reason, Reason::RollingBackMember);
 }
 
@@ -1270,14 +1153,9 @@ fn going_back_mid_upgrade_moves_the_upgraded_members_back() {
 #[test]
 fn going_back_before_the_upgraded_pod_restarted_waits_for_it_and_is_not_running() {
     let now = Instant::now();
-    let d = on_running(
-        World::healthy(now, 3, "3.4.23").pod("m2", |p| {
-            p.version = Some("3.5.21".into());
-            p.upgrade_from = Some("3.4.23".into());
-        }),
-        3,
-        "3.4.23",
-    );
+    let world = set_from_3_4_23_to_3_5_21(World::healthy(now, 3, "3.4.23"), "m2");
+    let d = on_running(world, 3, "3.4.23");
+
     assert_eq!(
         d.why.reason,
         Reason::WaitingForUpgradedMember,
@@ -1290,14 +1168,8 @@ fn going_back_before_the_upgraded_pod_restarted_waits_for_it_and_is_not_running(
 #[test]
 fn a_member_healthy_on_its_new_version_loses_its_upgrade_mark() {
     let now = Instant::now();
-    let obs = World::healthy(now, 3, "3.4.23")
-        .runs(2, "3.5.21")
-        .pod("m2", |p| {
-            p.version = Some("3.5.21".into());
-            p.upgrade_from = Some("3.4.23".into());
-        })
-        .build();
-    let d = run(running_state(), &obs, &spec(3, "3.5.21"));
+    let world = set_from_3_4_23_to_3_5_21(World::healthy(now, 3, "3.4.23"), "m2");
+    let d = on_running(world.runs(2, "3.5.21"), 3, "3.5.21");
     assert_eq!(
         d.actions[0],
         Action::ConfirmUpgrade {
@@ -1342,17 +1214,17 @@ fn budget(min_available: u32) -> Action {
     Action::SetDisruptionBudget { min_available }
 }
 
+/// The decision for the bootstrapped `world` whose disruption budget has `min_available`
+/// (`None`: there is none), asked for `size` members.
+fn budgeted(world: World, min_available: Option<u32>, size: u32) -> Decision {
+    on_running(world.bootstrapped().budget(min_available), size, VERSION)
+}
+
 #[test]
 fn a_running_cluster_without_a_disruption_budget_gets_one_at_the_quorum_of_its_voters() {
     let now = Instant::now();
     for (voters, quorum) in [(1, 1), (3, 2), (5, 3)] {
-        let d = on_running(
-            World::healthy(now, voters, VERSION)
-                .bootstrapped()
-                .budget(None),
-            voters as u32,
-            VERSION,
-        );
+        let d = budgeted(World::healthy(now, voters, VERSION), None, voters as u32);
         assert_eq!(d.actions, vec![budget(quorum)], "{voters} voters");
         assert_eq!(d.state.phase, Phase::Running);
     }
@@ -1362,23 +1234,10 @@ fn a_running_cluster_without_a_disruption_budget_gets_one_at_the_quorum_of_its_v
 fn the_disruption_budget_follows_the_voting_members_not_the_learners() {
     let now = Instant::now();
     // Scaling 3 → 5: a fourth voter has joined, the budget still says 2.
-    let d = on_running(
-        World::healthy(now, 4, VERSION)
-            .bootstrapped()
-            .budget(Some(2)),
-        5,
-        VERSION,
-    );
+    let d = budgeted(World::healthy(now, 4, VERSION), Some(2), 5);
     assert!(d.actions.contains(&budget(3)), "{:?}", d.actions);
     // A learner does not count: 3 voters and a learner keep the quorum of 3.
-    let d = on_running(
-        World::healthy(now, 4, VERSION)
-            .learner(4)
-            .bootstrapped()
-            .budget(Some(2)),
-        4,
-        VERSION,
-    );
+    let d = budgeted(World::healthy(now, 4, VERSION).learner(4), Some(2), 4);
     assert_no_action!(d, Action::SetDisruptionBudget { .. });
 }
 
@@ -1387,36 +1246,17 @@ fn a_member_etcd_cannot_reach_while_its_pod_still_counts_ready_raises_the_budget
     let now = Instant::now();
     // A power cut: etcd no longer reaches m3, the node controller has not marked its pod
     // yet. Without the raise, one more eviction would be allowed and break quorum.
-    let d = on_running(
-        World::healthy(now, 3, VERSION)
-            .unreachable(3)
-            .bootstrapped()
-            .budget(Some(2)),
-        3,
-        VERSION,
-    );
+    let one_down = || World::healthy(now, 3, VERSION).unreachable(3);
+    let d = budgeted(one_down(), Some(2), 3);
     assert!(d.actions.contains(&budget(3)), "{:?}", d.actions);
     // Once its pod is marked not ready, the quorum is enough again.
-    let d = on_running(
-        World::healthy(now, 3, VERSION)
-            .unreachable(3)
-            .pod("m3", |p| p.ready = false)
-            .bootstrapped()
-            .budget(Some(3)),
-        3,
-        VERSION,
-    );
+    let d = budgeted(one_down().pod("m3", |p| p.ready = false), Some(3), 3);
     assert!(d.actions.contains(&budget(2)), "{:?}", d.actions);
     // Five voters, two down but counted ready: every other one must stay.
-    let d = on_running(
-        World::healthy(now, 5, VERSION)
-            .unreachable(4)
-            .unreachable(5)
-            .bootstrapped()
-            .budget(Some(3)),
-        5,
-        VERSION,
-    );
+    let two_down = World::healthy(now, 5, VERSION)
+        .unreachable(4)
+        .unreachable(5);
+    let d = budgeted(two_down, Some(3), 5);
     assert!(d.actions.contains(&budget(5)), "{:?}", d.actions);
 }
 

@@ -105,12 +105,35 @@ impl World {
         self
     }
 
+    /// The observation is made at `when` instead (a later tick on the same world).
+    pub fn at(mut self, when: Instant) -> Self {
+        self.obs.now = when;
+        self
+    }
+
     /// Member `id` does not answer.
     pub fn unreachable(mut self, id: u64) -> Self {
         self.obs
             .health
             .insert(id, MemberHealth::unreachable("deadline exceeded"));
         self
+    }
+
+    /// Member `m<id>` does not answer and its pod has failed.
+    pub fn pod_failed(self, id: u64) -> Self {
+        self.unreachable(id)
+            .pod(&format!("m{id}"), |p| p.phase = PodPhase::Failed)
+    }
+
+    /// Member `m<id>` does not answer and its pod is marked not ready.
+    pub fn not_ready(self, id: u64) -> Self {
+        self.unreachable(id)
+            .pod(&format!("m{id}"), |p| p.ready = false)
+    }
+
+    /// Member `m<id>` does not answer and its pod is gone.
+    pub fn pod_gone(self, id: u64) -> Self {
+        self.unreachable(id).without_pod(&format!("m{id}"))
     }
 
     /// Member `id` reports raft index `index`.

@@ -314,8 +314,7 @@ fn a_prepared_joiner_that_cannot_run_is_not_added_and_says_why() {
 fn a_dead_members_replacement_is_prepared_in_the_tick_that_removes_it() {
     let world = World::healthy(Instant::now(), 3, VERSION)
         .preparing_joiners()
-        .unreachable(2)
-        .without_pod("m2");
+        .pod_gone(2);
     let d = run(running_state(), &world.build(), 3);
     assert_eq!(
         d.why.reason,
@@ -347,8 +346,7 @@ fn no_replacement_is_prepared_with_a_removal_when_none_is_wanted_or_one_is_there
     let dead_m2 = || {
         World::healthy(Instant::now(), 3, VERSION)
             .preparing_joiners()
-            .unreachable(2)
-            .pod("m2", |p| p.phase = PodPhase::Failed)
+            .pod_failed(2)
     };
     let prepares = |d: &Decision| {
         d.actions
@@ -373,9 +371,7 @@ fn no_replacement_is_prepared_with_a_removal_when_none_is_wanted_or_one_is_there
     );
     assert!(!prepares(&d), "{:?}", d.actions);
     // Without the operator's image, members are added before their pods, as before.
-    let plain = World::healthy(Instant::now(), 3, VERSION)
-        .unreachable(2)
-        .without_pod("m2");
+    let plain = World::healthy(Instant::now(), 3, VERSION).pod_gone(2);
     let d = run(running_state(), &plain.build(), 3);
     assert!(!prepares(&d), "{:?}", d.actions);
 }
