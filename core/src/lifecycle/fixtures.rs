@@ -301,6 +301,17 @@ pub fn assert_idle(d: &Decision, reason: Reason) {
     assert_eq!(d.why.reason, reason, "{}", d.why.message);
 }
 
+/// Asserts the decision was made for `reason`, showing its message if not.
+pub fn assert_reason(d: &Decision, reason: Reason) {
+    assert_eq!(d.why.reason, reason, "{}", d.why.message);
+}
+
+/// Asserts the decision does nothing, for `reason`, and its message says `words`.
+pub fn assert_idle_saying(d: &Decision, reason: Reason, words: &str) {
+    assert_idle(d, reason);
+    assert!(d.why.message.contains(words), "{}", d.why.message);
+}
+
 /// A state that has already seen the cluster running.
 /// Deadlines for tests whose ticks do not advance the clock: no settle between the
 /// restarts of a rolling restart (it has tests of its own).

@@ -4,7 +4,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::fixtures::{CLUSTER_ID, World, assert_idle, assert_no_action, running_state};
+use super::fixtures::{
+    CLUSTER_ID, World, assert_idle, assert_idle_saying, assert_no_action, assert_reason,
+    running_state,
+};
 use super::*;
 
 const VERSION: &str = "3.5.35";
@@ -21,6 +24,33 @@ fn spec(policy: RecoveryPolicy) -> DesiredCluster {
     spec
 }
 
+/// A spec under the Manual policy whose annotation requests one `policy` recovery.
+fn requested(policy: RecoveryPolicy) -> DesiredCluster {
+    let mut spec = spec(RecoveryPolicy::Manual);
+    spec.recovery.requested = Some(policy);
+    spec
+}
+
+/// A spec under `policy` whose recorded recovery fails `secs` after it began.
+fn failing_after(policy: RecoveryPolicy, secs: u64) -> DesiredCluster {
+    let mut spec = spec(policy);
+    spec.recovery.deadline = Duration::from_secs(secs);
+    spec
+}
+
+/// The decision does nothing, for `reason`, and its message says each of `words`.
+fn assert_idle_saying_each(d: &Decision, reason: Reason, words: &[&str]) {
+    assert_idle(d, reason);
+    for words in words {
+        assert!(d.why.message.contains(words), "{words}: {}", d.why.message);
+    }
+}
+
+/// The decision times no loss of quorum: no deadline toward a recovery runs.
+fn assert_no_loss_timed(d: &Decision) {
+    assert!(d.state.quorum_lost_since.is_none(), "{}", d.why.message);
+}
+
 fn run(state: State, obs: &Observation, spec: &DesiredCluster) -> Decision {
     decide(state, obs, spec, &Deadlines::default())
 }
@@ -31,6 +61,12 @@ fn gone(obs: &mut Observation, id: u64, name: &str) {
     obs.claims.remove(name);
     obs.health
         .insert(id, MemberHealth::unreachable("connection refused"));
+}
+
+/// Member `id` does not answer (its pod may still run).
+fn silent(obs: &mut Observation, id: u64) {
+    obs.health
+        .insert(id, MemberHealth::unreachable("deadline exceeded"));
 }
 
 /// Member `id` answers its status call with `raft_index` and `revision`, and no leader.
@@ -88,12 +124,7 @@ fn before_the_deadline_a_permanent_loss_is_only_reported() {
     let spec = spec(RecoveryPolicy::FromSurvivor);
     let t0 = Instant::now();
     let d = run(running_state(), &losing(t0, 3, &[2, 3]), &spec);
-    assert_idle(&d, Reason::QuorumLost);
-    assert!(
-        d.why.message.contains("once the loss has lasted 60s"),
-        "{}",
-        d.why.message
-    );
+    assert_idle_saying(&d, Reason::QuorumLost, "once the loss has lasted 60s");
     let almost = t0 + DEADLINE - Duration::from_secs(1);
     let d = run(d.state, &losing(almost, 3, &[2, 3]), &spec);
     assert_idle(&d, Reason::QuorumLost);
@@ -106,14 +137,13 @@ fn members_that_may_come_back_are_never_recovered_from() {
     let unreachable = |now| {
         let mut obs = losing(now, 3, &[]);
         for id in [2, 3] {
-            obs.health
-                .insert(id, MemberHealth::unreachable("deadline exceeded"));
+            silent(&mut obs, id);
         }
         obs
     };
     let (_, d) = after_deadline(unreachable, &spec);
     assert_idle(&d, Reason::QuorumLost);
-    assert!(d.state.quorum_lost_since.is_none());
+    assert_no_loss_timed(&d);
     // Their pods are gone but their claims keep their data: they are restarted on them.
     let on_claims = |now| {
         let mut obs = losing(now, 3, &[]);
@@ -125,7 +155,7 @@ fn members_that_may_come_back_are_never_recovered_from() {
         obs
     };
     let (_, d) = after_deadline(on_claims, &spec);
-    assert_eq!(d.why.reason, Reason::RestartingMembers, "{}", d.why.message);
+    assert_reason(&d, Reason::RestartingMembers);
     assert!(
         d.actions
             .iter()
@@ -138,33 +168,28 @@ fn members_that_may_come_back_are_never_recovered_from() {
 #[test]
 fn manual_reports_survivors_raft_index_revision_and_the_annotation_only() {
     let (_, d) = after_deadline(|now| losing(now, 3, &[2, 3]), &spec(RecoveryPolicy::Manual));
-    assert_idle(&d, Reason::QuorumLost);
-    for words in [
+    let words = [
         "2 of 3 voting members are gone with their data (m2, m3)",
         "m1 (raft index 100, revision 10)",
         "etcd.database.coreos.com/recover=FromSurvivor",
-    ] {
-        assert!(d.why.message.contains(words), "{words}: {}", d.why.message);
-    }
+    ];
+    assert_idle_saying_each(&d, Reason::QuorumLost, &words);
 }
 
 #[test]
 fn manual_without_any_survivor_offers_the_newest_backup_or_a_reseed() {
-    let spec = spec(RecoveryPolicy::Manual);
-    let (_, d) = after_deadline(|now| total_loss(now, Some(Ok(backup(120, VERSION)))), &spec);
-    assert_idle(&d, Reason::AllMembersLost);
-    for words in [
+    let found = |now| total_loss(now, Some(Ok(backup(120, VERSION))));
+    let (_, d) = after_deadline(found, &spec(RecoveryPolicy::Manual));
+    let words = [
         "etcd.database.coreos.com/recover=FromBackup to restore the newest backup",
         "etcd.database.coreos.com/recover=Reseed",
-    ] {
-        assert!(d.why.message.contains(words), "{words}: {}", d.why.message);
-    }
+    ];
+    assert_idle_saying_each(&d, Reason::AllMembersLost, &words);
 }
 
 #[test]
 fn the_annotation_triggers_a_recovery_under_a_manual_policy() {
-    let mut spec = spec(RecoveryPolicy::Manual);
-    spec.recovery.requested = Some(RecoveryPolicy::FromSurvivor);
+    let spec = requested(RecoveryPolicy::FromSurvivor);
     let (first, d) = after_deadline(|now| losing(now, 3, &[2, 3]), &spec);
     assert_idle(&first, Reason::QuorumLost);
     assert_eq!(d.why.reason, Reason::RecoveringFromSurvivor);
@@ -198,12 +223,7 @@ fn from_survivor_without_any_survivor_says_why_and_does_nothing() {
         |now| total_loss(now, None),
         &spec(RecoveryPolicy::FromSurvivor),
     );
-    assert_idle(&d, Reason::RecoveryRefused);
-    assert!(
-        d.why.message.contains("no member survives with data"),
-        "{}",
-        d.why.message
-    );
+    assert_idle_saying(&d, Reason::RecoveryRefused, "no member survives with data");
 }
 
 #[test]
@@ -214,8 +234,7 @@ fn from_survivor_on_empty_dir_members_says_why_and_does_nothing() {
         obs
     };
     let (_, d) = after_deadline(empty_dir, &spec(RecoveryPolicy::FromSurvivor));
-    assert_idle(&d, Reason::RecoveryRefused);
-    assert!(d.why.message.contains("emptyDir"), "{}", d.why.message);
+    assert_idle_saying(&d, Reason::RecoveryRefused, "emptyDir");
 }
 
 #[test]
@@ -226,8 +245,7 @@ fn from_survivor_refuses_an_etcd_whose_force_new_cluster_may_lose_committed_keys
         obs
     };
     let (_, d) = after_deadline(old, &spec(RecoveryPolicy::FromSurvivor));
-    assert_idle(&d, Reason::RecoveryRefused);
-    assert!(d.why.message.contains("3.4.23"), "{}", d.why.message);
+    assert_idle_saying(&d, Reason::RecoveryRefused, "3.4.23");
     for (version, safe) in [
         ("3.4.23", false),
         ("3.5.21", false),
@@ -250,8 +268,7 @@ fn from_survivor_waits_for_a_survivor_that_does_not_report_its_raft_index() {
         obs
     };
     let (_, d) = after_deadline(silent, &spec(RecoveryPolicy::FromSurvivor));
-    assert_idle(&d, Reason::RecoveryRefused);
-    assert!(d.why.message.contains("m4"), "{}", d.why.message);
+    assert_idle_saying(&d, Reason::RecoveryRefused, "m4");
 }
 
 /// Every member gone with its data: no pod, no claim, no answer; the status remembers
@@ -283,21 +300,14 @@ fn backup(revision: i64, etcd_version: &str) -> SnapshotSource {
 fn from_backup_without_a_backup_says_why_and_does_nothing() {
     let spec = spec(RecoveryPolicy::FromBackup);
     let (_, d) = after_deadline(|now| total_loss(now, None), &spec);
-    assert_idle(&d, Reason::RecoveryRefused);
-    assert!(
-        d.why
-            .message
-            .contains("spec.recovery.backup names no store"),
-        "{}",
-        d.why.message
-    );
+    let no_store = "spec.recovery.backup names no store";
+    assert_idle_saying(&d, Reason::RecoveryRefused, no_store);
     let missing = |now| total_loss(now, Some(Err("no snapshot under backups/demo".into())));
     let (_, d) = after_deadline(missing, &spec);
-    assert_idle(&d, Reason::RecoveryRefused);
-    assert!(
-        d.why.message.contains("no snapshot under backups/demo"),
-        "{}",
-        d.why.message
+    assert_idle_saying(
+        &d,
+        Reason::RecoveryRefused,
+        "no snapshot under backups/demo",
     );
 }
 
@@ -305,8 +315,7 @@ fn from_backup_without_a_backup_says_why_and_does_nothing() {
 fn from_backup_refuses_a_backup_its_version_cannot_read() {
     let newer = |now| total_loss(now, Some(Ok(backup(120, "3.6.0"))));
     let (_, d) = after_deadline(newer, &spec(RecoveryPolicy::FromBackup));
-    assert_idle(&d, Reason::RecoveryRefused);
-    assert!(d.why.message.contains("3.6.0"), "{}", d.why.message);
+    assert_idle_saying(&d, Reason::RecoveryRefused, "3.6.0");
 }
 
 #[test]
@@ -315,20 +324,14 @@ fn from_backup_never_throws_away_a_survivor_s_data() {
         |now| losing(now, 3, &[2, 3]),
         &spec(RecoveryPolicy::FromBackup),
     );
-    assert_idle(&d, Reason::RecoveryRefused);
-    assert!(d.why.message.contains("m1"), "{}", d.why.message);
+    assert_idle_saying(&d, Reason::RecoveryRefused, "m1");
 }
 
 #[test]
 fn from_backup_records_the_newest_backup_and_the_last_known_revision_first() {
     let found = |now| total_loss(now, Some(Ok(backup(120, VERSION))));
     let (_, d) = after_deadline(found, &spec(RecoveryPolicy::FromBackup));
-    assert_eq!(
-        d.why.reason,
-        Reason::RecoveringFromBackup,
-        "{}",
-        d.why.message
-    );
+    assert_reason(&d, Reason::RecoveringFromBackup);
     assert_eq!(d.actions.len(), 1, "{:?}", d.actions);
     let record = begun(&d);
     assert_eq!(record.backup, Some(backup(120, VERSION)));
@@ -404,12 +407,7 @@ fn a_recovered_incident_is_never_recovered_again() {
     };
     let (first, d) = after_deadline(recovered, &spec(RecoveryPolicy::FromSurvivor));
     for d in [first, d] {
-        assert_idle(&d, Reason::RecoveryRefused);
-        assert!(
-            d.why.message.contains("never repeated"),
-            "{}",
-            d.why.message
-        );
+        assert_idle_saying(&d, Reason::RecoveryRefused, "never repeated");
     }
 }
 
@@ -471,18 +469,25 @@ fn a_recorded_recovery_from_a_survivor_stops_it_then_restarts_it_alone() {
     );
 }
 
-#[test]
-fn a_survivor_running_alone_finishes_the_recovery_and_drops_the_flag() {
-    let spec = spec(RecoveryPolicy::FromSurvivor);
-    let mut obs = World::healthy(Instant::now(), 1, VERSION)
-        .on_volumes()
+/// `world`'s one member `m1`, started with `--force-new-cluster`, answers alone at raft
+/// index 105 and revision 10; the status records the recovery `record`.
+fn forced_alone(world: World, record: Option<RecoveryRecord>) -> Observation {
+    let mut obs = world
         .bootstrapped()
         .pod("m1", |p| p.force_new_cluster = true)
         .build();
     answers(&mut obs, 1, 105, 10);
-    obs.recorded.recovery = Some(survivor_record(false));
+    obs.recorded.recovery = record;
+    obs
+}
+
+#[test]
+fn a_survivor_running_alone_finishes_the_recovery_and_drops_the_flag() {
+    let spec = spec(RecoveryPolicy::FromSurvivor);
+    let claimed = World::healthy(Instant::now(), 1, VERSION).on_volumes();
+    let obs = forced_alone(claimed, Some(survivor_record(false)));
     let d = run(running_state(), &obs, &spec);
-    assert_eq!(d.why.reason, Reason::Recovered, "{}", d.why.message);
+    assert_reason(&d, Reason::Recovered);
     let Some(Action::FinishRecovery { record }) = d.actions.first() else {
         panic!("{:?}", d.actions);
     };
@@ -519,22 +524,23 @@ fn a_recorded_recovery_from_a_backup_starts_its_seed_from_the_backup() {
     let mut obs = total_loss(Instant::now(), None);
     obs.recorded.recovery = Some(backup_record());
     let d = run(running_state(), &obs, &spec(RecoveryPolicy::FromBackup));
-    assert_eq!(
-        d.actions,
-        [Action::StartRecoverySeed {
-            name: "s1".into(),
-            token: "demo-recovery".into(),
-            version: VERSION.parse().unwrap(),
-            restore: Some(backup(120, VERSION)),
-        }]
-    );
+    assert_eq!(d.actions, [start_recovery_seed(Some(backup(120, VERSION)))]);
     assert_eq!(d.state.phase, Phase::Recovering);
 }
 
-/// The restored seed `s1` of the FromBackup recovery [`backup_record`] answering alone, as
-/// the only member of the new etcd cluster `cluster_id`, at `revision`.
-fn restored_seed_alone(cluster_id: u64, revision: i64) -> Observation {
-    let mut obs = World::empty(Instant::now()).bootstrapped().build();
+/// Starting the seed `s1` of [`backup_record`], restoring `restore`.
+fn start_recovery_seed(restore: Option<SnapshotSource>) -> Action {
+    Action::StartRecoverySeed {
+        name: "s1".into(),
+        token: "demo-recovery".into(),
+        version: VERSION.parse().unwrap(),
+        restore,
+    }
+}
+
+/// The seed `s1` runs and answers alone, as the only member of the new etcd cluster
+/// `cluster_id`, at `revision`.
+fn seed_answers_alone(obs: &mut Observation, cluster_id: u64, revision: i64) {
     obs.pods.push(PodView::running("s1", VERSION));
     let mut health = MemberHealth::healthy(VERSION);
     health.revision = Some(revision);
@@ -550,6 +556,13 @@ fn restored_seed_alone(cluster_id: u64, revision: i64) -> Observation {
             is_learner: false,
         }],
     };
+}
+
+/// The restored seed `s1` of the FromBackup recovery [`backup_record`] answering alone, as
+/// the only member of the new etcd cluster `cluster_id`, at `revision`.
+fn restored_seed_alone(cluster_id: u64, revision: i64) -> Observation {
+    let mut obs = World::empty(Instant::now()).bootstrapped().build();
+    seed_answers_alone(&mut obs, cluster_id, revision);
     obs.recorded.recovery = Some(backup_record());
     obs
 }
@@ -559,7 +572,7 @@ fn a_seed_restored_with_bumped_revisions_reports_the_window_lost_from_the_backup
     // etcdutl --bump-revision: the seed's revisions start far past anything lost.
     let obs = restored_seed_alone(0xfeed, 1_000_000_121);
     let d = run(running_state(), &obs, &spec(RecoveryPolicy::FromBackup));
-    assert_eq!(d.why.reason, Reason::Recovered, "{}", d.why.message);
+    assert_reason(&d, Reason::Recovered);
     let Some(Action::FinishRecovery { record }) = d.actions.first() else {
         panic!("{:?}", d.actions);
     };
@@ -578,7 +591,7 @@ fn a_restored_seed_of_a_new_cluster_finishes_the_recovery_with_the_revision_wind
     let mut obs = restored_seed_alone(new_cluster, 121);
     // The bootstrap record names the old cluster: the restore's new one is accepted.
     let d = run(running_state(), &obs, &spec(RecoveryPolicy::FromBackup));
-    assert_eq!(d.why.reason, Reason::Recovered, "{}", d.why.message);
+    assert_reason(&d, Reason::Recovered);
     let Some(Action::FinishRecovery { record }) = d.actions.first() else {
         panic!("{:?}", d.actions);
     };
@@ -627,20 +640,26 @@ fn recovery_actions_are_refused_for_a_cluster_that_does_not_exist() {
 // Issue 34: a recovery acts only on members whose data is gone by the evidence rule
 // (`evidence::member_data`): a pod object that still exists is never gone.
 
-/// Every member's pod is being deleted while no member answers (their kubelets stopped:
-/// etcd may still serve behind them); a verified backup exists.
-fn terminating_everywhere(now: Instant) -> Observation {
+/// No member answers, every member's pod not ready and as `pod` leaves it; the status
+/// remembers `m1..m3` and a verified backup exists.
+fn no_member_answers(now: Instant, pod: impl Fn(&mut PodView)) -> Observation {
     let mut obs = World::healthy(now, 3, VERSION)
         .bootstrapped()
         .etcd_down()
         .build();
-    for pod in &mut obs.pods {
-        pod.terminating = true;
-        pod.ready = false;
+    for p in &mut obs.pods {
+        p.ready = false;
+        pod(p);
     }
     obs.recorded.members = vec!["m1".into(), "m2".into(), "m3".into()];
     obs.newest_backup = Some(Ok(backup(120, VERSION)));
     obs
+}
+
+/// Every member's pod is being deleted while no member answers (their kubelets stopped:
+/// etcd may still serve behind them); a verified backup exists.
+fn terminating_everywhere(now: Instant) -> Observation {
+    no_member_answers(now, |p| p.terminating = true)
 }
 
 #[test]
@@ -651,7 +670,7 @@ fn pods_being_deleted_are_unreachable_not_gone_and_no_backup_is_restored_over_th
             d,
             Action::BeginRecovery { .. } | Action::StartRecoverySeed { .. }
         );
-        assert!(d.state.quorum_lost_since.is_none(), "{}", d.why.message);
+        assert_no_loss_timed(d);
         assert!(
             d.why
                 .message
@@ -664,17 +683,10 @@ fn pods_being_deleted_are_unreachable_not_gone_and_no_backup_is_restored_over_th
 
 #[test]
 fn exited_pods_keep_their_data_until_deleted_and_are_never_restored_over() {
-    let exited = |now| {
-        let mut obs = terminating_everywhere(now);
-        for pod in &mut obs.pods {
-            pod.terminating = false;
-            pod.phase = PodPhase::Failed;
-        }
-        obs
-    };
+    let exited = |now| no_member_answers(now, |p| p.phase = PodPhase::Failed);
     let (_, d) = after_deadline(exited, &spec(RecoveryPolicy::FromBackup));
     assert_no_action!(d, Action::BeginRecovery { .. } | Action::DeletePod { .. });
-    assert!(d.state.quorum_lost_since.is_none(), "{}", d.why.message);
+    assert_no_loss_timed(&d);
 }
 
 #[test]
@@ -685,14 +697,13 @@ fn claims_being_deleted_that_live_pods_still_mount_are_no_loss() {
         let mut obs = losing(now, 3, &[]);
         for (id, name) in [(2, "m2"), (3, "m3")] {
             obs.claims.get_mut(name).unwrap().phase = ClaimPhase::Deleting;
-            obs.health
-                .insert(id, MemberHealth::unreachable("deadline exceeded"));
+            silent(&mut obs, id);
         }
         obs
     };
     let (_, d) = after_deadline(deleting, &spec(RecoveryPolicy::FromSurvivor));
     assert_no_action!(d, Action::BeginRecovery { .. } | Action::RecreatePod { .. });
-    assert!(d.state.quorum_lost_since.is_none(), "{}", d.why.message);
+    assert_no_loss_timed(&d);
 }
 
 #[test]
@@ -715,7 +726,7 @@ fn mid_move_onto_claims_a_quorum_blip_never_forces_the_one_claimed_member() {
         d,
         Action::BeginRecovery { .. } | Action::RecreatePod { .. } | Action::ForceNewCluster { .. }
     );
-    assert!(d.state.quorum_lost_since.is_none(), "{}", d.why.message);
+    assert_no_loss_timed(&d);
 }
 
 #[test]
@@ -735,8 +746,7 @@ fn from_survivor_refuses_when_the_most_advanced_survivor_is_not_on_a_claim() {
         obs
     };
     let (_, d) = after_deadline(five, &spec(RecoveryPolicy::FromSurvivor));
-    assert_idle(&d, Reason::RecoveryRefused);
-    assert!(d.why.message.contains("m1"), "{}", d.why.message);
+    assert_idle_saying(&d, Reason::RecoveryRefused, "m1");
     assert!(d.why.message.contains("emptyDir"), "{}", d.why.message);
 }
 
@@ -764,12 +774,7 @@ fn from_backup_refuses_a_snapshot_of_another_etcd_cluster_id_than_the_recorded_o
         total_loss(now, Some(Ok(snapshot)))
     };
     let (_, d) = after_deadline(own, &spec(RecoveryPolicy::FromBackup));
-    assert_eq!(
-        d.why.reason,
-        Reason::RecoveringFromBackup,
-        "{}",
-        d.why.message
-    );
+    assert_reason(&d, Reason::RecoveringFromBackup);
 }
 
 #[test]
@@ -777,13 +782,8 @@ fn a_pod_still_forcing_a_new_cluster_after_its_recovery_finished_is_recreated_be
 {
     // FinishRecovery was written but the RecreatePod of the same tick failed: the next
     // container restart would force a new cluster again, splitting the one grown since.
-    let mut obs = World::healthy(Instant::now(), 1, VERSION)
-        .on_volumes()
-        .bootstrapped()
-        .pod("m1", |p| p.force_new_cluster = true)
-        .build();
-    answers(&mut obs, 1, 105, 10);
-    obs.recorded.recovery = Some(survivor_record(true));
+    let claimed = World::healthy(Instant::now(), 1, VERSION).on_volumes();
+    let obs = forced_alone(claimed, Some(survivor_record(true)));
     let d = run(running_state(), &obs, &spec(RecoveryPolicy::FromSurvivor));
     assert_eq!(d.actions, [Action::RecreatePod { name: "m1".into() }]);
     assert!(
@@ -808,11 +808,7 @@ fn a_pod_still_forcing_a_new_cluster_after_its_recovery_finished_is_recreated_be
 #[test]
 fn a_pod_forcing_a_new_cluster_on_an_empty_dir_is_never_deleted() {
     // Its data would go with it; nothing the operator makes looks like this.
-    let mut obs = World::healthy(Instant::now(), 1, VERSION)
-        .bootstrapped()
-        .pod("m1", |p| p.force_new_cluster = true)
-        .build();
-    answers(&mut obs, 1, 105, 10);
+    let obs = forced_alone(World::healthy(Instant::now(), 1, VERSION), None);
     let d = run(running_state(), &obs, &spec(RecoveryPolicy::FromSurvivor));
     assert_no_action!(d, Action::RecreatePod { .. } | Action::DeletePod { .. });
 }
@@ -848,12 +844,7 @@ fn an_unfinished_record_written_for_another_object_is_never_acted_on() {
     let mut spec = spec(RecoveryPolicy::FromSurvivor);
     spec.uid = "uid-of-this-object".into();
     let d = run(running_state(), &obs, &spec);
-    assert_idle(&d, Reason::RecoveryRefused);
-    assert!(
-        d.why.message.contains("uid-of-the-old-object"),
-        "{}",
-        d.why.message
-    );
+    assert_idle_saying(&d, Reason::RecoveryRefused, "uid-of-the-old-object");
     // Written for this object: carried out.
     obs.recorded.recovery.as_mut().unwrap().uid = Some("uid-of-this-object".into());
     let d = run(running_state(), &obs, &spec);
@@ -883,16 +874,10 @@ fn stuck_seed(now: Instant) -> Observation {
 
 #[test]
 fn a_recorded_recovery_that_cannot_complete_fails_at_its_deadline_and_says_what_to_do() {
-    let mut spec = spec(RecoveryPolicy::FromBackup);
-    spec.recovery.deadline = Duration::from_secs(600);
+    let spec = failing_after(RecoveryPolicy::FromBackup, 600);
     let t0 = Instant::now();
     let first = run(running_state(), &stuck_seed(t0), &spec);
-    assert_eq!(
-        first.why.reason,
-        Reason::RecoveringFromBackup,
-        "{}",
-        first.why.message
-    );
+    assert_reason(&first, Reason::RecoveringFromBackup);
     let before = run(
         first.state.clone(),
         &stuck_seed(t0 + Duration::from_secs(599)),
@@ -922,20 +907,13 @@ fn a_recorded_recovery_that_cannot_complete_fails_at_its_deadline_and_says_what_
 
 #[test]
 fn a_failed_recovery_still_finishes_when_its_member_answers_after_the_deadline() {
-    let mut spec = spec(RecoveryPolicy::FromSurvivor);
-    spec.recovery.deadline = Duration::from_secs(60);
+    let spec = failing_after(RecoveryPolicy::FromSurvivor, 60);
     let t0 = Instant::now();
     let first = run(running_state(), &recovering(t0), &spec);
-    let mut alone = World::healthy(t0, 1, VERSION)
-        .on_volumes()
-        .bootstrapped()
-        .pod("m1", |p| p.force_new_cluster = true)
-        .build();
-    alone.now = t0 + Duration::from_secs(3600);
-    answers(&mut alone, 1, 105, 10);
-    alone.recorded.recovery = Some(survivor_record(false));
+    let claimed = World::healthy(t0 + Duration::from_secs(3600), 1, VERSION).on_volumes();
+    let alone = forced_alone(claimed, Some(survivor_record(false)));
     let d = run(first.state, &alone, &spec);
-    assert_eq!(d.why.reason, Reason::Recovered, "{}", d.why.message);
+    assert_reason(&d, Reason::Recovered);
 }
 
 #[test]
@@ -943,15 +921,10 @@ fn the_abandon_annotation_gives_up_only_the_recovery_whose_incident_it_names() {
     let mut spec = spec(RecoveryPolicy::FromBackup);
     spec.recovery.abandon = Some("another incident".into());
     let d = run(running_state(), &stuck_seed(Instant::now()), &spec);
-    assert_eq!(
-        d.why.reason,
-        Reason::RecoveringFromBackup,
-        "{}",
-        d.why.message
-    );
+    assert_reason(&d, Reason::RecoveringFromBackup);
     spec.recovery.abandon = Some(backup_record().incident);
     let d = run(running_state(), &stuck_seed(Instant::now()), &spec);
-    assert_eq!(d.why.reason, Reason::RecoveryAbandoned, "{}", d.why.message);
+    assert_reason(&d, Reason::RecoveryAbandoned);
     let [Action::FinishRecovery { record }] = d.actions.as_slice() else {
         panic!("{:?}", d.actions);
     };
@@ -980,12 +953,7 @@ fn an_abandoned_incident_may_be_recovered_again() {
         obs
     };
     let (_, d) = after_deadline(lost_again, &spec(RecoveryPolicy::FromBackup));
-    assert_eq!(
-        d.why.reason,
-        Reason::RecoveringFromBackup,
-        "{}",
-        d.why.message
-    );
+    assert_reason(&d, Reason::RecoveringFromBackup);
 }
 
 #[test]
@@ -1016,10 +984,9 @@ fn all_lost_without_a_backup_store_offers_reseed_and_says_what_was_last_seen() {
 
 #[test]
 fn reseed_records_first_then_starts_an_empty_seed_and_finishes_once_it_answers() {
-    let mut spec = spec(RecoveryPolicy::Manual);
-    spec.recovery.requested = Some(RecoveryPolicy::Reseed);
+    let spec = requested(RecoveryPolicy::Reseed);
     let (_, d) = after_deadline(|now| total_loss(now, None), &spec);
-    assert_eq!(d.why.reason, Reason::Reseeding, "{}", d.why.message);
+    assert_reason(&d, Reason::Reseeding);
     let record = begun(&d);
     assert_eq!(record.policy, RecoveryPolicy::Reseed);
     assert_eq!(record.backup, None);
@@ -1032,34 +999,12 @@ fn reseed_records_first_then_starts_an_empty_seed_and_finishes_once_it_answers()
         ..backup_record()
     });
     let d = run(running_state(), &obs, &spec);
-    assert_eq!(
-        d.actions,
-        [Action::StartRecoverySeed {
-            name: "s1".into(),
-            token: "demo-recovery".into(),
-            version: VERSION.parse().unwrap(),
-            restore: None,
-        }]
-    );
+    assert_eq!(d.actions, [start_recovery_seed(None)]);
     // It answers alone: finished.
     let new_cluster = 0xfeed;
-    obs.pods.push(PodView::running("s1", VERSION));
-    let mut health = MemberHealth::healthy(VERSION);
-    health.revision = Some(1);
-    health.cluster_id = Some(new_cluster);
-    obs.health.insert(7, health);
-    obs.membership = Membership::Listed {
-        cluster_id: new_cluster,
-        members: vec![MemberView {
-            id: 7,
-            name: "s1".into(),
-            peer_urls: vec![super::fixtures::peer_url("s1")],
-            client_urls: vec![],
-            is_learner: false,
-        }],
-    };
+    seed_answers_alone(&mut obs, new_cluster, 1);
     let d = run(running_state(), &obs, &spec);
-    assert_eq!(d.why.reason, Reason::Recovered, "{}", d.why.message);
+    assert_reason(&d, Reason::Recovered);
     let [Action::FinishRecovery { record }] = d.actions.as_slice() else {
         panic!("{:?}", d.actions);
     };
@@ -1069,11 +1014,9 @@ fn reseed_records_first_then_starts_an_empty_seed_and_finishes_once_it_answers()
 
 #[test]
 fn reseed_is_refused_while_any_member_may_keep_data() {
-    let mut spec = spec(RecoveryPolicy::Manual);
-    spec.recovery.requested = Some(RecoveryPolicy::Reseed);
+    let spec = requested(RecoveryPolicy::Reseed);
     let (_, d) = after_deadline(|now| losing(now, 3, &[2, 3]), &spec);
-    assert_idle(&d, Reason::RecoveryRefused);
-    assert!(d.why.message.contains("m1"), "{}", d.why.message);
+    assert_idle_saying(&d, Reason::RecoveryRefused, "m1");
     // Pods being deleted may still serve: no loss at all, nothing to reseed.
     let terminating = |now| {
         World::healthy(now, 3, VERSION)
