@@ -125,6 +125,75 @@ fn event_reasons(fake: &FakeCluster) -> Vec<String> {
     fake.events().into_iter().map(|e| e.reason).collect()
 }
 
+/// Starts an actor asked for `size` members on `V` and waits until they run.
+async fn start_running(fake: &FakeCluster, size: usize) -> Addr<ClusterActor> {
+    let spec = DesiredCluster::new(size as u32, V);
+    let actor = start(fake, spec, ClusterConfig::default());
+    let what = format!("{size} running members");
+    until(&actor, fake, &what, running_with(size)).await;
+    actor
+}
+
+/// Starts an actor asked for `size` members on `V`, and the telemetry it reports to.
+fn start_measured(fake: &FakeCluster, size: u32) -> (Addr<ClusterActor>, Telemetry) {
+    let telemetry = Telemetry::default();
+    let spec = DesiredCluster::new(size, V);
+    let actor = start_with(fake, spec, ClusterConfig::default(), telemetry.clone());
+    (actor, telemetry)
+}
+
+/// Kills member `name` and waits until three members run again, none of them `name`.
+async fn kill_and_wait_replaced(actor: &Addr<ClusterActor>, fake: &FakeCluster, name: &str) {
+    assert!(fake.kill_member(name));
+    until(actor, fake, "3 running members again", |view, fake| {
+        running_with(3)(view, fake) && fake.members().iter().all(|m| m.name != name)
+    })
+    .await;
+}
+
+/// How many pods were made to seed a new etcd cluster.
+fn seeds_made(fake: &FakeCluster) -> usize {
+    fake.created_pods()
+        .into_iter()
+        .filter(|p| matches!(p.state, InitialState::New { .. }))
+        .count()
+}
+
+/// A running one-member cluster whose next `times` member adds etcd refuses as unhealthy.
+fn one_member_refusing_adds(times: usize) -> FakeCluster {
+    let fake = FakeCluster::running(demo(), 1, V);
+    for _ in 0..times {
+        fake.fail_next_add(EtcdErrorKind::UnhealthyCluster);
+    }
+    fake
+}
+
+/// A world without a cluster yet, whose joiners' pods are made before their member add.
+fn empty_preparing_joiners() -> FakeCluster {
+    let fake = FakeCluster::new(demo());
+    fake.set_prepares_joiners(true);
+    fake
+}
+
+/// The Events of a seed, then of two joins each made of the Events `join`.
+fn seed_then_two_joins(join: &[&'static str]) -> Vec<&'static str> {
+    [&["SeedCreated"][..], join, join].concat()
+}
+
+/// From one member, two learners were added and promoted, one membership change at a
+/// time, and nothing removed; the second one's --initial-cluster names the two members
+/// before it and itself; they joined without the client Service's label and every pod
+/// has it now.
+fn assert_grew_by_two_learners_one_at_a_time(fake: &FakeCluster) {
+    let calls = fake.calls();
+    assert_eq!((calls.add, calls.promote, calls.remove), (2, 2, 0));
+    assert_eq!(calls.max_membership_in_flight, 1);
+    let created = fake.created_pods();
+    assert_eq!(created[2].initial_cluster.matches('=').count(), 3);
+    assert!(!created[1].voter && !created[2].voter);
+    assert!(fake.pods().iter().all(|p| p.voter), "{:#?}", fake.pods());
+}
+
 #[actix_rt::test]
 async fn a_three_member_cluster_converges_from_nothing_through_seed_learner_adds_and_promotions() {
     tokio::time::pause();
@@ -141,16 +210,8 @@ async fn a_three_member_cluster_converges_from_nothing_through_seed_learner_adds
     assert_eq!(status.phase, Phase::Running);
     assert_eq!(status.ready.len(), 3);
     assert_eq!(status.current_version.as_deref(), Some(V));
-    assert_eq!(
-        event_reasons(&fake),
-        [
-            "SeedCreated",
-            "MemberAdded",
-            "LearnerPromoted",
-            "MemberAdded",
-            "LearnerPromoted"
-        ]
-    );
+    let join = ["MemberAdded", "LearnerPromoted"];
+    assert_eq!(event_reasons(&fake), seed_then_two_joins(&join));
     let created = fake.created_pods();
     assert!(matches!(created[0].state, InitialState::New { .. }));
     assert!(
@@ -158,66 +219,33 @@ async fn a_three_member_cluster_converges_from_nothing_through_seed_learner_adds
             .iter()
             .all(|p| p.state == InitialState::Existing)
     );
-    // The second joiner's --initial-cluster names the two members before it and itself.
-    assert_eq!(created[2].initial_cluster.matches('=').count(), 3);
-    let calls = fake.calls();
-    assert_eq!((calls.add, calls.promote, calls.remove), (2, 2, 0));
-    assert_eq!(calls.max_membership_in_flight, 1);
-    assert_eq!(calls.max_etcd_in_flight, 1);
-    // Learners joined without the client Service's label and got it once promoted.
-    assert!(!created[1].voter && !created[2].voter);
-    assert!(fake.pods().iter().all(|p| p.voter), "{:#?}", fake.pods());
+    assert_grew_by_two_learners_one_at_a_time(&fake);
+    assert_eq!(fake.calls().max_etcd_in_flight, 1);
 }
 
 #[actix_rt::test]
 async fn with_prepared_joiners_each_joiners_pod_exists_before_its_member_add() {
     tokio::time::pause();
-    let fake = FakeCluster::new(demo());
-    fake.set_prepares_joiners(true);
-    let actor = start(&fake, DesiredCluster::new(3, V), ClusterConfig::default());
+    let fake = empty_preparing_joiners();
+    start_running(&fake, 3).await;
 
-    until(&actor, &fake, "3 running members", running_with(3)).await;
-
-    assert_eq!(
-        event_reasons(&fake),
-        [
-            "SeedCreated",
-            "JoinerPrepared",
-            "MemberAdded",
-            "LearnerPromoted",
-            "JoinerPrepared",
-            "MemberAdded",
-            "LearnerPromoted"
-        ]
-    );
+    let join = ["JoinerPrepared", "MemberAdded", "LearnerPromoted"];
+    assert_eq!(event_reasons(&fake), seed_then_two_joins(&join));
     let created = fake.created_pods();
     assert_eq!(created.len(), 3, "no pod made twice: {created:#?}");
     assert_eq!(created[0].prepared_with, None, "the seed is made as before");
-    // Each joiner was built to join the members there were, and its --initial-cluster
-    // names them and itself.
+    // Each joiner was built to join the members there were.
     assert_eq!(created[1].prepared_with.as_ref().map(Vec::len), Some(1));
     assert_eq!(created[2].prepared_with.as_ref().map(Vec::len), Some(2));
-    assert_eq!(created[2].initial_cluster.matches('=').count(), 3);
-    assert!(!created[1].voter && !created[2].voter);
-    let calls = fake.calls();
-    assert_eq!((calls.add, calls.promote, calls.remove), (2, 2, 0));
-    assert_eq!(calls.delete_pod, 0);
-    assert_eq!(calls.max_membership_in_flight, 1);
-    assert!(fake.pods().iter().all(|p| p.voter), "{:#?}", fake.pods());
+    assert_grew_by_two_learners_one_at_a_time(&fake);
+    assert_eq!(fake.calls().delete_pod, 0);
 }
 
 #[actix_rt::test]
 async fn creating_three_members_traces_each_step_once_and_in_order() {
     tokio::time::pause();
-    let fake = FakeCluster::new(demo());
-    fake.set_prepares_joiners(true);
-    let telemetry = Telemetry::default();
-    let actor = start_with(
-        &fake,
-        DesiredCluster::new(3, V),
-        ClusterConfig::default(),
-        telemetry.clone(),
-    );
+    let fake = empty_preparing_joiners();
+    let (actor, telemetry) = start_measured(&fake, 3);
     until(&actor, &fake, "3 running members", running_with(3)).await;
 
     let records = telemetry.hub.trace().records(Some("default/demo"));
@@ -296,8 +324,7 @@ async fn scaling_three_to_two_removes_one_member_but_never_the_leader() {
     tokio::time::pause();
     let fake = FakeCluster::running(demo(), 3, V);
     let leader = fake.leader().unwrap();
-    let actor = start(&fake, DesiredCluster::new(3, V), ClusterConfig::default());
-    until(&actor, &fake, "3 running members", running_with(3)).await;
+    let actor = start_running(&fake, 3).await;
 
     actor.do_send(SpecChanged(DesiredCluster::new(2, V)));
     until(&actor, &fake, "2 running members", running_with(2)).await;
@@ -502,15 +529,10 @@ async fn no_pod_is_made_while_the_clusters_headless_service_cannot_be() {
 async fn a_dead_member_is_removed_and_replaced_by_a_member_with_a_new_name() {
     tokio::time::pause();
     let fake = FakeCluster::running(demo(), 3, V);
-    let actor = start(&fake, DesiredCluster::new(3, V), ClusterConfig::default());
-    until(&actor, &fake, "3 running members", running_with(3)).await;
+    let actor = start_running(&fake, 3).await;
     let before: Vec<String> = fake.members().into_iter().map(|m| m.name).collect();
 
-    assert!(fake.kill_member("demo-m1"));
-    until(&actor, &fake, "3 running members again", |view, fake| {
-        running_with(3)(view, fake) && fake.members().iter().all(|m| m.name != "demo-m1")
-    })
-    .await;
+    kill_and_wait_replaced(&actor, &fake, "demo-m1").await;
 
     let after: Vec<String> = fake.members().into_iter().map(|m| m.name).collect();
     let new: Vec<&String> = after.iter().filter(|n| !before.contains(n)).collect();
@@ -530,15 +552,10 @@ async fn with_prepared_joiners_a_dead_members_replacement_pod_is_made_by_the_tic
     tokio::time::pause();
     let fake = FakeCluster::running(demo(), 3, V);
     fake.set_prepares_joiners(true);
-    let actor = start(&fake, DesiredCluster::new(3, V), ClusterConfig::default());
-    until(&actor, &fake, "3 running members", running_with(3)).await;
+    let actor = start_running(&fake, 3).await;
     let pods_before = fake.created_pods().len();
 
-    assert!(fake.kill_member("demo-m1"));
-    until(&actor, &fake, "3 running members again", |view, fake| {
-        running_with(3)(view, fake) && fake.members().iter().all(|m| m.name != "demo-m1")
-    })
-    .await;
+    kill_and_wait_replaced(&actor, &fake, "demo-m1").await;
 
     // The tick that removed the member prepared its replacement's pod too.
     let by_tick = fake.events_by_tick();
@@ -576,21 +593,11 @@ async fn with_prepared_joiners_a_dead_members_replacement_pod_is_made_by_the_tic
 async fn a_dead_member_traces_its_loss_then_its_replacement_pod_and_the_replacement_healthy() {
     tokio::time::pause();
     let fake = FakeCluster::running(demo(), 3, V);
-    let telemetry = Telemetry::default();
-    let actor = start_with(
-        &fake,
-        DesiredCluster::new(3, V),
-        ClusterConfig::default(),
-        telemetry.clone(),
-    );
+    let (actor, telemetry) = start_measured(&fake, 3);
     until(&actor, &fake, "3 running members", running_with(3)).await;
     let before: Vec<String> = fake.members().into_iter().map(|m| m.name).collect();
 
-    assert!(fake.kill_member("demo-m1"));
-    until(&actor, &fake, "3 running members again", |view, fake| {
-        running_with(3)(view, fake) && fake.members().iter().all(|m| m.name != "demo-m1")
-    })
-    .await;
+    kill_and_wait_replaced(&actor, &fake, "demo-m1").await;
 
     let replacement = fake
         .members()
@@ -625,9 +632,7 @@ async fn a_dead_member_traces_its_loss_then_its_replacement_pod_and_the_replacem
 #[actix_rt::test]
 async fn an_unhealthy_cluster_refusal_of_member_add_is_retried_on_a_later_tick_without_a_warning() {
     tokio::time::pause();
-    let fake = FakeCluster::running(demo(), 1, V);
-    fake.fail_next_add(EtcdErrorKind::UnhealthyCluster);
-    fake.fail_next_add(EtcdErrorKind::UnhealthyCluster);
+    let fake = one_member_refusing_adds(2);
     let actor = start(&fake, DesiredCluster::new(3, V), ClusterConfig::default());
 
     until(&actor, &fake, "3 running members", running_with(3)).await;
@@ -658,10 +663,7 @@ async fn an_unhealthy_cluster_refusal_of_member_add_is_retried_on_a_later_tick_w
 #[actix_rt::test]
 async fn a_member_add_etcd_refuses_for_now_logs_the_refusal_once_not_at_every_retry() {
     tokio::time::pause();
-    let fake = FakeCluster::running(demo(), 1, V);
-    for _ in 0..5 {
-        fake.fail_next_add(EtcdErrorKind::UnhealthyCluster);
-    }
+    let fake = one_member_refusing_adds(5);
     let log = Captured::default();
     let logger = Logger::root(log.clone(), o!());
     let spec = DesiredCluster::new(2, V);
@@ -683,16 +685,8 @@ async fn a_member_add_etcd_refuses_for_now_logs_the_refusal_once_not_at_every_re
 #[actix_rt::test]
 async fn refused_etcd_calls_are_counted_by_kind() {
     tokio::time::pause();
-    let fake = FakeCluster::running(demo(), 1, V);
-    fake.fail_next_add(EtcdErrorKind::UnhealthyCluster);
-    fake.fail_next_add(EtcdErrorKind::UnhealthyCluster);
-    let telemetry = Telemetry::default();
-    let actor = start_with(
-        &fake,
-        DesiredCluster::new(3, V),
-        ClusterConfig::default(),
-        telemetry.clone(),
-    );
+    let fake = one_member_refusing_adds(2);
+    let (actor, telemetry) = start_measured(&fake, 3);
 
     until(&actor, &fake, "3 running members", running_with(3)).await;
 
@@ -732,8 +726,7 @@ async fn a_version_change_upgrades_every_member_in_place_keeping_the_membership(
     tokio::time::pause();
     let fake = FakeCluster::running(demo(), 3, V);
     let members_before = fake.members();
-    let actor = start(&fake, DesiredCluster::new(3, V), ClusterConfig::default());
-    until(&actor, &fake, "3 running members", running_with(3)).await;
+    let actor = start_running(&fake, 3).await;
 
     actor.do_send(SpecChanged(DesiredCluster::new(3, "3.5.30")));
     let view = until(&actor, &fake, "3 members on 3.5.30", |view, fake| {
@@ -761,8 +754,7 @@ async fn an_upgrade_to_an_image_that_never_runs_halts_and_rolls_the_member_back(
     let fake = FakeCluster::running(demo(), 3, V);
     let members_before = fake.members();
     fake.make_unrunnable("3.5.30");
-    let actor = start(&fake, DesiredCluster::new(3, V), ClusterConfig::default());
-    until(&actor, &fake, "3 running members", running_with(3)).await;
+    let actor = start_running(&fake, 3).await;
 
     actor.do_send(SpecChanged(DesiredCluster::new(3, "3.5.30")));
     let view = until(&actor, &fake, "the upgrade halted", |view, _| {
@@ -796,8 +788,7 @@ async fn an_upgrade_to_an_image_that_never_runs_halts_and_rolls_the_member_back(
 async fn a_paused_cluster_that_lost_every_pod_is_never_seeded_again_by_a_restarted_actor() {
     tokio::time::pause();
     let fake = FakeCluster::new(demo());
-    let actor = start(&fake, DesiredCluster::new(3, V), ClusterConfig::default());
-    until(&actor, &fake, "3 running members", running_with(3)).await;
+    let actor = start_running(&fake, 3).await;
     let mut paused = DesiredCluster::new(3, V);
     paused.paused = true;
     actor.do_send(SpecChanged(paused.clone()));
@@ -821,11 +812,7 @@ async fn a_paused_cluster_that_lost_every_pod_is_never_seeded_again_by_a_restart
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert_eq!(view["status"]["phase"], "Blocked");
     assert_eq!(fake.calls().delete_pod, 0, "a failed pod was deleted");
-    let seeds = fake
-        .created_pods()
-        .into_iter()
-        .filter(|p| matches!(p.state, InitialState::New { .. }))
-        .count();
+    let seeds = seeds_made(&fake);
     assert_eq!(seeds, 1, "a second seed was created");
 }
 
@@ -840,8 +827,7 @@ async fn a_member_only_the_operator_cannot_reach_is_never_removed() {
         .find(|m| m.id != leader)
         .unwrap()
         .name;
-    let actor = start(&fake, DesiredCluster::new(3, V), ClusterConfig::default());
-    until(&actor, &fake, "3 running members", running_with(3)).await;
+    let actor = start_running(&fake, 3).await;
 
     fake.cut_off_from_operator(&victim, true);
     let view = until(&actor, &fake, "the member reported unready", |view, _| {
@@ -876,8 +862,7 @@ async fn frozen_members_are_removed_and_replaced_without_a_removal_during_a_join
         .take(2)
         .map(|m| m.name)
         .collect();
-    let actor = start(&fake, DesiredCluster::new(5, V), ClusterConfig::default());
-    until(&actor, &fake, "5 running members", running_with(5)).await;
+    let actor = start_running(&fake, 5).await;
 
     for v in &victims {
         fake.freeze_member(v);
@@ -951,11 +936,7 @@ async fn an_object_replaced_under_the_same_name_inherits_nothing_from_the_old_on
     second.uid = "uid-2".into();
     actor.do_send(SpecChanged(second));
     until(&actor, &fake, "the new cluster running", running_with(1)).await;
-    let seeds = fake
-        .created_pods()
-        .into_iter()
-        .filter(|p| matches!(p.state, InitialState::New { .. }))
-        .count();
+    let seeds = seeds_made(&fake);
     assert_eq!(seeds, 1, "the new object was seeded");
 }
 
