@@ -5,7 +5,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::fixtures::{
-    self, World, assert_idle, assert_idle_saying, assert_no_action, assert_reason, running_state,
+    self, World, assert_actions, assert_idle, assert_idle_saying, assert_no_action, assert_reason,
+    running_state,
 };
 use super::orphans::ORPHAN_POD_GRACE;
 use super::*;
@@ -70,6 +71,11 @@ fn add(learner: bool, version: &str) -> Action {
         version: version.parse().unwrap(),
         prepared: None,
     }
+}
+
+/// The decision's one action adds a learner on `version`.
+fn assert_adds_learner(d: &Decision, version: &str) {
+    assert_eq!(d.actions, vec![add(true, version)]);
 }
 
 const VERSION: &str = "3.5.21";
@@ -285,7 +291,7 @@ fn healthy_seed_grows_by_one_learner_when_version_supports_it() {
     let now = Instant::now();
     let obs = World::healthy(now, 1, "3.4.23").build();
     let d = run(State::default(), &obs, &spec(3, "3.4.23"));
-    assert_eq!(d.actions, vec![add(true, "3.4.23")]);
+    assert_adds_learner(&d, "3.4.23");
     assert_eq!(d.state.phase, Phase::Scaling { from: 1, to: 3 });
     assert_eq!(d.state.cluster_id, Some(fixtures::CLUSTER_ID));
 }
@@ -596,8 +602,7 @@ fn every_pod_gone_without_volumes_is_reported_lost_and_nothing_is_created() {
 
 #[test]
 fn after_a_dead_member_is_removed_a_replacement_is_added() {
-    let d = on_healthy(2, "3.5.21", 3, "3.5.21");
-    assert_eq!(d.actions, vec![add(true, VERSION)]);
+    assert_adds_learner(&on_healthy(2, VERSION, 3, VERSION), VERSION);
 }
 
 #[test]
@@ -633,13 +638,8 @@ fn member_healthy_again_resets_its_unhealthy_timer() {
 #[test]
 fn lost_quorum_is_reported_and_nothing_is_removed() {
     let now = Instant::now();
-    let d = on_running(
-        World::healthy(now, 3, "3.5.21")
-            .pod_failed(2)
-            .unreachable(3),
-        3,
-        "3.5.21",
-    );
+    let world = World::healthy(now, 3, VERSION).pod_failed(2).unreachable(3);
+    let d = on_running(world, 3, VERSION);
     assert!(d.actions.is_empty());
     assert_blocked(&d, Reason::QuorumLost);
 }
@@ -800,13 +800,13 @@ fn upgrade_from_3_5_25_to_the_safe_patch_3_5_26_is_allowed() {
 #[test]
 fn members_added_while_an_unsafe_upgrade_is_refused_join_on_the_running_version() {
     let d = on_healthy(3, "3.5.19", 4, "3.6.5");
-    assert_eq!(d.actions, vec![add(true, "3.5.19")]);
+    assert_adds_learner(&d, "3.5.19");
 }
 
 #[test]
 fn scaling_comes_before_upgrading() {
     let d = on_healthy(3, "3.4.23", 4, "3.5.21");
-    assert_eq!(d.actions, vec![add(true, VERSION)]);
+    assert_adds_learner(&d, VERSION);
 }
 
 #[test]
@@ -841,6 +841,27 @@ fn to_issue(what: &str, missing: bool) -> TlsObservation {
     }
 }
 
+/// The first decision of a new actor where nothing exists yet, asked for `spec`.
+fn on_nothing_yet(spec: &DesiredCluster) -> Decision {
+    run(
+        State::default(),
+        &World::empty(Instant::now()).build(),
+        spec,
+    )
+}
+
+/// The decision for a running cluster on `world`, asked for TLS `mode`.
+fn on_running_tls(world: World, mode: TlsMode) -> Decision {
+    run(running_state(), &world.build(), &tls_spec(mode))
+}
+
+/// Three members on operator-issued certificates, one of which is due for renewal.
+fn auto_tls_renewal_due(now: Instant) -> World {
+    World::healthy(now, 3, VERSION)
+        .pods_tls(TlsMode::Auto)
+        .certificates(to_issue("demo-peer-tls: renewal due", false))
+}
+
 #[test]
 fn invalid_tls_secrets_block_before_any_member_is_created() {
     let now = Instant::now();
@@ -857,30 +878,20 @@ fn invalid_tls_secrets_of_a_running_cluster_block_every_change() {
     let world = World::healthy(now, 2, VERSION)
         .pods_tls(TlsMode::Static)
         .certificates(invalid("Secret server-tls: key server.crt: expired"));
-    let d = run(running_state(), &world.build(), &tls_spec(TlsMode::Static));
+    let d = on_running_tls(world, TlsMode::Static);
     assert_idle(&d, Reason::TlsSecretInvalid);
 }
 
 #[test]
 fn valid_static_tls_seeds_the_cluster() {
-    let now = Instant::now();
-    let d = run(
-        State::default(),
-        &World::empty(now).build(),
-        &tls_spec(TlsMode::Static),
-    );
-    assert!(
-        matches!(d.actions.as_slice(), [Action::CreateSeed { .. }]),
-        "{:?}",
-        d.actions
-    );
+    let d = on_nothing_yet(&tls_spec(TlsMode::Static));
+    assert_actions!(d, [Action::CreateSeed { .. }]);
 }
 
 #[test]
 fn turning_tls_on_for_an_existing_cluster_is_refused() {
     let now = Instant::now();
-    let world = World::healthy(now, 3, VERSION);
-    let d = run(running_state(), &world.build(), &tls_spec(TlsMode::Static));
+    let d = on_running_tls(World::healthy(now, 3, VERSION), TlsMode::Static);
     assert_idle_saying(&d, Reason::TlsChangeRefused, "m1 (Off)");
 }
 
@@ -892,8 +903,7 @@ fn turning_tls_off_or_swapping_its_mode_is_refused() {
         (TlsMode::Static, TlsMode::Auto),
         (TlsMode::Auto, TlsMode::Static),
     ] {
-        let world = World::healthy(now, 3, VERSION).pods_tls(pods);
-        let d = run(running_state(), &world.build(), &tls_spec(wanted));
+        let d = on_running_tls(World::healthy(now, 3, VERSION).pods_tls(pods), wanted);
         assert_idle(&d, Reason::TlsChangeRefused);
     }
 }
@@ -903,23 +913,13 @@ fn missing_operator_certificates_are_issued_before_the_seed() {
     let now = Instant::now();
     let world = World::empty(now).certificates(to_issue("demo-peer-tls: missing", true));
     let d = run(State::default(), &world.build(), &tls_spec(TlsMode::Auto));
-    assert!(
-        matches!(
-            d.actions.as_slice(),
-            [Action::IssueCertificates, Action::CreateSeed { .. }]
-        ),
-        "{:?}",
-        d.actions
-    );
+    assert_actions!(d, [Action::IssueCertificates, Action::CreateSeed { .. }]);
 }
 
 #[test]
 fn due_certificates_of_a_converged_cluster_are_renewed_and_nothing_else() {
     let now = Instant::now();
-    let world = World::healthy(now, 3, VERSION)
-        .pods_tls(TlsMode::Auto)
-        .certificates(to_issue("demo-peer-tls: renewal due", false));
-    let d = run(running_state(), &world.build(), &tls_spec(TlsMode::Auto));
+    let d = on_running_tls(auto_tls_renewal_due(now), TlsMode::Auto);
     assert_eq!(d.actions, vec![Action::IssueCertificates]);
     assert_eq!(d.why.reason, Reason::IssuingCertificates);
     assert_eq!(d.state.phase, Phase::Running);
@@ -928,23 +928,15 @@ fn due_certificates_of_a_converged_cluster_are_renewed_and_nothing_else() {
 #[test]
 fn a_paused_cluster_renews_nothing() {
     let now = Instant::now();
-    let world = World::healthy(now, 3, VERSION)
-        .pods_tls(TlsMode::Auto)
-        .certificates(to_issue("demo-peer-tls: renewal due", false));
     let mut s = tls_spec(TlsMode::Auto);
     s.paused = true;
-    let d = run(running_state(), &world.build(), &s);
+    let d = run(running_state(), &auto_tls_renewal_due(now).build(), &s);
     assert!(d.actions.is_empty(), "{:?}", d.actions);
 }
 
 #[test]
 fn invalid_version_blocks_with_a_clear_message() {
-    let now = Instant::now();
-    let d = run(
-        State::default(),
-        &World::empty(now).build(),
-        &spec(3, "latest"),
-    );
+    let d = on_nothing_yet(&spec(3, "latest"));
     assert_idle(&d, Reason::InvalidSpec);
     assert!(d.why.message.contains("latest"));
 }
@@ -991,9 +983,9 @@ fn new_members_never_run_a_refused_target_version() {
     let now = Instant::now();
     let obs = World::healthy(now, 2, "3.5.21").build();
     let d = run(running_state(), &obs, &spec(3, "3.4.23"));
-    assert_eq!(d.actions, vec![add(true, "3.5.21")]);
+    assert_adds_learner(&d, "3.5.21");
     let d = run(running_state(), &obs, &spec(3, "3.7.0"));
-    assert_eq!(d.actions, vec![add(true, "3.5.21")]);
+    assert_adds_learner(&d, "3.5.21");
 }
 
 #[test]
@@ -1107,11 +1099,7 @@ fn a_version_recorded_as_failed_is_not_tried_again_while_the_spec_asks_for_it() 
     assert!(d.actions.is_empty(), "{:?}", d.actions);
     assert_eq!(d.why.reason, Reason::UpgradeFailed);
     let other = run(running_state(), &obs, &spec(3, "3.5.35"));
-    assert!(
-        matches!(&other.actions[..], [Action::UpgradeMember { .. }]),
-        "{:?}",
-        other.actions
-    );
+    assert_actions!(other, [Action::UpgradeMember { .. }]);
     assert_eq!(other.state.failed_version, None);
 }
 
@@ -1126,7 +1114,7 @@ fn an_upgraded_member_whose_pod_died_is_replaced_on_its_old_version_and_the_upgr
     assert_eq!(d.state.failed_version, Some("3.5.21".parse().unwrap()));
     let replaced = World::healthy(now, 2, "3.4.23").build();
     let d = run(d.state, &replaced, &spec(3, "3.5.21"));
-    assert_eq!(d.actions, vec![add(true, "3.4.23")]);
+    assert_adds_learner(&d, "3.4.23");
 }
 
 #[test]
@@ -1138,7 +1126,6 @@ fn going_back_mid_upgrade_moves_the_upgraded_members_back() {
         "3.4.23",
     );
     assert_eq!(d.actions, vec![roll_back("m2", "3.4.23")]);
-
     assert_eq!(d.why.reason, Reason::RollingBackMember);
 }
 
@@ -1150,7 +1137,6 @@ fn going_back_before_the_upgraded_pod_restarted_waits_for_it_and_is_not_running(
     let now = Instant::now();
     let world = set_from_3_4_23_to_3_5_21(World::healthy(now, 3, "3.4.23"), "m2");
     let d = on_running(world, 3, "3.4.23");
-
     assert_eq!(
         d.why.reason,
         Reason::WaitingForUpgradedMember,
@@ -1404,9 +1390,8 @@ fn restoring(size: u32, version: &str, snapshot_version: &str) -> DesiredCluster
 
 #[test]
 fn a_cluster_made_from_a_snapshot_seeds_from_it() {
-    let obs = World::empty(Instant::now()).build();
     let spec = restoring(3, "3.5.35", "3.5.35");
-    let d = run(State::default(), &obs, &spec);
+    let d = on_nothing_yet(&spec);
     assert_eq!(
         d.actions,
         vec![Action::CreateSeed {
@@ -1423,18 +1408,13 @@ fn a_recorded_seed_of_a_restore_is_started_again_from_the_same_snapshot() {
     let obs = World::empty(Instant::now()).seeding("demo-seed").build();
     let spec = restoring(3, "3.5.35", "3.5.35");
     let d = run(State::default(), &obs, &spec);
-    assert!(
-        matches!(d.actions.as_slice(), [Action::StartSeed { restore, .. }] if *restore == spec.restore),
-        "{:?}",
-        d.actions
-    );
+    assert_actions!(d, [Action::StartSeed { restore, .. }] if *restore == spec.restore);
 }
 
 #[test]
 fn a_snapshot_the_version_cannot_read_gets_no_seed() {
     for (target, snapshot) in [("3.5.35", "3.6.16"), ("3.6.16", "3.4.23")] {
-        let obs = World::empty(Instant::now()).build();
-        let d = run(State::default(), &obs, &restoring(3, target, snapshot));
+        let d = on_nothing_yet(&restoring(3, target, snapshot));
         assert_idle(&d, Reason::RestoreRefused);
         assert!(matches!(d.state.phase, Phase::Blocked { .. }));
         assert!(d.why.message.contains(snapshot), "{}", d.why.message);
@@ -1468,7 +1448,7 @@ fn no_member_joins_until_the_cluster_dns_publishes_every_members_address() {
     );
 
     let d = on_running(world(), 3, VERSION);
-    assert_eq!(d.actions, vec![add(true, VERSION)]);
+    assert_adds_learner(&d, VERSION);
 }
 
 #[test]
@@ -1495,7 +1475,7 @@ fn a_cluster_whose_image_is_not_allowed_is_blocked_and_no_pod_is_made() {
     let mut s = spec(3, VERSION);
     s.image_problem = Some("repository evil.example/etcd is not allowed".into());
     // Nothing exists yet: without the problem, a seed would be made.
-    let d = run(State::default(), &World::empty(now).build(), &s);
+    let d = on_nothing_yet(&s);
     assert_idle_saying(&d, Reason::ImageNotAllowed, "evil.example/etcd");
     // A running cluster missing a member is not repaired either.
     let world = World::healthy(now, 3, VERSION).without_pod("demo-2");

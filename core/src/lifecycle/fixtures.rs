@@ -344,3 +344,17 @@ macro_rules! assert_no_action {
 }
 #[cfg(test)]
 pub(crate) use assert_no_action;
+
+/// The decision's actions, as a slice, match this pattern.
+#[cfg(test)]
+macro_rules! assert_actions {
+    ($d:expr, $pattern:pat $(if $guard:expr)?) => {
+        assert!(
+            matches!($d.actions.as_slice(), $pattern $(if $guard)?),
+            "{:?}",
+            $d.actions
+        )
+    };
+}
+#[cfg(test)]
+pub(crate) use assert_actions;
