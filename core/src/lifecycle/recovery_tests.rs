@@ -689,19 +689,22 @@ fn exited_pods_keep_their_data_until_deleted_and_are_never_restored_over() {
     assert_no_loss_timed(&d);
 }
 
+/// `m2` and `m3` do not answer; their claims are being deleted, but pvc-protection keeps
+/// them while their pods (still there) mount them.
+fn claims_deleting_under_live_pods(now: Instant) -> Observation {
+    let mut obs = losing(now, 3, &[]);
+    for (id, name) in [(2, "m2"), (3, "m3")] {
+        obs.claims.get_mut(name).unwrap().phase = ClaimPhase::Deleting;
+        silent(&mut obs, id);
+    }
+    obs
+}
+
 #[test]
 fn claims_being_deleted_that_live_pods_still_mount_are_no_loss() {
-    // m2 and m3 do not answer; their claims are being deleted, but pvc-protection keeps
-    // them while their pods (still there) mount them.
-    let deleting = |now| {
-        let mut obs = losing(now, 3, &[]);
-        for (id, name) in [(2, "m2"), (3, "m3")] {
-            obs.claims.get_mut(name).unwrap().phase = ClaimPhase::Deleting;
-            silent(&mut obs, id);
-        }
-        obs
-    };
+    let deleting = claims_deleting_under_live_pods;
     let (_, d) = after_deadline(deleting, &spec(RecoveryPolicy::FromSurvivor));
+
     assert_no_action!(d, Action::BeginRecovery { .. } | Action::RecreatePod { .. });
     assert_no_loss_timed(&d);
 }
