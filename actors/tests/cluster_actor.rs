@@ -134,6 +134,14 @@ async fn start_running(fake: &FakeCluster, size: usize) -> Addr<ClusterActor> {
     actor
 }
 
+/// Starts an actor asked for one member on `V`, and lets half a second of virtual time
+/// pass.
+async fn start_one_for_half_a_second(fake: &FakeCluster) -> Addr<ClusterActor> {
+    let actor = start(fake, DesiredCluster::new(1, V), ClusterConfig::default());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    actor
+}
+
 /// Starts an actor asked for `size` members on `V`, and the telemetry it reports to.
 fn start_measured(fake: &FakeCluster, size: u32) -> (Addr<ClusterActor>, Telemetry) {
     let telemetry = Telemetry::default();
@@ -233,12 +241,12 @@ async fn with_prepared_joiners_each_joiners_pod_exists_before_its_member_add() {
     assert_eq!(event_reasons(&fake), seed_then_two_joins(&join));
     let created = fake.created_pods();
     assert_eq!(created.len(), 3, "no pod made twice: {created:#?}");
+    assert_eq!(fake.calls().delete_pod, 0);
     assert_eq!(created[0].prepared_with, None, "the seed is made as before");
     // Each joiner was built to join the members there were.
     assert_eq!(created[1].prepared_with.as_ref().map(Vec::len), Some(1));
     assert_eq!(created[2].prepared_with.as_ref().map(Vec::len), Some(2));
     assert_grew_by_two_learners_one_at_a_time(&fake);
-    assert_eq!(fake.calls().delete_pod, 0);
 }
 
 #[actix_rt::test]
@@ -452,8 +460,7 @@ async fn a_new_clusters_seed_is_recorded_while_its_headless_service_is_made_and_
     fake.set_service_latency(ServiceKind::Headless, takes);
     fake.set_service_latency(ServiceKind::Client, takes);
     let started = Instant::now();
-    let actor = start(&fake, DesiredCluster::new(1, V), ClusterConfig::default());
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let actor = start_one_for_half_a_second(&fake).await;
     assert!(!fake.service_present(ServiceKind::Headless));
     assert!(
         fake.bootstrap().is_some(),
@@ -482,8 +489,7 @@ async fn a_new_clusters_seed_pod_does_not_wait_for_its_client_service() {
     let fake = FakeCluster::new(demo());
     // The client Service's cluster IP takes the API server seconds under load.
     fake.set_service_latency(ServiceKind::Client, Duration::from_secs(3));
-    let actor = start(&fake, DesiredCluster::new(1, V), ClusterConfig::default());
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let actor = start_one_for_half_a_second(&fake).await;
     assert!(!fake.service_present(ServiceKind::Client));
     assert_eq!(
         fake.created_pods().len(),
