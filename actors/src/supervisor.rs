@@ -1,20 +1,20 @@
 //! The Supervisor actor: turns the EtcdCluster watch stream into Cluster actors.
 //!
-//! The watcher's relist protocol is the [`Roster`]'s: actors whose object is missing from
+//! The watcher's relist protocol is the [`Children`]'s: actors whose object is missing from
 //! a relist are retired, and no Cluster actor starts before the first list is complete.
 //! Cluster actors run under actix's supervisor, which restarts one that crashed.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use actix::prelude::*;
 use slog::{Logger, info, warn};
 
+use crate::children::{ChildActor, Children};
 use crate::cluster::{ClusterActor, ClusterConfig, ClusterDeps, Nudge, Retire, SpecChanged};
 use crate::debug::ActorKind;
 use crate::metrics::Telemetry;
 use crate::ports::{ClusterApi, EtcdApi};
-use crate::roster::{Change, Roster, WatchEvent};
+use crate::roster::WatchEvent;
 use etcd_operator_core::lifecycle::DesiredCluster;
 use etcd_operator_core::topology::Topology;
 
@@ -29,18 +29,49 @@ pub trait ClusterWiring: Send + Sync + 'static {
     fn etcd_api(&self, cluster: &Topology) -> Arc<dyn EtcdApi>;
 }
 
-/// Owns one Cluster actor per EtcdCluster.
-pub struct Supervisor {
+/// What a Cluster actor is started with.
+struct ActorMaker {
     wiring: Arc<dyn ClusterWiring>,
     config: ClusterConfig,
     telemetry: Telemetry,
-    /// The supervisor's own logger.
-    logger: Logger,
     /// The root logger, parent of each Cluster actor's logger.
     root: Logger,
-    clusters: BTreeMap<Topology, Addr<ClusterActor>>,
-    /// Which EtcdClusters exist, from the watch.
-    roster: Roster<Topology, DesiredCluster>,
+}
+
+impl ActorMaker {
+    /// Starts the Cluster actor of `cluster`, under actix's supervisor.
+    fn start(&self, cluster: &Topology, spec: DesiredCluster) -> Addr<ClusterActor> {
+        let deps = ClusterDeps {
+            kube: self.wiring.cluster_api(cluster),
+            etcd: self.wiring.etcd_api(cluster),
+            telemetry: self.telemetry.clone(),
+            logger: self.root.clone(),
+        };
+        let (config, key) = (self.config, cluster.clone());
+        actix::Supervisor::start(move |_| ClusterActor::new(key, spec, config, deps))
+    }
+}
+
+/// Owns one Cluster actor per EtcdCluster.
+pub struct Supervisor {
+    maker: ActorMaker,
+    telemetry: Telemetry,
+    /// The supervisor's own logger.
+    logger: Logger,
+    /// One Cluster actor per EtcdCluster of the watch.
+    clusters: Children<Topology, ClusterActor>,
+}
+
+impl ChildActor for ClusterActor {
+    type Spec = DesiredCluster;
+
+    fn changed(addr: &Addr<Self>, spec: DesiredCluster) {
+        addr.do_send(SpecChanged(spec));
+    }
+
+    fn retire(addr: &Addr<Self>) {
+        addr.do_send(Retire);
+    }
 }
 
 impl Supervisor {
@@ -51,39 +82,17 @@ impl Supervisor {
         telemetry: Telemetry,
         logger: &Logger,
     ) -> Self {
+        let own = logger.new(slog::o!("actor" => "supervisor"));
         Supervisor {
-            wiring,
-            config,
+            maker: ActorMaker {
+                wiring,
+                config,
+                telemetry: telemetry.clone(),
+                root: logger.clone(),
+            },
             telemetry,
-            logger: logger.new(slog::o!("actor" => "supervisor")),
-            root: logger.clone(),
-            clusters: BTreeMap::new(),
-            roster: Roster::default(),
-        }
-    }
-
-    fn upsert(&mut self, cluster: Topology, spec: DesiredCluster) {
-        if let Some(addr) = self.clusters.get(&cluster) {
-            addr.do_send(SpecChanged(spec));
-            return;
-        }
-        info!(self.logger, "starting cluster actor"; "cluster" => cluster.key());
-        let deps = ClusterDeps {
-            kube: self.wiring.cluster_api(&cluster),
-            etcd: self.wiring.etcd_api(&cluster),
-            telemetry: self.telemetry.clone(),
-            logger: self.root.clone(),
-        };
-        let (config, key) = (self.config, cluster.clone());
-        let addr = actix::Supervisor::start(move |_| ClusterActor::new(key, spec, config, deps));
-        self.clusters.insert(cluster, addr);
-    }
-
-    fn retire(&mut self, cluster: &Topology) {
-        if let Some(addr) = self.clusters.remove(cluster) {
-            info!(self.logger, "retiring cluster actor"; "cluster" => cluster.key());
-            // Dropping the last address right after makes the stop final (no restart).
-            addr.do_send(Retire);
+            clusters: Children::new("cluster", &own),
+            logger: own,
         }
     }
 
@@ -93,8 +102,8 @@ impl Supervisor {
             ActorKind::Supervisor,
             "supervisor",
             serde_json::json!({
-                "synced": self.roster.synced(),
-                "relisting": self.roster.relisting(),
+                "synced": self.clusters.synced(),
+                "relisting": self.clusters.relisting(),
                 "clusters": clusters,
             }),
         );
@@ -120,30 +129,19 @@ impl Handler<ClusterEvent> for Supervisor {
         // The view lists every cluster: rebuild it only when it changes, not on every
         // event (with N clusters a relist would otherwise cost O(N²)).
         let relist_done = matches!(event, WatchEvent::RelistDone);
-        let synced = self.roster.synced();
-        let before = (self.clusters.len(), synced, self.roster.relisting());
-        for change in self.roster.on(event) {
-            match change {
-                Change::Apply(cluster, spec) => self.upsert(cluster, spec),
-                Change::Retire(cluster) => self.retire(&cluster),
-                Change::BeforeFirstList(cluster) => {
-                    warn!(self.logger, "ignoring an event that came before the first list";
-                        "cluster" => cluster.key());
-                }
-            }
-        }
+        let (synced, relisting) = (self.clusters.synced(), self.clusters.relisting());
+        let maker = &self.maker;
+        let changed = self
+            .clusters
+            .on(event, |cluster, spec| maker.start(cluster, spec));
         if relist_done {
             if !synced {
                 info!(self.logger, "first list complete"; "clusters" => self.clusters.len());
             }
             self.telemetry.hub.set_synced();
         }
-        let after = (
-            self.clusters.len(),
-            self.roster.synced(),
-            self.roster.relisting(),
-        );
-        if relist_done || before != after {
+        let moved = (synced, relisting) != (self.clusters.synced(), self.clusters.relisting());
+        if relist_done || changed || moved {
             self.publish_view();
         }
     }

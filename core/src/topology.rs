@@ -22,6 +22,13 @@ pub struct Topology {
     pub name: String,
 }
 
+/// `namespace/name`, as [`Topology::key`].
+impl std::fmt::Display for Topology {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
 impl Topology {
     /// The topology of cluster `name` in `namespace`.
     pub fn new(namespace: &str, name: &str) -> Self {
@@ -33,7 +40,7 @@ impl Topology {
 
     /// `namespace/name`, the key used in logs, metrics-free places and the debug stream.
     pub fn key(&self) -> String {
-        format!("{}/{}", self.namespace, self.name)
+        self.to_string()
     }
 
     /// DNS name of a member.

@@ -454,7 +454,7 @@ struct LeaderActors {
     /// The Backup supervisor of the EtcdBackups.
     _backups: actix::Addr<crate::backup::supervisor::BackupSupervisor>,
     /// The Restore actor of the EtcdRestores.
-    _restores: actix::Addr<crate::restore::actor::RestoreActor>,
+    _restores: actix::Addr<crate::restore::supervisor::RestoreSupervisor>,
 }
 
 /// Starts the Supervisor, the Backup supervisor and the Restore actor, every write

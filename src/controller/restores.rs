@@ -1,4 +1,4 @@
-//! Starts the Restore actor, fed by the EtcdRestore watch, once this replica leads; and
+//! Starts the Restore supervisor, fed by the EtcdRestore watch, once this replica leads; and
 //! finds the operator's own image, which a restoring seed's init containers run.
 
 use std::sync::Arc;
@@ -11,22 +11,22 @@ use slog::{Logger, info, warn};
 
 use crate::api::restore::EtcdRestore;
 use crate::backup::store::StoreTimeouts;
-use crate::restore::actor::{RestoreActor, RestoreEvent};
 use crate::restore::kube::KubeRestoreApi;
+use crate::restore::supervisor::{RestoreEvent, RestoreSupervisor};
 
 use super::Settings;
 use super::clients::{Clients, api, logged_watch, recorder};
 use super::fence::Fence;
 use super::watch::{object_key, roster_event};
 
-/// Starts the Restore actor: every EtcdRestore's steps, each write behind `fence`.
+/// Starts the Restore supervisor: every EtcdRestore's steps, each write behind `fence`.
 pub(super) fn start_restores(
     settings: &Settings,
     clients: &Clients,
     identity: &str,
     fence: &Fence,
     log: &Logger,
-) -> actix::Addr<RestoreActor> {
+) -> actix::Addr<RestoreSupervisor> {
     let events = logged_watch::<EtcdRestore, RestoreEvent>(
         api(&clients.watches, &settings.namespace),
         "EtcdRestore",
@@ -40,9 +40,9 @@ pub(super) fn start_restores(
         fence.clone(),
     ));
     let log = log.clone();
-    RestoreActor::create(move |ctx| {
+    RestoreSupervisor::create(move |ctx| {
         ctx.add_stream(events);
-        RestoreActor::new(kube, StoreTimeouts::default(), &log)
+        RestoreSupervisor::new(kube, StoreTimeouts::default(), &log)
     })
 }
 

@@ -1,16 +1,14 @@
-//! The Restore actor: one for every EtcdRestore of the watch, run on the leader. Each
-//! restore moves by steps ([`step`]): one at a time per object, the next after
-//! [`FOLLOW_INTERVAL`] while its cluster comes up, or after a growing delay when a step
-//! failed for a reason that may pass (a store or Secret not reachable now). A restore
-//! that succeeded, or was refused for its current spec, takes no more steps; what it did
-//! is in its status, so a restarted operator picks up where it stood.
+//! The Restore actor: one for every EtcdRestore of the watch, run on the leader. A restore
+//! moves by steps ([`step`]): one at a time, the next after [`FOLLOW_INTERVAL`] while its
+//! cluster comes up, or after a growing delay when a step failed for a reason that may
+//! pass (a store or Secret not reachable now). A restore that succeeded, or was refused for
+//! its current spec, takes no more steps; what it did is in its status, so a restarted
+//! operator picks up where it stood.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use etcd_operator_actors::roster::{Change, Roster, WatchEvent};
 use slog::{Logger, info, warn};
 
 use crate::api::restore::{EtcdRestore, EtcdRestoreStatus};
@@ -24,28 +22,32 @@ const FIRST_RETRY: Duration = Duration::from_secs(5);
 /// Longest delay between retries.
 const MAX_RETRY: Duration = Duration::from_secs(300);
 
-/// One event of the EtcdRestore watch stream, by `namespace/name`.
-pub type RestoreEvent = WatchEvent<String, Box<EtcdRestore>>;
-
-/// Time to take a step for one restore.
+/// Time to take a step.
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
-struct Due(String);
+struct Due;
 
-struct Entry {
-    restore: EtcdRestore,
-    status: EtcdRestoreStatus,
-    running: bool,
-    failures: u32,
-    timer: Option<SpawnHandle>,
-}
+/// The EtcdRestore changed (or was listed again).
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct RestoreChanged(pub Box<EtcdRestore>);
 
-/// Runs every EtcdRestore.
+/// The EtcdRestore is gone: stop, once a step in flight has ended.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct Retire;
+
+/// Runs the steps of one EtcdRestore.
 pub struct RestoreActor {
     kube: Arc<dyn RestoreKube>,
     timeouts: StoreTimeouts,
-    entries: BTreeMap<String, Entry>,
-    roster: Roster<String, Box<EtcdRestore>>,
+    restore: EtcdRestore,
+    /// The status this actor wrote last (the watched object's may lag it).
+    status: EtcdRestoreStatus,
+    running: bool,
+    retired: bool,
+    failures: u32,
+    timer: Option<SpawnHandle>,
     log: Logger,
 }
 
@@ -54,56 +56,56 @@ fn now() -> String {
 }
 
 impl RestoreActor {
-    /// An actor with no restores yet.
-    pub fn new(kube: Arc<dyn RestoreKube>, timeouts: StoreTimeouts, log: &Logger) -> Self {
+    /// The actor of `restore` (`key` is its `namespace/name`).
+    pub fn new(
+        restore: EtcdRestore,
+        key: &str,
+        kube: Arc<dyn RestoreKube>,
+        timeouts: StoreTimeouts,
+        log: &Logger,
+    ) -> Self {
         RestoreActor {
             kube,
             timeouts,
-            entries: BTreeMap::new(),
-            roster: Roster::default(),
-            log: log.new(slog::o!("actor" => "restores")),
-        }
-    }
-
-    fn apply(&mut self, key: String, restore: EtcdRestore, ctx: &mut Context<Self>) {
-        let entry = self.entries.entry(key.clone()).or_insert_with(|| Entry {
             status: restore.status.clone().unwrap_or_default(),
-            restore: restore.clone(),
+            restore,
             running: false,
+            retired: false,
             failures: 0,
             timer: None,
-        });
-        entry.restore = restore;
-        if !entry.running && entry.timer.is_none() && !finished(&entry.restore, &entry.status) {
-            self.schedule(&key, Duration::ZERO, ctx);
+            log: log.new(slog::o!("restore" => key.to_string())),
         }
     }
 
-    fn schedule(&mut self, key: &str, after: Duration, ctx: &mut Context<Self>) {
-        let Some(entry) = self.entries.get_mut(key) else {
-            return;
-        };
-        if let Some(timer) = entry.timer.take() {
+    /// Takes a step soon unless one runs or waits already, or the restore is done.
+    fn step_unless_waiting(&mut self, ctx: &mut Context<Self>) {
+        if !self.running && self.timer.is_none() && !finished(&self.restore, &self.status) {
+            self.schedule(Duration::ZERO, ctx);
+        }
+    }
+
+    fn schedule(&mut self, after: Duration, ctx: &mut Context<Self>) {
+        if let Some(timer) = self.timer.take() {
             ctx.cancel_future(timer);
         }
-        let due = Due(key.to_string());
-        entry.timer = Some(ctx.notify_later(due, after));
+        self.timer = Some(ctx.notify_later(Due, after));
     }
 
-    fn finish(&mut self, key: &str, outcome: StepOutcome, ctx: &mut Context<Self>) {
-        let Some(entry) = self.entries.get_mut(key) else {
+    fn finish(&mut self, outcome: StepOutcome, ctx: &mut Context<Self>) {
+        self.running = false;
+        if self.retired {
+            ctx.stop();
             return;
-        };
-        entry.running = false;
+        }
         let failed = outcome.status.phase == "Failed";
-        entry.failures = if failed { entry.failures + 1 } else { 0 };
-        let changed = outcome.status != entry.status;
-        let (kube, restore, log) = (self.kube.clone(), entry.restore.clone(), self.log.clone());
+        self.failures = if failed { self.failures + 1 } else { 0 };
+        let changed = outcome.status != self.status;
+        let (kube, restore, log) = (self.kube.clone(), self.restore.clone(), self.log.clone());
         let (status, event) = (outcome.status.clone(), outcome.event.clone());
-        info!(self.log, "restore step"; "restore" => key, "phase" => &status.phase,
+        info!(self.log, "restore step"; "phase" => &status.phase,
               "reason" => &status.reason, "message" => &status.message);
-        entry.status = outcome.status;
-        let shift = entry.failures.saturating_sub(1).min(6);
+        self.status = outcome.status;
+        let shift = self.failures.saturating_sub(1).min(6);
         ctx.wait(
             async move {
                 if let Some(event) = event
@@ -123,54 +125,60 @@ impl RestoreActor {
             } else {
                 FOLLOW_INTERVAL
             };
-            self.schedule(key, delay, ctx);
+            self.schedule(delay, ctx);
         }
     }
 }
 
 impl Actor for RestoreActor {
     type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.step_unless_waiting(ctx);
+    }
 }
 
 impl Handler<Due> for RestoreActor {
     type Result = ();
 
-    fn handle(&mut self, Due(key): Due, ctx: &mut Context<Self>) {
-        let Some(entry) = self.entries.get_mut(&key) else {
-            return;
-        };
-        entry.timer = None;
-        if entry.running || finished(&entry.restore, &entry.status) {
+    fn handle(&mut self, _: Due, ctx: &mut Context<Self>) {
+        self.timer = None;
+        if self.running || finished(&self.restore, &self.status) {
             return;
         }
-        entry.running = true;
+        self.running = true;
         let (kube, restore, previous, timeouts) = (
             self.kube.clone(),
-            entry.restore.clone(),
-            entry.status.clone(),
+            self.restore.clone(),
+            self.status.clone(),
             self.timeouts,
         );
         ctx.spawn(
             async move { step(kube.as_ref(), &restore, &previous, timeouts, &now()).await }
                 .into_actor(self)
-                .map(move |outcome, actor, ctx| actor.finish(&key, outcome, ctx)),
+                .map(|outcome, actor, ctx| actor.finish(outcome, ctx)),
         );
     }
 }
 
-impl StreamHandler<RestoreEvent> for RestoreActor {
-    fn handle(&mut self, event: RestoreEvent, ctx: &mut Context<Self>) {
-        for change in self.roster.on(event) {
-            match change {
-                Change::Apply(key, restore) => self.apply(key, *restore, ctx),
-                Change::Retire(key) => {
-                    self.entries.remove(&key);
-                }
-                Change::BeforeFirstList(key) => {
-                    warn!(self.log, "ignoring an event that came before the first list";
-                        "restore" => key);
-                }
-            }
+impl Handler<RestoreChanged> for RestoreActor {
+    type Result = ();
+
+    fn handle(&mut self, RestoreChanged(restore): RestoreChanged, ctx: &mut Context<Self>) {
+        self.restore = *restore;
+        self.step_unless_waiting(ctx);
+    }
+}
+
+impl Handler<Retire> for RestoreActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Retire, ctx: &mut Context<Self>) {
+        // A step in flight ends first (its writes are then left out), as a deleted
+        // object's step always has.
+        self.retired = true;
+        if !self.running {
+            ctx.stop();
         }
     }
 }

@@ -3,8 +3,8 @@
 //! [`source`] finds the snapshot a restore names (one, or the newest under a prefix whose
 //! metadata verifies) and verifies its bytes; [`plan`] holds the pure rules (never over an
 //! existing cluster, the etcd version that may read the snapshot, the new cluster's spec,
-//! the status); [`run`] is one step of a restore; [`actor`] runs the steps of every
-//! EtcdRestore through the [`kube`] port. [`fetch`] is what a restoring seed's init
+//! the status); [`run`] is one step of a restore; [`actor`] runs the steps of one
+//! EtcdRestore through the [`kube`] port, and [`supervisor`] keeps one actor per object. [`fetch`] is what a restoring seed's init
 //! containers run (`etcd-operator snapshot-fetch` and `snapshot-place`).
 
 pub mod actor;
@@ -13,3 +13,4 @@ pub mod kube;
 pub mod plan;
 pub mod run;
 pub mod source;
+pub mod supervisor;
