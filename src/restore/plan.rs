@@ -284,16 +284,29 @@ pub fn restoring(
     }
 }
 
-/// Where the restored cluster stands: `Some(cluster ID)` once it runs with every member
-/// and a member answered, else what it is doing.
-pub fn progress(cluster: &EtcdCluster) -> Result<String, String> {
+/// Where a restored cluster stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// It runs with every member, and a member answered with this etcd cluster ID.
+    Running {
+        /// etcd's cluster ID (hex, as the cluster's bootstrap record has it).
+        cluster_id: String,
+    },
+    /// It is still coming up: what it is doing, for the restore's status.
+    ComingUp(String),
+}
+
+/// Where the restored cluster stands.
+pub fn progress(cluster: &EtcdCluster) -> Progress {
     let status = cluster.status.clone().unwrap_or_default();
     let id = status.bootstrap.as_ref().and_then(|b| b.cluster_id.clone());
     match id {
-        Some(id) if status.phase == "Running" && status.ready_members >= cluster.spec.size => {
-            Ok(id)
+        Some(cluster_id)
+            if status.phase == "Running" && status.ready_members >= cluster.spec.size =>
+        {
+            Progress::Running { cluster_id }
         }
-        _ => Err(format!(
+        _ => Progress::ComingUp(format!(
             "EtcdCluster {} is {} ({}): {} of {} members ready",
             cluster.name_any(),
             if status.phase.is_empty() {
@@ -533,10 +546,15 @@ mod tests {
             ..EtcdClusterStatus::default()
         };
         c.status = Some(status.clone());
-        assert!(progress(&c).unwrap_err().contains("2 of 3"));
+        assert!(matches!(progress(&c), Progress::ComingUp(m) if m.contains("2 of 3")));
         status.ready_members = 3;
         c.status = Some(status);
-        assert_eq!(progress(&c), Ok("9f8e".to_string()));
+        assert_eq!(
+            progress(&c),
+            Progress::Running {
+                cluster_id: "9f8e".into()
+            }
+        );
     }
 
     #[test]

@@ -143,8 +143,8 @@ fn follow(
         );
     };
     match plan::progress(cluster) {
-        Ok(id) => {
-            let status = plan::succeeded(restore, &source, &cluster.name_any(), &id, now);
+        plan::Progress::Running { cluster_id } => {
+            let status = plan::succeeded(restore, &source, &cluster.name_any(), &cluster_id, now);
             let event = Some(ObjectEvent::normal(
                 "RestoreSucceeded",
                 status.message.clone(),
@@ -155,7 +155,7 @@ fn follow(
                 again: false,
             }
         }
-        Err(message) => StepOutcome {
+        plan::Progress::ComingUp(message) => StepOutcome {
             status: plan::restoring(restore, &source, message, now),
             event: None,
             again: true,

@@ -69,8 +69,8 @@ pub enum SourceError {
     #[error("{0}")]
     NotFound(String),
     /// The metadata object beside the snapshot is missing or does not describe it.
-    #[error("{0}")]
-    InvalidMetadata(String),
+    #[error(transparent)]
+    InvalidMetadata(#[from] MetadataError),
     /// The stored bytes are not what the metadata says, or not a sound etcd snapshot.
     #[error("{0}")]
     ChecksumMismatch(String),
@@ -101,33 +101,87 @@ pub fn newest_first(mut backups: Vec<StoredBackup>) -> Vec<StoredBackup> {
     backups
 }
 
+/// Why a snapshot's metadata object cannot be used (the snapshot then is not used).
+#[derive(Debug, thiserror::Error)]
+pub enum MetadataError {
+    /// There is none beside the snapshot.
+    #[error(
+        "snapshot {snapshot} has no metadata object beside it ({metadata}): its checksum \
+         cannot be known, it is not used"
+    )]
+    Missing {
+        /// Where the snapshot is (`<bucket>/<key>`).
+        snapshot: String,
+        /// The key the metadata object would have.
+        metadata: String,
+    },
+    /// The object is not a backup's metadata.
+    #[error("the metadata of {key} is not a backup's metadata: {source}")]
+    NotMetadata {
+        /// The snapshot's key.
+        key: String,
+        /// Why it does not parse.
+        source: serde_json::Error,
+    },
+    /// It describes another snapshot.
+    #[error("the metadata beside {key} describes another snapshot ({described})")]
+    OtherSnapshot {
+        /// The snapshot's key.
+        key: String,
+        /// The key it names.
+        described: String,
+    },
+    /// It gives no sha256 and size to check the bytes against.
+    #[error("the metadata of {key} has no usable sha256 and size ({sha256:?}, {size})")]
+    NoChecksum {
+        /// The snapshot's key.
+        key: String,
+        /// The sha256 it gives.
+        sha256: String,
+        /// The size it gives.
+        size: u64,
+    },
+    /// It names no etcd version, so the version rule cannot be applied.
+    #[error("the metadata of {key} names no etcd version ({version:?})")]
+    NoVersion {
+        /// The snapshot's key.
+        key: String,
+        /// The version it gives.
+        version: String,
+    },
+}
+
 /// The metadata object of snapshot `key`, checked: it parses, names `key`, and gives a
 /// size, a sha256 and an etcd version.
-pub fn check_metadata(key: &str, bytes: &[u8]) -> Result<BackupMetadata, String> {
-    let metadata: BackupMetadata = serde_json::from_slice(bytes)
-        .map_err(|e| format!("the metadata of {key} is not a backup's metadata: {e}"))?;
+pub fn check_metadata(key: &str, bytes: &[u8]) -> Result<BackupMetadata, MetadataError> {
+    let metadata: BackupMetadata =
+        serde_json::from_slice(bytes).map_err(|source| MetadataError::NotMetadata {
+            key: key.to_string(),
+            source,
+        })?;
     if metadata.key != key {
-        return Err(format!(
-            "the metadata beside {key} describes another snapshot ({})",
-            metadata.key
-        ));
+        return Err(MetadataError::OtherSnapshot {
+            key: key.to_string(),
+            described: metadata.key,
+        });
     }
     let hex = metadata.sha256.len() == 64 && metadata.sha256.bytes().all(|b| b.is_ascii_hexdigit());
     if !hex || metadata.size == 0 {
-        return Err(format!(
-            "the metadata of {key} has no usable sha256 and size ({:?}, {})",
-            metadata.sha256, metadata.size
-        ));
+        return Err(MetadataError::NoChecksum {
+            key: key.to_string(),
+            sha256: metadata.sha256,
+            size: metadata.size,
+        });
     }
     if metadata
         .etcd_version
         .parse::<etcd_operator_core::lifecycle::Version>()
         .is_err()
     {
-        return Err(format!(
-            "the metadata of {key} names no etcd version ({:?})",
-            metadata.etcd_version
-        ));
+        return Err(MetadataError::NoVersion {
+            key: key.to_string(),
+            version: metadata.etcd_version,
+        });
     }
     Ok(metadata)
 }
@@ -135,16 +189,15 @@ pub fn check_metadata(key: &str, bytes: &[u8]) -> Result<BackupMetadata, String>
 /// The metadata of snapshot `key` in `store`, checked.
 async fn metadata_of(store: &BackupStore, key: &str) -> Result<BackupMetadata, SourceError> {
     match store.get_small(&metadata_key(key)).await {
-        Ok(bytes) => check_metadata(key, &bytes).map_err(SourceError::InvalidMetadata),
+        Ok(bytes) => Ok(check_metadata(key, &bytes)?),
         Err(StoreError::ObjectNotFound(_)) => {
             // Tell a missing snapshot from one without metadata.
             match store.exists(key).await {
-                Ok(()) => Err(SourceError::InvalidMetadata(format!(
-                    "snapshot {} has no metadata object beside it ({}): its checksum cannot \
-                     be known, it is not used",
-                    store.path_of(key),
-                    metadata_key(key)
-                ))),
+                Ok(()) => Err(MetadataError::Missing {
+                    snapshot: store.path_of(key),
+                    metadata: metadata_key(key),
+                }
+                .into()),
                 Err(StoreError::ObjectNotFound(_)) => Err(SourceError::NotFound(format!(
                     "no snapshot {} in the store",
                     store.path_of(key)
@@ -386,28 +439,44 @@ mod tests {
     fn metadata_that_describes_its_snapshot_verifies() {
         let key = "p/c_20261130T103300.123Z_r7.db";
         let bytes = metadata(key).to_json();
-        assert_eq!(check_metadata(key, &bytes), Ok(metadata(key)));
+        assert_eq!(check_metadata(key, &bytes).unwrap(), metadata(key));
     }
 
     #[test]
     fn metadata_of_another_snapshot_or_without_a_sum_or_version_is_refused() {
         let key = "p/c_20261130T103300.123Z_r7.db";
         let other = metadata("p/other.db").to_json();
+        let refusal = check_metadata(key, &other).unwrap_err();
         assert!(
-            check_metadata(key, &other)
-                .unwrap_err()
-                .contains("another snapshot")
+            matches!(refusal, MetadataError::OtherSnapshot { .. }),
+            "{refusal}"
+        );
+        assert!(
+            refusal.to_string().contains("another snapshot"),
+            "{refusal}"
         );
         let no_sum = BackupMetadata {
             sha256: "x".into(),
             ..metadata(key)
         };
-        assert!(check_metadata(key, &no_sum.to_json()).is_err());
+        let refusal = check_metadata(key, &no_sum.to_json()).unwrap_err();
+        assert!(
+            matches!(refusal, MetadataError::NoChecksum { .. }),
+            "{refusal}"
+        );
         let no_version = BackupMetadata {
             etcd_version: "latest".into(),
             ..metadata(key)
         };
-        assert!(check_metadata(key, &no_version.to_json()).is_err());
-        assert!(check_metadata(key, b"{not json").is_err());
+        let refusal = check_metadata(key, &no_version.to_json()).unwrap_err();
+        assert!(
+            matches!(refusal, MetadataError::NoVersion { .. }),
+            "{refusal}"
+        );
+        let refusal = check_metadata(key, b"{not json").unwrap_err();
+        assert!(
+            matches!(refusal, MetadataError::NotMetadata { .. }),
+            "{refusal}"
+        );
     }
 }
