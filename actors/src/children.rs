@@ -53,7 +53,7 @@ impl<K: Ord + Clone + Display, A: ChildActor> Children<K, A> {
         mut start: impl FnMut(&K, A::Spec) -> Addr<A>,
     ) -> bool {
         let mut changed = false;
-        for change in self.roster.on(event) {
+        for change in self.roster.on(event, &self.actors) {
             match change {
                 Change::Apply(key, spec) => match self.actors.get(&key).filter(|a| a.connected()) {
                     Some(actor) => A::changed(actor, spec),

@@ -1,7 +1,8 @@
 //! The watcher's relist protocol, written once for every kind the operator watches
 //! (EtcdCluster, EtcdBackup, EtcdRestore): which objects exist, from the events of a watch
-//! stream, and what their owner does on each event. Pure: the owner (a supervisor, or the
-//! Restore actor) applies the [`Change`]s to its actors.
+//! stream, and what their owner does on each event. Pure: the owner
+//! ([`crate::children::Children`]) applies the [`Change`]s to its actors, and the roster
+//! asks it which objects it runs ([`Live`]) rather than keeping the same keys again.
 //!
 //! The objects listed between [`WatchEvent::RelistStarted`] and [`WatchEvent::RelistDone`]
 //! are the whole truth: an object missing from a relist is gone. Nothing is applied before
@@ -40,11 +41,38 @@ pub enum Change<K, V> {
     BeforeFirstList(K),
 }
 
-/// Which objects exist, as the watch has told so far.
+/// The objects an owner runs now (applied and not retired). The roster asks its owner
+/// rather than keeping a copy of the same keys.
+pub trait Live<K> {
+    /// Whether `key` is applied and not retired.
+    fn is_live(&self, key: &K) -> bool;
+    /// Every live key, in order.
+    fn live_keys(&self) -> Vec<K>;
+}
+
+impl<K: Ord + Clone, V> Live<K> for BTreeMap<K, V> {
+    fn is_live(&self, key: &K) -> bool {
+        self.contains_key(key)
+    }
+
+    fn live_keys(&self) -> Vec<K> {
+        self.keys().cloned().collect()
+    }
+}
+
+impl<K: Ord + Clone> Live<K> for BTreeSet<K> {
+    fn is_live(&self, key: &K) -> bool {
+        self.contains(key)
+    }
+
+    fn live_keys(&self) -> Vec<K> {
+        self.iter().cloned().collect()
+    }
+}
+
+/// Where the watch stands: whether the first list is complete, and the relist in progress.
 #[derive(Debug)]
 pub struct Roster<K, V> {
-    /// Objects applied and not retired.
-    live: BTreeSet<K>,
     /// The objects of the relist in progress, if one is.
     relist: Option<BTreeMap<K, V>>,
     /// The first list has completed.
@@ -54,7 +82,6 @@ pub struct Roster<K, V> {
 impl<K: Ord + Clone, V> Default for Roster<K, V> {
     fn default() -> Self {
         Roster {
-            live: BTreeSet::new(),
             relist: None,
             synced: false,
         }
@@ -72,14 +99,10 @@ impl<K: Ord + Clone, V> Roster<K, V> {
         self.relist.is_some()
     }
 
-    /// The objects that exist (applied and not retired), in key order.
-    pub fn live(&self) -> impl Iterator<Item = &K> {
-        self.live.iter()
-    }
-
-    /// Takes in one event; returns what to do, in order.
-    pub fn on(&mut self, event: WatchEvent<K, V>) -> Vec<Change<K, V>> {
-        let changes = match event {
+    /// Takes in one event, given what the owner runs now (`live`); returns what to do, in
+    /// order. The owner applies every change before the next event.
+    pub fn on(&mut self, event: WatchEvent<K, V>, live: &impl Live<K>) -> Vec<Change<K, V>> {
+        match event {
             WatchEvent::RelistStarted => {
                 self.relist = Some(BTreeMap::new());
                 Vec::new()
@@ -89,7 +112,7 @@ impl<K: Ord + Clone, V> Roster<K, V> {
                 relist.insert(key, value);
                 Vec::new()
             }
-            WatchEvent::RelistDone => self.relist_done(),
+            WatchEvent::RelistDone => self.relist_done(live),
             WatchEvent::Applied(key, value) => match (&mut self.relist, self.synced) {
                 (Some(pending), _) => {
                     pending.insert(key, value);
@@ -102,36 +125,23 @@ impl<K: Ord + Clone, V> Roster<K, V> {
                 if let Some(pending) = &mut self.relist {
                     pending.remove(&key);
                 }
-                if self.live.contains(&key) {
+                if live.is_live(&key) {
                     vec![Change::Retire(key)]
                 } else {
                     Vec::new()
                 }
             }
-        };
-        for change in &changes {
-            match change {
-                Change::Apply(key, _) => {
-                    self.live.insert(key.clone());
-                }
-                Change::Retire(key) => {
-                    self.live.remove(key);
-                }
-                Change::BeforeFirstList(_) => {}
-            }
         }
-        changes
     }
 
     /// The end of a list: every live object it did not list retires, then every listed
     /// object is applied.
-    fn relist_done(&mut self) -> Vec<Change<K, V>> {
+    fn relist_done(&mut self, live: &impl Live<K>) -> Vec<Change<K, V>> {
         let listed = self.relist.take().unwrap_or_default();
-        let mut changes: Vec<Change<K, V>> = self
-            .live
-            .iter()
-            .filter(|key| !listed.contains_key(*key))
-            .cloned()
+        let mut changes: Vec<Change<K, V>> = live
+            .live_keys()
+            .into_iter()
+            .filter(|key| !listed.contains_key(key))
             .map(Change::Retire)
             .collect();
         changes.extend(
@@ -150,16 +160,42 @@ mod tests {
 
     type Event = WatchEvent<&'static str, u32>;
 
-    fn run(
-        roster: &mut Roster<&'static str, u32>,
-        events: Vec<Event>,
-    ) -> Vec<Change<&'static str, u32>> {
-        events.into_iter().flat_map(|e| roster.on(e)).collect()
+    /// A roster and what its owner runs, the owner applying every change.
+    #[derive(Default)]
+    struct Owner {
+        roster: Roster<&'static str, u32>,
+        live: BTreeSet<&'static str>,
+    }
+
+    impl Owner {
+        fn on(&mut self, event: Event) -> Vec<Change<&'static str, u32>> {
+            let changes = self.roster.on(event, &self.live);
+            for change in &changes {
+                match change {
+                    Change::Apply(key, _) => {
+                        self.live.insert(key);
+                    }
+                    Change::Retire(key) => {
+                        self.live.remove(key);
+                    }
+                    Change::BeforeFirstList(_) => {}
+                }
+            }
+            changes
+        }
+
+        fn live(&self) -> Vec<&'static str> {
+            self.live.iter().copied().collect()
+        }
+    }
+
+    fn run(owner: &mut Owner, events: Vec<Event>) -> Vec<Change<&'static str, u32>> {
+        events.into_iter().flat_map(|e| owner.on(e)).collect()
     }
 
     #[test]
     fn nothing_is_applied_before_the_first_list_is_complete() {
-        let mut roster = Roster::default();
+        let mut roster = Owner::default();
         let changes = run(
             &mut roster,
             vec![
@@ -170,18 +206,18 @@ mod tests {
             ],
         );
         assert_eq!(changes, [Change::BeforeFirstList("early")]);
-        assert!(!roster.synced());
+        assert!(!roster.roster.synced());
         assert_eq!(
             roster.on(WatchEvent::RelistDone),
             [Change::Apply("a", 1), Change::Apply("b", 2)]
         );
-        assert!(roster.synced());
-        assert_eq!(roster.live().copied().collect::<Vec<_>>(), ["a", "b"]);
+        assert!(roster.roster.synced());
+        assert_eq!(roster.live(), ["a", "b"]);
     }
 
     #[test]
     fn an_object_missing_from_a_relist_is_retired_and_the_listed_ones_applied() {
-        let mut roster = Roster::default();
+        let mut roster = Owner::default();
         run(
             &mut roster,
             vec![
@@ -200,12 +236,12 @@ mod tests {
             ],
         );
         assert_eq!(changes, [Change::Retire("a"), Change::Apply("b", 2)]);
-        assert_eq!(roster.live().copied().collect::<Vec<_>>(), ["b"]);
+        assert_eq!(roster.live(), ["b"]);
     }
 
     #[test]
     fn a_change_during_a_relist_waits_for_its_end_and_a_deletion_cancels_it() {
-        let mut roster = Roster::default();
+        let mut roster = Owner::default();
         run(
             &mut roster,
             vec![WatchEvent::RelistStarted, WatchEvent::RelistDone],
@@ -220,13 +256,13 @@ mod tests {
             ],
         );
         assert_eq!(during, []);
-        assert!(roster.relisting());
+        assert!(roster.roster.relisting());
         assert_eq!(roster.on(WatchEvent::RelistDone), [Change::Apply("a", 1)]);
     }
 
     #[test]
     fn after_the_first_list_changes_apply_at_once_and_deletions_retire_only_live_objects() {
-        let mut roster = Roster::default();
+        let mut roster = Owner::default();
         run(
             &mut roster,
             vec![WatchEvent::RelistStarted, WatchEvent::RelistDone],
