@@ -5,7 +5,7 @@
 # On a machine with registry access (docker, podman or buildah):
 #   docker build -t REGISTRY/etcd-operator:0.1.0 .
 #
-# Without registry access (testkit/env/build-image.sh, `make image`): the root filesystem
+# Without registry access (testkit/env/image/build-image.sh, `make image`): the root filesystem
 # is assembled on the host by the same script and given as the build context named
 # `rootfs`, which replaces the stage of that name; the builder stage is then unused and
 # skipped, so no base image is pulled:

@@ -21,9 +21,9 @@ crd:     ## regenerate the CRD (manifests/10-crd.yaml, charts/etcd-operator/crds
 manifests: ## regenerate manifests/: the CRD from the Rust types, the rest rendered from charts/etcd-operator
 	bash testkit/env/chart.sh manifests
 image:   ## the operator image with buildah, exported to ~/.cache/etcd-operator/images/
-	bash testkit/env/build-image.sh
+	bash testkit/env/image/build-image.sh
 image-figures: ## image sizes, and the operator's idle RSS in it (brings the local environment up)
-	bash testkit/env/image-figures.sh --rss
+	bash testkit/env/image/image-figures.sh --rss
 fmt:
 	cargo fmt --all
 lint:

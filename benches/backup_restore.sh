@@ -42,7 +42,7 @@ source "$ROOT/benches/lib.sh"
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive integer, got '$RUNS'"
 [[ $DATA_MIB =~ ^[1-9][0-9]*$ ]] || die "DATA_MIB must be a positive integer, got '$DATA_MIB'"
 for tool in etcd etcdctl etcdutl; do
-    [[ -x $BIN/$tool ]] || die "no $BIN/$tool (testkit/env/build-binaries.sh etcd)"
+    [[ -x $BIN/$tool ]] || die "no $BIN/$tool (testkit/env/build/build-binaries.sh etcd)"
 done
 FLOOR_IP=$FLOOR_NET.1
 ! ss -ltnH | awk '{ print $4 }' | grep -q "^$FLOOR_IP:" ||

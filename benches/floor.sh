@@ -21,7 +21,7 @@ floor_etcd() {
         ETCD=$CACHE/etcd/v$ETCD_VERSION/bin/etcd ETCDCTL=$CACHE/etcd/v$ETCD_VERSION/bin/etcdctl
     fi
     [[ -x $ETCD && -x $ETCDCTL ]] ||
-        die "no etcd $ETCD_VERSION at $ETCD (testkit/env/build-binaries.sh etcd, or ETCD_VERSIONS=v$ETCD_VERSION)"
+        die "no etcd $ETCD_VERSION at $ETCD (testkit/env/build/build-binaries.sh etcd, or ETCD_VERSIONS=v$ETCD_VERSION)"
     # The operator adds members as learners from etcd 3.4 on (Version::supports_learners).
     if (( BASH_REMATCH[1] > 3 || (BASH_REMATCH[1] == 3 && BASH_REMATCH[2] >= 4) )); then
         LEARNERS=1 MODE="learners (member add --learner, then member promote)"

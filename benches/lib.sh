@@ -93,7 +93,7 @@ find_leader() {
     local container ip
     LEADER=$(kubectl -n etcd-operator get lease etcd-operator -o jsonpath='{.spec.holderIdentity}')
     [[ -n $LEADER ]] || die "no operator holds the Lease etcd-operator/etcd-operator"
-    PID=$(bash "$ROOT/testkit/env/nodes.sh" pid etcd-operator "$LEADER" operator) || true
+    PID=$(bash "$ROOT/testkit/env/node/nodes.sh" pid etcd-operator "$LEADER" operator) || true
     [[ $PID =~ ^[0-9]+$ && -r /proc/$PID/stat ]] ||
         die "the leader $LEADER has no local process (nodes.sh pid: '$PID')"
     ip=$(kubectl -n etcd-operator get pod "$LEADER" -o jsonpath='{.status.podIP}')

@@ -53,7 +53,7 @@
 #
 # Environment:
 #   ETCD_VERSION   etcd version for both (default 3.5.35: $CACHE/etcd/v3.5.35/bin, built by
-#                  testkit/env/build-binaries.sh; 3.4.23: Debian's /usr/bin/etcd and etcdctl)
+#                  testkit/env/build/build-binaries.sh; 3.4.23: Debian's /usr/bin/etcd and etcdctl)
 #   SKIP_OPERATOR  1: measure the floor only
 #   RUNS           repeat everything N times and report medians (default 1)
 #   FLOOR_NET      the floor's /24 on loopback (default 127.0.200; its .1-.5 must be free)
@@ -145,7 +145,7 @@ operator_restart() {
     target=$(($(restarts_of "$name") + $#))
     # Each etcd's host pid, looked up before the clock starts (nodes.sh pid, either kind).
     for pod in "$@"; do
-        pids+=("$(bash "$ROOT/testkit/env/nodes.sh" pid "$NS" "$pod" etcd)")
+        pids+=("$(bash "$ROOT/testkit/env/node/nodes.sh" pid "$NS" "$pod" etcd)")
     done
     log "operator: killing the etcd of $*"
     start=$(now)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Assembles the operator image's root filesystem: the one script behind both image builds
-# (the Dockerfile's builder stage, and testkit/env/build-image.sh on a machine without a
+# (the Dockerfile's builder stage, and testkit/env/image/build-image.sh on a machine without a
 # registry, which hands the result to the Dockerfile as the `rootfs` build context).
 #
 #   build/rootfs.sh BINARY OUT_DIR

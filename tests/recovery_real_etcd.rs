@@ -3,7 +3,7 @@
 //! (`--force-new-cluster` on its own data), then grown back with a learner, as the
 //! lifecycle's `FromSurvivor` recovery does.
 //!
-//! The etcd binaries are the cached 3.5 and 3.6 (`testkit/env/build-binaries.sh etcd`):
+//! The etcd binaries are the cached 3.5 and 3.6 (`testkit/env/build/build-binaries.sh etcd`):
 //! the releases from which the operator uses `--force-new-cluster`
 //! (`FORCE_NEW_CLUSTER_VERIFIED`). Debian's etcd 3.4.23 fails this test (a joining
 //! member gets one key fewer than the survivor serves), and the operator refuses it.

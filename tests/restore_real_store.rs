@@ -6,7 +6,7 @@
 //! new cluster ID. Corrupted, missing and metadata-less snapshots are refused.
 //!
 //! etcd 3.4.23 (`/usr/bin/etcd`, or `ETCD_BIN`) is backed up; etcd and etcdutl 3.5 from the
-//! project cache (`testkit/env/build-binaries.sh etcd`) restore and serve.
+//! project cache (`testkit/env/build/build-binaries.sh etcd`) restore and serve.
 
 mod support;
 

@@ -25,7 +25,7 @@
 # A template that renders with the default values and is not in this list fails the
 # render, so nothing the chart installs can be missing from manifests/.
 #
-# helm comes from testkit/env/build-binaries.sh helm (built when missing).
+# helm comes from testkit/env/build/build-binaries.sh helm (built when missing).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -59,7 +59,7 @@ cleanup() {
 trap cleanup EXIT
 
 ensure_helm() {
-    [[ -x $HELM ]] || HELM_VERSION=$HELM_VERSION bash "$ROOT/testkit/env/build-binaries.sh" helm
+    [[ -x $HELM ]] || HELM_VERSION=$HELM_VERSION bash "$ROOT/testkit/env/build/build-binaries.sh" helm
 }
 
 # manifests/ file of a template (path under templates/) rendered with the default values.

@@ -50,7 +50,7 @@ quietly() {
 }
 
 # go_tool_binary SRC CACHE: the Go command in directory SRC (one of the environment's own,
-# testkit/env/pause or logind), built once per source into CACHE/<name>/<key>/<name>,
+# testkit/env/runtime/pause or node/logind), built once per source into CACHE/<name>/<key>/<name>,
 # where the key is a digest of its go.mod, go.sum and Go files; prints the binary's path.
 go_tool_binary() {
   local src=$1 cache=$2 name key bin

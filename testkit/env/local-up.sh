@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
-# Brings up the whole local environment: the pod network (podnet.sh: a bridge in a
-# network namespace of its own), a real kube-apiserver and controller-manager and
-# kube-scheduler on it (control-plane.sh), three real nodes (nodes.sh: a kubelet and a
-# containerd each; pods are containers on the bridge), volumes from Rancher's
-# local-path-provisioner (local-path.sh), kube-proxy and CoreDNS (cluster-net.sh), an
-# S3-compatible object
-# store for backups (s3.sh: versitygw at http://10.255.0.1:7480), and the operator
-# installed as a user installs it: its
+# Brings up the whole local environment: the pod network (network/podnet.sh: a bridge in
+# a network namespace of its own), a real kube-apiserver and controller-manager and
+# kube-scheduler on it (control-plane/control-plane.sh), three real nodes (node/nodes.sh:
+# a kubelet and a containerd each; pods are containers on the bridge), volumes from
+# Rancher's local-path-provisioner (volumes/local-path.sh), kube-proxy and CoreDNS
+# (network/cluster-net.sh), an S3-compatible object store for backups (store/s3.sh:
+# versitygw at http://10.255.0.1:7480), and the operator installed as a user installs it: its
 # image built from this tree, then `kubectl apply -f manifests/` with that image set, two
 # replicas electing a leader through their Lease. Then applies an example EtcdCluster
 # (unless EXAMPLE is empty) and waits until it is Running with every member ready. Run
@@ -22,7 +21,7 @@
 #                         operator's: kubectl logs)
 #   nodes/local-node-N/   each node: kubelet.log, containerd.log, its containerd's and
 #                         kubelet's state, its pods' logs and volumes
-#   s3/                   the object store's buckets, endpoint and keys (s3.sh)
+#   s3/                   the object store's buckets, endpoint and keys (store/s3.sh)
 #   bin/                  the volume resizer the environment runs
 # testkit/env/local-down.sh stops every process this started, takes the pod network down
 # and removes LOCAL_ENV_DIR.
@@ -40,18 +39,18 @@ cd "$ROOT"
 up_start=$SECONDS
 # shellcheck source=testkit/env/lib.sh
 source testkit/env/lib.sh
-bash testkit/env/install-deps.sh
+bash testkit/env/build/install-deps.sh
 # The pod network first (control-plane.sh up brings it up before anything else: the API
 # server listens on the host's address on it), then the control plane.
-bash testkit/env/control-plane.sh up
+bash testkit/env/control-plane/control-plane.sh up
 # Every etcd version the examples and the tests run, pinned (a no-op when cached; the
 # store etcd above may be Debian's, so this is not implied by the control plane).
-ETCD_VERSIONS=${ETCD_VERSIONS:-v3.5.35 v3.6.16} bash testkit/env/build-binaries.sh etcd
+ETCD_VERSIONS=${ETCD_VERSIONS:-v3.5.35 v3.6.16} bash testkit/env/build/build-binaries.sh etcd
 # The object store of backups, on the host's pod-network address (s3.sh).
-bash testkit/env/s3.sh up
+bash testkit/env/store/s3.sh up
 
 mkdir -p "$RUN" "$LOGS" "$LOCAL_ENV_DIR/bin"
-bash testkit/env/build-binaries.sh kubelet local-path
+bash testkit/env/build/build-binaries.sh kubelet local-path
 echo "== building the volume resizer"
 quietly "$LOGS/build-resizer.log" cargo build -p etcd-operator-resizer --bin etcd-operator-resizer
 # The environment runs its own copy: a later build (of this tree or another worktree
@@ -60,7 +59,7 @@ cp "${CARGO_TARGET_DIR:-$ROOT/target}/debug/etcd-operator-resizer" "$LOCAL_ENV_D
 mv -f "$LOCAL_ENV_DIR/bin/.resizer.new" "$LOCAL_ENV_DIR/bin/etcd-operator-resizer"
 
 echo "== building the operator image"
-archive=$(bash testkit/env/build-image.sh)
+archive=$(bash testkit/env/image/build-image.sh)
 image=$(cat "$archive.ref")
 
 
@@ -72,11 +71,11 @@ kubectl wait --for=condition=Established crd/etcdclusters.etcd.database.coreos.c
 
 echo "== starting the nodes"
 # (Nodes that run already import the images they lack, a new operator image too.)
-bash testkit/env/nodes.sh up
-bash testkit/env/local-path.sh up
+bash testkit/env/node/nodes.sh up
+bash testkit/env/volumes/local-path.sh up
 
 echo "== kube-proxy and CoreDNS"
-bash testkit/env/cluster-net.sh up
+bash testkit/env/network/cluster-net.sh up
 
 # A rolling restart waits, after each member's restart, for the cluster DNS's cached
 # answers to expire (--restart-settle-s, 30 by default for kubeadm's TTL): here the TTL
@@ -137,5 +136,5 @@ The local environment is up ($((SECONDS - up_start)) s). The operator's leader i
   ETCDCTL_API=3 etcdctl --endpoints=\$(kubectl get pod \$(kubectl get ${name:-etcd/NAME} -o jsonpath='{.status.members.ready[0]}') -o jsonpath='http://{.status.podIP}:2379') member list
 Pods resolve cluster names through CoreDNS (10.96.0.10); the host does not: use pod IPs here.
 Backups: S3 at $(cat "$LOCAL_ENV_DIR/s3/endpoint"), bucket etcd-backups, keys in $LOCAL_ENV_DIR/s3/.
-Nodes: testkit/env/nodes.sh status (logs: $LOCAL_ENV_DIR/nodes/local-node-*/kubelet.log).  Tear down: testkit/env/local-down.sh
+Nodes: testkit/env/node/nodes.sh status (logs: $LOCAL_ENV_DIR/nodes/local-node-*/kubelet.log).  Tear down: testkit/env/local-down.sh
 MSG

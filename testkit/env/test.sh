@@ -2,7 +2,7 @@
 # The project's test command (README, `make test`, and CI):
 #   1. fmt and clippy;
 #   2. unit, actor and real-etcd tests (`cargo test --workspace`);
-#   3. the operator image (testkit/env/check-image.sh): built (cached), exactly the
+#   3. the operator image (testkit/env/image/check-image.sh): built (cached), exactly the
 #      expected files, no shell, the binary starts in it as 65532;
 #   4. the Helm chart: helm lint --strict, its values schema, and manifests/ equal to what
 #      the chart renders (testkit/env/chart.sh check);
@@ -15,11 +15,11 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 export LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
 
-bash testkit/env/install-deps.sh
+bash testkit/env/build/install-deps.sh
 # helm for the chart checks; built here and not by `make up`, which does not need it (about
 # 4 to 7 minutes with Go's caches empty, 10 s with them warm, nothing once cached); and the
 # S3 server the backup tests store into (about 2 minutes cold).
-bash testkit/env/build-binaries.sh helm s3
+bash testkit/env/build/build-binaries.sh helm s3
 if [ -z "${E2E_ONLY:-}" ]; then
   echo "== fmt and clippy"
   cargo fmt --all -- --check
@@ -27,13 +27,13 @@ if [ -z "${E2E_ONLY:-}" ]; then
   echo "== unit, actor and real-etcd tests"
   cargo test --workspace
   echo "== the operator image"
-  bash testkit/env/check-image.sh
+  bash testkit/env/image/check-image.sh
   echo "== the Helm chart: lint, values schema, manifests/ rendered from it"
   bash testkit/env/chart.sh check
 fi
 
 echo "== end-to-end tests"
-if bash testkit/env/nodes.sh status >/dev/null 2>&1; then
+if bash testkit/env/node/nodes.sh status >/dev/null 2>&1; then
   echo "(reusing the local environment that is already up)"
 else
   # Leftovers of an environment whose processes are gone (a reboot, an ended session)

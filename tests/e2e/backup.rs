@@ -388,10 +388,10 @@ impl Drop for StoreDown {
     }
 }
 
-/// `testkit/env/s3.sh <command>` against the environment the tests run on.
+/// `testkit/env/store/s3.sh <command>` against the environment the tests run on.
 fn s3_server(command: &str) {
     let out = std::process::Command::new("bash")
-        .arg(root().join("testkit/env/s3.sh"))
+        .arg(root().join("testkit/env/store/s3.sh"))
         .arg(command)
         .env("LOCAL_ENV_DIR", env_dir())
         .output()

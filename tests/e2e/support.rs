@@ -450,8 +450,8 @@ pub fn block_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     check()
 }
 
-/// Pid of a control-plane component (`kube-apiserver`, `etcd`, ...) testkit/env/control-plane.sh
-/// started.
+/// Pid of a control-plane component (`kube-apiserver`, `etcd`, ...)
+/// testkit/env/control-plane/control-plane.sh started.
 pub fn control_plane_pid(name: &str) -> i32 {
     let path = env_dir().join(format!("run/{name}.pid"));
     std::fs::read_to_string(&path)
@@ -481,13 +481,13 @@ pub fn node_of(ns: &str, name: &str) -> String {
     node.trim().to_string()
 }
 
-/// The local environment's nodes (testkit/env/nodes.sh).
+/// The local environment's nodes (testkit/env/node/nodes.sh).
 pub const NODES: [&str; 3] = ["local-node-0", "local-node-1", "local-node-2"];
 
-/// Runs `testkit/env/nodes.sh ARGS` against the local environment; its standard output.
+/// Runs `testkit/env/node/nodes.sh ARGS` against the local environment; its standard output.
 fn nodes_sh(args: &[&str]) -> String {
     let out = Command::new("bash")
-        .arg(root().join("testkit/env/nodes.sh"))
+        .arg(root().join("testkit/env/node/nodes.sh"))
         .args(args)
         .env("LOCAL_ENV_DIR", env_dir())
         .output()

@@ -44,7 +44,7 @@ pub fn etcd_bin() -> PathBuf {
 }
 
 /// A binary of the cached etcd 3.5 (`etcd`, `etcdctl`, `etcdutl`), as
-/// `testkit/env/build-binaries.sh etcd` leaves it.
+/// `testkit/env/build/build-binaries.sh etcd` leaves it.
 pub fn cached_etcd35(tool: &str) -> PathBuf {
     cached_etcd("v3.5", tool)
 }
@@ -59,7 +59,7 @@ pub fn cached_etcd(series: &str, tool: &str) -> PathBuf {
     let bin = cache.join("etcd").join(series).join("bin").join(tool);
     assert!(
         bin.exists(),
-        "no {} : build it with testkit/env/build-binaries.sh etcd",
+        "no {} : build it with testkit/env/build/build-binaries.sh etcd",
         bin.display()
     );
     bin

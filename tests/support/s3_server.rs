@@ -3,7 +3,7 @@
 //!
 //! Each server listens on `127.0.0.1:<free port>` and serves a temporary directory whose
 //! subdirectories are its buckets. It is killed on drop, and its directory removed unless
-//! the test is failing. The binary is the one `testkit/env/build-binaries.sh s3` caches,
+//! the test is failing. The binary is the one `testkit/env/build/build-binaries.sh s3` caches,
 //! or `VERSITYGW_BIN`.
 
 use std::fs::{self, File};
@@ -31,7 +31,7 @@ pub fn versitygw_bin() -> PathBuf {
     let bin = cache.join("versitygw").join(version).join("bin/versitygw");
     if !bin.exists() {
         panic!(
-            "no versitygw at {}: build it with testkit/env/build-binaries.sh s3",
+            "no versitygw at {}: build it with testkit/env/build/build-binaries.sh s3",
             bin.display()
         );
     }

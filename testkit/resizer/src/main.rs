@@ -1,5 +1,5 @@
 //! `etcd-operator-resizer --kubeconfig FILE --provisioner NAME`: expands the volumes of the
-//! claims that provisioner made (testkit/env/local-path.sh runs it beside Rancher's
+//! claims that provisioner made (testkit/env/volumes/local-path.sh runs it beside Rancher's
 //! local-path-provisioner). Every change of a claim, and every few seconds, each bound
 //! claim of the provisioner that asks for more than its volume holds has the volume's
 //! capacity raised and its status reported, as an external resizer does.

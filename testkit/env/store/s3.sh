@@ -3,8 +3,8 @@
 # build-binaries.sh s3) serving a directory, on the host's address on the pod network, so
 # that the operator's pods and the tests on the host reach the same server.
 #
-#   testkit/env/s3.sh up     # start it (a no-op when running); waits until it listens
-#   testkit/env/s3.sh down   # stop it (its files go with LOCAL_ENV_DIR)
+#   testkit/env/store/s3.sh up     # start it (a no-op when running); waits until it listens
+#   testkit/env/store/s3.sh down   # stop it (its files go with LOCAL_ENV_DIR)
 #
 # What the tests and examples read:
 #   $LOCAL_ENV_DIR/s3/endpoint      http://10.255.0.1:7480
@@ -14,7 +14,7 @@
 # Its log: $LOCAL_ENV_DIR/logs/s3.log.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 export LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
 CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}
 VERSITYGW_VERSION=${VERSITYGW_VERSION:-v1.8.0}
@@ -31,7 +31,7 @@ BUCKETS=(etcd-backups)
 source "$ROOT/testkit/env/lib.sh"
 
 up() {
-    [[ -x $BIN ]] || VERSITYGW_VERSION=$VERSITYGW_VERSION bash "$ROOT/testkit/env/build-binaries.sh" s3
+    [[ -x $BIN ]] || VERSITYGW_VERSION=$VERSITYGW_VERSION bash "$ROOT/testkit/env/build/build-binaries.sh" s3
     mkdir -p "$S3_DIR/root" "$LOCAL_ENV_DIR/run" "$LOCAL_ENV_DIR/logs"
     local bucket
     for bucket in "${BUCKETS[@]}"; do mkdir -p "$S3_DIR/root/$bucket"; done

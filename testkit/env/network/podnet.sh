@@ -18,7 +18,7 @@
 # - 10.96.0.0/12 (the ClusterIPs) is routed to eo-net as well, where kube-proxy programs
 #   them (cluster-net.sh).
 #
-# Usage: testkit/env/podnet.sh up|down|status
+# Usage: testkit/env/network/podnet.sh up|down|status
 #
 #   up       make eo-net, the bridge, the uplink pair and the routes (whatever is missing;
 #            a no-op when all exist)

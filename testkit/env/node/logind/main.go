@@ -1,5 +1,5 @@
 // Command logind is the part of systemd-logind the kubelet's graceful node shutdown talks
-// to, for the local environment's real nodes (testkit/env/nodes.sh), which run
+// to, for the local environment's real nodes (testkit/env/node/nodes.sh), which run
 // without systemd. On the node's own system bus (a real dbus-daemon) it owns
 // org.freedesktop.login1, writes the file -ready, and serves on /org/freedesktop/login1:
 //

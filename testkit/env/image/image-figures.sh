@@ -10,7 +10,7 @@
 #     VmHWM of the leader pod's process from /proc/<pid>/status; then takes the
 #     environment down.
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 cd "$ROOT"
 export LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
 export EXAMPLE=${EXAMPLE:-examples/local-3.5.yaml}
@@ -25,14 +25,14 @@ esac
 
 # Everything that takes minutes happens before the environment's lock is taken.
 if [ -z "${IMAGE_FIGURES_LOCKED:-}" ]; then
-  archive=$(bash testkit/env/build-image.sh)
+  archive=$(bash testkit/env/image/build-image.sh)
   if [ -n "$RSS" ]; then
     echo "== building what local-up.sh runs (before taking $LOCK)" >&2
     cargo build -p etcd-operator-resizer --bin etcd-operator-resizer --quiet
     exec env IMAGE_FIGURES_LOCKED=1 flock "$LOCK" "$0" "$@"
   fi
 else
-  archive=$(bash testkit/env/build-image.sh 2>/dev/null)
+  archive=$(bash testkit/env/image/build-image.sh 2>/dev/null)
 fi
 
 WORK=$(mktemp -d)
@@ -41,7 +41,7 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-bash testkit/env/unpack-image.sh "$archive" "$WORK/image" 2>/dev/null
+bash testkit/env/runtime/unpack-image.sh "$archive" "$WORK/image" 2>/dev/null
 rootfs="$WORK/image/rootfs"
 config="$WORK/image/config.json"
 
@@ -53,7 +53,7 @@ sizes() {
 }
 
 rss() {
-  if bash testkit/env/nodes.sh status >/dev/null 2>&1; then
+  if bash testkit/env/node/nodes.sh status >/dev/null 2>&1; then
     echo "the local environment is up; take it down first (make down)" >&2
     exit 1
   fi
@@ -65,7 +65,7 @@ rss() {
   name=$(kubectl apply -f "$EXAMPLE" -o name)
   echo "== $name is Ready; the leader is pod $leader; idling $IDLE_SECONDS s" >&2
   sleep "$IDLE_SECONDS"
-  pid=$(bash testkit/env/nodes.sh pid etcd-operator "$leader" operator)
+  pid=$(bash testkit/env/node/nodes.sh pid etcd-operator "$leader" operator)
   status=/proc/$pid/status
   [ -r "$status" ] || { echo "the leader's process ($pid) is gone" >&2; exit 1; }
   echo "operator pod $leader (image $(kubectl -n etcd-operator get pod "$leader" -o jsonpath='{.spec.containers[0].image}')), uid $(awk '/^Uid:/ { print $2 }' "$status"), idle ${IDLE_SECONDS} s leading, with $name Ready ($(kubectl get "$name" -o jsonpath='{.spec.size}') members):"

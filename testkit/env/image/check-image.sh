@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The image check of testkit/env/test.sh: fails when the operator image cannot be built,
 # holds anything beyond what it should, or does not start.
-#   1. builds the image (testkit/env/build-image.sh: cached, under a second when nothing
-#      changed) and unpacks its archive (testkit/env/unpack-image.sh);
+#   1. builds the image (testkit/env/image/build-image.sh: cached, under a second when nothing
+#      changed) and unpacks its archive (testkit/env/runtime/unpack-image.sh);
 #   2. its config runs /usr/local/bin/etcd-operator run as 65532:65532, port 8443 (HTTPS);
 #   3. its root filesystem is exactly EXPECTED below (type, mode, owner, path): the
 #      binary, the libraries it loads, the loader, CA certificates and the user files;
@@ -11,7 +11,7 @@
 #      its version and --help, and `crd` prints manifests/10-crd.yaml exactly.
 # Needs root (chroot). The libraries listed are x86_64's.
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 cd "$ROOT"
 
 EXPECTED="d 755 0:0 ./etc
@@ -37,10 +37,10 @@ fail() { echo "image check FAILED: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || fail "needs root (chroot)"
 [ "$(uname -m)" = x86_64 ] || fail "the expected file list is x86_64's; this is $(uname -m)"
 
-archive=$(bash testkit/env/build-image.sh)
+archive=$(bash testkit/env/image/build-image.sh)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-bash testkit/env/unpack-image.sh "$archive" "$TMP/image"
+bash testkit/env/runtime/unpack-image.sh "$archive" "$TMP/image"
 rootfs="$TMP/image/rootfs"
 config="$TMP/image/config.json"
 

@@ -15,7 +15,7 @@
 #                             CNI plugins in /usr/lib/cni
 #   busybox-static            the shell image of the volume provisioner (node-images.sh)
 #   dbus-daemon               each real node's system bus, where the kubelet's graceful
-#                             node shutdown meets testkit/env/logind
+#                             node shutdown meets testkit/env/node/logind
 set -euo pipefail
 
 need=()

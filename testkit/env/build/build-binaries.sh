@@ -18,7 +18,7 @@
 # (there are no prebuilt Kubernetes binaries and no containers on these machines).
 # A second run finds the binaries and returns in seconds.
 #
-# Usage: testkit/env/build-binaries.sh [all|k8s|etcd|helm|kube-proxy|kube-scheduler|kubelet|coredns|network|s3|local-path]...
+# Usage: testkit/env/build/build-binaries.sh [all|k8s|etcd|helm|kube-proxy|kube-scheduler|kubelet|coredns|network|s3|local-path]...
 #        (default: all = etcd, k8s, helm, coredns, s3, local-path; network = kube-proxy,
 #        kube-scheduler, coredns)
 #
@@ -61,7 +61,7 @@ LOCAL_PATH_VERSION=${LOCAL_PATH_VERSION:-v0.0.30}
 log() { printf '[build-binaries] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 # shellcheck source=testkit/env/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 # in_dir DIR CMD...: CMD run in DIR (called in quietly's subshell: the cd stays there).
 in_dir() {

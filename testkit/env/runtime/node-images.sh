@@ -3,14 +3,14 @@
 # each node's containerd): no registry can be reached here, so each is built on this
 # machine as an OCI archive of one layer, from binaries the project already has.
 #
-#   localhost/pause:eo            the sandbox process (testkit/env/pause, built with Go)
+#   localhost/pause:eo            the sandbox process (testkit/env/runtime/pause, built with Go)
 #   quay.io/coreos/etcd:vX.Y.Z    one per etcd that build-binaries.sh built ($CACHE/etcd/
 #                                 vX.Y.Z/bin: etcd, etcdctl, etcdutl) and Debian's 3.4.23
 #                                 (/usr/bin/etcd and etcdctl, with the C library they load)
 #   localhost/busybox:eo          Debian's static busybox with its applet links: the shell
 #                                 of the volume provisioner's helper pods
 #
-# Usage: testkit/env/node-images.sh    prints "REFERENCE<TAB>ARCHIVE" per image
+# Usage: testkit/env/runtime/node-images.sh    prints "REFERENCE<TAB>ARCHIVE" per image
 #
 # Each archive is named by a digest of what went into it (files, modes, entrypoint), so an
 # unchanged input is never built again (about 0.2 s for all of them); layer times are 0 and
@@ -18,7 +18,7 @@
 # $ETCD_OPERATOR_CACHE/images/node/; an archive no longer named by an input is removed.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}
 # shellcheck source=testkit/env/lib.sh
 source "$ROOT/testkit/env/lib.sh"
@@ -133,7 +133,7 @@ main() {
     trap 'rm -rf "$work"' EXIT
 
     mkdir -p "$work/pause"
-    install -m 0755 "$(go_tool_binary "$ROOT/testkit/env/pause" "$CACHE")" "$work/pause/pause"
+    install -m 0755 "$(go_tool_binary "$ROOT/testkit/env/runtime/pause" "$CACHE")" "$work/pause/pause"
     image localhost/pause:eo '["/pause"]' "$work/pause"
 
     for dir in "$CACHE"/etcd/v*.*.*; do

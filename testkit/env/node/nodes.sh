@@ -4,7 +4,7 @@
 # real kube-scheduler. The design and what was seen building it are in
 # testkit/env/README.md, "Real nodes".
 #
-# Usage: testkit/env/nodes.sh up|down|stop NAME|start NAME|shutdown NAME|status|images
+# Usage: testkit/env/node/nodes.sh up|down|stop NAME|start NAME|shutdown NAME|status|images
 #                             |pid NS POD [CONTAINER]|kill NS POD [CONTAINER]
 #                             |kill-sandbox NS POD
 #
@@ -33,7 +33,7 @@
 # Node i: directory $LOCAL_ENV_DIR/nodes/local-node-i, kubelet port 10280+i, healthz
 # 127.0.0.1:10290+i, cgroup /eo-node-i in every v1 hierarchy, log files kubelet.log and
 # containerd.log in the node's directory. Each node has a system bus of its own (a real
-# dbus-daemon) with testkit/env/logind on it, the part of systemd-logind that the kubelet's
+# dbus-daemon) with testkit/env/node/logind on it, the part of systemd-logind that the kubelet's
 # graceful node shutdown uses (no systemd runs here). Each boots in a mount namespace of its own (so
 # that /proc/sys entries can be shadowed: the host's kernel settings never change), with
 # containerd inside the pod network's eo-net namespace.
@@ -41,7 +41,7 @@
 # Environment: LOCAL_ENV_DIR, ETCD_OPERATOR_CACHE, K8S_VERSION, NODES (default 3).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 export LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
 CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}
 K8S_VERSION=${K8S_VERSION:-v1.35.4}
@@ -282,7 +282,7 @@ import_images() {
         name=$(tar -xOf "$archive" index.json |
             jq -r '.manifests[0].annotations["org.opencontainers.image.ref.name"]')
         [[ $name == "$ref" ]] || "${ctr[@]}" images tag --force "$name" "$ref" >/dev/null
-    done < <(bash "$ROOT/testkit/env/node-images.sh"; operator_images)
+    done < <(bash "$ROOT/testkit/env/runtime/node-images.sh"; operator_images)
 }
 
 # The operator's archives (build-image.sh's index): one line per tag.
@@ -350,8 +350,8 @@ start_node() {
     local name=$1 i
     i=$(index "$name")
     node_running "$name" && return 0
-    [[ -x $KUBELET ]] || die "$KUBELET is missing (testkit/env/build-binaries.sh kubelet)"
-    LOGIND=$(go_tool_binary "$ROOT/testkit/env/logind" "$CACHE")
+    [[ -x $KUBELET ]] || die "$KUBELET is missing (testkit/env/build/build-binaries.sh kubelet)"
+    LOGIND=$(go_tool_binary "$ROOT/testkit/env/node/logind" "$CACHE")
     export LOGIND
     sign_node "$name"
     write_configs "$name" "$i"

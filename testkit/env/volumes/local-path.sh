@@ -7,7 +7,7 @@
 # bound to that node by its affinity; deleting the claim runs a helper pod that removes it.
 # Expansion is testkit/resizer's (the provisioner has none): started here beside it.
 #
-# Usage: testkit/env/local-path.sh up|down
+# Usage: testkit/env/volumes/local-path.sh up|down
 #
 #   up     apply the StorageClass, the provisioner's namespace, ServiceAccount and the
 #          ConfigMap of its helper pods, then start the provisioner and the resizer unless
@@ -18,7 +18,7 @@
 # Environment: LOCAL_ENV_DIR, ETCD_OPERATOR_CACHE, LOCAL_PATH_VERSION, NODES (default 3).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 export LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
 CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}
 LOCAL_PATH_VERSION=${LOCAL_PATH_VERSION:-v0.0.30}
@@ -103,7 +103,7 @@ EOF
 }
 
 cmd_up() {
-    [[ -x $PROVISIONER ]] || die "$PROVISIONER is missing (testkit/env/build-binaries.sh local-path)"
+    [[ -x $PROVISIONER ]] || die "$PROVISIONER is missing (testkit/env/build/build-binaries.sh local-path)"
     [[ -x $RESIZER ]] || die "$RESIZER is missing (testkit/env/local-up.sh copies it there)"
     mkdir -p "$RUN" "$LOGS"
     apply_objects

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A real, local Kubernetes control plane without containers, on the pod network of
-# testkit/env/podnet.sh (brought up first, taken down last):
+# testkit/env/network/podnet.sh (brought up first, taken down last):
 #
 #   store etcd               http://127.0.0.1:12379 (peer 12380)
 #   kube-apiserver           https://10.255.0.1:16443: the host's address on the pod
@@ -15,21 +15,21 @@
 #                            nodes
 #
 # Services get ClusterIPs from 10.96.0.0/12, the range podnet.sh routes into eo-net, where
-# kube-proxy programs them (testkit/env/cluster-net.sh, started once a node exists).
+# kube-proxy programs them (testkit/env/network/cluster-net.sh, started once a node exists).
 #
 # The apiserver reaches kubelets (for kubectl logs and exec) at
 # their InternalIP with a client certificate of its own, user kube-apiserver-kubelet-client
 # (bound to system:kubelet-api-admin), and checks their serving certificates against the
 # cluster CA (the controller-manager signs kubelet-serving requests with it).
 #
-# Usage: testkit/env/control-plane.sh up|down|env|status
+# Usage: testkit/env/control-plane/control-plane.sh up|down|env|status
 #
 #   up      bring the pod network up (podnet.sh up), start whatever is not running yet (a
 #           no-op when all is up), wait until the apiserver is ready and the
 #           controller-manager works, write the admin kubeconfig and print where it is
 #   down    stop the processes this script started (by the pids it recorded), take the
 #           pod network down and remove $LOCAL_ENV_DIR
-#   env     print `export KUBECONFIG=...` (use: eval "$(testkit/env/control-plane.sh env)")
+#   env     print `export KUBECONFIG=...` (use: eval "$(testkit/env/control-plane/control-plane.sh env)")
 #   status  say what is running
 #
 # All state (certificates, etcd data, logs, pid files, kubeconfigs, the pod network's
@@ -53,11 +53,12 @@
 #   SCHEDULER_PORT       kube-scheduler secure port (default 16259)
 #   UP_TIMEOUT           seconds to wait for each component (default 120)
 #
-# Missing Kubernetes binaries are built by testkit/env/build-binaries.sh (about 5 minutes
+# Missing Kubernetes binaries are built by testkit/env/build/build-binaries.sh (about 5 minutes
 # the first time).
 set -euo pipefail
 
-TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# testkit/env/, this script's parent directory: lib.sh and the other scripts are found from it.
+TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
 CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}
 K8S_VERSION=${K8S_VERSION:-v1.35.4}
@@ -186,11 +187,11 @@ stop() {
 ensure_kube_binaries() {
     if [[ ! -x $KUBE_BIN_DIR/kube-apiserver || ! -x $KUBE_BIN_DIR/kube-controller-manager ]]; then
         log "Kubernetes $K8S_VERSION binaries missing in $KUBE_BIN_DIR; building them"
-        K8S_VERSION=$K8S_VERSION ETCD_OPERATOR_CACHE=$CACHE "$TOOLS_DIR/build-binaries.sh" k8s >&2
+        K8S_VERSION=$K8S_VERSION ETCD_OPERATOR_CACHE=$CACHE "$TOOLS_DIR/build/build-binaries.sh" k8s >&2
     fi
     if [[ ! -x $KUBE_BIN_DIR/kube-scheduler ]]; then
         log "kube-scheduler $K8S_VERSION missing in $KUBE_BIN_DIR; building it"
-        K8S_VERSION=$K8S_VERSION ETCD_OPERATOR_CACHE=$CACHE "$TOOLS_DIR/build-binaries.sh" kube-scheduler >&2
+        K8S_VERSION=$K8S_VERSION ETCD_OPERATOR_CACHE=$CACHE "$TOOLS_DIR/build/build-binaries.sh" kube-scheduler >&2
     fi
 }
 
@@ -207,7 +208,7 @@ store_etcd_bin() {
                 bin=/usr/bin/etcd
             else
                 log "no etcd found (neither $CACHE/etcd/v3.5 nor /usr/bin/etcd); building etcd 3.5"
-                ETCD_VERSIONS=3.5 ETCD_OPERATOR_CACHE=$CACHE "$TOOLS_DIR/build-binaries.sh" etcd >&2
+                ETCD_VERSIONS=3.5 ETCD_OPERATOR_CACHE=$CACHE "$TOOLS_DIR/build/build-binaries.sh" etcd >&2
                 bin="$CACHE/etcd/v3.5/bin/etcd"
             fi
         fi
@@ -420,7 +421,7 @@ up_apiserver() {
         wait_until kube-apiserver "/readyz ok" apiserver_ready
         return 0
     fi
-    pod_network_up || die "the pod network is not up (no $POD_NET_HOST on eo-host): testkit/env/podnet.sh up"
+    pod_network_up || die "the pod network is not up (no $POD_NET_HOST on eo-host): testkit/env/network/podnet.sh up"
     require_free_port kube-apiserver "$APISERVER_PORT" "$POD_NET_HOST"
     mkdir -p "$LOCAL_ENV_DIR/apiserver"
     # It listens on the pod network's host address only (not 0.0.0.0, which would also
@@ -593,7 +594,7 @@ cmd_up() {
     touch "$MARKER"
     chmod 700 "$LOCAL_ENV_DIR"
     # After the marker: podnet.sh keeps its records in $LOCAL_ENV_DIR/podnet.
-    LOCAL_ENV_DIR=$LOCAL_ENV_DIR bash "$TOOLS_DIR/podnet.sh" up
+    LOCAL_ENV_DIR=$LOCAL_ENV_DIR bash "$TOOLS_DIR/network/podnet.sh" up
     ensure_pki
     ensure_apiserver_cert
     ensure_client_cert kubelet-client "/CN=kube-apiserver-kubelet-client"
@@ -623,7 +624,7 @@ cmd_down() {
     for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do
         stop "${COMPONENTS[i]}"
     done
-    LOCAL_ENV_DIR=$LOCAL_ENV_DIR bash "$TOOLS_DIR/podnet.sh" down
+    LOCAL_ENV_DIR=$LOCAL_ENV_DIR bash "$TOOLS_DIR/network/podnet.sh" down
     rm -rf "$LOCAL_ENV_DIR"
     log "stopped; pod network down; removed $LOCAL_ENV_DIR"
 }
@@ -647,7 +648,7 @@ cmd_status() {
         printf '%-24s %s\n' "store etcd binary" "$(<"$LOCAL_ENV_DIR/store-etcd")"
     fi
     if pod_network_up; then
-        printf '%-24s up (testkit/env/podnet.sh status)\n' "pod network"
+        printf '%-24s up (testkit/env/network/podnet.sh status)\n' "pod network"
     else
         printf '%-24s down\n' "pod network"
         rc=1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The cluster's network services, one of each for the whole local environment, run as
-# processes inside eo-net, the pod network's namespace (testkit/env/podnet.sh), where pods'
+# processes inside eo-net, the pod network's namespace (testkit/env/network/podnet.sh), where pods'
 # traffic to ClusterIPs arrives by their default route and the host's by its route to
 # 10.96.0.0/12:
 #
@@ -23,7 +23,7 @@
 # control-plane.sh). kube-proxy is started once the nodes have registered: it plays the
 # first one (NODE_NAME), and it waits 30 s at startup for a Node that does not exist yet.
 #
-# Usage: testkit/env/cluster-net.sh up|down|status
+# Usage: testkit/env/network/cluster-net.sh up|down|status
 #
 #   up      start what is not running, wait until kube-proxy has synced, CoreDNS is
 #           ready, and a name resolves through 10.96.0.10 and the API server answers at
@@ -36,7 +36,8 @@
 # 5), NODE_NAME (default local-node-0), UP_TIMEOUT (seconds per wait, default 120).
 set -euo pipefail
 
-TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# testkit/env/, this script's parent directory: lib.sh and the other scripts are found from it.
+TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
 CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}
 K8S_VERSION=${K8S_VERSION:-v1.35.4}
@@ -92,7 +93,7 @@ ensure_binaries() {
     if [[ ! -x $KUBE_PROXY || ! -x $COREDNS ]]; then
         log "kube-proxy or CoreDNS missing in $CACHE; building them"
         K8S_VERSION=$K8S_VERSION COREDNS_VERSION=$COREDNS_VERSION ETCD_OPERATOR_CACHE=$CACHE \
-            bash "$TOOLS_DIR/build-binaries.sh" network >&2
+            bash "$TOOLS_DIR/build/build-binaries.sh" network >&2
     fi
 }
 
@@ -200,8 +201,8 @@ api_through_service() {
 }
 
 cmd_up() {
-    [[ -f $KUBECONFIG ]] || die "no control plane ($KUBECONFIG missing): testkit/env/control-plane.sh up"
-    mountpoint -q "$NET_NS" || die "no pod network ($NET_NS missing): testkit/env/podnet.sh up"
+    [[ -f $KUBECONFIG ]] || die "no control plane ($KUBECONFIG missing): testkit/env/control-plane/control-plane.sh up"
+    mountpoint -q "$NET_NS" || die "no pod network ($NET_NS missing): testkit/env/network/podnet.sh up"
     ensure_binaries
     mkdir -p "$RUN" "$LOGS" "$DIR"
     apply_kube_dns

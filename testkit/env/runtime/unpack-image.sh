@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Turns an image exported as an OCI archive (testkit/env/build-image.sh) into what a node
+# Turns an image exported as an OCI archive (testkit/env/image/build-image.sh) into what a node
 # runs: a root filesystem and the image's run configuration. Needs tar, gzip, sha256sum
 # and jq; no container tooling.
 #
-#   testkit/env/unpack-image.sh ARCHIVE DIR [REF]
+#   testkit/env/runtime/unpack-image.sh ARCHIVE DIR [REF]
 #
 # DIR must not exist or be empty. It receives:
 #   DIR/rootfs/       the layers applied in order (OCI whiteouts honoured); owners and

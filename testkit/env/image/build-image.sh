@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the operator image without a registry or a daemon (`make image`), and exports it
 # as an OCI archive into the project cache. Prints the archive's path on stdout (and
-# nothing else there), so `archive=$(testkit/env/build-image.sh)` works.
+# nothing else there), so `archive=$(testkit/env/image/build-image.sh)` works.
 #
 #   1. cargo build --release --locked -p etcd-operator --bin etcd-operator
 #   2. build/rootfs.sh assembles the root filesystem from that binary on this host
@@ -31,7 +31,7 @@
 # | IMAGE_NAME           | localhost/etcd-operator              |
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}
 IMAGES="$CACHE/images"
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
@@ -44,7 +44,7 @@ BUILDAH=(buildah --storage-driver vfs --root "${BUILDAH_ROOT:-$IMAGES/storage}"
 cd "$ROOT"
 # shellcheck source=testkit/env/lib.sh
 source testkit/env/lib.sh
-bash testkit/env/install-deps.sh >&2
+bash testkit/env/build/install-deps.sh >&2
 mkdir -p "$IMAGES"
 # One build at a time per cache: the storage, the key files and the archives are shared.
 exec 9>"$IMAGES/.build.lock"
