@@ -23,7 +23,7 @@ manifests: ## regenerate manifests/: the CRD from the Rust types, the rest rende
 image:   ## the operator image with buildah, exported to ~/.cache/etcd-operator/images/
 	bash testkit/env/image/build-image.sh
 image-figures: ## image sizes, and the operator's idle RSS in it (brings the local environment up)
-	bash testkit/env/image/image-figures.sh --rss
+	bash testkit/env/image-figures.sh --rss
 fmt:
 	cargo fmt --all
 lint:

@@ -9,8 +9,10 @@
 #     lock /tmp/etcd-e2e.lock; lets it idle IDLE_SECONDS (default 60) and reads VmRSS /
 #     VmHWM of the leader pod's process from /proc/<pid>/status; then takes the
 #     environment down.
+# It sits at the top level and not in image/: with --rss it runs the whole environment,
+# which no script of one part (a subdirectory) does.
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 export LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
 export EXAMPLE=${EXAMPLE:-examples/local-3.5.yaml}
