@@ -185,6 +185,20 @@ mod tests {
         })
     }
 
+    /// Children whose first list held `a` (spec 1), and what they heard.
+    fn with_a_listed() -> (Heard, Children<&'static str, Probe>) {
+        let heard = Heard::default();
+        let mut kids = children();
+        for event in [
+            WatchEvent::RelistStarted,
+            WatchEvent::Relisted("a", 1),
+            WatchEvent::RelistDone,
+        ] {
+            feed(&mut kids, &heard, event);
+        }
+        (heard, kids)
+    }
+
     /// Lets the actors take their mailboxes in.
     async fn settle() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
@@ -216,15 +230,7 @@ mod tests {
 
     #[actix_rt::test]
     async fn a_relist_that_no_longer_lists_a_child_retires_it_and_starts_the_new_ones() {
-        let heard = Heard::default();
-        let mut kids = children();
-        for event in [
-            WatchEvent::RelistStarted,
-            WatchEvent::Relisted("a", 1),
-            WatchEvent::RelistDone,
-        ] {
-            feed(&mut kids, &heard, event);
-        }
+        let (heard, mut kids) = with_a_listed();
         feed(&mut kids, &heard, WatchEvent::RelistStarted);
         feed(&mut kids, &heard, WatchEvent::Relisted("b", 1));
         assert!(feed(&mut kids, &heard, WatchEvent::RelistDone));
@@ -238,15 +244,7 @@ mod tests {
 
     #[actix_rt::test]
     async fn a_child_whose_actor_stopped_is_started_again_on_its_next_change() {
-        let heard = Heard::default();
-        let mut kids = children();
-        for event in [
-            WatchEvent::RelistStarted,
-            WatchEvent::Relisted("a", 1),
-            WatchEvent::RelistDone,
-        ] {
-            feed(&mut kids, &heard, event);
-        }
+        let (heard, mut kids) = with_a_listed();
         kids.get(&"a").unwrap().do_send(Stop);
         settle().await;
         assert!(feed(&mut kids, &heard, WatchEvent::Applied("a", 2)));
