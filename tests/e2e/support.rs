@@ -263,8 +263,19 @@ pub async fn patch_spec(ns: &str, name: &str, spec: serde_json::Value) {
 
 /// Client URLs of members, by their pods' addresses: the cluster's DNS names resolve in
 /// pods (through CoreDNS), not on the host where the tests run. Members without a pod
-/// address are left out.
+/// address are left out; at least one must have one.
 pub async fn member_urls(ns: &str, members: &[String]) -> Vec<String> {
+    let urls = pod_urls(ns, members).await;
+    assert!(
+        !urls.is_empty(),
+        "no pod address for any of {members:?} in {ns}"
+    );
+    urls
+}
+
+/// Client URLs of the members whose pods have an address now (none may have one yet, as
+/// right after their node restarted).
+pub async fn pod_urls(ns: &str, members: &[String]) -> Vec<String> {
     let pods: Api<Pod> = Api::namespaced(client().await, ns);
     let mut urls = Vec::new();
     for member in members {
@@ -276,10 +287,6 @@ pub async fn member_urls(ns: &str, members: &[String]) -> Vec<String> {
             urls.push(format!("http://{ip}:2379"));
         }
     }
-    assert!(
-        !urls.is_empty(),
-        "no pod address for any of {members:?} in {ns}"
-    );
     urls
 }
 

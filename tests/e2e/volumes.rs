@@ -57,7 +57,7 @@ async fn every_member_answers(ns: &str, name: &str, size: usize) -> (Identity, E
                 let options = ConnectOptions::new()
                     .with_connect_timeout(Duration::from_secs(3))
                     .with_timeout(Duration::from_secs(5));
-                let urls = member_urls(ns, std::slice::from_ref(member)).await;
+                let urls = pod_urls(ns, std::slice::from_ref(member)).await;
                 if urls.is_empty() {
                     return Err(format!("{member} has no pod address yet"));
                 }
