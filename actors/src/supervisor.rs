@@ -55,7 +55,6 @@ impl ActorMaker {
 /// Owns one Cluster actor per EtcdCluster.
 pub struct Supervisor {
     maker: ActorMaker,
-    telemetry: Telemetry,
     /// The supervisor's own logger.
     logger: Logger,
     /// One Cluster actor per EtcdCluster of the watch.
@@ -87,10 +86,9 @@ impl Supervisor {
             maker: ActorMaker {
                 wiring,
                 config,
-                telemetry: telemetry.clone(),
+                telemetry,
                 root: logger.clone(),
             },
-            telemetry,
             clusters: Children::new("cluster", &own),
             logger: own,
         }
@@ -98,7 +96,7 @@ impl Supervisor {
 
     fn publish_view(&self) {
         let clusters: Vec<String> = self.clusters.keys().map(Topology::key).collect();
-        self.telemetry.hub.set_state(
+        self.maker.telemetry.hub.set_state(
             ActorKind::Supervisor,
             "supervisor",
             serde_json::json!({
@@ -138,7 +136,7 @@ impl Handler<ClusterEvent> for Supervisor {
             if !synced {
                 info!(self.logger, "first list complete"; "clusters" => self.clusters.len());
             }
-            self.telemetry.hub.set_synced();
+            self.maker.telemetry.hub.set_synced();
         }
         let moved = (synced, relisting) != (self.clusters.synced(), self.clusters.relisting());
         if relist_done || changed || moved {
