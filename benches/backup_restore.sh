@@ -27,17 +27,13 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 LOG_TAG=backup-restore
 DATA_MIB=${DATA_MIB:-100}
-RUNS=${RUNS:-1}
 FLOOR_NET=${FLOOR_NET:-127.0.201}
 TIMEOUT_S=${TIMEOUT_S:-300}
 VERSION=3.5.35
 BUCKET=etcd-backups
-export LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
-CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}
-BIN=$CACHE/etcd/v$VERSION/bin
-export ETCDCTL_API=3
 # shellcheck source=benches/lib.sh
 source "$ROOT/benches/lib.sh"
+BIN=$CACHE/etcd/v$VERSION/bin
 
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive integer, got '$RUNS'"
 [[ $DATA_MIB =~ ^[1-9][0-9]*$ ]] || die "DATA_MIB must be a positive integer, got '$DATA_MIB'"
@@ -82,15 +78,7 @@ running() {
 # A 1-member EtcdCluster $1 filled with DATA_MIB MiB; prints its client URL.
 filled_cluster() {
     local name=$1 ip i
-    kubectl -n "$NS" apply -f - >/dev/null <<EOF
-apiVersion: etcd.database.coreos.com/v1beta2
-kind: EtcdCluster
-metadata:
-  name: $name
-spec:
-  size: 1
-  version: "$VERSION"
-EOF
+    cluster_yaml "$name" 1 "$VERSION" | kubectl -n "$NS" apply -f - >/dev/null
     poll "EtcdCluster $name to be Running" running "$name"
     ip=$(kubectl -n "$NS" get pods -l "etcd_cluster=$name" -o jsonpath='{.items[0].status.podIP}')
     for ((i = 1; i <= DATA_MIB * 4; i++)); do
@@ -112,6 +100,12 @@ floor_backup() {
     since "$start"
 }
 
+# The `s3` block of an EtcdBackup or EtcdRestore spec: path $1 on the local S3 server.
+s3_store() {
+    printf '  s3:\n    path: %s\n    awsSecret: aws\n    endpoint: %s\n    forcePathStyle: true' \
+        "$1" "$(s3 endpoint)"
+}
+
 succeeded() { [[ $(kubectl -n "$NS" get etcdbackup "$1" -o jsonpath='{.status.succeeded}' 2>/dev/null) == true ]]; }
 
 # A one-shot EtcdBackup $1 of cluster $2; RESULT = seconds until it succeeded.
@@ -126,11 +120,7 @@ metadata:
 spec:
   clusterName: $2
   storageType: S3
-  s3:
-    path: $BUCKET/$NS/$1
-    awsSecret: aws
-    endpoint: $(s3 endpoint)
-    forcePathStyle: true
+$(s3_store "$BUCKET/$NS/$1")
 EOF
     poll "EtcdBackup $1 to succeed" succeeded "$1"
     since "$start"
@@ -173,11 +163,7 @@ spec:
   clusterSpec:
     size: 1
     version: "$VERSION"
-  s3:
-    path: $2
-    awsSecret: aws
-    endpoint: $(s3 endpoint)
-    forcePathStyle: true
+$(s3_store "$2")
 EOF
     poll "EtcdCluster $1 restored and Running" running "$1"
     since "$start"

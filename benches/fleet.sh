@@ -67,16 +67,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-ETCD_VERSION=${ETCD_VERSION:-3.5.35}
-SKIP_OPERATOR=${SKIP_OPERATOR:-0}
-RUNS=${RUNS:-1}
-SETTLE_S=${SETTLE_S:-6}
-FLOOR_NET=${FLOOR_NET:-127.0.200}
 FLEET_NET=${FLEET_NET:-201}
-TIMEOUT_S=${TIMEOUT_S:-180}
-export LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
-CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}
-export ETCDCTL_API=3
 
 SINGLES=20    # clusters of 1 member in "20 x 1 at once"
 TRIPLES=10    # clusters of 3 members in "10 x 3 at once" and the node failure
@@ -367,13 +358,7 @@ operator_fleet() {
     mkdir -p "$TOP/clusters"
     for ((k = 0; k < count; k++)); do
         yaml+="---
-apiVersion: etcd.database.coreos.com/v1beta2
-kind: EtcdCluster
-metadata:
-  name: $prefix$k
-spec:
-  size: $size
-  version: \"$ETCD_VERSION\"
+$(cluster_yaml "$prefix$k" "$size" "$ETCD_VERSION")
 "
         jq -n --arg name "$prefix$k" --argjson size "$size" --arg version "$ETCD_VERSION" \
             '{apiVersion: "etcd.database.coreos.com/v1beta2", kind: "EtcdCluster",

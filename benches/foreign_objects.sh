@@ -32,7 +32,6 @@ ANNOTATION_BYTES=${ANNOTATION_BYTES:-4096}
 SETTLE_S=${SETTLE_S:-20}
 SAMPLES=${SAMPLES:-5}
 TIMEOUT_S=${TIMEOUT_S:-600}
-export LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
 
 LOG_TAG=foreign
 # shellcheck source=benches/lib.sh

@@ -33,11 +33,9 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CLUSTERS=${CLUSTERS:-200}
-ETCD_VERSION=${ETCD_VERSION:-3.5.35}
 SETTLE_S=${SETTLE_S:-60}
 WINDOW_S=${WINDOW_S:-120}
 TIMEOUT_S=${TIMEOUT_S:-1800}
-export LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
 
 LOG_TAG=idle
 # shellcheck source=benches/lib.sh

@@ -1,7 +1,26 @@
 # shellcheck shell=bash disable=SC2034
 # Shared by the measuring scripts in benches/: logging, the clock, polling, medians, and
 # reading the operator's HTTPS endpoints with a token.
-# Source it after setting LOG_TAG and TIMEOUT_S (and ROOT, LOCAL_ENV_DIR for the operator).
+# Source it after setting ROOT, LOG_TAG and whichever of the settings below the script
+# gives another default; the rest get the defaults here.
+
+ETCD_VERSION=${ETCD_VERSION:-3.5.35}
+SKIP_OPERATOR=${SKIP_OPERATOR:-0}
+RUNS=${RUNS:-1}
+SETTLE_S=${SETTLE_S:-6}
+FLOOR_NET=${FLOOR_NET:-127.0.200}
+TIMEOUT_S=${TIMEOUT_S:-180}
+export LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
+CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}
+export ETCDCTL_API=3
+
+# The YAML of an EtcdCluster $1 of $2 members at etcd $3, with the spec lines $4 (if any)
+# after those.
+cluster_yaml() {
+    printf 'apiVersion: etcd.database.coreos.com/v1beta2\nkind: EtcdCluster\nmetadata:\n  name: %s\n' "$1"
+    printf 'spec:\n  size: %s\n  version: "%s"\n' "$2" "$3"
+    if [[ -n ${4:-} ]]; then printf '%s\n' "$4"; fi
+}
 
 log() { printf '[%s] %s\n' "${LOG_TAG:-bench}" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }

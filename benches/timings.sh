@@ -63,15 +63,6 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-ETCD_VERSION=${ETCD_VERSION:-3.5.35}
-SKIP_OPERATOR=${SKIP_OPERATOR:-0}
-RUNS=${RUNS:-1}
-SETTLE_S=${SETTLE_S:-6}
-FLOOR_NET=${FLOOR_NET:-127.0.200}
-TIMEOUT_S=${TIMEOUT_S:-180}
-export LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
-CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}
-export ETCDCTL_API=3
 
 LOG_TAG=timings
 # shellcheck source=benches/lib.sh
@@ -114,16 +105,7 @@ operator_create() {
     esac
     start=$(now)
     APPLIED_MS=$(now_ms)
-    kubectl -n "$NS" apply -f - >/dev/null <<EOF
-apiVersion: etcd.database.coreos.com/v1beta2
-kind: EtcdCluster
-metadata:
-  name: $name
-spec:
-  size: $size
-  version: "$ETCD_VERSION"
-$pod
-EOF
+    cluster_yaml "$name" "$size" "$ETCD_VERSION" "$pod" | kubectl -n "$NS" apply -f - >/dev/null
     poll "EtcdCluster $NS/$name to be Running with $size ready members" operator_ready "$name" "$size"
     since "$start"
 }

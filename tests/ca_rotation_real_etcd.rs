@@ -14,13 +14,14 @@ mod support;
 
 use std::fs;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
 use etcd_operator::tls::Ca;
-use support::etcd_process::etcd_bin;
+use support::etcd_process::spawn_etcd;
 use support::loopback_certs::{self, Pair, leaf, self_signed};
+use support::peer_probe;
 use support::tls_etcd::free_port;
 
 fn a_ca(name: &str) -> Ca {
@@ -109,13 +110,7 @@ impl Member {
             .append(true)
             .open(self.dir.join("etcd.log"))
             .unwrap();
-        let child = Command::new(etcd_bin())
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start etcd");
+        let child = spawn_etcd(args, log);
         self.child = Some(child);
     }
 
@@ -138,24 +133,15 @@ impl Member {
     fn peer_accepts(&self, pair: Option<&Pair>, ca: &str) -> bool {
         let ca_file = self.dir.join(".probe-ca.crt");
         fs::write(&ca_file, ca).unwrap();
-        let mut cmd = Command::new("curl");
-        cmd.args([
-            "-sS",
-            "--http1.1",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            "--max-time",
-            "5",
-        ])
-        .arg("--cacert")
-        .arg(&ca_file);
+        let mut cmd = peer_probe::status_curl();
+        cmd.arg("--cacert").arg(&ca_file);
         if let Some(pair) = pair {
-            let (cert, key) = (self.dir.join(".probe.crt"), self.dir.join(".probe.key"));
-            fs::write(&cert, &pair.cert).unwrap();
-            fs::write(&key, &pair.key).unwrap();
-            cmd.arg("--cert").arg(cert).arg("--key").arg(key);
+            peer_probe::present(
+                &mut cmd,
+                &self.dir,
+                pair.cert.as_bytes(),
+                pair.key.as_bytes(),
+            );
         }
         let out = cmd
             .arg(format!("{}/members", self.peer_url()))

@@ -19,7 +19,7 @@ use etcd_operator::api::KeyType;
 use etcd_operator::etcd_api::{EtcdClientApi, IdentitySource};
 use etcd_operator::tls::{Ca, ClientIdentity, ClusterNames, Lifetime, Role, issue_leaf};
 use etcd_operator_actors::ports::{EtcdApi, EtcdErrorKind, NewMember};
-use support::etcd_process::{EtcdProcess, Loopback, etcd_bin};
+use support::etcd_process::{EtcdProcess, Loopback, spawn_etcd};
 use support::loopback_certs::{self, Pair, leaf};
 use support::tls_etcd::{TlsMember, free_port};
 
@@ -199,28 +199,23 @@ impl TlsPeerSeed {
         let client_url = format!("http://127.0.0.1:{client_port}");
         let peer_url = format!("https://127.0.0.1:{peer_port}");
         let log = fs::File::create(dir.join("etcd.log")).unwrap();
-        let child = Command::new(etcd_bin())
-            .args([
-                "--name=seed".to_string(),
-                format!("--data-dir={}", dir.join("data").display()),
-                format!("--listen-client-urls={client_url}"),
-                format!("--advertise-client-urls={client_url}"),
-                format!("--listen-peer-urls={peer_url}"),
-                format!("--initial-advertise-peer-urls={peer_url}"),
-                format!("--initial-cluster=seed={peer_url}"),
-                "--initial-cluster-state=new".into(),
-                "--peer-client-cert-auth=true".into(),
-                format!("--peer-trusted-ca-file={}", path(&flags[0])),
-                format!("--peer-cert-file={}", path(&flags[1])),
-                format!("--peer-key-file={}", path(&flags[2])),
-                "--logger=zap".into(),
-                "--log-outputs=stderr".into(),
-            ])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start etcd");
+        let args = [
+            "--name=seed".to_string(),
+            format!("--data-dir={}", dir.join("data").display()),
+            format!("--listen-client-urls={client_url}"),
+            format!("--advertise-client-urls={client_url}"),
+            format!("--listen-peer-urls={peer_url}"),
+            format!("--initial-advertise-peer-urls={peer_url}"),
+            format!("--initial-cluster=seed={peer_url}"),
+            "--initial-cluster-state=new".into(),
+            "--peer-client-cert-auth=true".into(),
+            format!("--peer-trusted-ca-file={}", path(&flags[0])),
+            format!("--peer-cert-file={}", path(&flags[1])),
+            format!("--peer-key-file={}", path(&flags[2])),
+            "--logger=zap".into(),
+            "--log-outputs=stderr".into(),
+        ];
+        let child = spawn_etcd(args, log);
         let mut seed = TlsPeerSeed {
             client_url,
             peer_url,

@@ -3,6 +3,8 @@
 pub mod annotations;
 pub mod backup;
 mod crd;
+#[cfg(test)]
+mod crd_probe;
 mod crd_yaml;
 mod desired;
 pub mod images;

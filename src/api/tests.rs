@@ -4,9 +4,7 @@ use super::*;
 use etcd_operator_core::lifecycle::TlsMode;
 
 fn spec_schema() -> serde_json::Value {
-    let crd = crd();
-    let schema = crd.spec.versions[0].schema.clone().unwrap();
-    serde_json::to_value(schema.open_api_v3_schema.unwrap()).unwrap()["properties"]["spec"].clone()
+    crd_probe::spec_schema(&crd())
 }
 
 #[test]
@@ -18,17 +16,10 @@ fn crd_is_the_coreos_group_version_kind_with_short_name_and_status() {
     );
     assert_eq!(crd.spec.scope, "Namespaced");
     assert_eq!(crd.spec.names.short_names, Some(vec!["etcd".to_string()]));
-    let v = &crd.spec.versions[0];
-    assert_eq!(v.name, "v1beta2");
-    assert!(v.subresources.as_ref().unwrap().status.is_some());
-    let columns: Vec<_> = v
-        .additional_printer_columns
-        .as_ref()
-        .unwrap()
-        .iter()
-        .map(|c| c.name.as_str())
-        .collect();
-    assert_eq!(columns, ["Phase", "Size", "Ready", "Version", "Age"]);
+    assert_eq!(
+        crd_probe::v1beta2_columns(&crd),
+        ["Phase", "Size", "Ready", "Version", "Age"]
+    );
 }
 
 #[test]
@@ -88,26 +79,25 @@ fn the_seed_documents_example_is_accepted_as_is() {
     assert_eq!((desired.size, desired.version.as_str()), (3, "3.2.13"));
 }
 
+/// An EtcdCluster `name` of 3 members whose spec goes on with the lines `rest`.
+fn three_members(name: &str, rest: &str) -> EtcdCluster {
+    let yaml = format!(
+        "apiVersion: etcd.database.coreos.com/v1beta2\nkind: EtcdCluster\n\
+         metadata: {{name: {name}}}\nspec:\n  size: 3\n{rest}"
+    );
+    serde_yaml_ng::from_str(&yaml).unwrap()
+}
+
 #[test]
 fn tls_settings_are_read_as_their_mode_for_the_lifecycle() {
-    let yaml = r#"
-apiVersion: etcd.database.coreos.com/v1beta2
-kind: EtcdCluster
-metadata: {name: secure}
-spec:
-  size: 3
-  TLS:
-    static:
-      member: {peerSecret: p, serverSecret: s}
-      operatorSecret: o
-"#;
-    let cluster: EtcdCluster = serde_yaml_ng::from_str(yaml).unwrap();
+    let static_tls = "  TLS:\n    static:\n      member: {peerSecret: p, serverSecret: s}\n      \
+                      operatorSecret: o\n";
+    let cluster = three_members("secure", static_tls);
     assert_eq!(desired_cluster(&cluster).tls, TlsMode::Static);
-    let auto = yaml.replace(
-        "static:\n      member: {peerSecret: p, serverSecret: s}\n      operatorSecret: o",
-        "auto: {validity: 2h, keyType: Ed25519}",
+    let cluster = three_members(
+        "secure",
+        "  TLS:\n    auto: {validity: 2h, keyType: Ed25519}\n",
     );
-    let cluster: EtcdCluster = serde_yaml_ng::from_str(&auto).unwrap();
     assert_eq!(desired_cluster(&cluster).tls, TlsMode::Auto);
     let tls = cluster.spec.tls.unwrap().auto.unwrap();
     assert_eq!(tls.key_type, Some(crate::api::KeyType::Ed25519));
@@ -115,18 +105,9 @@ spec:
 
 #[test]
 fn the_claims_storage_request_is_read_in_bytes_for_the_lifecycle() {
-    let yaml = r#"
-apiVersion: etcd.database.coreos.com/v1beta2
-kind: EtcdCluster
-metadata: {name: durable}
-spec:
-  size: 3
-  pod:
-    persistentVolumeClaimSpec:
-      accessModes: [ReadWriteOnce]
-      resources: {requests: {storage: 2Gi}}
-"#;
-    let cluster: EtcdCluster = serde_yaml_ng::from_str(yaml).unwrap();
+    let claims = "  pod:\n    persistentVolumeClaimSpec:\n      accessModes: [ReadWriteOnce]\n      \
+                  resources: {requests: {storage: 2Gi}}\n";
+    let cluster = three_members("durable", claims);
     let storage = desired_cluster(&cluster).storage.unwrap();
     assert_eq!((storage.quantity.as_str(), storage.bytes), ("2Gi", 2 << 30));
     // Growing the claims is applied in place: the pods' template is the same.
@@ -413,10 +394,7 @@ fn member_names_have_the_suffix_length_the_name_rules_assume() {
 }
 
 fn root_validations() -> serde_json::Value {
-    let crd = crd();
-    let schema = crd.spec.versions[0].schema.clone().unwrap();
-    serde_json::to_value(schema.open_api_v3_schema.unwrap()).unwrap()["x-kubernetes-validations"]
-        .clone()
+    crd_probe::root_schema(&crd())["x-kubernetes-validations"].clone()
 }
 
 #[test]

@@ -369,15 +369,7 @@ mod tests {
     }
 
     async fn keys(store: &BackupStore) -> Vec<String> {
-        let mut keys: Vec<String> = store
-            .list_backups()
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|b| b.key)
-            .collect();
-        keys.sort();
-        keys
+        store.backup_keys().await.unwrap()
     }
 
     #[tokio::test]

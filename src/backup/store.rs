@@ -449,6 +449,18 @@ impl BackupStore {
             .collect())
     }
 
+    /// The object keys of [`list_backups`](Self::list_backups), sorted.
+    pub async fn backup_keys(&self) -> Result<Vec<String>, StoreError> {
+        let mut keys: Vec<String> = self
+            .list_backups()
+            .await?
+            .into_iter()
+            .map(|b| b.key)
+            .collect();
+        keys.sort();
+        Ok(keys)
+    }
+
     /// Deletes an object (a missing one is not an error).
     pub async fn delete(&self, key: &str) -> Result<(), StoreError> {
         match self.store.delete(&Path::from(key)).await {
@@ -517,14 +529,7 @@ mod tests {
         ] {
             store.put_small(&key, b"x".to_vec()).await.unwrap();
         }
-        let keys: Vec<String> = store
-            .list_backups()
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|b| b.key)
-            .collect();
-        assert_eq!(keys, [direct]);
+        assert_eq!(store.backup_keys().await.unwrap(), [direct]);
         assert!(directly_under("", "x.db") && !directly_under("", "a/x.db"));
         assert!(directly_under("p", "p/x.db") && !directly_under("p", "px/x.db"));
     }

@@ -243,16 +243,11 @@ fn start_caches(
 
 /// Waits until every cache of `caches` has synced, one after the other.
 async fn wait_until_synced(caches: &WarmCaches) -> Result<(), Error> {
-    let WarmCaches {
-        pods,
-        services,
-        budgets,
-        claims,
-        slices,
-        nudged: _,
-    } = caches;
     let synced = |cache| move |source| Error::CacheSync { cache, source };
+    let WarmCaches { pods, .. } = caches;
     pods.wait_until_ready().await.map_err(synced("pod"))?;
+    let (services, budgets) = (&caches.services, &caches.budgets);
+    let (claims, slices) = (&caches.claims, &caches.slices);
     services
         .wait_until_ready()
         .await

@@ -306,11 +306,8 @@ async fn a_users_unlabeled_service_under_our_name_is_found_and_is_a_name_conflic
     fake.holds("/api/v1/namespaces/ns/services/foo-client", &theirs);
     let view = api_with(&fake, vec![], vec![]).observe().await.unwrap();
     let conflict = view.name_conflict.expect("a conflict is reported");
-    assert!(conflict.contains("Service foo-client"), "{conflict}");
-    assert!(
-        conflict.contains("not managed by etcd-operator"),
-        "{conflict}"
-    );
+    assert_says(&conflict, "Service foo-client");
+    assert_says(&conflict, "not managed by etcd-operator");
 }
 
 #[tokio::test]
@@ -438,10 +435,7 @@ async fn a_pod_name_held_by_another_owner_blocks_the_cluster_until_that_pod_is_g
         .create_member_pod(&seed("foo-bcdfg"))
         .await
         .expect_err("someone else's pod is not ours");
-    assert!(
-        conflict_message(&error).contains("Pod foo-bcdfg"),
-        "{error}"
-    );
+    assert_says(conflict_message(&error), "Pod foo-bcdfg");
     let conflict = api.observe().await.unwrap().name_conflict;
     let conflict = conflict.expect("the conflict is reported while the pod exists");
     assert!(conflict.contains("Pod foo-bcdfg"), "{conflict}");
@@ -649,10 +643,7 @@ async fn a_users_budget_under_the_clusters_name_is_a_conflict_never_changed() {
     fake.holds(&path, &budget("foo", 1, None));
     let api = api_with(&fake, our_services(), vec![]);
     let error = api.set_disruption_budget(2).await.unwrap_err();
-    assert!(
-        conflict_message(&error).contains("PodDisruptionBudget foo"),
-        "{error:?}"
-    );
+    assert_says(conflict_message(&error), "PodDisruptionBudget foo");
     assert!(!fake.calls().iter().any(|c| c.starts_with("PATCH")));
     // Remembered: the cluster waits, NameConflict, until the name is free.
     let view = api.observe().await.unwrap();
@@ -882,12 +873,13 @@ fn foo_at(
     c
 }
 
+/// `text` says `part`.
+fn assert_says(text: &str, part: &str) {
+    assert!(text.contains(part), "{text:?} does not say {part:?}");
+}
+
 fn assert_refuses_a_second_seed(error: &ApiError) {
-    let message = conflict_message(error);
-    assert!(
-        message.contains("refusing to record a new seed"),
-        "{message}"
-    );
+    assert_says(conflict_message(error), "refusing to record a new seed");
 }
 
 #[tokio::test]

@@ -4,6 +4,8 @@
 //! Every scenario that runs a cluster writes keys before and reads them back after.
 
 mod operator;
+#[path = "../support/peer_probe.rs"]
+mod peer_probe;
 mod support;
 
 mod backup;

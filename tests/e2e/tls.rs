@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, ObjectMeta, PostParams};
 use serde_json::json;
 
+use crate::peer_probe;
 use crate::support::*;
 
 pub(crate) const VERSION: &str = "3.5.35";
@@ -251,12 +252,8 @@ async fn static_tls_from_coreos_secrets_serves_certified_clients_only() {
 #[tokio::test]
 async fn operator_managed_tls_runs_and_scales_three_to_five_to_three() {
     let ns = Namespace::create("tls-auto");
-    let yaml = format!(
-        "{}  TLS:\n    auto:\n      validity: 2160h\n",
-        cluster_yaml(&ns.0, "managed", 3, VERSION, false)
-    );
-    apply(&yaml);
-    let ready = wait_running(&ns.0, "managed", 3, Duration::from_secs(240)).await;
+    let long = "{validity: 2160h}";
+    let ready = run_auto_tls(&ns.0, "managed", "", long, Duration::from_secs(240)).await;
     let secret = read_secret(&ns.0, "managed-client-tls").await;
     let owner = &secret.metadata.owner_references.as_ref().expect("owned")[0];
     assert_eq!(owner.kind, "EtcdCluster");
@@ -521,8 +518,9 @@ impl Writer {
 }
 
 /// Every acknowledged write reads back, and the writer kept writing throughout: failures
-/// came in short runs (a member restarting under the client, credentials renewed).
-async fn assert_writes_survived(ns: &str, cluster: &str, written: &Written) {
+/// came in short runs (a member restarting under the client, credentials renewed); the
+/// `before` keys written under `before/` ahead of the writer read back too.
+async fn assert_writes_survived(ns: &str, cluster: &str, written: &Written, before: usize) {
     assert!(!written.acked.is_empty(), "{written:?}");
     assert!(
         written.longest_failing_run <= 50,
@@ -536,6 +534,29 @@ async fn assert_writes_survived(ns: &str, cluster: &str, written: &Written) {
         let got = etcd.get(key.as_str(), None).await.expect("get");
         assert_eq!(got.kvs().len(), 1, "acknowledged write {key} is lost");
     }
+    assert_keys(&mut etcd, "before", before).await;
+}
+
+/// Applies a 3-member cluster `name` on operator-managed TLS and waits until it runs:
+/// `extra` is more of its spec (whole lines), `auto` the flow-style value of
+/// `spec.TLS.auto`. Returns the ready members.
+async fn run_auto_tls(
+    ns: &str,
+    name: &str,
+    extra: &str,
+    auto: &str,
+    within: Duration,
+) -> Vec<String> {
+    let base = cluster_yaml(ns, name, 3, VERSION, false);
+    apply(&format!("{base}{extra}  TLS:\n    auto: {auto}\n"));
+    wait_running(ns, name, 3, within).await
+}
+
+/// A client of the running cluster `name`, after `count` keys under `prefix` were written.
+async fn client_after_writing(ns: &str, name: &str, prefix: &str, count: usize) -> Etcd {
+    let mut etcd = auto_client(ns, name).await.expect("a client");
+    write_keys(&mut etcd, prefix, count).await;
+    etcd
 }
 
 fn restarts(ns: &str) -> Vec<String> {
@@ -551,14 +572,9 @@ fn restarts(ns: &str) -> Vec<String> {
 async fn leaf_certificates_are_renewed_under_writes_without_restarting_members() {
     let ns = Namespace::create("tls-renew");
     // Two-minute certificates renewed at half their life: one renewal a minute.
-    let yaml = format!(
-        "{}  TLS:\n    auto:\n      validity: 2m\n      renewAtPercent: 50\n",
-        cluster_yaml(&ns.0, "renew", 3, VERSION, false)
-    );
-    apply(&yaml);
-    wait_running(&ns.0, "renew", 3, Duration::from_secs(240)).await;
-    let mut etcd = auto_client(&ns.0, "renew").await.expect("a client");
-    write_keys(&mut etcd, "before", 20).await;
+    let renewing = "{validity: 2m, renewAtPercent: 50}";
+    run_auto_tls(&ns.0, "renew", "", renewing, Duration::from_secs(240)).await;
+    client_after_writing(&ns.0, "renew", "before", 20).await;
     let pods_before = restarts(&ns.0);
     let peer_cert = |s: &Secret| key(s, "peer.crt");
     let first = peer_cert(&read_secret(&ns.0, "renew-peer-tls").await);
@@ -587,9 +603,7 @@ async fn leaf_certificates_are_renewed_under_writes_without_restarting_members()
     );
     let status = wait_running(&ns.0, "renew", 3, Duration::from_secs(60)).await;
     assert_eq!(status.len(), 3);
-    assert_writes_survived(&ns.0, "renew", &written).await;
-    let mut etcd = auto_client(&ns.0, "renew").await.expect("a client after");
-    assert_keys(&mut etcd, "before", 20).await;
+    assert_writes_survived(&ns.0, "renew", &written, 20).await;
 }
 
 /// Events of `ns` with `reason`.
@@ -630,15 +644,10 @@ async fn ca_rotation_keeps_writes_and_members(prefix: &str, trigger: RotationTri
             ("{caSecret: user-ca}", "rot-ca-in-use", Some(first.cert_pem))
         }
     };
-    let yaml = format!(
-        "{}  pod:\n    persistentVolumeClaimSpec:\n      accessModes: [ReadWriteOnce]\n      \
-         resources: {{requests: {{storage: 1Gi}}}}\n  TLS:\n    auto: {tls}\n",
-        cluster_yaml(&ns.0, "rot", 3, VERSION, false)
-    );
-    apply(&yaml);
-    wait_running(&ns.0, "rot", 3, Duration::from_secs(300)).await;
-    let mut etcd = auto_client(&ns.0, "rot").await.expect("a client");
-    write_keys(&mut etcd, "before", 20).await;
+    let claims = "  pod:\n    persistentVolumeClaimSpec:\n      accessModes: [ReadWriteOnce]\n      \
+         resources: {requests: {storage: 1Gi}}\n";
+    run_auto_tls(&ns.0, "rot", claims, tls, Duration::from_secs(300)).await;
+    let mut etcd = client_after_writing(&ns.0, "rot", "before", 20).await;
     let ids_before = member_list(&mut etcd).await;
     let old_ca = key(&read_secret(&ns.0, in_use).await, "tls.crt");
     if let Some(first) = first {
@@ -706,7 +715,7 @@ async fn ca_rotation_keeps_writes_and_members(prefix: &str, trigger: RotationTri
     )
     .await;
     let written = writer.finish().await;
-    assert_writes_survived(&ns.0, "rot", &written).await;
+    assert_writes_survived(&ns.0, "rot", &written, 20).await;
 
     for reason in [
         "CARotationStarted",
@@ -802,27 +811,12 @@ fn peer_answer(
     let host = format!("{pod}.{cluster}.{ns}.svc");
     let dir = std::env::temp_dir().join(format!("e2e-peer-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let mut cmd = std::process::Command::new("curl");
-    cmd.args([
-        "-s",
-        "-k",
-        "--http1.1",
-        "-o",
-        "/dev/null",
-        "-w",
-        "%{http_code}",
-        "--max-time",
-        "5",
-    ])
-    .arg("--connect-to")
-    .arg(format!("{host}:2380:{ip}:2380"));
+    let mut cmd = peer_probe::status_curl();
+    cmd.arg("-k")
+        .arg("--connect-to")
+        .arg(format!("{host}:2380:{ip}:2380"));
     if let Some((cert, key_pem)) = pair {
-        std::fs::write(dir.join("c.crt"), cert).unwrap();
-        std::fs::write(dir.join("c.key"), key_pem).unwrap();
-        cmd.arg("--cert")
-            .arg(dir.join("c.crt"))
-            .arg("--key")
-            .arg(dir.join("c.key"));
+        peer_probe::present(&mut cmd, &dir, cert, key_pem);
     }
     let scheme = if https { "https" } else { "http" };
     let out = cmd
@@ -836,12 +830,7 @@ fn peer_answer(
 #[tokio::test]
 async fn a_member_refuses_plaintext_and_uncertified_peers() {
     let ns = Namespace::create("tls-peers");
-    let yaml = format!(
-        "{}  TLS:\n    auto: {{}}\n",
-        cluster_yaml(&ns.0, "peers", 3, VERSION, false)
-    );
-    apply(&yaml);
-    let ready = wait_running(&ns.0, "peers", 3, Duration::from_secs(240)).await;
+    let ready = run_auto_tls(&ns.0, "peers", "", "{}", Duration::from_secs(240)).await;
     let pod = &ready[0];
     // The control: a certificate from the cluster's CA (the operator's own, which names
     // no address etcd would check) is let through.
@@ -889,14 +878,8 @@ async fn a_member_refuses_plaintext_and_uncertified_peers() {
 #[tokio::test]
 async fn a_tls_cluster_upgrades_from_3_5_to_3_6() {
     let ns = Namespace::create("tls-upgrade");
-    let yaml = format!(
-        "{}  TLS:\n    auto: {{}}\n",
-        cluster_yaml(&ns.0, "up", 3, VERSION, false)
-    );
-    apply(&yaml);
-    wait_running(&ns.0, "up", 3, Duration::from_secs(240)).await;
-    let mut etcd = auto_client(&ns.0, "up").await.expect("a client");
-    write_keys(&mut etcd, "before", 30).await;
+    run_auto_tls(&ns.0, "up", "", "{}", Duration::from_secs(240)).await;
+    client_after_writing(&ns.0, "up", "before", 30).await;
     let writer = Writer::start(&ns.0, "up", "up-writes");
     patch_spec(&ns.0, "up", json!({"version": "3.6.16"})).await;
     wait_status(
@@ -908,9 +891,7 @@ async fn a_tls_cluster_upgrades_from_3_5_to_3_6() {
     )
     .await;
     let written = writer.finish().await;
-    assert_writes_survived(&ns.0, "up", &written).await;
-    let mut etcd = auto_client(&ns.0, "up").await.expect("a client after");
-    assert_keys(&mut etcd, "before", 30).await;
+    assert_writes_survived(&ns.0, "up", &written, 30).await;
     assert!(
         pod_images(&ns.0).iter().all(|i| i.ends_with(":v3.6.16")),
         "{:?}",

@@ -28,6 +28,21 @@ const READY_TIMEOUT: Duration = Duration::from_secs(20);
 
 static NEXT_NET: AtomicU32 = AtomicU32::new(0);
 
+/// Starts [`etcd_bin`] with `args`, its output (stdout and stderr) going to `log`.
+pub fn spawn_etcd<I, S>(args: I, log: File) -> Child
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    Command::new(etcd_bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("a second handle on the log"))
+        .stderr(log)
+        .spawn()
+        .expect("start etcd")
+}
+
 /// The etcd binary to run.
 pub fn etcd_bin() -> PathBuf {
     if let Some(bin) = std::env::var_os("ETCD_BIN") {

@@ -5,5 +5,6 @@
 
 pub mod etcd_process;
 pub mod loopback_certs;
+pub mod peer_probe;
 pub mod s3_server;
 pub mod tls_etcd;

@@ -10,12 +10,12 @@
 use std::fs;
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use etcd_operator::tls::{Ca, Leaf, Role};
 
-use super::etcd_process::etcd_bin;
+use super::etcd_process::spawn_etcd;
 
 /// A free TCP port on 127.0.0.1.
 pub fn free_port() -> u16 {
@@ -72,13 +72,7 @@ impl TlsMember {
             "--log-outputs=stderr".into(),
         ];
         let log = fs::File::create(dir.join("etcd.log")).unwrap();
-        let child = Command::new(etcd_bin())
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start etcd");
+        let child = spawn_etcd(args, log);
         TlsMember {
             client_url: format!("https://localhost:{client_port}"),
             dir,

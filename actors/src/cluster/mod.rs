@@ -219,39 +219,8 @@ impl ClusterActor {
                 (Pace::Watchful, None)
             }
             TickOutcome::Decided(done) => {
-                let tick::Decided {
-                    decision,
-                    outcomes,
-                    status,
-                    status_error,
-                    written_at,
-                    members,
-                    elapsed,
-                    stages,
-                    sight,
-                    observed,
-                    pace,
-                    deadline,
-                } = *done;
-                metrics.tick_seconds.observe(elapsed.as_secs_f64());
-                self.backoff.note_actions(Acted::of(&outcomes));
-                let observer = &mut self.observer;
-                observer.actions(decision.why.reason.as_str(), &outcomes);
-                observer.steps(sight, observed, &outcomes);
-                if let Some(error) = status_error {
-                    warn!(observer.logger, "cannot write status"; "error" => error);
-                } else if let Some(at) = written_at {
-                    self.last.written = Some(LastWrite {
-                        status: Arc::new(status),
-                        at,
-                    });
-                }
-                let from = std::mem::replace(&mut self.state, decision.state);
-                let to = &self.state.phase;
-                observer.transition(&from.phase, to, &decision.why, members, &stages);
-                self.last.reason = Some(decision.why.reason);
-                self.last.message = decision.why.message;
-                (pace, deadline)
+                metrics.tick_seconds.observe(done.elapsed.as_secs_f64());
+                self.take_decided(*done)
             }
         };
         self.last.pace = Some(pace);
@@ -264,6 +233,32 @@ impl ClusterActor {
             self.backoff.next(pace, deadline, now, &self.config)
         };
         self.schedule(next, ctx);
+    }
+}
+
+impl ClusterActor {
+    /// Takes in what a decided tick did: the back-off, the observer's records, the last
+    /// status written and the new state. Returns how to pace the next tick.
+    fn take_decided(&mut self, done: tick::Decided) -> (Pace, Option<tokio::time::Instant>) {
+        self.backoff.note_actions(Acted::of(&done.outcomes));
+        let observer = &mut self.observer;
+        let decision = done.decision;
+        observer.actions(decision.why.reason.as_str(), &done.outcomes);
+        observer.steps(done.sight, done.observed, &done.outcomes);
+        if let Some(error) = done.status_error {
+            warn!(observer.logger, "cannot write status"; "error" => error);
+        } else if let Some(at) = done.written_at {
+            self.last.written = Some(LastWrite {
+                status: Arc::new(done.status),
+                at,
+            });
+        }
+        let from = std::mem::replace(&mut self.state, decision.state);
+        let to = &self.state.phase;
+        observer.transition(&from.phase, to, &decision.why, done.members, &done.stages);
+        self.last.reason = Some(decision.why.reason);
+        self.last.message = decision.why.message;
+        (done.pace, done.deadline)
     }
 }
 

@@ -39,7 +39,7 @@ use super::orphans::orphan_pods;
 use super::preconditions;
 use super::replacement::{dead_or_unhealthy_member, unhealthy_member};
 use super::scaling::{
-    leftover_joiners, promotable_learner, scale, version_for_new_members, wanted_joiner,
+    Resize, leftover_joiners, promotable_learner, scale, version_for_new_members, wanted_joiner,
 };
 use super::seeding::{Seed, without_member_list};
 use super::unstarted::unstarted_member;
@@ -232,7 +232,13 @@ pub(super) fn with_member_list(
         return d(state);
     }
     if view.members.len() != size {
-        return scale(state, view, size, (&join_version, joiner), scaling);
+        let resize = Resize {
+            size,
+            version: &join_version,
+            joiner,
+            phase: scaling,
+        };
+        return scale(state, view, resize);
     }
     upgrade::upgrade(state, view, target, (spec, deadlines))
 }

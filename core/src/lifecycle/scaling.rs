@@ -90,16 +90,25 @@ pub(super) fn unpublished_members(view: &ClusterView<'_>) -> Option<Why> {
     })
 }
 
-pub(super) fn scale(
-    state: State,
-    view: &ClusterView<'_>,
-    size: usize,
-    (version, joiner): (&Version, Option<&PodView>),
-    scaling: Phase,
-) -> Decision {
-    if view.members.len() < size {
-        return grow(state, view, size, (version, joiner), scaling);
+/// What a change of membership size aims at: the size, the version a new member runs,
+/// the prepared joiner to add next (if any) and the phase the cluster is in meanwhile.
+pub(super) struct Resize<'a> {
+    pub(super) size: usize,
+    pub(super) version: &'a Version,
+    pub(super) joiner: Option<&'a PodView>,
+    pub(super) phase: Phase,
+}
+
+/// One member more or one fewer, toward `resize.size`.
+pub(super) fn scale(state: State, view: &ClusterView<'_>, resize: Resize<'_>) -> Decision {
+    if view.members.len() < resize.size {
+        return grow(state, view, resize);
     }
+    let Resize {
+        size,
+        phase: scaling,
+        ..
+    } = resize;
     // Every member is healthy here (checked before scaling), so removing a follower is
     // safe at any size, 2 -> 1 included: the change needs both members, then one is a
     // quorum of one.
@@ -135,13 +144,13 @@ pub(super) fn scale(
 /// first the name resolves at once, instead of being cached as unknown by the DNS for its
 /// negative TTL (5 s with CoreDNS's default, 30 s as kubeadm sets it up), during which
 /// the leader cannot reach its new member.
-pub(super) fn grow(
-    state: State,
-    view: &ClusterView<'_>,
-    size: usize,
-    (version, joiner): (&Version, Option<&PodView>),
-    scaling: Phase,
-) -> Decision {
+fn grow(state: State, view: &ClusterView<'_>, resize: Resize<'_>) -> Decision {
+    let Resize {
+        size,
+        version,
+        joiner,
+        phase: scaling,
+    } = resize;
     if let Some(why) = unpublished_members(view) {
         return Decision::new(state, scaling, vec![], why);
     }

@@ -4,9 +4,7 @@ use super::*;
 use crate::api::{CrdSelection, crd_yaml};
 
 fn spec_schema() -> serde_json::Value {
-    let crd = backup_crd();
-    let schema = crd.spec.versions[0].schema.clone().unwrap();
-    serde_json::to_value(schema.open_api_v3_schema.unwrap()).unwrap()["properties"]["spec"].clone()
+    crate::api::crd_probe::spec_schema(&backup_crd())
 }
 
 /// A one-shot backup in the layout of the CoreOS operator's example manifest.
@@ -90,18 +88,8 @@ fn crd_is_the_coreos_group_version_kind_with_status_and_columns() {
         crd.metadata.name.as_deref(),
         Some("etcdbackups.etcd.database.coreos.com")
     );
-    let v = &crd.spec.versions[0];
-    assert_eq!(v.name, "v1beta2");
-    assert!(v.subresources.as_ref().unwrap().status.is_some());
-    let columns: Vec<_> = v
-        .additional_printer_columns
-        .as_ref()
-        .unwrap()
-        .iter()
-        .map(|c| c.name.as_str())
-        .collect();
     assert_eq!(
-        columns,
+        crate::api::crd_probe::v1beta2_columns(&crd),
         [
             "Succeeded",
             "Revision",
@@ -131,13 +119,7 @@ fn schema_refuses_unknown_storage_types_and_negative_policy_values() {
 
 #[test]
 fn schema_rules_name_one_cluster_one_store_and_one_schedule() {
-    let rules = spec_schema()["x-kubernetes-validations"].clone();
-    let rules: Vec<&str> = rules
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["rule"].as_str().unwrap())
-        .collect();
+    let rules = crate::api::crd_probe::rules(&spec_schema());
     assert!(rules[0].contains("has(self.clusterName) != has(self.etcdEndpoints)"));
     assert!(rules[1].contains("has(self.s3)"));
     assert!(rules[2].contains("backupIntervalInSecond == 0"));

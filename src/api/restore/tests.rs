@@ -4,9 +4,7 @@ use super::*;
 use crate::api::{CrdSelection, crd_yaml};
 
 fn spec_schema() -> serde_json::Value {
-    let crd = restore_crd();
-    let schema = crd.spec.versions[0].schema.clone().unwrap();
-    serde_json::to_value(schema.open_api_v3_schema.unwrap()).unwrap()["properties"]["spec"].clone()
+    crate::api::crd_probe::spec_schema(&restore_crd())
 }
 
 /// A restore in the layout of the CoreOS operator's example manifest.
@@ -44,18 +42,8 @@ fn crd_is_the_coreos_group_version_kind_with_status_and_columns() {
     assert_eq!(crd.spec.group, "etcd.database.coreos.com");
     assert_eq!(crd.spec.names.kind, "EtcdRestore");
     assert_eq!(crd.spec.names.plural, "etcdrestores");
-    let version = &crd.spec.versions[0];
-    assert_eq!(version.name, "v1beta2");
-    assert!(version.subresources.as_ref().unwrap().status.is_some());
-    let columns: Vec<&str> = version
-        .additional_printer_columns
-        .as_ref()
-        .unwrap()
-        .iter()
-        .map(|c| c.name.as_str())
-        .collect();
     assert_eq!(
-        columns,
+        crate::api::crd_probe::v1beta2_columns(&crd),
         [
             "Succeeded",
             "Cluster",
@@ -90,13 +78,7 @@ fn schema_accepts_s3_only_and_requires_the_cluster_and_its_name_rule() {
 
 #[test]
 fn schema_rules_need_the_store_and_keep_restore_the_operators() {
-    let rules = spec_schema()["x-kubernetes-validations"].clone();
-    let rules: Vec<&str> = rules
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["rule"].as_str().unwrap())
-        .collect();
+    let rules = crate::api::crd_probe::rules(&spec_schema());
     assert!(rules[0].contains("has(self.s3)"));
     assert!(rules[1].contains("!has(self.clusterSpec.restore)"));
     assert!(rules[2].contains("self.clusterSpec.version.matches"));
@@ -104,11 +86,7 @@ fn schema_rules_need_the_store_and_keep_restore_the_operators() {
 
 #[test]
 fn an_etcd_clusters_restore_cannot_change_once_set() {
-    let crd = crate::api::crd();
-    let schema = crd.spec.versions[0].schema.clone().unwrap();
-    let spec =
-        serde_json::to_value(schema.open_api_v3_schema.unwrap()).unwrap()["properties"]["spec"]
-            .clone();
+    let spec = crate::api::crd_probe::spec_schema(&crate::api::crd());
     let restore = &spec["properties"]["restore"];
     assert_eq!(
         restore["x-kubernetes-validations"][0]["rule"],

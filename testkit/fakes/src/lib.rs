@@ -1094,6 +1094,19 @@ mod tests {
             .collect()
     }
 
+    /// The pod of the learner `demo-new`, prepared with the members `prepared_with` or not.
+    fn joiner_pod(prepared_with: Option<Vec<String>>) -> MemberPod {
+        MemberPod {
+            name: "demo-new".into(),
+            version: "3.5.21".parse().unwrap(),
+            initial_cluster: String::new(),
+            state: InitialState::Existing,
+            voter: false,
+            restore: None,
+            prepared_with,
+        }
+    }
+
     #[tokio::test]
     async fn a_seed_pod_forms_a_one_member_cluster_that_answers() {
         let fake = FakeCluster::new(demo());
@@ -1133,16 +1146,7 @@ mod tests {
             fake.promote(&eps, added.id).await.unwrap_err().kind,
             EtcdErrorKind::LearnerNotReady
         );
-        let pod = MemberPod {
-            name: "demo-new".into(),
-            version: "3.5.21".parse().unwrap(),
-            initial_cluster: String::new(),
-            state: InitialState::Existing,
-            voter: false,
-            restore: None,
-            prepared_with: None,
-        };
-        fake.create_member_pod(&pod).await.unwrap();
+        fake.create_member_pod(&joiner_pod(None)).await.unwrap();
         fake.promote(&eps, added.id).await.unwrap();
         assert!(fake.is_converged(2, "3.5.21"));
     }
@@ -1151,16 +1155,8 @@ mod tests {
     async fn a_prepared_joiner_waits_without_a_member_and_starts_once_added() {
         let fake = FakeCluster::running(demo(), 1, "3.5.21");
         let eps = endpoints(&fake);
-        let pod = MemberPod {
-            name: "demo-new".into(),
-            version: "3.5.21".parse().unwrap(),
-            initial_cluster: String::new(),
-            state: InitialState::Existing,
-            voter: false,
-            restore: None,
-            prepared_with: Some(vec!["demo-m0".into()]),
-        };
-        fake.create_member_pod(&pod).await.unwrap();
+        let prepared = joiner_pod(Some(vec!["demo-m0".into()]));
+        fake.create_member_pod(&prepared).await.unwrap();
         assert_eq!(fake.members().len(), 1);
         let waiting = fake
             .pods()
