@@ -106,22 +106,21 @@ s3_store() {
         "$1" "$(s3 endpoint)"
 }
 
+# Applies the $1 (a kind of this operator's API) named $2 whose spec is the lines $3.
+apply_spec() {
+    printf 'apiVersion: etcd.database.coreos.com/v1beta2\nkind: %s\nmetadata:\n  name: %s\nspec:\n%s\n' \
+        "$1" "$2" "$3" | kubectl -n "$NS" apply -f - >/dev/null
+}
+
 succeeded() { [[ $(kubectl -n "$NS" get etcdbackup "$1" -o jsonpath='{.status.succeeded}' 2>/dev/null) == true ]]; }
 
 # A one-shot EtcdBackup $1 of cluster $2; RESULT = seconds until it succeeded.
 operator_backup() {
     local start
     start=$(now)
-    kubectl -n "$NS" apply -f - >/dev/null <<EOF
-apiVersion: etcd.database.coreos.com/v1beta2
-kind: EtcdBackup
-metadata:
-  name: $1
-spec:
-  clusterName: $2
+    apply_spec EtcdBackup "$1" "  clusterName: $2
   storageType: S3
-$(s3_store "$BUCKET/$NS/$1")
-EOF
+$(s3_store "$BUCKET/$NS/$1")"
     poll "EtcdBackup $1 to succeed" succeeded "$1"
     since "$start"
 }
@@ -151,20 +150,13 @@ floor_restore() {
 operator_restore() {
     local start
     start=$(now)
-    kubectl -n "$NS" apply -f - >/dev/null <<EOF
-apiVersion: etcd.database.coreos.com/v1beta2
-kind: EtcdRestore
-metadata:
-  name: $1
-spec:
-  etcdCluster:
+    apply_spec EtcdRestore "$1" "  etcdCluster:
     name: $1
   backupStorageType: S3
   clusterSpec:
     size: 1
-    version: "$VERSION"
-$(s3_store "$2")
-EOF
+    version: \"$VERSION\"
+$(s3_store "$2")"
     poll "EtcdCluster $1 restored and Running" running "$1"
     since "$start"
 }

@@ -207,22 +207,8 @@ fn api_of(
     let topology = Topology::new(NS, &cluster.metadata.name.clone().unwrap());
     let (clusters, mut cw) = reflector::store();
     cw.apply_watcher_event(&watcher::Event::Apply(cluster));
-    let (service_store, mut sw) = reflector::store();
-    for s in services {
-        sw.apply_watcher_event(&watcher::Event::Apply(s));
-    }
-    let (pod_store, mut pw) = reflector::store();
-    for p in pods {
-        pw.apply_watcher_event(&watcher::Event::Apply(p));
-    }
-    let (budget_store, mut bw) = reflector::store();
-    for b in budgets {
-        bw.apply_watcher_event(&watcher::Event::Apply(b));
-    }
-    let (claim_store, mut clw) = reflector::store();
-    for c in claims {
-        clw.apply_watcher_event(&watcher::Event::Apply(c));
-    }
+    let (service_store, pod_store) = (store_of(services), store_of(pods));
+    let (budget_store, claim_store) = (store_of(budgets), store_of(claims));
     let client = fake.client();
     let reporter = Reporter {
         controller: "test".into(),
@@ -256,6 +242,19 @@ fn to_json<T: serde::Serialize>(value: &T) -> Value {
 }
 
 /// The message of a [`ApiError::Conflict`]; any other error fails the test.
+/// A reflector store holding `objects`.
+fn store_of<K>(objects: Vec<K>) -> reflector::Store<K>
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let (store, mut writer) = reflector::store();
+    for object in objects {
+        writer.apply_watcher_event(&watcher::Event::Apply(object));
+    }
+    store
+}
+
 fn conflict_message(error: &ApiError) -> &str {
     let ApiError::Conflict(message) = error else {
         panic!("not a conflict: {error:?}");

@@ -9,7 +9,7 @@ use crate::resources::labels::{
     FORCE_NEW_CLUSTER_ANNOTATION, POD_TEMPLATE_ANNOTATION, PREPARED_ANNOTATION, TLS_ANNOTATION,
     UPGRADE_FROM_ANNOTATION, VOTER_LABEL,
 };
-use crate::resources::{DATA_VOLUME, ETCD_CONTAINER, version_of_image};
+use crate::resources::{ETCD_CONTAINER, data_on_claim, version_of_image};
 
 /// The lifecycle's view of a pod.
 pub fn pod_view(pod: &Pod) -> PodView {
@@ -59,15 +59,6 @@ pub fn pod_view(pod: &Pod) -> PodView {
         force_new_cluster: annotation(pod, FORCE_NEW_CLUSTER_ANNOTATION).as_deref() == Some("true"),
         on_claim: data_on_claim(pod),
     }
-}
-
-/// Whether the pod's data volume is a PersistentVolumeClaim (else an emptyDir).
-fn data_on_claim(pod: &Pod) -> bool {
-    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
-    volumes
-        .into_iter()
-        .flatten()
-        .any(|v| v.name == DATA_VOLUME && v.persistent_volume_claim.is_some())
 }
 
 /// The etcd container's status.

@@ -7,8 +7,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 
+use super::data_volume::data_on_claim;
 use super::labels::{client_selector, object_meta};
-use super::pod::DATA_VOLUME;
 use crate::api::EtcdCluster;
 
 /// Unready pods are evicted like ready ones: only while the budget holds.
@@ -44,14 +44,6 @@ pub(crate) fn every_member_on_claim<'a>(
         .is_some_and(|p| p.persistent_volume_claim_spec.is_some());
     let mut pods = pods.into_iter().peekable();
     claims_asked && pods.peek().is_some() && pods.all(data_on_claim)
-}
-
-fn data_on_claim(pod: &Pod) -> bool {
-    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
-    volumes
-        .into_iter()
-        .flatten()
-        .any(|v| v.name == DATA_VOLUME && v.persistent_volume_claim.is_some())
 }
 
 /// The budget named like the cluster over its voting members' pods (learners do not count

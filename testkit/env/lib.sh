@@ -11,6 +11,19 @@ running() {
   ! grep -q ') Z ' "/proc/$pid/stat" 2>/dev/null
 }
 
+# each_status WIDTH DESCRIBE NAME...: a line for each NAME, the name in WIDTH columns and
+# then what `DESCRIBE NAME` prints about it; fails when DESCRIBE failed (the part is not
+# running) for any of them.
+each_status() {
+    local width=$1 describe=$2 name line rc=0
+    shift 2
+    for name in "$@"; do
+        line=$("$describe" "$name") || rc=1
+        printf "%-${width}s %s\n" "$name" "$line"
+    done
+    return $rc
+}
+
 # stop_pidfile PIDFILE: stops the process recorded in PIDFILE (SIGTERM, SIGKILL after 10 s)
 # and removes the file.
 stop_pidfile() {

@@ -114,20 +114,7 @@ fn ready_slice_addresses(ns: &str, service: &str) -> Vec<String> {
         "kubernetes.io/service-name={service},\
          endpointslice.kubernetes.io/managed-by=endpointslice-controller.k8s.io"
     );
-    let (ok, out) = kubectl(
-        &[
-            "get",
-            "endpointslices",
-            "-n",
-            ns,
-            "-l",
-            &selector,
-            "-o",
-            "json",
-        ],
-        None,
-    );
-    assert!(ok, "{out}");
+    let out = endpoint_slices(ns, &selector, "json");
     let list: serde_json::Value = serde_json::from_str(&out).unwrap();
     let mut addresses: Vec<String> = list["items"]
         .as_array()

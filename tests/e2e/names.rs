@@ -192,20 +192,11 @@ async fn two_colliding_clusters_applied_together_leave_one_running_and_the_other
     // The running cluster's Services select its own pods only.
     let mut endpoints = String::new();
     for service in [running.to_string(), format!("{running}-client")] {
-        let (ok, out) = kubectl(
-            &[
-                "get",
-                "endpointslices",
-                "-n",
-                ns,
-                "-l",
-                &format!("kubernetes.io/service-name={service}"),
-                "-o",
-                "jsonpath={range .items[*]}{.endpoints[*].targetRef.name} {end}",
-            ],
-            None,
+        let out = endpoint_slices(
+            ns,
+            &format!("kubernetes.io/service-name={service}"),
+            "jsonpath={range .items[*]}{.endpoints[*].targetRef.name} {end}",
         );
-        assert!(ok, "{out}");
         endpoints.push_str(&out);
         endpoints.push(' ');
     }

@@ -45,6 +45,26 @@ pub async fn client() -> Client {
     Client::try_from(config).expect("client")
 }
 
+/// The EndpointSlices in `ns` with the labels `selector`, printed as `output` (a kubectl
+/// `-o` value); fails the test when kubectl does.
+pub fn endpoint_slices(ns: &str, selector: &str, output: &str) -> String {
+    let (ok, out) = kubectl(
+        &[
+            "get",
+            "endpointslices",
+            "-n",
+            ns,
+            "-l",
+            selector,
+            "-o",
+            output,
+        ],
+        None,
+    );
+    assert!(ok, "{out}");
+    out
+}
+
 /// Runs kubectl with the admin kubeconfig; returns (success, stdout + stderr).
 pub fn kubectl(args: &[&str], stdin: Option<&str>) -> (bool, String) {
     use std::io::Write;

@@ -147,6 +147,13 @@ impl StaticTls {
     }
 }
 
+/// The pod address of member `member`, which must have one.
+async fn pod_ip(ns: &str, member: &str) -> String {
+    let pods: Api<Pod> = Api::namespaced(client().await, ns);
+    let pod = pods.get(member).await.expect("the member's pod");
+    pod.status.and_then(|s| s.pod_ip).expect("a pod address")
+}
+
 /// A client of member `member` of cluster `cluster` at its pod address, verifying its
 /// certificate against its DNS name, presenting `identity` (`None`: no certificate).
 pub(crate) async fn tls_client(
@@ -156,15 +163,7 @@ pub(crate) async fn tls_client(
     ca_pem: &[u8],
     identity: Option<(&[u8], &[u8])>,
 ) -> Result<Etcd, etcd_client::Error> {
-    let pods: Api<Pod> = Api::namespaced(client().await, ns);
-    let ip = pods
-        .get(member)
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .pod_ip
-        .unwrap();
+    let ip = pod_ip(ns, member).await;
     let mut tls = TlsOptions::new()
         .domain_name(format!("{member}.{cluster}.{ns}.svc"))
         .ca_certificate(Certificate::from_pem(ca_pem));
@@ -180,15 +179,7 @@ pub(crate) async fn tls_client(
 
 /// A plain-HTTP client of the member's pod address gets nothing from it.
 async fn assert_plaintext_refused(ns: &str, member: &str) {
-    let pods: Api<Pod> = Api::namespaced(client().await, ns);
-    let ip = pods
-        .get(member)
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .pod_ip
-        .unwrap();
+    let ip = pod_ip(ns, member).await;
     let options = ConnectOptions::new()
         .with_connect_timeout(Duration::from_secs(3))
         .with_timeout(Duration::from_secs(3));

@@ -449,27 +449,10 @@ build_coredns() {
 # plain directory with its posix backend: a production S3 server under a permissive
 # licence, built like the others from its Go module. Its go.mod has no replace
 # directives, so a wrapper module that `go get`s the command is enough.
-# The versitygw wrapper module, in the current directory ($version is build_s3's).
-s3_wrapper() {
-    go mod init local.invalid/versitygw-binaries >/dev/null 2>&1
-    go get "github.com/versity/versitygw/cmd/versitygw@$version"
-}
-# In the wrapper module ($version and $dir are build_s3's).
-s3_build() {
-    "${GO_BUILD[@]}" -ldflags "-s -w -X main.Version=$version" \
-        -o "$dir/bin.partial/versitygw" github.com/versity/versitygw/cmd/versitygw
-    smoke "$version" "$dir/bin.partial/versitygw" --version
-}
-
+# Both are built by go_command below.
 build_s3() {
-    local version=$VERSITYGW_VERSION
-    [[ $version =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "VERSITYGW_VERSION must look like v1.8.0, got '$version'"
-    local dir="$CACHE/versitygw/$version"
-
-    prepare "versitygw $version" "$dir" "$dir/bin/versitygw" || return 0
-    wrapper_module "$dir" s3_wrapper
-    build_into "$dir" s3_build
-    log "versitygw $version: built in $((SECONDS - BUILD_START))s -> $dir/bin"
+    go_command versitygw VERSITYGW_VERSION v1.8.0 versitygw \
+        github.com/versity/versitygw/cmd/versitygw main.Version
 }
 
 # ---------------------------------------------------------------------------
@@ -478,26 +461,37 @@ build_s3() {
 # Rancher's dynamic provisioner of node-local directories (Apache-2.0): it makes each
 # claim's directory through a helper pod on the claim's node and the volume a hostPath
 # with that node's affinity. Its go.mod has no replace directives either.
-local_path_wrapper() {
-    go mod init local.invalid/local-path-binaries >/dev/null 2>&1
-    go get "github.com/rancher/local-path-provisioner@$version"
-}
-# In the wrapper module ($version and $dir are build_local_path's).
-local_path_build() {
-    "${GO_BUILD[@]}" -ldflags "-s -w -X main.VERSION=$version" \
-        -o "$dir/bin.partial/local-path-provisioner" github.com/rancher/local-path-provisioner
-    smoke "$version" "$dir/bin.partial/local-path-provisioner" --version
-}
-
 build_local_path() {
-    local version=$LOCAL_PATH_VERSION
-    [[ $version =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "LOCAL_PATH_VERSION must look like v0.0.30, got '$version'"
-    local dir="$CACHE/local-path/$version"
+    go_command local-path-provisioner LOCAL_PATH_VERSION v0.0.30 local-path \
+        github.com/rancher/local-path-provisioner main.VERSION
+}
 
-    prepare "local-path-provisioner $version" "$dir" "$dir/bin/local-path-provisioner" || return 0
-    wrapper_module "$dir" local_path_wrapper
-    build_into "$dir" local_path_build
-    log "local-path-provisioner $version: built in $((SECONDS - BUILD_START))s -> $dir/bin"
+# Builds the Go command at package $5, whose module has no replace directives, at the
+# version in the variable named $2 (which looks like $3), into $CACHE/$4/<version>/bin/$1;
+# the package variable $6 is set to the version, as the project's own release does.
+go_command() {
+    local name=$1 setting=$2 example=$3 subdir=$4 package=$5 version_variable=$6
+    local version=${!setting}
+    [[ $version =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "$setting must look like $example, got '$version'"
+    local dir="$CACHE/$subdir/$version"
+
+    prepare "$name $version" "$dir" "$dir/bin/$name" || return 0
+    wrapper_module "$dir" go_command_wrapper
+    build_into "$dir" go_command_build
+    log "$name $version: built in $((SECONDS - BUILD_START))s -> $dir/bin"
+}
+# The wrapper module, in the current directory ($subdir, $package and $version are
+# go_command's).
+go_command_wrapper() {
+    go mod init "local.invalid/$subdir-binaries" >/dev/null 2>&1
+    go get "$package@$version"
+}
+# In the wrapper module ($name, $package, $version_variable, $version and $dir are
+# go_command's).
+go_command_build() {
+    "${GO_BUILD[@]}" -ldflags "-s -w -X $version_variable=$version" \
+        -o "$dir/bin.partial/$name" "$package"
+    smoke "$version" "$dir/bin.partial/$name" --version
 }
 
 main() {

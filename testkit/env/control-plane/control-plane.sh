@@ -59,6 +59,8 @@ set -euo pipefail
 
 # testkit/env/, this script's parent directory: lib.sh and the other scripts are found from it.
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=testkit/env/lib.sh
+source "$TOOLS_DIR/lib.sh"
 LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
 CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}
 K8S_VERSION=${K8S_VERSION:-v1.35.4}
@@ -634,16 +636,15 @@ cmd_env() {
     printf 'export KUBECONFIG=%q\n' "$KUBECONFIG_PATH"
 }
 
+# Whether component $1 runs, and its pid.
+component_state() {
+    is_running "$1" || { echo stopped; return 1; }
+    echo "running (pid $(<"$RUN/$1.pid"))"
+}
+
 cmd_status() {
-    local c rc=0
-    for c in "${COMPONENTS[@]}"; do
-        if is_running "$c"; then
-            printf '%-24s running (pid %s)\n' "$c" "$(<"$RUN/$c.pid")"
-        else
-            printf '%-24s stopped\n' "$c"
-            rc=1
-        fi
-    done
+    local rc=0
+    each_status 24 component_state "${COMPONENTS[@]}" || rc=1
     if [[ -f $LOCAL_ENV_DIR/store-etcd ]]; then
         printf '%-24s %s\n' "store etcd binary" "$(<"$LOCAL_ENV_DIR/store-etcd")"
     fi

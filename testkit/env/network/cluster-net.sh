@@ -226,18 +226,13 @@ cmd_down() {
     stop_pidfile "$RUN/kube-proxy.pid"
 }
 
-cmd_status() {
-    local name rc=0
-    for name in kube-proxy coredns; do
-        if running "$RUN/$name.pid"; then
-            printf '%-12s running (pid %s)\n' "$name" "$(cat "$RUN/$name.pid")"
-        else
-            printf '%-12s stopped\n' "$name"
-            rc=1
-        fi
-    done
-    return $rc
+# Whether daemon $1 runs, and its pid.
+daemon_state() {
+    running "$RUN/$1.pid" || { echo stopped; return 1; }
+    echo "running (pid $(<"$RUN/$1.pid"))"
 }
+
+cmd_status() { each_status 12 daemon_state kube-proxy coredns; }
 
 case ${1:-} in
 up) cmd_up ;;

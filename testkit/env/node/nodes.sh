@@ -452,18 +452,14 @@ cmd_down() {
     rm -rf "$LOCAL_ENV_DIR/nodes"
 }
 
-cmd_status() {
-    local name rc=0
-    for name in $(names); do
-        if node_running "$name"; then
-            printf '%-14s running (%s tasks) %s\n' "$name" "$(tasks "$name" | wc -l)" "$(node_dir "$name")"
-        else
-            printf '%-14s stopped %s\n' "$name" "$(node_dir "$name")"
-            rc=1
-        fi
-    done
-    return $rc
+# Whether node $1 runs (with how many tasks), and its directory.
+node_state() {
+    node_running "$1" || { echo "stopped $(node_dir "$1")"; return 1; }
+    echo "running ($(tasks "$1" | wc -l) tasks) $(node_dir "$1")"
 }
+
+# shellcheck disable=SC2046 # one word per node name
+cmd_status() { each_status 14 node_state $(names); }
 
 case ${1:-} in
 up) cmd_up ;;
