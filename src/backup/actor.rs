@@ -19,8 +19,8 @@ use slog::{Logger, info, warn};
 use crate::api::backup::{EtcdBackup, EtcdBackupStatus};
 use crate::kube_api::own_objects::ObjectEvent;
 
-use super::kube::BackupKube;
 use super::metrics::BackupMetrics;
+use super::port::BackupKube;
 use super::report::{self, AttemptOutcome};
 use super::run::{BackupRequest, Writer, retain, take_backup};
 use super::schedule::{Schedule, next_run};

@@ -9,17 +9,19 @@
 //! [`retention`] and [`schedule`] are the pure decisions of what to delete and when to run
 //! next, [`report`] the status after each step. The actors that run backups on their
 //! schedule are in [`actor`], fed by [`supervisor`]; [`target`] turns a spec into a store,
-//! endpoints and a dialer through the [`kube`] port.
+//! endpoints and a dialer through the [`port`] to Kubernetes (over kube-rs in
+//! [`adapter`]).
 
 pub mod actor;
+pub mod adapter;
 pub mod client_tls;
 pub mod credentials;
 pub mod dial;
 pub mod integrity;
-pub mod kube;
 pub mod metadata;
 pub mod metrics;
 pub mod naming;
+pub mod port;
 pub mod report;
 pub mod retention;
 pub mod run;

@@ -13,7 +13,7 @@ use crate::api::backup::{BackupStorageType, EtcdBackupSpec};
 use super::client_tls;
 use super::credentials::{AbsCredentials, GcsCredentials, S3Credentials};
 use super::dial::{Dialer, Reach};
-use super::kube::BackupKube;
+use super::port::BackupKube;
 use super::scope::EndpointPolicy;
 use super::store::{BackupStore, Location, StoreConfig, StoreTimeouts};
 use crate::api::s3::split_path;

@@ -9,7 +9,7 @@ use slog::Logger;
 
 use crate::api::backup::EtcdBackup;
 use crate::backup::actor::{BackupConfig, BackupDeps};
-use crate::backup::kube::KubeBackupApi;
+use crate::backup::adapter::KubeBackupApi;
 use crate::backup::metrics::BackupMetrics;
 use crate::backup::store::StoreTimeouts;
 use crate::backup::supervisor::{BackupEvent, BackupSupervisor};

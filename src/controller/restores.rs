@@ -11,7 +11,7 @@ use slog::{Logger, info, warn};
 
 use crate::api::restore::EtcdRestore;
 use crate::backup::store::StoreTimeouts;
-use crate::restore::kube::KubeRestoreApi;
+use crate::restore::adapter::KubeRestoreApi;
 use crate::restore::supervisor::{RestoreEvent, RestoreSupervisor};
 
 use super::Settings;

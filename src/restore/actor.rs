@@ -14,7 +14,7 @@ use slog::{Logger, info, warn};
 use crate::api::restore::{EtcdRestore, EtcdRestoreStatus};
 use crate::backup::store::StoreTimeouts;
 
-use super::kube::RestoreKube;
+use super::port::RestoreKube;
 use super::run::{FOLLOW_INTERVAL, StepOutcome, finished, step};
 
 /// First delay after a failed step; it doubles up to [`MAX_RETRY`].

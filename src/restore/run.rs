@@ -13,8 +13,8 @@ use crate::backup::credentials::S3Credentials;
 use crate::backup::store::{BackupStore, Location, StoreConfig, StoreTimeouts};
 use crate::kube_api::own_objects::ObjectEvent;
 
-use super::kube::{Created, RestoreKube};
 use super::plan::{self, Existing, Refusal};
+use super::port::{Created, RestoreKube};
 use super::source::{self, Lookup};
 
 /// How often a restore whose cluster is coming up looks at it again.

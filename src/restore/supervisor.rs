@@ -12,7 +12,7 @@ use crate::api::restore::EtcdRestore;
 use crate::backup::store::StoreTimeouts;
 
 use super::actor::{RestoreActor, RestoreChanged, Retire};
-use super::kube::RestoreKube;
+use super::port::RestoreKube;
 
 /// One event of the EtcdRestore watch stream, by `namespace/name`.
 pub type RestoreEvent = WatchEvent<String, Box<EtcdRestore>>;

@@ -1,5 +1,5 @@
-//! What the Restore actors need from Kubernetes, as a port, and its implementation over
-//! kube-rs with every write (the new cluster, status, Events) behind the leader's fence.
+//! [`RestoreKube`](super::port::RestoreKube) over kube-rs, with every write (the new
+//! cluster, status, Events) behind the leader's fence.
 
 use async_trait::async_trait;
 use etcd_operator_actors::ports::ApiError;
@@ -7,37 +7,15 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use kube::runtime::events::Recorder;
 
+use super::port::{Created, RestoreKube};
 use crate::api::EtcdCluster;
 use crate::api::restore::EtcdRestore;
-use crate::backup::kube::{BackupKube, KubeBackupApi};
+use crate::backup::adapter::KubeBackupApi;
+use crate::backup::port::BackupKube;
 use crate::controller::fence::Fence;
 use crate::kube_api::error::api_error;
 use crate::kube_api::own_objects::{KubeOwnObjects, OwnObjectWrites};
 use crate::secret_data::SecretData;
-
-/// What creating the new EtcdCluster did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Created {
-    /// It was created.
-    New,
-    /// One of that name exists already (created meanwhile by someone else): nothing
-    /// was changed.
-    Exists,
-}
-
-/// The Restore actors' port to Kubernetes. Errors are typed as the cluster side's are, in
-/// the API's words.
-#[async_trait]
-pub trait RestoreKube: Send + Sync + 'static {
-    /// The data of a Secret; `None` when it does not exist.
-    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<SecretData>, ApiError>;
-    /// An EtcdCluster, read fresh.
-    async fn cluster(&self, namespace: &str, name: &str) -> Result<Option<EtcdCluster>, ApiError>;
-    /// Creates an EtcdCluster; one of the same name that exists is left alone.
-    async fn create_cluster(&self, cluster: &EtcdCluster) -> Result<Created, ApiError>;
-    /// An EtcdRestore's status and Events.
-    fn writes(&self) -> &dyn OwnObjectWrites<EtcdRestore>;
-}
 
 /// [`RestoreKube`] over kube-rs.
 pub struct KubeRestoreApi {
