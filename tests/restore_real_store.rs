@@ -251,7 +251,7 @@ async fn a_corrupted_snapshot_is_refused_by_the_restore_and_by_the_fetch() {
     let store = store_at(&s3.endpoint(), lookup.prefix());
     let found = source::resolve(&store, &lookup).await.unwrap();
     let err = source::verify(&store, &found).await.unwrap_err();
-    assert_eq!(err.reason(), "ChecksumMismatch", "{err}");
+    assert_eq!(err.reason().as_str(), "ChecksumMismatch", "{err}");
 
     let tmp = TempDir::new("corrupt");
     let credentials = mounted_secret(&tmp.0);
@@ -284,23 +284,23 @@ async fn a_missing_snapshot_or_one_without_metadata_is_refused_with_its_reason()
         "{BUCKET}/{PREFIX}/prod_20000101T000000.000Z_r1.db"
     ));
     let err = source::resolve(&store, &missing).await.unwrap_err();
-    assert_eq!(err.reason(), "BackupNotFound", "{err}");
+    assert_eq!(err.reason().as_str(), "BackupNotFound", "{err}");
     let empty = Lookup::of(&format!("{BUCKET}/elsewhere"));
     let err = source::resolve(&store_at(&s3.endpoint(), empty.prefix()), &empty)
         .await
         .unwrap_err();
-    assert_eq!(err.reason(), "BackupNotFound", "{err}");
+    assert_eq!(err.reason().as_str(), "BackupNotFound", "{err}");
 
     // Without its metadata a snapshot's checksum is unknown: not used, by name or prefix.
     store.delete(&metadata_key(&metadata.key)).await.unwrap();
     let exact = Lookup::of(&format!("{BUCKET}/{}", metadata.key));
     let err = source::resolve(&store, &exact).await.unwrap_err();
-    assert_eq!(err.reason(), "InvalidMetadata", "{err}");
+    assert_eq!(err.reason().as_str(), "InvalidMetadata", "{err}");
     let prefix = Lookup::of(&format!("{BUCKET}/{PREFIX}"));
     let err = source::resolve(&store_at(&s3.endpoint(), PREFIX), &prefix)
         .await
         .unwrap_err();
-    assert_eq!(err.reason(), "BackupNotFound", "{err}");
+    assert_eq!(err.reason().as_str(), "BackupNotFound", "{err}");
     assert!(err.to_string().contains("no metadata"), "{err}");
 }
 

@@ -12,6 +12,7 @@ pub mod adapter;
 pub mod fetch;
 pub mod plan;
 pub mod port;
+pub mod reason;
 pub mod run;
 pub mod source;
 pub mod supervisor;

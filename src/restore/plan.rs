@@ -8,6 +8,7 @@ use etcd_operator_core::lifecycle::{Version, check_readable};
 use kube::ResourceExt;
 use kube::api::ObjectMeta;
 
+use super::reason::RestoreReason;
 use crate::api::restore::{ClusterRestore, EtcdRestore, EtcdRestoreStatus};
 use crate::api::s3::S3Store;
 use crate::api::{ClusterCondition, EtcdCluster, EtcdClusterSpec};
@@ -19,17 +20,18 @@ pub const RESTORED_BY_ANNOTATION: &str = "etcd.database.coreos.com/restored-by";
 /// Members of a restored cluster when the EtcdRestore gives no `clusterSpec`.
 pub const DEFAULT_SIZE: i32 = 3;
 
-/// Why a restore does not proceed: a CamelCase reason and a message for people.
+/// Why a restore does not proceed: its reason and a message for people.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
-    /// CamelCase reason.
-    pub reason: &'static str,
+    /// The reason status and Events name.
+    pub reason: RestoreReason,
     /// For people.
     pub message: String,
 }
 
 impl Refusal {
-    fn new(reason: &'static str, message: String) -> Self {
+    /// A refusal for `reason`, saying `message`.
+    pub fn new(reason: RestoreReason, message: String) -> Self {
         Refusal { reason, message }
     }
 }
@@ -77,7 +79,7 @@ pub fn cluster_exists(name: &str, bootstrapped: bool) -> Refusal {
         "exists (its own bootstrap could race a restore)"
     };
     Refusal::new(
-        "ClusterExists",
+        RestoreReason::ClusterExists,
         format!(
             "EtcdCluster {name} {state}: a restore never goes over an existing cluster and \
              nothing was touched; restore into a new name, or delete that cluster first \
@@ -142,12 +144,15 @@ pub fn new_cluster(
     source: &S3Store,
 ) -> Result<EtcdCluster, Refusal> {
     let version = target_version(restore, metadata);
-    let target: Version = version
-        .parse()
-        .map_err(|e| Refusal::new("InvalidSpec", format!("clusterSpec.version: {e}")))?;
+    let target: Version = version.parse().map_err(|e| {
+        Refusal::new(
+            RestoreReason::InvalidSpec,
+            format!("clusterSpec.version: {e}"),
+        )
+    })?;
     check_readable(&metadata.etcd_version, &target).map_err(|e| {
         Refusal::new(
-            "SnapshotUnreadable",
+            RestoreReason::SnapshotUnreadable,
             format!("snapshot {}: {e}; nothing was created", metadata.key),
         )
     })?;
@@ -218,22 +223,6 @@ pub fn restore_problem(cluster: &EtcdCluster, restore: Option<&EtcdRestore>) -> 
     None
 }
 
-/// Reasons that refuse a restore until its spec changes (nothing is retried): the rest
-/// (a store or Secret not reachable now) are retried.
-pub fn is_final(reason: &str) -> bool {
-    matches!(
-        reason,
-        "ClusterExists"
-            | "BackupNotFound"
-            | "BucketNotFound"
-            | "InvalidMetadata"
-            | "ChecksumMismatch"
-            | "SnapshotUnreadable"
-            | "InvalidSpec"
-            | "ClusterDeleted"
-    )
-}
-
 fn condition(ok: bool, reason: &str, message: &str, now: &str) -> ClusterCondition {
     ClusterCondition {
         r#type: "Succeeded".into(),
@@ -246,17 +235,22 @@ fn condition(ok: bool, reason: &str, message: &str, now: &str) -> ClusterConditi
 
 /// The status after a refusal (final) or a failure that is retried.
 pub fn refused(restore: &EtcdRestore, refusal: &Refusal, now: &str) -> EtcdRestoreStatus {
-    let phase = if is_final(refusal.reason) {
+    let phase = if refusal.reason.is_final() {
         "Refused"
     } else {
         "Failed"
     };
     EtcdRestoreStatus {
         succeeded: false,
-        reason: refusal.reason.to_string(),
+        reason: refusal.reason.as_str().to_string(),
         phase: phase.into(),
         message: refusal.message.clone(),
-        conditions: vec![condition(false, refusal.reason, &refusal.message, now)],
+        conditions: vec![condition(
+            false,
+            refusal.reason.as_str(),
+            &refusal.message,
+            now,
+        )],
         observed_generation: restore.metadata.generation,
         ..EtcdRestoreStatus::default()
     }
@@ -480,9 +474,8 @@ mod tests {
             };
             let refusal =
                 new_cluster(&restore(Some(spec)), &metadata(snapshot), &source()).unwrap_err();
-            assert_eq!(refusal.reason, "SnapshotUnreadable");
+            assert_eq!(refusal.reason, RestoreReason::SnapshotUnreadable);
             assert!(refusal.message.contains(snapshot), "{}", refusal.message);
-            assert!(is_final(refusal.reason));
         }
     }
 
@@ -523,13 +516,12 @@ mod tests {
             Existing::Other { bootstrapped: true }
         );
         let refusal = cluster_exists("prod", true);
-        assert_eq!(refusal.reason, "ClusterExists");
+        assert_eq!(refusal.reason, RestoreReason::ClusterExists);
         assert!(
             refusal.message.contains("nothing was touched"),
             "{}",
             refusal.message
         );
-        assert!(is_final(refusal.reason));
     }
 
     #[test]
@@ -558,15 +550,13 @@ mod tests {
     }
 
     #[test]
-    fn a_store_out_of_reach_is_retried_and_a_missing_snapshot_is_final() {
-        assert!(!is_final("StoreUnreachable"));
-        assert!(!is_final("SecretNotFound"));
-        assert!(is_final("BackupNotFound"));
-        assert!(is_final("ChecksumMismatch"));
+    fn a_retried_failure_is_failed_and_a_final_one_refused() {
         let r = restore(None);
-        let failed = refused(&r, &Refusal::new("StoreUnreachable", "down".into()), "t");
+        let down = RestoreReason::Store("StoreUnreachable");
+        let failed = refused(&r, &Refusal::new(down, "down".into()), "t");
         assert_eq!((failed.phase.as_str(), failed.succeeded), ("Failed", false));
-        let final_ = refused(&r, &Refusal::new("BackupNotFound", "none".into()), "t");
+        let none = Refusal::new(RestoreReason::BackupNotFound, "none".into());
+        let final_ = refused(&r, &none, "t");
         assert_eq!(final_.phase, "Refused");
         assert_eq!(final_.observed_generation, Some(2));
         assert_eq!(final_.conditions[0].status, "False");

@@ -15,6 +15,7 @@ use crate::kube_api::own_objects::ObjectEvent;
 
 use super::plan::{self, Existing, Refusal};
 use super::port::{Created, RestoreKube};
+use super::reason::RestoreReason;
 use super::source::{self, Lookup};
 
 /// How often a restore whose cluster is coming up looks at it again.
@@ -47,8 +48,9 @@ fn refuse(
 ) -> StepOutcome {
     let status = plan::refused(restore, &refusal, now);
     // A retried failure says so once per reason, not on every retry.
-    let event = (previous.reason != refusal.reason || status.phase == "Refused")
-        .then(|| ObjectEvent::warning(refusal.reason, refusal.message.clone()));
+    let reason = refusal.reason.as_str();
+    let event = (previous.reason != reason || status.phase == "Refused")
+        .then(|| ObjectEvent::warning(reason, refusal.message.clone()));
     StepOutcome {
         again: status.phase != "Refused",
         status,
@@ -73,7 +75,7 @@ pub async fn step(
             return refuse(
                 restore,
                 Refusal {
-                    reason: "KubernetesUnavailable",
+                    reason: RestoreReason::KubernetesUnavailable,
                     message,
                 },
                 previous,
@@ -106,7 +108,7 @@ pub async fn step(
             refuse(
                 restore,
                 Refusal {
-                    reason: "ClusterDeleted",
+                    reason: RestoreReason::ClusterDeleted,
                     message,
                 },
                 previous,
@@ -135,7 +137,7 @@ fn follow(
         return refuse(
             restore,
             Refusal {
-                reason: "InvalidSpec",
+                reason: RestoreReason::InvalidSpec,
                 message,
             },
             previous,
@@ -176,11 +178,11 @@ async fn open_store(
         .secret(namespace, secret)
         .await
         .map_err(|e| Refusal {
-            reason: "KubernetesUnavailable",
+            reason: RestoreReason::KubernetesUnavailable,
             message: e.to_string(),
         })?
         .ok_or_else(|| Refusal {
-            reason: "SecretNotFound",
+            reason: RestoreReason::SecretNotFound,
             message: format!("secret {secret} does not exist"),
         })?;
     store_for(s3, lookup, &data, timeouts)
@@ -196,7 +198,7 @@ pub(crate) fn store_for(
 ) -> Result<BackupStore, Refusal> {
     let secret = &s3.aws_secret;
     let credentials = S3Credentials::from_secret(data).map_err(|e| Refusal {
-        reason: "InvalidSecret",
+        reason: RestoreReason::InvalidSecret,
         message: format!("secret {secret}: {e}"),
     })?;
     let config = StoreConfig::S3 {
@@ -209,7 +211,7 @@ pub(crate) fn store_for(
         credentials,
     };
     BackupStore::open(&config, timeouts).map_err(|e| Refusal {
-        reason: e.reason(),
+        reason: RestoreReason::from(&e),
         message: e.to_string(),
     })
 }
@@ -230,7 +232,7 @@ async fn create(
 ) -> Result<StepOutcome, Refusal> {
     let namespace = restore.namespace().unwrap_or_default();
     let s3 = restore.spec.s3.as_ref().ok_or_else(|| Refusal {
-        reason: "InvalidSpec",
+        reason: RestoreReason::InvalidSpec,
         message: "backupStorageType S3 needs s3".to_string(),
     })?;
     let lookup = Lookup::of(&s3.path);
@@ -248,7 +250,7 @@ async fn create(
         Ok(Created::Exists) => return Err(plan::cluster_exists(&name, false)),
         Err(e) => {
             return Err(Refusal {
-                reason: "KubernetesUnavailable",
+                reason: RestoreReason::KubernetesUnavailable,
                 message: e.to_string(),
             });
         }

@@ -5,6 +5,7 @@
 
 use futures::StreamExt;
 
+use super::reason::RestoreReason;
 use crate::api::s3::split_path;
 use crate::backup::integrity::SnapshotVerifier;
 use crate::backup::metadata::BackupMetadata;
@@ -80,14 +81,13 @@ pub enum SourceError {
 }
 
 impl SourceError {
-    /// CamelCase reason for status and Events.
-    pub fn reason(&self) -> &'static str {
+    /// The reason status and Events give.
+    pub fn reason(&self) -> RestoreReason {
         match self {
-            SourceError::NotFound(_) => "BackupNotFound",
-            SourceError::InvalidMetadata(_) => "InvalidMetadata",
-            SourceError::ChecksumMismatch(_) => "ChecksumMismatch",
-            SourceError::Store(StoreError::ObjectNotFound(_)) => "BackupNotFound",
-            SourceError::Store(e) => e.reason(),
+            SourceError::NotFound(_) => RestoreReason::BackupNotFound,
+            SourceError::InvalidMetadata(_) => RestoreReason::InvalidMetadata,
+            SourceError::ChecksumMismatch(_) => RestoreReason::ChecksumMismatch,
+            SourceError::Store(e) => RestoreReason::from(e),
         }
     }
 }
@@ -379,7 +379,7 @@ mod tests {
         let err = resolve_for(&store, &lookup, Some(&demo_in_prod()))
             .await
             .unwrap_err();
-        assert_eq!(err.reason(), "BackupNotFound");
+        assert_eq!(err.reason(), RestoreReason::BackupNotFound);
         assert!(err.to_string().contains("another namespace"), "{err}");
     }
 
