@@ -911,7 +911,7 @@ impl ClusterApi for KubeClusterApi {
         let fresh = self.read_fresh("recording a recovery").await?;
         let stored = fresh.status.as_ref().and_then(|s| s.recovery.as_ref());
         check_fence(stored.map(RecoveryStatus::to_record).as_ref(), record)
-            .map_err(ApiError::Conflict)?;
+            .map_err(|refusal| ApiError::Conflict(refusal.to_string()))?;
         let now = jiff::Timestamp::now().to_string();
         let started = stored
             .filter(|_| record.finished)

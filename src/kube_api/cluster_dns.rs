@@ -141,7 +141,7 @@ impl ClusterDns {
             }),
             Err(what) => Err(DnsError::Answer {
                 server: self.server,
-                what,
+                what: what.to_string(),
             }),
         }
     }
@@ -232,20 +232,31 @@ fn query(id: u16, name: &str, qtype: u16) -> Vec<u8> {
 }
 
 /// The response code of `answer`, when it is a response to the query with `id`.
-fn rcode(answer: &[u8], id: u16) -> Result<u8, String> {
+fn rcode(answer: &[u8], id: u16) -> Result<u8, NotAnAnswer> {
     if answer.len() < 12 {
-        return Err(format!(
-            "{} bytes, too short for a DNS header",
-            answer.len()
-        ));
+        return Err(NotAnAnswer::Short(answer.len()));
     }
     if u16::from_be_bytes([answer[0], answer[1]]) != id {
-        return Err("an answer to another question".into());
+        return Err(NotAnAnswer::OtherQuestion);
     }
     if answer[2] & 0x80 == 0 {
-        return Err("a message that is not a response".into());
+        return Err(NotAnAnswer::NotResponse);
     }
     Ok(answer[3] & 0x0f)
+}
+
+/// Why a message read back is not the answer to the question asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum NotAnAnswer {
+    /// Shorter than a DNS header.
+    #[error("{0} bytes, too short for a DNS header")]
+    Short(usize),
+    /// Its ID is another query's.
+    #[error("an answer to another question")]
+    OtherQuestion,
+    /// Its QR bit says it is a query.
+    #[error("a message that is not a response")]
+    NotResponse,
 }
 
 #[cfg(test)]

@@ -52,7 +52,7 @@ impl ServicesGate {
     }
 
     /// Waits until the headless Service's creation ended; an error when it failed.
-    pub(crate) async fn passed(&self) -> Result<(), String> {
+    pub(crate) async fn passed(&self) -> Result<(), ServicesMissing> {
         let mut seen = self.0.subscribe();
         let services = seen
             .wait_for(|s| *s != Services::Pending)
@@ -62,14 +62,18 @@ impl ServicesGate {
             .unwrap_or(Services::Failed);
         match services {
             Services::Made => Ok(()),
-            _ => Err(
-                "the cluster's headless Service could not be made (see that step), so no pod \
-                 is made this tick"
-                    .to_string(),
-            ),
+            _ => Err(ServicesMissing),
         }
     }
 }
+
+/// The gate's refusal: the headless Service could not be made this tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the cluster's headless Service could not be made (see that step), so no pod is made this \
+     tick"
+)]
+pub(crate) struct ServicesMissing;
 
 #[cfg(test)]
 mod tests {
@@ -113,6 +117,7 @@ mod tests {
         gate.close();
         gate.settle(false);
         let refused = gate.passed().await.unwrap_err();
-        assert!(refused.contains("Service could not be made"), "{refused}");
+        assert_eq!(refused, ServicesMissing);
+        assert!(refused.to_string().contains("Service could not be made"));
     }
 }

@@ -65,8 +65,8 @@ pub use pace::{Pace, next_deadline, pace};
 pub use reason::{Reason, Why};
 pub use recovery_record::{
     ABANDON_RECOVERY_ANNOTATION, DEFAULT_QUORUM_LOSS, DEFAULT_RECOVERY_DEADLINE,
-    FORCE_NEW_CLUSTER_VERIFIED, RECOVER_ANNOTATION, RecoveryPolicy, RecoveryRecord, RecoverySpec,
-    check_fence, force_new_cluster_is_safe,
+    FORCE_NEW_CLUSTER_VERIFIED, FenceRefusal, RECOVER_ANNOTATION, RecoveryPolicy, RecoveryRecord,
+    RecoverySpec, check_fence, force_new_cluster_is_safe,
 };
 pub use restore::{SnapshotSource, Unreadable, check_readable, restores_with_etcdutl};
 pub use spec::{DesiredCluster, Requests, Storage};

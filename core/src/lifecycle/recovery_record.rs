@@ -191,24 +191,52 @@ pub fn force_new_cluster_is_safe(version: &Version) -> bool {
 /// The fence of every recovery: whether `new` may be written over `stored` (the status's
 /// record, read fresh). A recovery starts only when none is under way and its incident
 /// was never recovered; it finishes only the unfinished recovery of its own incident.
-pub fn check_fence(stored: Option<&RecoveryRecord>, new: &RecoveryRecord) -> Result<(), String> {
+pub fn check_fence(
+    stored: Option<&RecoveryRecord>,
+    new: &RecoveryRecord,
+) -> Result<(), FenceRefusal> {
     match (stored, new.finished) {
         (None, false) => Ok(()),
         (Some(old), false) if old.finished && (old.abandoned || old.incident != new.incident) => {
             Ok(())
         }
-        (Some(old), false) if !old.finished => Err(format!(
-            "refusing to start a recovery: the {} recovery of {:?} has not finished",
-            old.policy, old.incident
-        )),
-        (Some(old), false) => Err(format!(
-            "refusing to start a recovery: incident {:?} was recovered once already",
-            old.incident
-        )),
+        (Some(old), false) if !old.finished => Err(FenceRefusal::Unfinished {
+            policy: old.policy,
+            incident: old.incident.clone(),
+        }),
+        (Some(old), false) => Err(FenceRefusal::RecoveredOnce {
+            incident: old.incident.clone(),
+        }),
         (Some(old), true) if !old.finished && old.incident == new.incident => Ok(()),
-        (_, true) => Err(format!(
-            "refusing to finish recovery {:?}: the status holds no unfinished recovery of it",
-            new.incident
-        )),
+        (_, true) => Err(FenceRefusal::NothingToFinish {
+            incident: new.incident.clone(),
+        }),
     }
+}
+
+/// Why [`check_fence`] refuses to record a recovery.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FenceRefusal {
+    /// Another recovery is under way.
+    #[error("refusing to start a recovery: the {policy} recovery of {incident:?} has not finished")]
+    Unfinished {
+        /// Its policy.
+        policy: RecoveryPolicy,
+        /// Its incident.
+        incident: String,
+    },
+    /// This incident was recovered already: a recovery runs at most once per incident.
+    #[error("refusing to start a recovery: incident {incident:?} was recovered once already")]
+    RecoveredOnce {
+        /// The incident.
+        incident: String,
+    },
+    /// A finish for a recovery the status does not hold as unfinished.
+    #[error(
+        "refusing to finish recovery {incident:?}: the status holds no unfinished recovery of it"
+    )]
+    NothingToFinish {
+        /// The incident of the finish.
+        incident: String,
+    },
 }

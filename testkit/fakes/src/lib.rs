@@ -1009,7 +1009,8 @@ impl ClusterApi for FakeCluster {
 
     async fn record_recovery(&self, record: &RecoveryRecord) -> Result<(), ApiError> {
         let mut w = self.lock();
-        check_fence(w.recorded.recovery.as_ref(), record).map_err(ApiError::Conflict)?;
+        check_fence(w.recorded.recovery.as_ref(), record)
+            .map_err(|refusal| ApiError::Conflict(refusal.to_string()))?;
         w.recorded.recovery = Some(record.clone());
         Ok(())
     }
