@@ -196,6 +196,11 @@ fn api_with(fake: &FakeApi, services: Vec<Service>, pods: Vec<Pod>) -> KubeClust
 }
 
 /// `cluster` and the given cached Services and pods, over the fake API.
+/// The API of `cluster` with its own Services and nothing else cached.
+fn api_over(fake: &FakeApi, cluster: EtcdCluster) -> KubeClusterApi {
+    api_of(fake, cluster, our_services(), vec![], vec![], vec![])
+}
+
 fn api_of(
     fake: &FakeApi,
     cluster: EtcdCluster,
@@ -905,14 +910,7 @@ async fn a_seed_swap_refused_as_stale_is_decided_again_on_a_fresh_read() {
     let fake = FakeApi::default();
     fake.answer("PATCH", &status_path, 409, status(409, "Conflict"));
     fake.holds(&status_path, &foo_at("42", Some(other)));
-    let api = api_of(
-        &fake,
-        foo_at("41", None),
-        our_services(),
-        vec![],
-        vec![],
-        vec![],
-    );
+    let api = api_over(&fake, foo_at("41", None));
     assert_refuses_a_second_seed(&api.record_bootstrap(&seed_record()).await.unwrap_err());
     assert_eq!(
         fake.calls(),
@@ -923,14 +921,7 @@ async fn a_seed_swap_refused_as_stale_is_decided_again_on_a_fresh_read() {
     let fake = FakeApi::default();
     fake.answer("PATCH", &status_path, 409, status(409, "Conflict"));
     fake.holds(&status_path, &foo_at("43", None));
-    let api = api_of(
-        &fake,
-        foo_at("41", None),
-        our_services(),
-        vec![],
-        vec![],
-        vec![],
-    );
+    let api = api_over(&fake, foo_at("41", None));
     let _ = api.record_bootstrap(&seed_record()).await;
     let versions: Vec<_> = fake
         .sent(&format!("PATCH {status_path}"))

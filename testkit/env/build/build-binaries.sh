@@ -418,28 +418,11 @@ helm_build() {
 # grpcnotrace tag and -s -w; the version itself is a constant of the source
 # (coremain.CoreVersion), and the commit it prints is the module version, the only
 # revision a module from the proxy has.
-# The coredns wrapper module, in the current directory ($version is build_coredns').
-coredns_wrapper() {
-    go mod init local.invalid/coredns-binaries >/dev/null 2>&1
-    go get "github.com/coredns/coredns@$version"
-}
-# In the wrapper module ($version and $dir are build_coredns').
-coredns_build() {
-    "${GO_BUILD[@]}" -tags grpcnotrace \
-        -ldflags "-s -w -X github.com/coredns/coredns/coremain.GitCommit=$version" \
-        -o "$dir/bin.partial/coredns" github.com/coredns/coredns
-    smoke "CoreDNS-${version#v}" "$dir/bin.partial/coredns" -version
-}
-
+# Built by go_command below, with the tag and the version check CoreDNS needs.
 build_coredns() {
-    local version=$COREDNS_VERSION
-    [[ $version =~ ^v1\.[0-9]+\.[0-9]+$ ]] || die "COREDNS_VERSION must look like v1.15.0, got '$version'"
-    local dir="$CACHE/coredns/$version"
-
-    prepare "coredns $version" "$dir" "$dir/bin/coredns" || return 0
-    wrapper_module "$dir" coredns_wrapper
-    build_into "$dir" coredns_build
-    log "coredns $version: built in $((SECONDS - BUILD_START))s -> $dir/bin"
+    local tags=grpcnotrace smoke_flag=-version smoke_want="CoreDNS-${COREDNS_VERSION#v}"
+    go_command coredns COREDNS_VERSION v1.15.0 coredns github.com/coredns/coredns \
+        github.com/coredns/coredns/coremain.GitCommit
 }
 
 # ---------------------------------------------------------------------------
@@ -469,6 +452,9 @@ build_local_path() {
 # Builds the Go command at package $5, whose module has no replace directives, at the
 # version in the variable named $2 (which looks like $3), into $CACHE/$4/<version>/bin/$1;
 # the package variable $6 is set to the version, as the project's own release does.
+# A caller may set, as locals, `tags` (build tags), `smoke_flag` (what makes the binary
+# print its version; default --version) and `smoke_want` (what it prints; default the
+# version).
 go_command() {
     local name=$1 setting=$2 example=$3 subdir=$4 package=$5 version_variable=$6
     local version=${!setting}
@@ -489,9 +475,9 @@ go_command_wrapper() {
 # In the wrapper module ($name, $package, $version_variable, $version and $dir are
 # go_command's).
 go_command_build() {
-    "${GO_BUILD[@]}" -ldflags "-s -w -X $version_variable=$version" \
+    "${GO_BUILD[@]}" -tags "${tags:-}" -ldflags "-s -w -X $version_variable=$version" \
         -o "$dir/bin.partial/$name" "$package"
-    smoke "$version" "$dir/bin.partial/$name" --version
+    smoke "${smoke_want:-$version}" "$dir/bin.partial/$name" "${smoke_flag:---version}"
 }
 
 main() {
