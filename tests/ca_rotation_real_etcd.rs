@@ -283,3 +283,19 @@ async fn a_rolling_ca_rotation_keeps_a_real_cluster_serving_peers_and_clients_of
     let got = c.get("k-old", None).await.unwrap();
     assert_eq!(got.kvs().len(), 1, "a write of step two is still there");
 }
+
+/// The ports members listen on are never ports the kernel picks as the source port of an
+/// outgoing connection: a member restarted on its port could otherwise find it taken by
+/// another member's connection (`bind: address already in use`, as CI once saw).
+#[test]
+fn listening_ports_are_taken_below_the_kernels_ephemeral_range() {
+    let range = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap();
+    let low: u16 = range.split_whitespace().next().unwrap().parse().unwrap();
+    for _ in 0..50 {
+        let port = free_port();
+        assert!(
+            port < low,
+            "port {port} is in the ephemeral range {range:?}"
+        );
+    }
+}

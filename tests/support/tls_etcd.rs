@@ -11,18 +11,37 @@ use std::fs;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::Child;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use etcd_operator::tls::{Ca, Leaf, Role};
 
 use super::etcd_process::spawn_etcd;
 
-/// A free TCP port on 127.0.0.1.
+/// The first port [`free_port`] hands out; the test processes of one run start at
+/// different points above it (by their pid), so they seldom try the same ports.
+const FIRST_PORT: u16 = 20_000;
+/// How many ports above `FIRST_PORT` it may hand out: all of them below 32768, where the
+/// kernel's ephemeral range (the source ports of outgoing connections) starts by default.
+const PORTS: u16 = 12_000;
+static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
+
+/// A free TCP port on 127.0.0.1, below the kernel's ephemeral range: a member stopped and
+/// started again on it cannot find it taken by another member's outgoing connection, as
+/// it can with a port the kernel chose (`127.0.0.1:0`).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port on loopback")
+    let start = (std::process::id() % u32::from(PORTS)) as u16;
+    for _ in 0..PORTS {
+        let offset = NEXT_PORT.fetch_add(1, Ordering::Relaxed);
+        let port = FIRST_PORT + start.wrapping_add(offset) % PORTS;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!(
+        "no free port on loopback from {FIRST_PORT} to {}",
+        FIRST_PORT + PORTS
+    );
 }
 
 /// An etcd member with TLS on its client port.
