@@ -244,23 +244,28 @@ fn start_caches(
 /// Waits until every cache of `caches` has synced, one after the other.
 async fn wait_until_synced(caches: &WarmCaches) -> Result<(), Error> {
     let synced = |cache| move |source| Error::CacheSync { cache, source };
-    let WarmCaches { pods, .. } = caches;
-    pods.wait_until_ready().await.map_err(synced("pod"))?;
-    let (services, budgets) = (&caches.services, &caches.budgets);
-    let (claims, slices) = (&caches.claims, &caches.slices);
-    services
+    caches
+        .pods
+        .wait_until_ready()
+        .await
+        .map_err(synced("pod"))?;
+    caches
+        .services
         .wait_until_ready()
         .await
         .map_err(synced("service"))?;
-    budgets
+    caches
+        .budgets
         .wait_until_ready()
         .await
         .map_err(synced("PodDisruptionBudget"))?;
-    claims
+    caches
+        .claims
         .wait_until_ready()
         .await
         .map_err(synced("PersistentVolumeClaim"))?;
-    slices
+    caches
+        .slices
         .wait_until_ready()
         .await
         .map_err(synced("EndpointSlice"))?;

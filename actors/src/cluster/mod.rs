@@ -234,9 +234,7 @@ impl ClusterActor {
         };
         self.schedule(next, ctx);
     }
-}
 
-impl ClusterActor {
     /// Takes in what a decided tick did: the back-off, the observer's records, the last
     /// status written and the new state. Returns how to pace the next tick.
     fn take_decided(&mut self, done: tick::Decided) -> (Pace, Option<tokio::time::Instant>) {
