@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use etcd_client::{MemberListResponse, SnapshotStreaming};
 
-use super::dial::Dialer;
+use super::dial::{DialError, Dialer};
 use super::scope::OutsideNamespace;
 
 /// Why no snapshot stream could be opened.
@@ -159,23 +159,37 @@ async fn voting_members(
         .collect())
 }
 
+/// Why a voting member is not a candidate to take the snapshot from.
+#[derive(Debug, thiserror::Error)]
+enum NotACandidate {
+    /// It could not be dialed.
+    #[error(transparent)]
+    Dial(#[from] DialError),
+    /// Its status call failed.
+    #[error("{0}")]
+    Status(String),
+    /// Its status lists errors (an alarm, for one).
+    #[error("{}", .0.join("; "))]
+    Reports(Vec<String>),
+    /// Its status has no response header.
+    #[error("no header in its status")]
+    NoHeader,
+}
+
 /// What one member says of itself; `Err` with why it is not a candidate.
 async fn member_status(
     dialer: &Dialer,
     endpoint: &str,
     timeout: Duration,
-) -> Result<ChosenMember, String> {
-    let mut client = dialer
-        .connect(endpoint, timeout)
-        .await
-        .map_err(|e| e.to_string())?;
+) -> Result<ChosenMember, NotACandidate> {
+    let mut client = dialer.connect(endpoint, timeout).await?;
     let status = with_deadline(timeout, client.status())
         .await
-        .map_err(|e| text(&e))?;
+        .map_err(|e| NotACandidate::Status(text(&e)))?;
     if !status.errors().is_empty() {
-        return Err(status.errors().join("; "));
+        return Err(NotACandidate::Reports(status.errors().to_vec()));
     }
-    let header = status.header().ok_or("no header in its status")?;
+    let header = status.header().ok_or(NotACandidate::NoHeader)?;
     Ok(ChosenMember {
         endpoint: endpoint.to_string(),
         member_id: header.member_id(),

@@ -26,8 +26,8 @@ use crate::tls::layout::{CA_CERT_KEY, CA_KEY_KEY};
 use crate::tls::rotation::{HANDLED_ANNOTATION, ROTATE_ANNOTATION, advance, next_event};
 use crate::tls::{
     Ca, CaRecord, CaSecret, CaSource, CaState, CheckedCa, ClientIdentity, ClusterNames, LeafState,
-    Lifetime, ReadSecret, Renewal, Role, SecretNames, SecretProblem, auto_verdict, ca_state,
-    check_ca, issue_leaf, leaf_state, members_trust, new_ca, rotation_view, secret_names,
+    Lifetime, NewCaError, ReadSecret, Renewal, Role, SecretNames, auto_verdict, ca_state, check_ca,
+    issue_leaf, joined, leaf_state, members_trust, new_ca, rotation_view, secret_names,
     static_verdict,
 };
 
@@ -380,11 +380,6 @@ fn signing_ca(checked: &CheckedCa) -> Ca {
 }
 
 /// Problems of Secrets, one line.
-fn joined(problems: &[SecretProblem]) -> String {
-    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
-    text.join("; ")
-}
-
 fn issue_failed(e: impl std::fmt::Display) -> ApiError {
     ApiError::Other(e.to_string())
 }
@@ -607,9 +602,9 @@ impl TlsSide {
             .map_err(|p| ApiError::Invalid(format!("{p:?}")))?;
         // The new CA: the operator's own, made now, or the one in the user's Secret.
         let new = || match &source {
-            CaSource::Operator => make_ca(cluster, now).map_err(|e| e.to_string()),
+            CaSource::Operator => Ok(make_ca(cluster, now)?),
             CaSource::User(Ok(user)) => Ok(signing_ca(user)),
-            CaSource::User(Err(problems)) => Err(joined(problems)),
+            CaSource::User(Err(problems)) => Err(NewCaError::UserCa(problems.clone())),
         };
         let write = advance(&record, (from, to), new, asked_rotation(cluster), now)
             .map_err(|e| ApiError::Conflict(e.to_string()))?;

@@ -1,5 +1,25 @@
 //! What can be wrong with a TLS Secret, and what can fail when making certificates.
 
+/// Why PEM text gave no certificate or no key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PemError {
+    /// The PEM armour does not parse.
+    #[error("{0}")]
+    Armour(String),
+    /// The text holds no `CERTIFICATE` block.
+    #[error("no CERTIFICATE block")]
+    NoCertificate,
+    /// A block, or one of its extensions, does not parse as X.509.
+    #[error("{0}")]
+    X509(String),
+    /// A key of a type that cannot sign (not RSA, ECDSA or Ed25519).
+    #[error("unsupported key: {0}")]
+    UnsupportedKey(String),
+    /// The key's public half cannot be derived.
+    #[error("cannot derive the public key")]
+    NoPublicKey,
+}
+
 /// What is wrong with one key of a Secret (or the Secret itself).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Problem {
@@ -17,10 +37,10 @@ pub enum Problem {
     KeyMissing,
     /// The value holds no PEM certificate that parses.
     #[error("not a PEM certificate ({0})")]
-    NotACertificate(String),
+    NotACertificate(PemError),
     /// The value holds no PEM private key that parses.
     #[error("not a PEM private key ({0})")]
-    NotAKey(String),
+    NotAKey(PemError),
     /// The certificate expired.
     #[error("expired at {0}")]
     Expired(String),
@@ -82,6 +102,12 @@ impl SecretProblem {
             problem,
         }
     }
+}
+
+/// `problems` in one line, for people.
+pub(crate) fn joined(problems: &[SecretProblem]) -> String {
+    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    text.join("; ")
 }
 
 /// Why a certificate could not be made.

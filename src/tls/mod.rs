@@ -15,11 +15,12 @@ mod validate;
 mod verdict;
 
 pub use ca_source::{CaSource, Renewal};
-pub use error::{IssueError, Problem, SecretProblem};
+pub(crate) use error::joined;
+pub use error::{IssueError, PemError, Problem, SecretProblem};
 pub use issue::{Ca, Leaf, Lifetime, issue_leaf, new_ca};
 pub use layout::{CaSecret, Role, SecretNames, secret_names};
 pub use names::{ClusterNames, covers};
-pub use rotation::{CaRecord, CaWrite, ca_record, rotation_view, trust_digest};
+pub use rotation::{CaRecord, CaWrite, NewCaError, ca_record, rotation_view, trust_digest};
 pub use validate::{Bundle, CheckedBundle, CheckedCa, check_bundle, check_ca, check_trust};
 pub use verdict::{
     CaState, LeafState, ReadSecret, Verdict, auto_verdict, ca_state, leaf_state, members_trust,

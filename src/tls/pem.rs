@@ -6,6 +6,8 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use x509_parser::certificate::X509Certificate;
 use x509_parser::extensions::GeneralName;
 
+use super::error::PemError;
+
 /// What the checks need of one certificate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CertFacts {
@@ -27,25 +29,35 @@ pub(crate) struct CertFacts {
 }
 
 /// Every certificate of a PEM bundle, in order.
-pub(crate) fn certificates(pem: &[u8]) -> Result<Vec<CertFacts>, String> {
+pub(crate) fn certificates(pem: &[u8]) -> Result<Vec<CertFacts>, PemError> {
     let ders: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
+        .map_err(armour)?;
     if ders.is_empty() {
-        return Err("no CERTIFICATE block".into());
+        return Err(PemError::NoCertificate);
     }
     ders.iter().map(|der| facts(der)).collect()
 }
 
-fn parse(der: &[u8]) -> Result<X509Certificate<'_>, String> {
-    x509_parser::parse_x509_certificate(der)
-        .map(|(_, cert)| cert)
-        .map_err(|e| e.to_string())
+/// A PEM armour error, kept as its message.
+fn armour(e: rustls_pki_types::pem::Error) -> PemError {
+    PemError::Armour(e.to_string())
 }
 
-fn facts(der: &[u8]) -> Result<CertFacts, String> {
+/// An X.509 parse error, kept as its message.
+fn x509(e: impl std::fmt::Display) -> PemError {
+    PemError::X509(e.to_string())
+}
+
+fn parse(der: &[u8]) -> Result<X509Certificate<'_>, PemError> {
+    x509_parser::parse_x509_certificate(der)
+        .map(|(_, cert)| cert)
+        .map_err(x509)
+}
+
+fn facts(der: &[u8]) -> Result<CertFacts, PemError> {
     let cert = parse(der)?;
-    let dns_names = match cert.subject_alternative_name().map_err(|e| e.to_string())? {
+    let dns_names = match cert.subject_alternative_name().map_err(x509)? {
         Some(san) => san
             .value
             .general_names
@@ -57,13 +69,13 @@ fn facts(der: &[u8]) -> Result<CertFacts, String> {
             .collect(),
         None => Vec::new(),
     };
-    let usage = match cert.extended_key_usage().map_err(|e| e.to_string())? {
+    let usage = match cert.extended_key_usage().map_err(x509)? {
         Some(eku) if !eku.value.any => (eku.value.server_auth, eku.value.client_auth),
         _ => (true, true),
     };
     let ca = cert
         .basic_constraints()
-        .map_err(|e| e.to_string())?
+        .map_err(x509)?
         .map(|bc| bc.value.ca);
     Ok(CertFacts {
         der: der.to_vec(),
@@ -87,14 +99,14 @@ pub(crate) fn signed_by(cert: &CertFacts, ca: &CertFacts) -> bool {
 
 /// The SubjectPublicKeyInfo (DER) of the private key in `pem` (PKCS #8, PKCS #1 or SEC1;
 /// RSA, ECDSA or Ed25519).
-pub(crate) fn key_spki(pem: &[u8]) -> Result<Vec<u8>, String> {
-    let key = PrivateKeyDer::from_pem_slice(pem).map_err(|e| e.to_string())?;
+pub(crate) fn key_spki(pem: &[u8]) -> Result<Vec<u8>, PemError> {
+    let key = PrivateKeyDer::from_pem_slice(pem).map_err(armour)?;
     let signing = rustls::crypto::ring::sign::any_supported_type(&key)
-        .map_err(|e| format!("unsupported key: {e}"))?;
+        .map_err(|e| PemError::UnsupportedKey(e.to_string()))?;
     signing
         .public_key()
         .map(|spki| spki.to_vec())
-        .ok_or_else(|| "cannot derive the public key".to_string())
+        .ok_or(PemError::NoPublicKey)
 }
 
 /// Unix seconds as RFC 3339 (UTC).

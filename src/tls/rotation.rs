@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use etcd_operator_core::lifecycle::{CaRotationStep, CaRotationView};
 
 use super::ca_source::{CaSource, Renewal};
-use super::error::{Problem, SecretProblem};
+use super::error::{IssueError, Problem, SecretProblem, joined};
 use super::issue::Ca;
 use super::layout::{CA_CERT_KEY, CA_KEY_KEY};
 use super::pem::{certificates, rfc3339};
@@ -258,7 +258,7 @@ pub struct CaWrite {
 }
 
 /// Why a step cannot be taken.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum AdvanceError {
     /// The Secret records another step than the one the decision was taken on.
     #[error(
@@ -279,9 +279,23 @@ pub enum AdvanceError {
         /// The step asked for.
         to: String,
     },
-    /// The new CA could not be made.
-    #[error("{0}")]
-    NewCa(String),
+    /// The new CA could not be made or taken.
+    #[error(transparent)]
+    NewCa(#[from] NewCaError),
+    /// The record is at `TrustNewCA` but holds no new CA.
+    #[error("the new CA is missing")]
+    NextCaMissing,
+}
+
+/// Why step one of a CA rotation has no new CA.
+#[derive(Debug, thiserror::Error)]
+pub enum NewCaError {
+    /// The operator's own new CA could not be issued.
+    #[error(transparent)]
+    Issue(#[from] IssueError),
+    /// The user's CA Secret, which the new CA comes from, is not usable.
+    #[error("{}", joined(.0))]
+    UserCa(Vec<SecretProblem>),
 }
 
 fn step_name(step: Option<CaRotationStep>) -> String {
@@ -301,7 +315,7 @@ fn pair(cert_key: &str, cert: &[u8], key_key: &str, key: &[u8]) -> SecretData {
 pub fn advance(
     record: &CaRecord,
     (from, to): (Option<CaRotationStep>, Option<CaRotationStep>),
-    new_ca: impl FnOnce() -> Result<Ca, String>,
+    new_ca: impl FnOnce() -> Result<Ca, NewCaError>,
     asked: Option<&str>,
     now: i64,
 ) -> Result<CaWrite, AdvanceError> {
@@ -320,7 +334,7 @@ pub fn advance(
     let signer = &record.signer;
     let (data, note) = match (from, &record.next) {
         (None, _) => {
-            let ca = new_ca().map_err(AdvanceError::NewCa)?;
+            let ca = new_ca()?;
             let mut data = pair(CA_CERT_KEY, &signer.cert_pem, CA_KEY_KEY, &signer.key_pem);
             data.extend(pair(
                 NEXT_CERT_KEY,
@@ -336,7 +350,7 @@ pub fn advance(
             (data, "the new CA issues the certificates from now on")
         }
         (Some(CaRotationStep::TrustNewCa), None) => {
-            return Err(AdvanceError::NewCa("the new CA is missing".into()));
+            return Err(AdvanceError::NextCaMissing);
         }
         (Some(CaRotationStep::ReissueLeaves), _) => (
             pair(CA_CERT_KEY, &signer.cert_pem, CA_KEY_KEY, &signer.key_pem),

@@ -620,6 +620,11 @@ mod rotation {
 
     type Annotations = BTreeMap<String, String>;
 
+    /// A `new_ca` for steps after the first, which make no CA.
+    fn no_new_ca() -> Result<Ca, crate::tls::NewCaError> {
+        panic!("only step one makes a new CA")
+    }
+
     fn other_ca() -> Ca {
         new_ca(
             &names(),
@@ -822,7 +827,7 @@ mod rotation {
         let mut ann = ann;
         for from in [Some(TrustNewCa), Some(ReissueLeaves), Some(DropOldCa)] {
             let to = CaRotationStep::after(from);
-            let write = advance(&rec, (from, to), || Err("not asked".into()), None, NOW).unwrap();
+            let write = advance(&rec, (from, to), no_new_ca, None, NOW).unwrap();
             let (data, applied_ann) = applied(&write, ann);
             ann = applied_ann;
             rec = ca_record("demo-ca-in-use", &data, &ann, NOW).unwrap();

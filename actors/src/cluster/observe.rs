@@ -49,10 +49,7 @@ pub(crate) async fn observe(
         Membership::Unreachable { .. } => BTreeMap::new(),
     };
     let newest_backup = if may_need_a_backup(&view, &membership, &health) {
-        kube.newest_backup(loss_since)
-            .await
-            .map_err(|e| e.to_string())
-            .transpose()
+        kube.newest_backup(loss_since).await.transpose()
     } else {
         None
     };

@@ -18,6 +18,7 @@ mod reason;
 mod recorded_recovery;
 mod recovery;
 mod recovery_record;
+mod recovery_refusal;
 mod replacement;
 mod restore;
 mod rollout;

@@ -6,6 +6,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::{Recorded, SnapshotSource, TlsMode, TlsObservation, Version};
+use crate::ports::ApiError;
 
 /// Lifecycle phase of a pod as Kubernetes reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -323,7 +324,7 @@ pub struct Observation {
     pub prepares_joiners: bool,
     /// The newest verified backup of `spec.recovery.backup`, looked up only while the
     /// quorum is lost (`None`: not looked up, or no store is named), or why there is none.
-    pub newest_backup: Option<Result<SnapshotSource, String>>,
+    pub newest_backup: Option<Result<SnapshotSource, ApiError>>,
 }
 
 impl Observation {

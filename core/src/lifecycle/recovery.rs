@@ -22,14 +22,12 @@
 //! never recovered again. [`recorded_recovery`](super::recorded_recovery) carries a
 //! recorded recovery out.
 
+use super::recovery_refusal::RecoveryRefusal;
 use super::{
     Action, Decision, MemberView, Membership, Observation, Phase, Reason, State, Version, Why,
     check_readable, evidence,
 };
-use super::{
-    FORCE_NEW_CLUSTER_VERIFIED, RECOVER_ANNOTATION, RecoveryPolicy, RecoveryRecord,
-    force_new_cluster_is_safe,
-};
+use super::{RECOVER_ANNOTATION, RecoveryPolicy, RecoveryRecord, force_new_cluster_is_safe};
 
 /// A voting member that keeps its data while the quorum is lost.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -348,15 +346,8 @@ fn last_seen(obs: &Observation) -> String {
 }
 
 /// `Reseed`: a new, empty seed in place, when no member keeps any data.
-fn reseed(loss: &Loss, last_revision: Option<i64>) -> Result<(Vec<Action>, String), String> {
-    if !loss.survivors.is_empty() {
-        let names: Vec<&str> = loss.survivors.iter().map(|s| s.name.as_str()).collect();
-        return Err(format!(
-            "Reseed cannot proceed: member(s) {} keep their data, which a new seed would \
-             throw away (set {RECOVER_ANNOTATION}=FromSurvivor to recover from them)",
-            names.join(", ")
-        ));
-    }
+fn reseed(loss: &Loss, last_revision: Option<i64>) -> Begun {
+    no_survivor_keeps_data(loss, RecoveryPolicy::Reseed)?;
     let record = started_record(loss, RecoveryPolicy::Reseed, last_revision);
     let message = format!(
         "reseeding as {RECOVER_ANNOTATION}=Reseed asks: recorded, then a new, empty seed of \
@@ -366,6 +357,20 @@ fn reseed(loss: &Loss, last_revision: Option<i64>) -> Result<(Vec<Action>, Strin
         ))
     );
     Ok((vec![Action::BeginRecovery { record }], message))
+}
+
+/// A recovery begun: its actions and what is said of it; or why it cannot begin.
+type Begun = Result<(Vec<Action>, String), RecoveryRefusal>;
+
+/// Refuses `policy` (one that starts from no data) while any member of `loss` keeps data.
+fn no_survivor_keeps_data(loss: &Loss, policy: RecoveryPolicy) -> Result<(), RecoveryRefusal> {
+    if loss.survivors.is_empty() {
+        return Ok(());
+    }
+    Err(RecoveryRefusal::SurvivorsKeepData {
+        policy,
+        survivors: loss.survivors.iter().map(|s| s.name.clone()).collect(),
+    })
 }
 
 /// The record of a recovery of `loss` by `policy` about to start, with nothing chosen yet
@@ -395,11 +400,7 @@ fn started_record(
 }
 
 /// `FromSurvivor`: the survivor with the highest raft index, restarted alone.
-fn from_survivor(
-    loss: &Loss,
-    obs: &Observation,
-    last_revision: Option<i64>,
-) -> Result<(Vec<Action>, String), String> {
+fn from_survivor(loss: &Loss, obs: &Observation, last_revision: Option<i64>) -> Begun {
     let chosen = most_advanced_survivor(loss, obs)?;
     may_restart_alone(chosen, obs)?;
     let record = RecoveryRecord {
@@ -429,12 +430,12 @@ fn from_survivor(
 
 /// The survivor with the highest raft index (ties: the first name), once every survivor
 /// has a live pod that reports its index; else why it cannot be chosen yet.
-fn most_advanced_survivor<'a>(loss: &'a Loss, obs: &Observation) -> Result<&'a Survivor, String> {
+fn most_advanced_survivor<'a>(
+    loss: &'a Loss,
+    obs: &Observation,
+) -> Result<&'a Survivor, RecoveryRefusal> {
     if loss.survivors.is_empty() {
-        return Err(format!(
-            "FromSurvivor cannot proceed: no member survives with data (set \
-             {RECOVER_ANNOTATION}=FromBackup to restore the newest backup)"
-        ));
+        return Err(RecoveryRefusal::NoSurvivor);
     }
     let candidates: Vec<&Survivor> = loss
         .survivors
@@ -443,17 +444,13 @@ fn most_advanced_survivor<'a>(loss: &'a Loss, obs: &Observation) -> Result<&'a S
         .filter(|s| obs.pod(&s.name).is_some_and(|p| !p.is_dead()))
         .collect();
     if candidates.len() < loss.survivors.len() {
-        let silent: Vec<&str> = loss
+        let silent = loss
             .survivors
             .iter()
             .filter(|s| !candidates.iter().any(|c| c.name == s.name))
-            .map(|s| s.name.as_str())
+            .map(|s| s.name.clone())
             .collect();
-        return Err(format!(
-            "FromSurvivor cannot proceed: survivor(s) {} do not report their raft index, so \
-             the most up-to-date one cannot be chosen; waiting for them to answer",
-            silent.join(", ")
-        ));
+        return Err(RecoveryRefusal::SilentSurvivors(silent));
     }
     Ok(candidates
         .into_iter()
@@ -463,14 +460,9 @@ fn most_advanced_survivor<'a>(loss: &'a Loss, obs: &Observation) -> Result<&'a S
 
 /// Whether `chosen` may be restarted alone with `--force-new-cluster`: its data is on a
 /// claim (a new pod keeps it), and its etcd version keeps every committed key doing so.
-fn may_restart_alone(chosen: &Survivor, obs: &Observation) -> Result<(), String> {
+fn may_restart_alone(chosen: &Survivor, obs: &Observation) -> Result<(), RecoveryRefusal> {
     if !evidence::held_on_claim(obs, &chosen.name) {
-        return Err(format!(
-            "FromSurvivor cannot proceed: survivor {} (the most advanced) keeps its data on \
-             an emptyDir volume, and restarting it in a new pod would lose it (members need \
-             spec.pod.persistentVolumeClaimSpec for this recovery)",
-            chosen.name
-        ));
+        return Err(RecoveryRefusal::SurvivorOnEmptyDir(chosen.name.clone()));
     }
     let version = chosen
         .version
@@ -479,19 +471,10 @@ fn may_restart_alone(chosen: &Survivor, obs: &Observation) -> Result<(), String>
     if version.as_ref().is_some_and(force_new_cluster_is_safe) {
         return Ok(());
     }
-    let verified: Vec<String> = FORCE_NEW_CLUSTER_VERIFIED
-        .iter()
-        .map(|(a, b, c)| format!("{a}.{b}.{c}"))
-        .collect();
-    Err(format!(
-        "FromSurvivor cannot proceed: survivor {} runs etcd {}, whose --force-new-cluster \
-         is not known to keep every committed key for the members that join after it \
-         (etcd-io/etcd#14009, #20009); it is used from etcd {} on. Restore from a backup \
-         ({RECOVER_ANNOTATION}=FromBackup) or recover by hand",
-        chosen.name,
-        chosen.version.as_deref().unwrap_or("(unknown)"),
-        verified.join(" and ")
-    ))
+    Err(RecoveryRefusal::UnsafeForceNewCluster {
+        survivor: chosen.name.clone(),
+        version: chosen.version.clone(),
+    })
 }
 
 /// `FromBackup`: the newest verified backup, into a new seed.
@@ -501,45 +484,27 @@ fn from_backup(
     target: &Version,
     last_revision: Option<i64>,
     recorded_cluster: Option<u64>,
-) -> Result<(Vec<Action>, String), String> {
-    if !loss.survivors.is_empty() {
-        let names: Vec<&str> = loss.survivors.iter().map(|s| s.name.as_str()).collect();
-        return Err(format!(
-            "FromBackup cannot proceed: member(s) {} keep their data, which a restore would \
-             throw away (set {RECOVER_ANNOTATION}=FromSurvivor to recover from them)",
-            names.join(", ")
-        ));
-    }
+) -> Begun {
+    no_survivor_keeps_data(loss, RecoveryPolicy::FromBackup)?;
     let backup = match &obs.newest_backup {
         Some(Ok(backup)) => backup,
-        Some(Err(problem)) => {
-            return Err(format!(
-                "FromBackup cannot proceed: no verified backup: {problem}"
-            ));
-        }
-        None => {
-            return Err(
-                "FromBackup cannot proceed: spec.recovery.backup names no store to restore from"
-                    .to_string(),
-            );
-        }
+        Some(Err(problem)) => return Err(RecoveryRefusal::NoVerifiedBackup(problem.clone())),
+        None => return Err(RecoveryRefusal::NoStoreNamed),
     };
-    if let Err(problem) = check_readable(&backup.etcd_version, target) {
-        return Err(format!(
-            "FromBackup cannot proceed: backup {}: {problem}",
-            backup.path()
-        ));
-    }
+    check_readable(&backup.etcd_version, target).map_err(|problem| {
+        RecoveryRefusal::UnreadableBackup {
+            path: backup.path(),
+            problem: Box::new(problem),
+        }
+    })?;
     if let (Some(taken), Some(recorded)) = (backup.cluster_id, recorded_cluster)
         && taken != recorded
     {
-        return Err(format!(
-            "FromBackup cannot proceed: backup {} was taken from etcd cluster {taken:x}, not \
-             from this cluster's {recorded:x} (status records it): restoring it would replace \
-             this cluster's data with another cluster's; restore it explicitly with an \
-             EtcdRestore if that is meant",
-            backup.path()
-        ));
+        return Err(RecoveryRefusal::OtherCluster {
+            path: backup.path(),
+            taken,
+            recorded,
+        });
     }
     let record = RecoveryRecord {
         version: Some(target.to_string()),

@@ -9,6 +9,7 @@ use super::fixtures::{
     running_state,
 };
 use super::*;
+use crate::ports::ApiError;
 
 const VERSION: &str = "3.5.35";
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -273,7 +274,7 @@ fn from_survivor_waits_for_a_survivor_that_does_not_report_its_raft_index() {
 
 /// Every member gone with its data: no pod, no claim, no answer; the status remembers
 /// `m1..m3` and revision 500.
-fn total_loss(now: Instant, backup: Option<Result<SnapshotSource, String>>) -> Observation {
+fn total_loss(now: Instant, backup: Option<Result<SnapshotSource, ApiError>>) -> Observation {
     let mut obs = World::empty(now).bootstrapped().build();
     obs.recorded.members = vec!["m1".into(), "m2".into(), "m3".into()];
     obs.recorded.revision = Some(500);
@@ -302,7 +303,14 @@ fn from_backup_without_a_backup_says_why_and_does_nothing() {
     let (_, d) = after_deadline(|now| total_loss(now, None), &spec);
     let no_store = "spec.recovery.backup names no store";
     assert_idle_saying(&d, Reason::RecoveryRefused, no_store);
-    let missing = |now| total_loss(now, Some(Err("no snapshot under backups/demo".into())));
+    let missing = |now| {
+        total_loss(
+            now,
+            Some(Err(ApiError::NotFound(
+                "no snapshot under backups/demo".into(),
+            ))),
+        )
+    };
     let (_, d) = after_deadline(missing, &spec);
     assert_idle_saying(
         &d,
