@@ -416,6 +416,21 @@ async fn cached_services() -> u64 {
         .unwrap_or_else(|| panic!("no cached_objects gauge for Services in:\n{body}"))
 }
 
+/// The namespaces whose phase is `Terminating`.
+fn terminating_namespaces() -> Vec<String> {
+    let (ok, out) = kubectl(
+        &[
+            "get",
+            "namespaces",
+            "-o",
+            "jsonpath={range .items[?(@.status.phase==\"Terminating\")]}{.metadata.name}{\"\\n\"}{end}",
+        ],
+        None,
+    );
+    assert!(ok, "{out}");
+    out.lines().map(str::to_owned).collect()
+}
+
 /// A headless Service labelled exactly as the operator labels its own; `owner`: the
 /// controller ownerReference (`None`: owned by nobody).
 fn look_alike(ns: &str, name: &str, owner: Option<(&str, &str)>) -> String {
@@ -451,8 +466,23 @@ async fn objects_labelled_as_the_operators_but_owned_by_no_cluster_are_not_kept(
         None,
     );
     assert!(ok && !uid.is_empty(), "{uid}");
-    // A count that holds still for two seconds (earlier scenarios' namespaces may still be
-    // going away).
+    // The gauge counts every namespace: an earlier scenario's namespace that is still going
+    // away takes its Services out of the cache while this one counts (CI saw the count fall
+    // from 4 to 1 under it). So first no namespace may be terminating, then the count must
+    // hold still for two seconds.
+    wait_for(
+        "no namespace to be terminating",
+        Duration::from_secs(300),
+        || async {
+            let terminating = terminating_namespaces();
+            if terminating.is_empty() {
+                Ok(())
+            } else {
+                Err(terminating.join(", "))
+            }
+        },
+    )
+    .await;
     let before = wait_for("a steady cache", Duration::from_secs(60), || async {
         let first = cached_services().await;
         tokio::time::sleep(Duration::from_secs(2)).await;
