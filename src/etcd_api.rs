@@ -18,12 +18,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{
-    Certificate, Client, ConnectOptions, Identity, Member, MemberAddOptions, TlsOptions,
+    AlarmAction, AlarmOptions, AlarmType, Certificate, Client, ConnectOptions, Identity, Member,
+    MemberAddOptions, TlsOptions,
 };
 use etcd_operator_actors::ports::{
     AddedMember, EtcdApi, EtcdError, EtcdErrorKind, MemberList, NewMember,
 };
-use etcd_operator_core::lifecycle::{MemberHealth, MemberView};
+use etcd_operator_core::lifecycle::{Alarm, AlarmKind, MemberHealth, MemberView};
 use tonic::Code;
 
 use crate::error::with_causes;
@@ -331,10 +332,30 @@ impl EtcdApi for EtcdClientApi {
         self.call("endpoint status", &endpoints, |mut client| async move {
             let resp = client.status().await?;
             let mut health = health(resp.version(), resp.leader(), resp.errors());
+            health.db_size = u64::try_from(resp.db_size()).ok();
+            health.db_size_in_use = u64::try_from(resp.raft_used_db_size())
+                .ok()
+                .filter(|in_use| *in_use > 0);
             health.cluster_id = resp.header().map(|h| h.cluster_id());
             health.revision = resp.header().map(|h| h.revision());
             health.raft_index = Some(resp.raft_index());
             Ok(health)
+        })
+        .await
+    }
+
+    async fn disarm_alarm(&self, endpoints: &[String], alarm: Alarm) -> Result<(), EtcdError> {
+        let kind = match alarm.kind {
+            AlarmKind::NoSpace => AlarmType::Nospace,
+            AlarmKind::Corrupt => AlarmType::Corrupt,
+        };
+        self.call("alarm disarm", endpoints, |mut client| async move {
+            let mut options = AlarmOptions::new();
+            options.with_member(alarm.member);
+            client
+                .alarm(AlarmAction::Deactivate, kind, Some(options))
+                .await
+                .map(|_| ())
         })
         .await
     }
@@ -439,15 +460,36 @@ fn member_view(member: &Member) -> MemberView {
 
 /// A member's answer to `endpoint status`; leader 0 means it knows no leader.
 fn health(version: &str, leader: u64, errors: &[String]) -> MemberHealth {
+    let (alarms, errors): (Vec<_>, Vec<_>) = errors.iter().partition(|e| alarm(e).is_some());
     MemberHealth {
         reachable: true,
         version: version.parse().ok(),
         leader: (leader != 0).then_some(leader),
-        errors: errors.to_vec(),
+        errors: errors.into_iter().cloned().collect(),
+        alarms: alarms.into_iter().filter_map(|e| alarm(e)).collect(),
+        db_size: None,
+        db_size_in_use: None,
         cluster_id: None,
         raft_index: None,
         revision: None,
     }
+}
+
+/// The alarm one entry of a status's errors stands for, if it is one. etcd lists every
+/// raised alarm there as its protobuf text, `memberID:<decimal id> alarm:<NAME>`.
+fn alarm(error: &str) -> Option<Alarm> {
+    let field = |name: &str| {
+        error
+            .split_whitespace()
+            .find_map(|word| word.strip_prefix(name)?.strip_prefix(':'))
+    };
+    let kind = match field("alarm")? {
+        "NOSPACE" => AlarmKind::NoSpace,
+        "CORRUPT" => AlarmKind::Corrupt,
+        _ => return None,
+    };
+    let member = field("memberID")?.parse().ok()?;
+    Some(Alarm { member, kind })
 }
 
 /// etcd's descriptions of the errors the operator tells apart (`rpctypes` in etcd's API).
@@ -865,7 +907,11 @@ mod tests {
 
     #[test]
     fn status_answers_become_member_health() {
-        let h = health("3.4.23", 0x8e9e05c52164694d, &["NOSPACE".to_string()]);
+        let h = health(
+            "3.4.23",
+            0x8e9e05c52164694d,
+            &["etcdserver: no leader".to_string()],
+        );
         assert!(h.reachable);
         assert_eq!(h.version, "3.4.23".parse().ok());
         assert_eq!(h.leader, Some(0x8e9e05c52164694d));
@@ -874,6 +920,32 @@ mod tests {
         let no_leader = health("3.4.23", 0, &[]);
         assert_eq!(no_leader.leader, None);
         assert!(no_leader.is_healthy());
+    }
+
+    #[test]
+    fn an_alarm_in_a_status_is_an_alarm_not_an_error() {
+        let errors = [
+            "memberID:10276657743932975437 alarm:NOSPACE ".to_string(),
+            "memberID:2 alarm:CORRUPT".to_string(),
+            "memberID:3 alarm:SOMETHING_NEW".to_string(),
+        ];
+        let h = health("3.5.17", 2, &errors);
+        assert_eq!(
+            h.alarms,
+            [
+                Alarm {
+                    member: 10276657743932975437,
+                    kind: AlarmKind::NoSpace
+                },
+                Alarm {
+                    member: 2,
+                    kind: AlarmKind::Corrupt
+                },
+            ]
+        );
+        assert_eq!(h.errors, ["memberID:3 alarm:SOMETHING_NEW"]);
+        assert!(!h.is_healthy(), "an alarm it does not know stays an error");
+        assert!(health("3.5.17", 2, &errors[..2]).is_healthy());
     }
 
     #[tokio::test]

@@ -13,10 +13,11 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use etcd_operator::etcd_api::EtcdClientApi;
 use etcd_operator_actors::member_client::{
-    AddMember, ListMembers, MemberClient, MoveLeader, ProbeMember, PromoteMember, RemoveMember,
+    AddMember, DisarmAlarm, ListMembers, MemberClient, MoveLeader, ProbeMember, PromoteMember,
+    RemoveMember,
 };
 use etcd_operator_actors::ports::{AddedMember, EtcdError, EtcdErrorKind, MemberList, NewMember};
-use etcd_operator_core::lifecycle::{MemberHealth, MemberView, Version};
+use etcd_operator_core::lifecycle::{Alarm, AlarmKind, MemberHealth, MemberView, Version};
 use support::etcd_process::{EtcdProcess, Loopback};
 
 /// The deadline `EtcdClientApi` gives each call (the MemberClient sets none of its own).
@@ -489,4 +490,65 @@ async fn calls_to_a_frozen_member_time_out_instead_of_hanging() {
             }
         }
     }
+}
+
+/// Puts 256 KiB values through `endpoint` until etcd refuses one for want of space;
+/// returns the refusal.
+async fn fill_until_refused(endpoint: &str) -> etcd_client::Error {
+    let mut client = etcd_client::Client::connect([endpoint], None)
+        .await
+        .expect("connect to the member");
+    let value = vec![b'x'; 256 * 1024];
+    for i in 0..200 {
+        if let Err(e) = client
+            .put(format!("fill-{i:03}"), value.clone(), None)
+            .await
+        {
+            return e;
+        }
+    }
+    panic!("200 puts of 256 KiB fit in the quota");
+}
+
+#[actix_rt::test]
+async fn a_member_whose_backend_is_full_answers_healthy_with_its_nospace_alarm_until_disarmed() {
+    let (_net, mut seed, client, endpoints) = start_seed_cluster().await;
+    let mut args = seed.args().to_vec();
+    args.extend(["--quota-backend-bytes".to_string(), (4 << 20).to_string()]);
+    seed.relaunch_with(args).await;
+    let refused = fill_until_refused(&seed.client_url()).await;
+    assert!(
+        refused.to_string().contains("database space exceeded"),
+        "{refused}"
+    );
+
+    let full = status(&client, &seed.client_url()).await;
+    assert!(
+        full.is_healthy(),
+        "an alarm is not a lost member: it counts toward quorum: {full:?}"
+    );
+    let id = list(&client, &endpoints).await[0].id;
+    assert_eq!(
+        full.alarms,
+        [Alarm {
+            member: id,
+            kind: AlarmKind::NoSpace
+        }]
+    );
+    let size = full.db_size.expect("etcd reports its backend's size");
+    assert!(size >= 3 << 20, "a full 4 MiB backend reports {size} bytes");
+    assert!(full.db_size_in_use.is_some_and(|in_use| in_use <= size));
+
+    let alarm = full.alarms[0];
+    let disarm = DisarmAlarm {
+        endpoints: endpoints.clone(),
+        alarm,
+    };
+    ask(&client, disarm.clone()).await.expect("alarm disarm");
+    let disarmed = status(&client, &seed.client_url()).await;
+    assert!(disarmed.alarms.is_empty(), "{disarmed:?}");
+    assert!(disarmed.is_healthy());
+    ask(&client, disarm)
+        .await
+        .expect("disarming an alarm no longer raised is not an error");
 }

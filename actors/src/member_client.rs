@@ -11,7 +11,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 
 use crate::ports::{AddedMember, EtcdApi, EtcdError, EtcdErrorKind, MemberList, NewMember};
-use etcd_operator_core::lifecycle::MemberHealth;
+use etcd_operator_core::lifecycle::{Alarm, MemberHealth};
 
 /// Serializes membership calls of one cluster through an [`EtcdApi`].
 pub struct MemberClient {
@@ -84,6 +84,16 @@ pub struct MoveLeader {
     pub to: u64,
 }
 
+/// `alarm disarm` of one alarm.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<(), EtcdError>")]
+pub struct DisarmAlarm {
+    /// Client URLs to try.
+    pub endpoints: Vec<String>,
+    /// The alarm.
+    pub alarm: Alarm,
+}
+
 /// `endpoint status` of one member.
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "Result<MemberHealth, EtcdError>")]
@@ -134,6 +144,15 @@ impl Handler<MoveLeader> for MemberClient {
     fn handle(&mut self, msg: MoveLeader, _: &mut Context<Self>) -> Self::Result {
         let api = self.api.clone();
         self.serialized(async move { api.move_leader(&msg.leader, msg.to).await })
+    }
+}
+
+impl Handler<DisarmAlarm> for MemberClient {
+    type Result = AtomicResponse<Self, Result<(), EtcdError>>;
+
+    fn handle(&mut self, msg: DisarmAlarm, _: &mut Context<Self>) -> Self::Result {
+        let api = self.api.clone();
+        self.serialized(async move { api.disarm_alarm(&msg.endpoints, msg.alarm).await })
     }
 }
 

@@ -17,7 +17,7 @@ use crate::ports::{
     MemberPod, NewMember, ServiceKind, VersionChange,
 };
 use etcd_operator_core::lifecycle::{
-    BootstrapRecord, CaRotationStep, MemberHealth, RecoveryRecord, SnapshotSource,
+    Alarm, BootstrapRecord, CaRotationStep, MemberHealth, RecoveryRecord, SnapshotSource,
 };
 use etcd_operator_core::report::StatusReport;
 
@@ -342,5 +342,10 @@ impl EtcdApi for CountedEtcdApi {
 
     async fn move_leader(&self, leader: &str, to: u64) -> Result<(), EtcdError> {
         self.counted("move_leader", self.inner.move_leader(leader, to).await)
+    }
+
+    async fn disarm_alarm(&self, endpoints: &[String], alarm: Alarm) -> Result<(), EtcdError> {
+        let answer = self.inner.disarm_alarm(endpoints, alarm).await;
+        self.counted("disarm_alarm", answer)
     }
 }

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use etcd_operator_core::lifecycle::{
-    BootstrapRecord, CaRotationStep, MemberHealth, RecoveryRecord, SnapshotSource,
+    Alarm, BootstrapRecord, CaRotationStep, MemberHealth, RecoveryRecord, SnapshotSource,
 };
 use etcd_operator_core::report::StatusReport;
 
@@ -40,6 +40,8 @@ pub trait EtcdApi: Send + Sync + 'static {
     /// `move-leader`: the leader, reached at its client URL `leader` (only the leader
     /// may hand leadership over), makes voting member `to` the leader; returns once it is.
     async fn move_leader(&self, leader: &str, to: u64) -> Result<(), EtcdError>;
+    /// `alarm disarm` of one alarm (an alarm no longer raised is not an error).
+    async fn disarm_alarm(&self, endpoints: &[String], alarm: Alarm) -> Result<(), EtcdError>;
 }
 
 /// The Kubernetes objects of one cluster.

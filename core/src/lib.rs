@@ -11,6 +11,7 @@
 //! - [`quantity`]: Kubernetes storage quantities (`1Gi`, `500M`) in bytes, for the
 //!   operator and the test rig's resizer.
 
+mod api_error;
 pub mod event;
 pub mod lifecycle;
 pub mod outcome;

@@ -7,8 +7,8 @@ use serde::{Serialize, Serializer};
 
 use crate::event::{EventRecord, EventType};
 use crate::lifecycle::{
-    Action, BootstrapRecord, BootstrapStage, CaRotationStep, CertificateInfo, Decision,
-    DesiredCluster, Membership, Observation, Phase, Reason, TlsMode,
+    Action, AlarmKind, BootstrapRecord, BootstrapStage, CaRotationStep, CertificateInfo, Decision,
+    DesiredCluster, Membership, Observation, Phase, Reason, StorageState, TlsMode,
 };
 use crate::outcome::{ActionOutcome, ActionResult};
 
@@ -23,6 +23,9 @@ pub(crate) const POD_POLICY_APPLIED: &str = "PodPolicyApplied";
 /// Condition: every member's claim asks for, and has, the spec's storage (only for
 /// members on claims).
 pub(crate) const VOLUMES_SIZED: &str = "VolumesSized";
+/// Condition: no alarm, and every member's backend well under its quota (once a member
+/// reported its size).
+pub(crate) const STORAGE: &str = "Storage";
 
 /// One status condition, before it becomes a Kubernetes `Condition`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -106,19 +109,37 @@ pub struct MemberReport {
     pub restarts: u32,
     /// Its data is on a PersistentVolumeClaim.
     pub on_claim: bool,
+    /// Its backend database's size, in bytes, as it last reported.
+    pub db_size: Option<u64>,
+    /// The part of it in use, in bytes.
+    pub db_size_in_use: Option<u64>,
+    /// Its backend quota, in bytes.
+    pub quota: u64,
+    /// The alarms etcd raised for it (`NOSPACE`, `CORRUPT`).
+    pub alarms: Vec<AlarmKind>,
 }
 
 /// Every listed member, sorted by name.
-fn member_details(obs: &Observation) -> Vec<MemberReport> {
+fn member_details(obs: &Observation, quota: u64) -> Vec<MemberReport> {
     let Membership::Listed { members, .. } = &obs.membership else {
         return Vec::new();
     };
+    let alarms = crate::lifecycle::alarms(obs);
     let mut details: Vec<MemberReport> = members
         .iter()
         .map(|m| {
             let name = m.pod_name().unwrap_or_else(|| format!("{:x}", m.id));
+            let health = obs.health.get(&m.id);
             MemberReport {
-                ready: m.started() && obs.health.get(&m.id).is_some_and(|h| h.is_healthy()),
+                ready: m.started() && health.is_some_and(|h| h.is_healthy()),
+                db_size: health.and_then(|h| h.db_size),
+                db_size_in_use: health.and_then(|h| h.db_size_in_use),
+                quota,
+                alarms: alarms
+                    .iter()
+                    .filter(|a| a.member == m.id)
+                    .map(|a| a.kind)
+                    .collect(),
                 restarts: obs.pod(&name).map_or(0, |p| p.restarts),
                 on_claim: obs.claims.contains_key(&name),
                 id: m.id,
@@ -237,6 +258,7 @@ fn event_reason(action: &Action) -> &'static str {
         Action::ExpandClaim { .. } => "ClaimExpanded",
         Action::PromoteLearner { .. } => "LearnerPromoted",
         Action::MoveLeader { .. } => "LeaderMoved",
+        Action::DisarmAlarm { .. } => "AlarmDisarmed",
         Action::RemoveMember { .. } => "MemberRemoved",
         Action::DeletePod { .. } => "PodDeleted",
         Action::RecreatePod { .. } => "PodRecreated",
@@ -305,6 +327,25 @@ fn bootstrap(decision: &Decision, obs: &Observation) -> Option<BootstrapRecord> 
         }),
         (None, None) => None,
     }
+}
+
+/// `Storage`: what the members' alarms and backend sizes say (see the lifecycle's
+/// `space`). `None` until a member has reported its size or an alarm.
+fn storage_condition(obs: &Observation, spec: &DesiredCluster) -> Option<ConditionReport> {
+    let reported = obs
+        .health
+        .values()
+        .any(|h| h.db_size.is_some() || !h.alarms.is_empty());
+    if !reported {
+        return None;
+    }
+    let (state, message) = crate::lifecycle::storage(obs, spec.quota_backend_bytes);
+    Some(ConditionReport {
+        kind: STORAGE,
+        status: state == StorageState::Healthy,
+        reason: state.as_str().into(),
+        message,
+    })
 }
 
 /// Whether the members' claims have the storage the spec asks for: growing (requested,
@@ -433,7 +474,7 @@ pub(crate) fn summarize(
         size: ready.len() + unready.len(),
         ready,
         unready,
-        details: member_details(obs),
+        details: member_details(obs, spec.quota_backend_bytes),
         current_version: obs
             .health
             .values()
@@ -444,6 +485,7 @@ pub(crate) fn summarize(
         conditions: conditions
             .into_iter()
             .chain(volumes_condition(obs, spec))
+            .chain(storage_condition(obs, spec))
             .collect(),
         paused: spec.paused,
         observed_generation: spec.generation,

@@ -1,6 +1,8 @@
 //! Reduces an `EtcdCluster` to what the lifecycle decides on.
 
-use etcd_operator_core::lifecycle::{DesiredCluster, RECOVER_ANNOTATION, Requests, Storage};
+use etcd_operator_core::lifecycle::{
+    DEFAULT_QUOTA_BACKEND_BYTES, DesiredCluster, RECOVER_ANNOTATION, Requests, Storage,
+};
 use kube::ResourceExt;
 
 use super::EtcdCluster;
@@ -34,10 +36,23 @@ pub(crate) fn desired_cluster(cluster: &EtcdCluster) -> DesiredCluster {
         uid: cluster.metadata.uid.clone().unwrap_or_default(),
         pod_template: spec.pod_template_digest(),
         storage: storage(cluster),
+        quota_backend_bytes: quota_backend_bytes(cluster),
         restore: spec.restore.as_ref().map(snapshot_source),
         recovery: ClusterRecovery::to_spec(spec.recovery.as_ref(), cluster.annotations()),
         requests: requests(cluster),
     }
+}
+
+/// Each member's backend quota: `ETCD_QUOTA_BACKEND_BYTES` in `spec.pod.etcdEnv` when it
+/// is a positive number of bytes, else etcd's default (etcd reads 0 as its default too).
+fn quota_backend_bytes(cluster: &EtcdCluster) -> u64 {
+    let env = cluster.spec.pod.as_ref().and_then(|p| p.etcd_env.as_ref());
+    env.into_iter()
+        .flatten()
+        .find(|e| e.name == "ETCD_QUOTA_BACKEND_BYTES")
+        .and_then(|e| e.value.as_deref()?.trim().parse::<u64>().ok())
+        .filter(|bytes| *bytes > 0)
+        .unwrap_or(DEFAULT_QUOTA_BACKEND_BYTES)
 }
 
 /// The annotations that ask the operator for something, as written.

@@ -182,6 +182,19 @@ pub struct MemberStatus {
     /// Its PersistentVolumeClaim, when its data is on one.
     #[serde(default)]
     pub persistent_volume_claim: Option<String>,
+    /// The size of its backend database, in bytes, as it last reported.
+    #[serde(default)]
+    pub db_size_bytes: Option<i64>,
+    /// The part of the backend in use, in bytes (the rest is freed by a
+    /// defragmentation).
+    #[serde(default)]
+    pub db_size_in_use_bytes: Option<i64>,
+    /// Its backend quota, in bytes.
+    #[serde(default)]
+    pub quota_backend_bytes: Option<i64>,
+    /// The alarms etcd raised for it: `NOSPACE`, `CORRUPT`.
+    #[serde(default)]
+    pub alarms: Vec<String>,
 }
 
 /// A status condition.

@@ -21,7 +21,7 @@ use etcd_operator_actors::ports::{
     MemberList, MemberPod, NewMember, ServiceKind, VersionChange,
 };
 use etcd_operator_core::lifecycle::{
-    BootstrapRecord, CaRotationStep, MemberHealth, RecoveryRecord, SnapshotSource,
+    Alarm, BootstrapRecord, CaRotationStep, MemberHealth, RecoveryRecord, SnapshotSource,
 };
 use etcd_operator_core::report::StatusReport;
 
@@ -370,6 +370,14 @@ impl EtcdApi for FencedEtcdApi {
         )
         .await
     }
+
+    async fn disarm_alarm(&self, endpoints: &[String], alarm: Alarm) -> Result<(), EtcdError> {
+        self.guarded(
+            &format!("disarm etcd alarm {}", alarm.kind.as_str()),
+            self.inner.disarm_alarm(endpoints, alarm),
+        )
+        .await
+    }
 }
 
 #[cfg(test)]
@@ -563,6 +571,9 @@ mod tests {
             futures::future::pending().await
         }
         async fn move_leader(&self, _: &str, _: u64) -> Result<(), EtcdError> {
+            futures::future::pending().await
+        }
+        async fn disarm_alarm(&self, _: &[String], _: Alarm) -> Result<(), EtcdError> {
             futures::future::pending().await
         }
     }

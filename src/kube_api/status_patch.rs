@@ -98,12 +98,16 @@ fn member_status(m: &MemberReport) -> MemberStatus {
         ready: m.ready,
         restarts: i32::try_from(m.restarts).unwrap_or(i32::MAX),
         persistent_volume_claim: m.on_claim.then(|| pvc_name(&m.name)),
+        db_size_bytes: m.db_size.and_then(|b| i64::try_from(b).ok()),
+        db_size_in_use_bytes: m.db_size_in_use.and_then(|b| i64::try_from(b).ok()),
+        quota_backend_bytes: i64::try_from(m.quota).ok(),
+        alarms: m.alarms.iter().map(|a| a.as_str().to_string()).collect(),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use etcd_operator_core::lifecycle::{BootstrapRecord, Phase, Reason};
+    use etcd_operator_core::lifecycle::{AlarmKind, BootstrapRecord, Phase, Reason};
     use etcd_operator_core::report::ConditionReport;
 
     use super::*;
@@ -124,6 +128,10 @@ mod tests {
                     ready: true,
                     restarts: 2,
                     on_claim: true,
+                    db_size: Some(4096),
+                    db_size_in_use: Some(2048),
+                    quota: 8192,
+                    alarms: vec![AlarmKind::NoSpace],
                 },
                 MemberReport {
                     name: "d".into(),
@@ -132,6 +140,10 @@ mod tests {
                     ready: false,
                     restarts: 0,
                     on_claim: false,
+                    db_size: None,
+                    db_size_in_use: None,
+                    quota: 8192,
+                    alarms: vec![],
                 },
             ],
             current_version: Some("3.5.21".into()),
@@ -167,7 +179,7 @@ mod tests {
     }
 
     #[test]
-    fn each_member_shows_its_id_role_readiness_restarts_and_claim() {
+    fn each_member_shows_its_id_role_readiness_restarts_claim_sizes_and_alarms() {
         let t = Topology::new("prod", "demo");
         let s = status_from_report(&report(true), &t, None, "T");
         let details = &s.members.details;
@@ -180,6 +192,10 @@ mod tests {
                 ready: true,
                 restarts: 2,
                 persistent_volume_claim: Some("a-data".into()),
+                db_size_bytes: Some(4096),
+                db_size_in_use_bytes: Some(2048),
+                quota_backend_bytes: Some(8192),
+                alarms: vec!["NOSPACE".into()],
             }
         );
         assert_eq!(

@@ -324,6 +324,11 @@ impl EtcdProcess {
         self.child = Some(child);
     }
 
+    /// The command line it runs with.
+    pub fn args(&self) -> &[String] {
+        &self.args
+    }
+
     /// Member name.
     pub fn name(&self) -> &str {
         &self.name

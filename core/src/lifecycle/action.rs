@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::{CaRotationStep, RecoveryRecord, SnapshotSource, Version};
+use super::{Alarm, CaRotationStep, RecoveryRecord, SnapshotSource, Version};
 
 /// One step the Cluster actor must perform. A decision returns a short list of these;
 /// the actor executes them in order and stops at the first failure.
@@ -120,6 +120,12 @@ pub enum Action {
         to: u64,
         /// Its name (for logs and events).
         name: String,
+    },
+    /// `alarm disarm` of one alarm (only NOSPACE, once its cause is gone; see
+    /// [`space`](super::space)).
+    DisarmAlarm {
+        /// The alarm.
+        alarm: Alarm,
     },
     /// `member remove`.
     RemoveMember {
@@ -241,6 +247,7 @@ impl Action {
             Action::ExpandClaim { .. } => "expand_claim",
             Action::PromoteLearner { .. } => "promote_learner",
             Action::MoveLeader { .. } => "move_leader",
+            Action::DisarmAlarm { .. } => "disarm_alarm",
             Action::RemoveMember { .. } => "remove_member",
             Action::DeletePod { .. } => "delete_pod",
             Action::RecreatePod { .. } => "recreate_pod",

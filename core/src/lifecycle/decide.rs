@@ -25,7 +25,9 @@
 //!    (`scaling.rs`); a crash-looping member gets a pod from the current template
 //!    (`rollout.rs`); an unhealthy member holds back the rest (`replacement.rs`); the
 //!    size is changed by one member (`scaling.rs`); else one member is upgraded or
-//!    restarted onto a changed pod template (`upgrade.rs`, `rollout.rs`).
+//!    restarted onto a changed pod template (`upgrade.rs`, `rollout.rs`); a converged
+//!    cluster with an alarm reports it, and disarms NOSPACE once its cause is gone
+//!    (`space.rs`).
 //!
 //! Every tick that is not blocked also labels voters, keeps the PodDisruptionBudget at the
 //! quorum (`upkeep.rs`) and grows claims (`volumes.rs`). Operator-managed certificates
@@ -49,7 +51,7 @@ use super::{
     Action, BootstrapStage, Deadlines, DesiredCluster, MemberView, Membership, Observation, Phase,
     PodView, Reason, State, Version, Why,
 };
-use super::{recorded_recovery, recovery, rollout, tls, volumes};
+use super::{recorded_recovery, recovery, rollout, space, tls, volumes};
 use super::{transition, upgrade};
 
 /// Decides the next step for one cluster. Pure: no I/O, no clock, no randomness.
@@ -240,7 +242,16 @@ pub(super) fn with_member_list(
         };
         return scale(state, view, resize);
     }
-    upgrade::upgrade(state, view, target, (spec, deadlines))
+    let d = upgrade::upgrade(state, view, target, (spec, deadlines));
+    if d.why.reason != Reason::Converged {
+        return d;
+    }
+    let rolled_out = view.members.iter().all(|m| {
+        view.obs
+            .pod(&m.name)
+            .is_some_and(|p| !tls::is_stale(p, spec, view.obs))
+    });
+    space::when_converged(d, view, spec.quota_backend_bytes, rolled_out)
 }
 
 /// Too few healthy voters: recovery decides, and no membership change is made.

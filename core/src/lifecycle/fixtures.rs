@@ -95,6 +95,14 @@ impl World {
         self
     }
 
+    /// Changes every member's health with `f(id, health)`.
+    pub fn health(mut self, mut f: impl FnMut(u64, &mut MemberHealth)) -> Self {
+        for (id, health) in &mut self.obs.health {
+            f(*id, health);
+        }
+        self
+    }
+
     /// Marks member `id` a learner.
     pub fn learner(mut self, id: u64) -> Self {
         self.members

@@ -2,6 +2,7 @@
 //! function that moves one to the next. No I/O happens here.
 
 mod action;
+mod alarm;
 mod bootstrap;
 mod bootstrap_record;
 mod certificates;
@@ -24,6 +25,7 @@ mod restore;
 mod rollout;
 mod scaling;
 mod seeding;
+mod space;
 mod spec;
 mod state;
 mod tls;
@@ -51,8 +53,11 @@ mod recovery_tests;
 mod rollout_tests;
 #[cfg(test)]
 mod rotation_tests;
+#[cfg(test)]
+mod space_tests;
 
 pub use action::Action;
+pub use alarm::{Alarm, AlarmKind, DEFAULT_QUOTA_BACKEND_BYTES, NEAR_QUOTA_PERCENT};
 pub(crate) use bootstrap::BootstrapStage;
 pub use bootstrap_record::{BootstrapRecord, Recorded};
 pub use certificates::{CaRotationStep, CaRotationView, CertificateInfo, TlsMode, TlsObservation};
@@ -70,6 +75,7 @@ pub use recovery_record::{
     RecoverySpec, check_fence, force_new_cluster_is_safe,
 };
 pub use restore::{SnapshotSource, Unreadable, check_readable, restores_with_etcdutl};
+pub use space::{Fullest, StorageState, alarms, fullest, is_near_quota, percent_of, storage};
 pub use spec::{DesiredCluster, Requests, Storage};
 pub use state::{Deadlines, Phase, State};
 pub use tls::{is_stale, template_with_trust};

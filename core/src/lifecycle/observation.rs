@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use super::{Recorded, SnapshotSource, TlsMode, TlsObservation, Version};
-use crate::ports::ApiError;
+use super::{Alarm, Recorded, SnapshotSource, TlsMode, TlsObservation, Version};
+use crate::api_error::ApiError;
 
 /// Lifecycle phase of a pod as Kubernetes reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -227,8 +227,16 @@ pub struct MemberHealth {
     pub version: Option<Version>,
     /// ID of the leader in the member's view.
     pub leader: Option<u64>,
-    /// Errors the member itself reports (e.g. `NOSPACE` alarms), or why it did not answer.
+    /// Errors the member itself reports (no leader, for one), or why it did not answer.
+    /// Alarms are not errors: they are in `alarms`.
     pub errors: Vec<String>,
+    /// The alarms the member reports: etcd's alarm list, the same on every member.
+    pub alarms: Vec<Alarm>,
+    /// The size of its backend database file, in bytes.
+    pub db_size: Option<u64>,
+    /// The part of it in use, in bytes (what is left once a defragmentation frees the
+    /// rest); `None` from an etcd that does not report it.
+    pub db_size_in_use: Option<u64>,
     /// The etcd cluster the answer came from (the response header's cluster ID).
     pub cluster_id: Option<u64>,
     /// The member's raft index: how far its log goes (the survivor with the highest one
@@ -246,6 +254,9 @@ impl MemberHealth {
             version: version.parse().ok(),
             leader: None,
             errors: Vec::new(),
+            alarms: Vec::new(),
+            db_size: None,
+            db_size_in_use: None,
             cluster_id: None,
             raft_index: None,
             revision: None,
@@ -259,13 +270,17 @@ impl MemberHealth {
             version: None,
             leader: None,
             errors: vec![why.to_string()],
+            alarms: Vec::new(),
+            db_size: None,
+            db_size_in_use: None,
             cluster_id: None,
             raft_index: None,
             revision: None,
         }
     }
 
-    /// Reachable and reporting no error.
+    /// Reachable and reporting no error. An alarm does not make a member unhealthy: it
+    /// still counts toward quorum (see [`space`](super::space)).
     pub fn is_healthy(&self) -> bool {
         self.reachable && self.errors.is_empty()
     }

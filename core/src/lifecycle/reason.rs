@@ -94,6 +94,14 @@ reasons! {
     WaitingForMemberAddresses,
     /// The cluster matches its spec.
     Converged,
+    /// The cluster matches its spec, and etcd raised NOSPACE: writes that add data are
+    /// refused until the alarm is disarmed, once every member is below its quota's
+    /// near-full mark.
+    NoSpace,
+    /// Every member is back below its quota's near-full mark: NOSPACE is being disarmed.
+    DisarmingNoSpace,
+    /// etcd raised CORRUPT: a member's data differs; the operator changes nothing.
+    Corrupt,
     /// A recorded recovery restarts the surviving member with the highest raft index
     /// alone (`--force-new-cluster`).
     RecoveringFromSurvivor,
@@ -198,6 +206,8 @@ impl Reason {
                 | Reason::RecoveryRefused
                 | Reason::RecoveryFailed
                 | Reason::IllegalTransition
+                | Reason::NoSpace
+                | Reason::Corrupt
         )
     }
 }

@@ -3,8 +3,8 @@
 //! to do instead) is the variant's `Display`, written once here.
 
 use super::{FORCE_NEW_CLUSTER_VERIFIED, RECOVER_ANNOTATION, RecoveryPolicy};
+use crate::api_error::ApiError;
 use crate::lifecycle::restore::Unreadable;
-use crate::ports::ApiError;
 
 /// Why the recovery asked for cannot start. The decision reports it as
 /// `RecoveryRefused`; the operator changes nothing while it holds.

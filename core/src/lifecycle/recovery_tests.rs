@@ -9,7 +9,7 @@ use super::fixtures::{
     running_state,
 };
 use super::*;
-use crate::ports::ApiError;
+use crate::api_error::ApiError;
 
 const VERSION: &str = "3.5.35";
 const DEADLINE: Duration = Duration::from_secs(60);

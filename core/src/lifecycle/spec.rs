@@ -41,6 +41,9 @@ pub struct DesiredCluster {
     /// The storage each member's claim asks for (`spec.pod.persistentVolumeClaimSpec`),
     /// when members are on claims.
     pub storage: Option<Storage>,
+    /// Each member's backend quota in bytes (`ETCD_QUOTA_BACKEND_BYTES` in
+    /// `spec.pod.etcdEnv`, else etcd's default).
+    pub quota_backend_bytes: u64,
     /// The snapshot the seed restores before it starts (`spec.restore`, written by an
     /// EtcdRestore): read only while the cluster has never bootstrapped.
     pub restore: Option<SnapshotSource>,
@@ -88,6 +91,7 @@ impl DesiredCluster {
             uid: String::new(),
             pod_template: String::new(),
             storage: None,
+            quota_backend_bytes: super::DEFAULT_QUOTA_BACKEND_BYTES,
             restore: None,
             recovery: RecoverySpec::default(),
             requests: Requests::default(),

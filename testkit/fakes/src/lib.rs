@@ -39,7 +39,7 @@ use etcd_operator_actors::ports::{
     InitialState, KubeView, MemberList, MemberPod, NewMember, ServiceKind, VersionChange,
 };
 use etcd_operator_core::lifecycle::{
-    BootstrapRecord, CaRotationStep, Claim, ClaimPhase, MemberHealth, MemberView, PodPhase,
+    Alarm, BootstrapRecord, CaRotationStep, Claim, ClaimPhase, MemberHealth, MemberView, PodPhase,
     PodView, Recorded, RecoveryRecord, SnapshotSource, TlsMode, TlsObservation, Version,
     check_fence,
 };
@@ -89,6 +89,8 @@ pub struct CallCounts {
     pub promote: u64,
     /// `EtcdApi::move_leader`.
     pub move_leader: u64,
+    /// `EtcdApi::disarm_alarm`.
+    pub disarm_alarm: u64,
     /// `EtcdApi::status`.
     pub status: u64,
     /// Most etcd calls (of any kind) in flight at once.
@@ -149,6 +151,11 @@ struct World {
     calls: CallCounts,
     /// The member a `move_leader` made the leader, while it serves.
     moved_leader: Option<u64>,
+    /// The alarms etcd has raised, reported by every member's status, with each
+    /// member's backend size (a member not listed reports none).
+    alarms: Vec<Alarm>,
+    /// Each member's backend size in bytes, by member name.
+    db_sizes: BTreeMap<String, u64>,
     /// Members keep their data on claims (`persistentVolumeClaimSpec`), by member name.
     claims: Option<BTreeMap<String, Claim>>,
     etcd_in_flight: usize,
@@ -761,10 +768,24 @@ impl EtcdApi for FakeCluster {
             version: version.and_then(|v| v.parse::<Version>().ok()),
             leader: w.leader(),
             errors: Vec::new(),
+            alarms: w.alarms.clone(),
+            db_size: w.db_sizes.get(&member.name).copied(),
+            db_size_in_use: None,
             cluster_id: Some(w.cluster_id),
             raft_index: Some(100 + member.id),
             revision: Some(50),
         })
+    }
+
+    async fn disarm_alarm(&self, endpoints: &[String], alarm: Alarm) -> Result<(), EtcdError> {
+        self.lock().calls.disarm_alarm += 1;
+        let _call = self.enter("alarm disarm", false).await?;
+        let mut w = self.lock();
+        if !w.any_answers(endpoints) {
+            return Err(etcd_error(EtcdErrorKind::Unavailable));
+        }
+        w.alarms.retain(|a| *a != alarm);
+        Ok(())
     }
 }
 

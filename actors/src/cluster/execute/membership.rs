@@ -1,7 +1,12 @@
-//! Actions that change etcd's membership of voters: promote a learner, hand leadership
-//! over, remove a member. Each goes through the MemberClient, which orders them.
+//! Actions that change etcd's membership of voters (promote a learner, hand leadership
+//! over, remove a member) and disarm an alarm. Each goes through the MemberClient, which
+//! orders them.
 
-use crate::member_client::{MemberClient, MoveLeader, PromoteMember, RemoveMember, ask};
+use etcd_operator_core::lifecycle::Alarm;
+
+use crate::member_client::{
+    DisarmAlarm, MemberClient, MoveLeader, PromoteMember, RemoveMember, ask,
+};
 use crate::ports::EtcdError;
 
 use super::env::{ActionEnv, Done, Failure};
@@ -43,6 +48,21 @@ pub(super) async fn move_leader(
     call(env, move_leader, format!("move leader {from} -> {name}")).await?;
     let note = format!("member {name} is the leader now (was {from})");
     Ok(Done::member(note, name))
+}
+
+/// `alarm disarm` of `alarm`.
+pub(super) async fn disarm_alarm(env: &ActionEnv<'_>, alarm: Alarm) -> Result<Done, Failure> {
+    let disarm = DisarmAlarm {
+        endpoints: env.endpoints.clone(),
+        alarm,
+    };
+    let kind = alarm.kind.as_str();
+    call(env, disarm, format!("alarm disarm {kind}")).await?;
+    let note = format!(
+        "disarmed {kind} (raised for member {:x}): the cluster takes writes again",
+        alarm.member
+    );
+    Ok(Done::cluster(note))
 }
 
 /// `member remove` of member `name`.

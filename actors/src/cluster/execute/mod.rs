@@ -136,6 +136,7 @@ async fn perform(env: &ActionEnv<'_>, action: &Action) -> Result<Done, Failure> 
         } => members::restart_member(env, name, version, peers, *voter).await,
         PromoteLearner { id, name } => membership::promote(env, *id, name).await,
         MoveLeader { from, to, name } => membership::move_leader(env, from, *to, name).await,
+        DisarmAlarm { alarm } => membership::disarm_alarm(env, *alarm).await,
         RemoveMember { id, name } => membership::remove(env, *id, name).await,
         BeginRecovery { record } => recovery::begin(env, record).await,
         ForceNewCluster { name, version } => members::force_new_cluster(env, name, version).await,
