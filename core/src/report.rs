@@ -62,6 +62,9 @@ pub struct StatusReport {
     pub current_version: Option<String>,
     /// Version the spec asks for.
     pub target_version: String,
+    /// The fullest member's backend, in percent of its quota, once a member reported
+    /// its size.
+    pub quota_used_percent: Option<u64>,
     /// Available, Progressing, Degraded.
     pub conditions: Vec<ConditionReport>,
     /// `spec.paused`.
@@ -482,6 +485,8 @@ pub(crate) fn summarize(
             .min()
             .map(|v| v.to_string()),
         target_version: spec.version.clone(),
+        quota_used_percent: crate::lifecycle::fullest(obs, spec.quota_backend_bytes)
+            .map(|f| crate::lifecycle::percent_of(f.size, spec.quota_backend_bytes)),
         conditions: conditions
             .into_iter()
             .chain(volumes_condition(obs, spec))

@@ -32,6 +32,7 @@ pub(crate) const DEFAULT_VERSION: &str = "3.5.35";
     printcolumn = r#"{"name":"Size","type":"integer","jsonPath":".spec.size"}"#,
     printcolumn = r#"{"name":"Ready","type":"integer","jsonPath":".status.readyMembers"}"#,
     printcolumn = r#"{"name":"Version","type":"string","jsonPath":".status.currentVersion"}"#,
+    printcolumn = r#"{"name":"Quota%","type":"integer","priority":1,"description":"The fullest member's backend, in percent of its quota","jsonPath":".status.quotaUsedPercent"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]

@@ -49,6 +49,10 @@ pub struct EtcdClusterStatus {
     /// Version the spec asks for.
     #[serde(default)]
     pub target_version: String,
+    /// The fullest member's backend, in percent of its quota (`kubectl get etcd -o
+    /// wide`), once a member reported its size.
+    #[serde(default)]
+    pub quota_used_percent: Option<i64>,
     /// `metadata.generation` this status answers.
     #[serde(default)]
     pub observed_generation: Option<i64>,

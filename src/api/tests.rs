@@ -18,7 +18,7 @@ fn crd_is_the_coreos_group_version_kind_with_short_name_and_status() {
     assert_eq!(crd.spec.names.short_names, Some(vec!["etcd".to_string()]));
     assert_eq!(
         crd_probe::v1beta2_columns(&crd),
-        ["Phase", "Size", "Ready", "Version", "Age"]
+        ["Phase", "Size", "Ready", "Version", "Quota%", "Age"]
     );
 }
 

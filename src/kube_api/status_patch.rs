@@ -60,6 +60,9 @@ pub fn status_from_report(
         members,
         current_version: report.current_version.clone().unwrap_or_default(),
         target_version: report.target_version.clone(),
+        quota_used_percent: report
+            .quota_used_percent
+            .and_then(|p| i64::try_from(p).ok()),
         observed_generation: Some(report.observed_generation),
         bootstrap,
         // Written by the recovery itself (`record_recovery`), never by a report.
@@ -148,6 +151,7 @@ mod tests {
             ],
             current_version: Some("3.5.21".into()),
             target_version: "3.5.21".into(),
+            quota_used_percent: Some(50),
             conditions: vec![ConditionReport {
                 kind: "Available",
                 status: available,

@@ -389,12 +389,17 @@ fn etcd_container(
     }
 }
 
+/// The path the readiness probe of a plain-HTTP member asks.
+const READINESS_PATH: &str = "/health?exclude=NOSPACE";
+
 /// Readiness of a plain-HTTP member: etcd's `/health`, every second (the pod's Ready
 /// condition puts it behind the client Service; one cheap request a second per member).
+/// A NOSPACE alarm is left out: a full member still serves reads and the deletes that
+/// free space, so it stays behind the Service (etcd 3.4 and later read `exclude`).
 fn http_readiness_probe() -> Probe {
     Probe {
         http_get: Some(HTTPGetAction {
-            path: Some("/health".into()),
+            path: Some(READINESS_PATH.into()),
             port: IntOrString::Int(i32::from(CLIENT_PORT)),
             ..HTTPGetAction::default()
         }),

@@ -119,9 +119,11 @@ pub(crate) fn gate_tls_args() -> Vec<String> {
     ]
 }
 
-/// Readiness over TLS: `etcdctl endpoint health` against the member's own loopback
+/// Readiness over TLS: a linearizable `etcdctl get` against the member's own loopback
 /// listener (`localhost`, which the server certificate covers), with the operator's
-/// client certificate, so a member that refuses the operator is not ready.
+/// client certificate, so a member that refuses the operator, or has no quorum, is not
+/// ready. Not `endpoint health`: from etcd 3.5 it fails on any alarm, and a member with
+/// NOSPACE still serves reads and the deletes that free space.
 pub(crate) fn tls_readiness_probe() -> Probe {
     let client = Role::Client;
     Probe {
@@ -134,7 +136,7 @@ pub(crate) fn tls_readiness_probe() -> Probe {
                 format!("--key={}", client.path(client.key_key())),
                 "--dial-timeout=2s".into(),
                 "--command-timeout=2s".into(),
-                "endpoint".into(),
+                "get".into(),
                 "health".into(),
             ]),
         }),

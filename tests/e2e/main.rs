@@ -19,6 +19,7 @@ mod helm;
 mod kubelet;
 mod leader;
 mod lifecycle;
+mod maintenance;
 mod names;
 mod recovery;
 mod restore;

@@ -1,0 +1,109 @@
+//! Day-two maintenance: a full backend is reported as what it is, never as a lost quorum,
+//! and raising the quota makes the cluster writable again without a person.
+
+use std::time::Duration;
+
+use etcd_operator::api::EtcdClusterStatus;
+use serde_json::json;
+
+use crate::support::*;
+
+const MIB: usize = 1024 * 1024;
+
+/// The `Storage` condition's reason, if the status has one.
+fn storage(s: &EtcdClusterStatus) -> Option<&str> {
+    s.conditions
+        .iter()
+        .find(|c| c.r#type == "Storage")
+        .map(|c| c.reason.as_str())
+}
+
+/// Puts 512 KiB values under `fill/` until etcd refuses one for want of space; panics
+/// if 100 fit.
+async fn fill_until_nospace(etcd: &mut etcd_client::Client) {
+    let value = vec![b'x'; MIB / 2];
+    for i in 0..100 {
+        if let Err(e) = etcd.put(format!("fill/{i:03}"), value.clone(), None).await {
+            assert!(e.to_string().contains("database space exceeded"), "{e}");
+            return;
+        }
+    }
+    panic!("100 values of 512 KiB fit in an 8 MiB quota");
+}
+
+fn quota_env(bytes: usize) -> serde_json::Value {
+    json!({"etcdEnv": [{"name": "ETCD_QUOTA_BACKEND_BYTES", "value": bytes.to_string()}]})
+}
+
+#[tokio::test]
+async fn a_full_backend_is_reported_as_nospace_and_a_raised_quota_makes_the_cluster_writable() {
+    let ns = Namespace::create("nospace");
+    let yaml = format!(
+        "{}  pod:\n    etcdEnv:\n    - name: ETCD_QUOTA_BACKEND_BYTES\n      value: \"{}\"\n",
+        cluster_yaml(&ns.0, "full", 3, "3.5.35", false),
+        8 * MIB
+    );
+    apply(&yaml);
+    let members = wait_running(&ns.0, "full", 3, Duration::from_secs(180)).await;
+    let mut client = etcd(&ns.0, &members).await;
+    write_keys(&mut client, "before", 20).await;
+    fill_until_nospace(&mut client).await;
+
+    let full = wait_status(
+        &ns.0,
+        "full",
+        "NOSPACE reported as such",
+        Duration::from_secs(60),
+        |s| storage(s) == Some("NoSpace") && s.reason == "NoSpace",
+    )
+    .await;
+    assert_eq!(full.phase, "Running", "{full:?}");
+    assert_eq!(
+        full.members.ready.len(),
+        3,
+        "members with an alarm are ready"
+    );
+    let alarmed: Vec<_> = full
+        .members
+        .details
+        .iter()
+        .filter(|m| m.alarms == ["NOSPACE"])
+        .collect();
+    assert!(!alarmed.is_empty(), "{:?}", full.members.details);
+    for m in &full.members.details {
+        assert_eq!(m.quota_backend_bytes, Some(8 * MIB as i64), "{m:?}");
+        assert!(m.db_size_bytes.is_some_and(|b| b > 0), "{m:?}");
+    }
+    wait_event(&ns.0, "reason=NoSpace").await;
+    assert!(
+        full.quota_used_percent.is_some_and(|p| p >= 90),
+        "{:?}",
+        full.quota_used_percent
+    );
+    let (ok, wide) = kubectl(&["get", "etcd", "full", "-n", &ns.0, "-o", "wide"], None);
+    assert!(ok && wide.contains("QUOTA%"), "{wide}");
+
+    patch_spec(&ns.0, "full", json!({"pod": quota_env(64 * MIB)})).await;
+    let writable = wait_status(
+        &ns.0,
+        "full",
+        "the raised quota rolled out and NOSPACE disarmed",
+        Duration::from_secs(300),
+        |s| storage(s) == Some("Healthy") && s.reason == "Converged",
+    )
+    .await;
+    assert!(
+        writable
+            .members
+            .details
+            .iter()
+            .all(|m| m.alarms.is_empty() && m.quota_backend_bytes == Some(64 * MIB as i64)),
+        "{:?}",
+        writable.members.details
+    );
+    let mut client = etcd(&ns.0, &writable.members.ready).await;
+    write_keys(&mut client, "after", 20).await;
+    assert_keys(&mut client, "before", 20).await;
+    assert_keys(&mut client, "after", 20).await;
+    wait_event(&ns.0, "reason=AlarmDisarmed").await;
+}
