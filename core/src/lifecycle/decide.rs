@@ -246,12 +246,7 @@ pub(super) fn with_member_list(
     if d.why.reason != Reason::Converged {
         return d;
     }
-    let rolled_out = view.members.iter().all(|m| {
-        view.obs
-            .pod(&m.name)
-            .is_some_and(|p| !tls::is_stale(p, spec, view.obs))
-    });
-    space::when_converged(d, view, spec.quota_backend_bytes, rolled_out)
+    space::when_converged(d, view, spec)
 }
 
 /// Too few healthy voters: recovery decides, and no membership change is made.

@@ -12,8 +12,8 @@ use serde::Serialize;
 
 use super::view::ClusterView;
 use super::{
-    Action, Alarm, AlarmKind, Decision, MemberView, Membership, NEAR_QUOTA_PERCENT, Observation,
-    Phase, Reason, Why,
+    Action, Alarm, AlarmKind, Decision, DesiredCluster, MemberView, Membership, NEAR_QUOTA_PERCENT,
+    Observation, Phase, Reason, Why, is_stale,
 };
 
 /// What the `Storage` condition says of the cluster's backends.
@@ -154,18 +154,24 @@ fn member_name(obs: &Observation, id: u64) -> String {
 
 /// What a converged cluster does about its alarms: `converged` itself when there is none;
 /// a CORRUPT alarm is reported and left for a person; a NOSPACE alarm is disarmed once no
-/// rollout is pending (`rolled_out`) and every member is below [`NEAR_QUOTA_PERCENT`] of
-/// `quota`, and reported with the ways out until then.
+/// rollout is pending (every member's pod is built from the spec's template, so runs with
+/// its quota) and every member is below [`NEAR_QUOTA_PERCENT`] of the quota, and reported
+/// with the ways out until then.
 pub(super) fn when_converged(
     converged: Decision,
     view: &ClusterView<'_>,
-    quota: u64,
-    rolled_out: bool,
+    spec: &DesiredCluster,
 ) -> Decision {
-    let alarms = alarms(view.obs);
-    if alarms.is_empty() {
+    if view.obs.health.values().all(|h| h.alarms.is_empty()) {
         return converged;
     }
+    let alarms = alarms(view.obs);
+    let quota = spec.quota_backend_bytes;
+    let rolled_out = view.members.iter().all(|m| {
+        view.obs
+            .pod(&m.name)
+            .is_some_and(|p| !is_stale(p, spec, view.obs))
+    });
     let (state, message) = storage(view.obs, quota);
     let decision = |actions, reason, message| {
         let why = Why::new(reason, message);
