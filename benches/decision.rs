@@ -58,6 +58,7 @@ fn healthy(n: u64) -> Observation {
             failed_version: None,
             recovery: None,
             revision: None,
+            storage: None,
         },
         name_conflict: None,
         restore_problem: None,

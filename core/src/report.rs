@@ -168,15 +168,42 @@ pub struct Report {
     pub events: Vec<EventRecord>,
 }
 
-/// Reports a tick: its status, and an Event for every change made, every failure, and
-/// every refusal the cluster was not already reported in (`previous`: the reason this
-/// actor published last, if it published anything).
+/// What an actor reported on its earlier ticks, which a report compares with so that a
+/// refusal's Event, and a change of the `Storage` condition's, is raised once. A fresh
+/// actor has neither, and compares with the object's status instead.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Previous {
+    /// The reason of its last decision.
+    pub reason: Option<Reason>,
+    /// The last reason of the `Storage` condition it reported (kept while a tick reports
+    /// no such condition).
+    pub storage: Option<String>,
+}
+
+impl Previous {
+    /// What to compare the next tick with, once `status` is reported for `decision`.
+    pub fn after(&self, decision: &Decision, status: &StatusReport) -> Previous {
+        let storage = status
+            .conditions
+            .iter()
+            .find(|c| c.kind == STORAGE)
+            .map(|c| c.reason.clone());
+        Previous {
+            reason: Some(decision.why.reason),
+            storage: storage.or_else(|| self.storage.clone()),
+        }
+    }
+}
+
+/// Reports a tick: its status, and an Event for every change made, every failure, every
+/// refusal the cluster was not already reported in, and every change of the `Storage`
+/// condition (`previous`: what this actor reported before).
 pub fn report(
     decision: &Decision,
     obs: &Observation,
     spec: &DesiredCluster,
     outcomes: &[ActionOutcome],
-    previous: Option<Reason>,
+    previous: &Previous,
 ) -> Report {
     let mut status = summarize(decision, obs, spec);
     if let Some(error) = outcomes.iter().find_map(|o| match &o.result {
@@ -187,7 +214,7 @@ pub fn report(
     }
     let mut events: Vec<EventRecord> = outcomes.iter().filter_map(outcome_event).collect();
     let why = &decision.why;
-    let already = match previous {
+    let already = match previous.reason {
         Some(reason) => reason == why.reason,
         None => obs.recorded.reason == why.reason.as_str(),
     };
@@ -200,7 +227,36 @@ pub fn report(
             member: None,
         });
     }
+    events.extend(storage_event(&status, obs, previous));
     Report { status, events }
+}
+
+/// The Event of a change of the `Storage` condition since `previous` (a fresh actor: since
+/// the object's status); none for a cluster first seen healthy.
+fn storage_event(
+    status: &StatusReport,
+    obs: &Observation,
+    previous: &Previous,
+) -> Option<EventRecord> {
+    let now = status.conditions.iter().find(|c| c.kind == STORAGE)?;
+    let before = previous
+        .storage
+        .as_deref()
+        .or(obs.recorded.storage.as_deref());
+    if before == Some(now.reason.as_str()) || (before.is_none() && now.status) {
+        return None;
+    }
+    Some(EventRecord {
+        kind: if now.status {
+            EventType::Normal
+        } else {
+            EventType::Warning
+        },
+        reason: format!("Storage{}", now.reason),
+        action: "Observe".into(),
+        note: now.message.clone(),
+        member: None,
+    })
 }
 
 fn outcome_event(outcome: &ActionOutcome) -> Option<EventRecord> {
@@ -611,7 +667,7 @@ mod tests {
                 cause: Cause::Kubernetes(ApiErrorKind::Forbidden),
             },
         };
-        let out = super::report(&d, &obs, &spec, &[failed], None);
+        let out = super::report(&d, &obs, &spec, &[failed], &Previous::default());
         let event = out.events.iter().find(|e| e.reason == "ActionFailed");
         assert_eq!(
             event.map(|e| e.note.as_str()),

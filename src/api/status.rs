@@ -236,6 +236,11 @@ impl EtcdClusterStatus {
             failed_version: self.failed_version.clone(),
             recovery: self.recovery.as_ref().map(RecoveryStatus::to_record),
             revision: self.revision,
+            storage: self
+                .conditions
+                .iter()
+                .find(|c| c.r#type == "Storage")
+                .map(|c| c.reason.clone()),
         }
     }
 }

@@ -74,7 +74,7 @@ async fn a_full_backend_is_reported_as_nospace_and_a_raised_quota_makes_the_clus
         assert_eq!(m.quota_backend_bytes, Some(8 * MIB as i64), "{m:?}");
         assert!(m.db_size_bytes.is_some_and(|b| b > 0), "{m:?}");
     }
-    wait_event(&ns.0, "reason=NoSpace").await;
+    wait_event(&ns.0, "reason=StorageNoSpace").await;
     assert!(
         full.quota_used_percent.is_some_and(|p| p >= 90),
         "{:?}",
@@ -106,4 +106,5 @@ async fn a_full_backend_is_reported_as_nospace_and_a_raised_quota_makes_the_clus
     assert_keys(&mut client, "before", 20).await;
     assert_keys(&mut client, "after", 20).await;
     wait_event(&ns.0, "reason=AlarmDisarmed").await;
+    wait_event(&ns.0, "reason=StorageHealthy").await;
 }

@@ -33,8 +33,8 @@ use crate::member_client::MemberClient;
 use crate::metrics::{CountedClusterApi, CountedEtcdApi, Telemetry};
 use crate::ports::{ClusterApi, EtcdApi};
 use backoff::{Acted, TickBackoff};
-use etcd_operator_core::lifecycle::{DesiredCluster, Pace, Reason, State};
-use etcd_operator_core::report::StatusReport;
+use etcd_operator_core::lifecycle::{DesiredCluster, Pace, State};
+use etcd_operator_core::report::{Previous, StatusReport};
 use etcd_operator_core::topology::Topology;
 use observe::HealthProbe;
 use observer::TickObserver;
@@ -107,7 +107,8 @@ struct LastTick {
     /// The status written last, and when. Shared with each tick's job and the debug
     /// view, so neither copies it.
     written: Option<LastWrite>,
-    reason: Option<Reason>,
+    /// What the last tick reported, for the next report to compare with.
+    reported: Previous,
     message: String,
 }
 
@@ -188,7 +189,7 @@ impl ClusterActor {
             phase: self.state.phase.to_string(),
             state: self.state.clone(),
             spec: self.spec.clone(),
-            reason: self.last.reason.map(|r| r.as_str()),
+            reason: self.last.reported.reason.map(|r| r.as_str()),
             message: self.last.message.clone(),
             status: self.last.written.as_ref().map(|w| w.status.clone()),
             ticks: self.ticks,
@@ -243,6 +244,7 @@ impl ClusterActor {
         let decision = done.decision;
         observer.actions(decision.why.reason.as_str(), &done.outcomes);
         observer.steps(done.sight, done.observed, &done.outcomes);
+        self.last.reported = self.last.reported.after(&decision, &done.status);
         if let Some(error) = done.status_error {
             warn!(observer.logger, "cannot write status"; "error" => error);
         } else if let Some(at) = done.written_at {
@@ -254,7 +256,6 @@ impl ClusterActor {
         let from = std::mem::replace(&mut self.state, decision.state);
         let to = &self.state.phase;
         observer.transition(&from.phase, to, &decision.why, done.members, &done.stages);
-        self.last.reason = Some(decision.why.reason);
         self.last.message = decision.why.message;
         (done.pace, done.deadline)
     }
@@ -316,7 +317,7 @@ impl Handler<Tick> for ClusterActor {
             deadlines: self.config.deadlines,
             last_written: self.last.written.clone(),
             rewording: self.config.status_rewording,
-            last_reason: self.last.reason,
+            previous: self.last.reported.clone(),
         };
         let timeout = self.config.tick_timeout;
         let bounded = async move {
@@ -362,7 +363,7 @@ impl Handler<SpecChanged> for ClusterActor {
                 "old_uid" => &self.spec.uid, "new_uid" => &msg.0.uid);
             self.state = State::default();
             self.last.written = None;
-            self.last.reason = None;
+            self.last.reported = Previous::default();
             self.observer.spec_seen();
         }
         self.spec = Arc::new(msg.0);

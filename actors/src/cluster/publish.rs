@@ -73,7 +73,7 @@ mod tests {
     use super::*;
     use etcd_operator_core::lifecycle::fixtures::{World, running_state};
     use etcd_operator_core::lifecycle::{Deadlines, DesiredCluster, decide};
-    use etcd_operator_core::report::report;
+    use etcd_operator_core::report::{Previous, report};
 
     const REWORDING: Duration = Duration::from_secs(5);
 
@@ -82,7 +82,7 @@ mod tests {
         let obs = World::healthy(now, 3, "3.5.21").unreachable(3).build();
         let spec = DesiredCluster::new(3, "3.5.21");
         let d = decide(running_state(), &obs, &spec, &Deadlines::default());
-        report(&d, &obs, &spec, &[], None).status
+        report(&d, &obs, &spec, &[], &Previous::default()).status
     }
 
     fn reworded(status: &StatusReport, words: &str) -> StatusReport {

@@ -10,9 +10,9 @@ use tokio::time::Instant;
 use crate::member_client::MemberClient;
 use crate::ports::ClusterApi;
 use etcd_operator_core::lifecycle::{
-    Deadlines, Decision, DesiredCluster, Pace, Phase, Reason, State, decide, next_deadline, pace,
+    Deadlines, Decision, DesiredCluster, Pace, Phase, State, decide, next_deadline, pace,
 };
-use etcd_operator_core::report::{Report, StatusReport, report};
+use etcd_operator_core::report::{Previous, Report, StatusReport, report};
 use etcd_operator_core::topology::Topology;
 
 use super::execute::{ActionEnv, execute};
@@ -36,9 +36,9 @@ pub(crate) struct TickJob {
     pub last_written: Option<LastWrite>,
     /// How long a status that only rewords the last one waits to be written.
     pub rewording: Duration,
-    /// The reason this actor published last, to raise a refusal's Event once (a fresh
-    /// actor compares with the reason in the object's status instead).
-    pub last_reason: Option<Reason>,
+    /// What this actor reported last, to raise a refusal's Event, and a change of the
+    /// Storage condition's, once (a fresh actor compares with the object's status).
+    pub previous: Previous,
 }
 
 /// What a tick did.
@@ -123,7 +123,7 @@ impl TickJob {
         let outcomes = execute(&env, &decision.actions).await;
         let acted = Instant::now();
         let Report { status, events } =
-            report(&decision, &obs, &self.spec, &outcomes, self.last_reason);
+            report(&decision, &obs, &self.spec, &outcomes, &self.previous);
         // Every Event at once (one POST each, created in the order the tick acted), all
         // before the status. An Event that cannot be written must not stop the lifecycle.
         futures::future::join_all(events.iter().map(|event| kube.record_event(event))).await;

@@ -55,4 +55,7 @@ pub struct Recorded {
     pub recovery: Option<RecoveryRecord>,
     /// `status.revision`: the newest revision a member reported, as last published.
     pub revision: Option<i64>,
+    /// The reason of `status.conditions`' `Storage` condition, as last published, so
+    /// that its change's Event is raised once even across operator restarts.
+    pub storage: Option<String>,
 }

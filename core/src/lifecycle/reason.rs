@@ -206,8 +206,6 @@ impl Reason {
                 | Reason::RecoveryRefused
                 | Reason::RecoveryFailed
                 | Reason::IllegalTransition
-                | Reason::NoSpace
-                | Reason::Corrupt
         )
     }
 }

@@ -5,7 +5,7 @@ use tokio::time::Instant;
 
 use super::fixtures::{World, assert_idle, assert_idle_saying, running_state};
 use super::*;
-use crate::report::report;
+use crate::report::{Previous, report};
 
 const VERSION: &str = "3.5.21";
 const MIB: u64 = 1024 * 1024;
@@ -107,7 +107,7 @@ fn the_storage_condition_names_the_fullest_member_and_each_member_shows_its_size
     let condition = |world: World| {
         let obs = world.build();
         let d = decide(running_state(), &obs, &spec, &Deadlines::default());
-        let r = report(&d, &obs, &spec, &[], None);
+        let r = report(&d, &obs, &spec, &[], &Previous::default());
         let c = r
             .status
             .conditions
@@ -146,6 +146,64 @@ fn the_storage_condition_names_the_fullest_member_and_each_member_shows_its_size
 fn a_cluster_whose_members_report_no_size_has_no_storage_condition() {
     let obs = World::healthy(Instant::now(), 3, VERSION).build();
     let d = decide(running_state(), &obs, &spec(), &Deadlines::default());
-    let r = report(&d, &obs, &spec(), &[], None);
+    let r = report(&d, &obs, &spec(), &[], &Previous::default());
     assert!(r.status.conditions.iter().all(|c| c.kind != "Storage"));
+}
+
+#[test]
+fn each_change_of_the_storage_condition_raises_one_event_and_a_first_healthy_sight_none() {
+    let spec = spec();
+    let tick = |world: World, previous: &Previous| {
+        let obs = world.build();
+        let d = decide(running_state(), &obs, &spec, &Deadlines::default());
+        let r = report(&d, &obs, &spec, &[], previous);
+        let storage: Vec<_> = r
+            .events
+            .iter()
+            .filter(|e| e.reason.starts_with("Storage"))
+            .cloned()
+            .collect();
+        (previous.after(&d, &r.status), storage)
+    };
+    let (seen, events) = tick(members([MIB, MIB, MIB], &[]), &Previous::default());
+    assert!(events.is_empty(), "first seen healthy: {events:?}");
+
+    let (near, events) = tick(members([MIB, 7 * MIB, MIB], &[]), &seen);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].reason, "StorageNearQuota");
+    assert_eq!(events[0].kind, crate::event::EventType::Warning);
+    assert!(
+        events[0].note.contains("member m2 uses 87%"),
+        "{}",
+        events[0].note
+    );
+
+    let (still, events) = tick(members([MIB, 7 * MIB, MIB], &[]), &near);
+    assert!(events.is_empty(), "no change, no Event: {events:?}");
+
+    let (_, events) = tick(members([MIB, MIB, MIB], &[]), &still);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].reason, "StorageHealthy");
+    assert_eq!(events[0].kind, crate::event::EventType::Normal);
+}
+
+#[test]
+fn a_fresh_actor_compares_the_storage_condition_with_the_one_the_status_records() {
+    let spec = spec();
+    let mut obs = members([8 * MIB, MIB, MIB], &[nospace(1)]).build();
+    obs.recorded.storage = Some("NoSpace".into());
+    let d = decide(running_state(), &obs, &spec, &Deadlines::default());
+    let r = report(&d, &obs, &spec, &[], &Previous::default());
+    assert!(
+        r.events.iter().all(|e| !e.reason.starts_with("Storage")),
+        "{:?}",
+        r.events
+    );
+    obs.recorded.storage = Some("Healthy".into());
+    let r = report(&d, &obs, &spec, &[], &Previous::default());
+    assert!(
+        r.events.iter().any(|e| e.reason == "StorageNoSpace"),
+        "{:?}",
+        r.events
+    );
 }
