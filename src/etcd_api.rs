@@ -460,13 +460,19 @@ fn member_view(member: &Member) -> MemberView {
 
 /// A member's answer to `endpoint status`; leader 0 means it knows no leader.
 fn health(version: &str, leader: u64, errors: &[String]) -> MemberHealth {
-    let (alarms, errors): (Vec<_>, Vec<_>) = errors.iter().partition(|e| alarm(e).is_some());
+    let (mut alarms, mut others) = (Vec::new(), Vec::new());
+    for error in errors {
+        match alarm(error) {
+            Some(raised) => alarms.push(raised),
+            None => others.push(error.clone()),
+        }
+    }
     MemberHealth {
         reachable: true,
         version: version.parse().ok(),
         leader: (leader != 0).then_some(leader),
-        errors: errors.into_iter().cloned().collect(),
-        alarms: alarms.into_iter().filter_map(|e| alarm(e)).collect(),
+        errors: others,
+        alarms,
         db_size: None,
         db_size_in_use: None,
         cluster_id: None,
