@@ -59,6 +59,7 @@ fn healthy(n: u64) -> Observation {
             recovery: None,
             revision: None,
             storage: None,
+            compacted: None,
         },
         name_conflict: None,
         restore_problem: None,

@@ -360,6 +360,16 @@ impl EtcdApi for EtcdClientApi {
         .await
     }
 
+    async fn compact(&self, endpoints: &[String], revision: i64) -> Result<(), EtcdError> {
+        self.call("compact", endpoints, |mut client| async move {
+            match client.compact(revision, None).await {
+                Err(etcd_client::Error::GRpcStatus(status)) if already_compacted(&status) => Ok(()),
+                answer => answer.map(|_| ()),
+            }
+        })
+        .await
+    }
+
     async fn move_leader(&self, leader: &str, to: u64) -> Result<(), EtcdError> {
         let endpoints = [leader.to_string()];
         self.call("move leader", &endpoints, |mut client| async move {
@@ -506,12 +516,19 @@ mod desc {
     pub const TOO_MANY_LEARNERS: &str = "etcdserver: too many learner members in cluster";
     pub const MEMBER_NOT_FOUND: &str = "etcdserver: member not found";
     pub const NOT_SUPPORTED_FOR_LEARNER: &str = "etcdserver: rpc not supported for learner";
+    /// A compaction to a revision the history was already compacted past.
+    pub const COMPACTED: &str = "etcdserver: mvcc: required revision has been compacted";
     /// etcd's own request timeouts, all with code `Unavailable`.
     pub const TIMEOUTS: [&str; 3] = [
         "etcdserver: request timed out",
         "etcdserver: request timed out, possibly due to previous leader failure",
         "etcdserver: request timed out, possibly due to connection lost",
     ];
+}
+
+/// Whether etcd refused a compaction because its history was compacted past it already.
+fn already_compacted(status: &tonic::Status) -> bool {
+    status.code() == Code::OutOfRange && status.message() == desc::COMPACTED
 }
 
 /// What kind of failure `err` is: by gRPC code, then etcd's exact description within it;

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use etcd_operator::etcd_api::EtcdClientApi;
 use etcd_operator_actors::member_client::{
-    AddMember, DisarmAlarm, ListMembers, MemberClient, MoveLeader, ProbeMember, PromoteMember,
-    RemoveMember,
+    AddMember, Compact, DisarmAlarm, ListMembers, MemberClient, MoveLeader, ProbeMember,
+    PromoteMember, RemoveMember,
 };
 use etcd_operator_actors::ports::{AddedMember, EtcdError, EtcdErrorKind, MemberList, NewMember};
 use etcd_operator_core::lifecycle::{Alarm, AlarmKind, MemberHealth, MemberView, Version};
@@ -551,4 +551,53 @@ async fn a_member_whose_backend_is_full_answers_healthy_with_its_nospace_alarm_u
     ask(&client, disarm)
         .await
         .expect("disarming an alarm no longer raised is not an error");
+}
+
+#[actix_rt::test]
+async fn compaction_drops_old_revisions_and_a_revision_compacted_twice_is_not_an_error() {
+    let (_net, seed, client, endpoints) = start_seed_cluster().await;
+    let mut etcd = etcd_client::Client::connect([seed.client_url()], None)
+        .await
+        .expect("connect to the member");
+    for i in 0..10 {
+        etcd.put("key", format!("v{i}"), None).await.expect("put");
+    }
+    let newest = status(&client, &seed.client_url())
+        .await
+        .revision
+        .expect("etcd reports its revision");
+    let old = etcd_client::GetOptions::new().with_revision(newest - 5);
+    assert!(etcd.get("key", Some(old.clone())).await.is_ok());
+
+    let compact = Compact {
+        endpoints: endpoints.clone(),
+        revision: newest - 2,
+    };
+    ask(&client, compact.clone()).await.expect("compact");
+    let gone = etcd
+        .get("key", Some(old))
+        .await
+        .expect_err("a compacted revision");
+    assert!(gone.to_string().contains("compacted"), "{gone}");
+    let kept = etcd_client::GetOptions::new().with_revision(newest - 1);
+    assert!(
+        etcd.get("key", Some(kept)).await.is_ok(),
+        "newer revisions stay"
+    );
+    ask(&client, compact)
+        .await
+        .expect("compacting to a revision already compacted is not an error");
+    let behind = Compact {
+        endpoints: endpoints.clone(),
+        revision: newest - 4,
+    };
+    ask(&client, behind)
+        .await
+        .expect("nor is compacting to one the history is past");
+    let future = Compact {
+        endpoints,
+        revision: newest + 100,
+    };
+    let refused = ask(&client, future).await.expect_err("a future revision");
+    assert_eq!(refused.kind, EtcdErrorKind::Rejected, "{refused:?}");
 }

@@ -94,6 +94,16 @@ pub struct DisarmAlarm {
     pub alarm: Alarm,
 }
 
+/// `compact` of the cluster's history.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<(), EtcdError>")]
+pub struct Compact {
+    /// Client URLs to try.
+    pub endpoints: Vec<String>,
+    /// The revision to compact to.
+    pub revision: i64,
+}
+
 /// `endpoint status` of one member.
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "Result<MemberHealth, EtcdError>")]
@@ -153,6 +163,15 @@ impl Handler<DisarmAlarm> for MemberClient {
     fn handle(&mut self, msg: DisarmAlarm, _: &mut Context<Self>) -> Self::Result {
         let api = self.api.clone();
         self.serialized(async move { api.disarm_alarm(&msg.endpoints, msg.alarm).await })
+    }
+}
+
+impl Handler<Compact> for MemberClient {
+    type Result = AtomicResponse<Self, Result<(), EtcdError>>;
+
+    fn handle(&mut self, msg: Compact, _: &mut Context<Self>) -> Self::Result {
+        let api = self.api.clone();
+        self.serialized(async move { api.compact(&msg.endpoints, msg.revision).await })
     }
 }
 

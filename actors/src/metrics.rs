@@ -348,4 +348,8 @@ impl EtcdApi for CountedEtcdApi {
         let answer = self.inner.disarm_alarm(endpoints, alarm).await;
         self.counted("disarm_alarm", answer)
     }
+
+    async fn compact(&self, endpoints: &[String], revision: i64) -> Result<(), EtcdError> {
+        self.counted("compact", self.inner.compact(endpoints, revision).await)
+    }
 }

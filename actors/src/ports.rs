@@ -42,6 +42,9 @@ pub trait EtcdApi: Send + Sync + 'static {
     async fn move_leader(&self, leader: &str, to: u64) -> Result<(), EtcdError>;
     /// `alarm disarm` of one alarm (an alarm no longer raised is not an error).
     async fn disarm_alarm(&self, endpoints: &[String], alarm: Alarm) -> Result<(), EtcdError>;
+    /// `compact` of the cluster's history to `revision` (a revision already compacted is
+    /// not an error).
+    async fn compact(&self, endpoints: &[String], revision: i64) -> Result<(), EtcdError>;
 }
 
 /// The Kubernetes objects of one cluster.

@@ -7,8 +7,9 @@ use serde::{Serialize, Serializer};
 
 use crate::event::{EventRecord, EventType};
 use crate::lifecycle::{
-    Action, AlarmKind, BootstrapRecord, BootstrapStage, CaRotationStep, CertificateInfo, Decision,
-    DesiredCluster, Membership, Observation, Phase, Reason, StorageState, TlsMode,
+    Action, AlarmKind, BootstrapRecord, BootstrapStage, CaRotationStep, CertificateInfo,
+    Compaction, Decision, DesiredCluster, Membership, Observation, Phase, Reason, StorageState,
+    TlsMode,
 };
 use crate::outcome::{ActionOutcome, ActionResult};
 
@@ -81,6 +82,18 @@ pub struct StatusReport {
     /// The newest revision a member reports, else the one last published: the last known
     /// revision a recovery from a backup measures its loss against. (`status.recovery`
     /// is written by the recovery itself, never by the status report.)
+    pub revision: Option<i64>,
+    /// How the cluster's history is compacted, and the revision the operator last
+    /// compacted it to.
+    pub compaction: CompactionReport,
+}
+
+/// `status.compaction`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CompactionReport {
+    /// What compacts and how (`ByEtcd`: the user's `etcdEnv` has etcd do it).
+    pub mode: Compaction,
+    /// The revision the operator last compacted the history to.
     pub revision: Option<i64>,
 }
 
@@ -212,6 +225,14 @@ pub fn report(
     }) {
         status.message = format!("{} (last step failed: {error})", status.message);
     }
+    let compaction_failed = outcomes.iter().any(|o| {
+        matches!(o.action, Action::Compact { .. })
+            && matches!(o.result, ActionResult::Failed { .. })
+    });
+    if compaction_failed {
+        // Not compacted after all; the next one is due a period later.
+        status.compaction.revision = obs.recorded.compacted;
+    }
     let mut events: Vec<EventRecord> = outcomes.iter().filter_map(outcome_event).collect();
     let why = &decision.why;
     let already = match previous.reason {
@@ -318,6 +339,7 @@ fn event_reason(action: &Action) -> &'static str {
         Action::PromoteLearner { .. } => "LearnerPromoted",
         Action::MoveLeader { .. } => "LeaderMoved",
         Action::DisarmAlarm { .. } => "AlarmDisarmed",
+        Action::Compact { .. } => "HistoryCompacted",
         Action::RemoveMember { .. } => "MemberRemoved",
         Action::DeletePod { .. } => "PodDeleted",
         Action::RecreatePod { .. } => "PodRecreated",
@@ -564,6 +586,14 @@ pub(crate) fn summarize(
             .filter_map(|h| h.revision)
             .max()
             .or(obs.recorded.revision),
+        compaction: CompactionReport {
+            mode: spec.compaction,
+            revision: decision
+                .state
+                .compaction
+                .compacted
+                .or(obs.recorded.compacted),
+        },
     }
 }
 

@@ -7,6 +7,7 @@ use kube::CustomResourceExt;
 use serde_json::json;
 
 use super::EtcdCluster;
+use super::maintenance;
 use super::names;
 use super::pod_security;
 use super::reserved;
@@ -28,13 +29,27 @@ pub fn crd() -> CustomResourceDefinition {
         };
         schema.x_kubernetes_validations = Some(vec![name_rule()]);
         if let Some(spec) = schema.properties.as_mut().and_then(|p| p.get_mut("spec")) {
-            spec.x_kubernetes_validations = Some(vec![version_rule()]);
+            let exclusive = maintenance::exclusive_rules()
+                .into_iter()
+                .map(|(cel, message)| forbidden(&cel, &message));
+            let rules = std::iter::once(version_rule()).chain(exclusive);
+            spec.x_kubernetes_validations = Some(rules.collect());
             if let Some(pod) = spec.properties.as_mut().and_then(|p| p.get_mut("pod")) {
                 add_pod_policy_rules(pod);
             }
         }
     }
     crd
+}
+
+/// A CEL rule that refuses, with `message`, an object for which `cel` is false: two
+/// fields that may not be set together.
+fn forbidden(cel: &str, message: &str) -> ValidationRule {
+    rule(json!({
+        "rule": cel,
+        "message": message,
+        "reason": "FieldValueForbidden",
+    }))
 }
 
 fn rule(value: serde_json::Value) -> ValidationRule {

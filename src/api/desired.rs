@@ -1,11 +1,10 @@
 //! Reduces an `EtcdCluster` to what the lifecycle decides on.
 
-use etcd_operator_core::lifecycle::{
-    DEFAULT_QUOTA_BACKEND_BYTES, DesiredCluster, RECOVER_ANNOTATION, Requests, Storage,
-};
+use etcd_operator_core::lifecycle::{DesiredCluster, RECOVER_ANNOTATION, Requests, Storage};
 use kube::ResourceExt;
 
 use super::EtcdCluster;
+use super::maintenance;
 use super::names::name_problem;
 use super::pod_security;
 use super::recovery::ClusterRecovery;
@@ -31,28 +30,24 @@ pub(crate) fn desired_cluster(cluster: &EtcdCluster) -> DesiredCluster {
         pod_policy_problem: spec
             .pod
             .as_ref()
-            .and_then(|p| reserved::pod_policy_problem(p).or_else(|| pod_security::problem(p))),
+            .and_then(|p| reserved::pod_policy_problem(p).or_else(|| pod_security::problem(p)))
+            .or_else(|| {
+                let compaction = spec.compaction.as_ref();
+                maintenance::conflict(compaction, spec.quota_backend_bytes, spec.etcd_env())
+            }),
         generation: cluster.metadata.generation.unwrap_or_default(),
         uid: cluster.metadata.uid.clone().unwrap_or_default(),
         pod_template: spec.pod_template_digest(),
         storage: storage(cluster),
-        quota_backend_bytes: quota_backend_bytes(cluster),
+        quota_backend_bytes: maintenance::quota_backend_bytes(
+            spec.quota_backend_bytes,
+            spec.etcd_env(),
+        ),
+        compaction: maintenance::compaction(spec.compaction.as_ref(), spec.etcd_env()),
         restore: spec.restore.as_ref().map(snapshot_source),
         recovery: ClusterRecovery::to_spec(spec.recovery.as_ref(), cluster.annotations()),
         requests: requests(cluster),
     }
-}
-
-/// Each member's backend quota: `ETCD_QUOTA_BACKEND_BYTES` in `spec.pod.etcdEnv` when it
-/// is a positive number of bytes, else etcd's default (etcd reads 0 as its default too).
-fn quota_backend_bytes(cluster: &EtcdCluster) -> u64 {
-    let env = cluster.spec.pod.as_ref().and_then(|p| p.etcd_env.as_ref());
-    env.into_iter()
-        .flatten()
-        .find(|e| e.name == "ETCD_QUOTA_BACKEND_BYTES")
-        .and_then(|e| e.value.as_deref()?.trim().parse::<u64>().ok())
-        .filter(|bytes| *bytes > 0)
-        .unwrap_or(DEFAULT_QUOTA_BACKEND_BYTES)
 }
 
 /// The annotations that ask the operator for something, as written.

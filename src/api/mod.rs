@@ -8,6 +8,7 @@ mod crd_probe;
 mod crd_yaml;
 mod desired;
 pub mod images;
+pub mod maintenance;
 pub mod names;
 mod pod_security;
 mod recovery;
@@ -28,6 +29,6 @@ pub use spec::{
     AutoTls, EtcdCluster, EtcdClusterSpec, KeyType, MemberSecret, PodPolicy, StaticTls, TlsPolicy,
 };
 pub use status::{
-    BootstrapStatus, CertificateStatus, ClusterCondition, EtcdClusterStatus, MemberStatus,
-    MembersStatus, TlsStatus,
+    BootstrapStatus, CertificateStatus, ClusterCondition, CompactionStatus, EtcdClusterStatus,
+    MemberStatus, MembersStatus, TlsStatus,
 };

@@ -73,6 +73,18 @@ pub struct EtcdClusterSpec {
     /// `etcd.database.coreos.com/recover`), `FromSurvivor` or `FromBackup`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery: Option<super::recovery::ClusterRecovery>,
+    /// How the operator compacts the cluster's history: `Periodic` (default, keeping 1h)
+    /// or `Revision`. Not with `ETCD_AUTO_COMPACTION_*` in `pod.etcdEnv` (then etcd
+    /// compacts by itself and the operator does not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction: Option<super::maintenance::CompactionPolicy>,
+    /// Each member's backend quota in bytes (etcd's `--quota-backend-bytes`; default
+    /// etcd's 2 GiB). Once reached, etcd raises NOSPACE and refuses writes that add data.
+    /// A change restarts the members one by one. Not with `ETCD_QUOTA_BACKEND_BYTES` in
+    /// `pod.etcdEnv`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub quota_backend_bytes: Option<i64>,
 }
 
 /// How member pods are built.
@@ -268,8 +280,16 @@ impl EtcdClusterSpec {
             .unwrap_or(DEFAULT_REPOSITORY)
     }
 
+    /// The `spec.pod.etcdEnv` entries (none without a pod policy).
+    pub(crate) fn etcd_env(&self) -> &[EnvVar] {
+        self.pod
+            .as_ref()
+            .and_then(|p| p.etcd_env.as_deref())
+            .unwrap_or_default()
+    }
+
     /// A digest of what member pods are built from besides the version (the repository,
-    /// the pod policy and the TLS Secrets): pods carry the digest they were made with, so
+    /// the pod policy, the TLS Secrets and `quotaBackendBytes`): pods carry the digest they were made with, so
     /// a change the operator does not apply to running members is reported, never
     /// silently ignored.
     /// The claims' storage request is left out: it is applied to the claims in place.
@@ -289,6 +309,10 @@ impl EtcdClusterSpec {
         // before TLS existed stay the same.
         if let Some(tls) = &self.tls {
             template["tls"] = serde_json::json!(tls);
+        }
+        // Left out when unset, for the same reason.
+        if let Some(quota) = self.quota_backend_bytes {
+            template["quotaBackendBytes"] = serde_json::json!(quota);
         }
         format!("{:016x}", fnv1a(template.to_string().as_bytes()))
     }

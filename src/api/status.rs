@@ -78,6 +78,31 @@ pub struct EtcdClusterStatus {
     /// and planned renewal, and the next renewal.
     #[serde(default)]
     pub tls: Option<TlsStatus>,
+    /// How the cluster's history is compacted, and the operator's last compaction.
+    #[serde(default)]
+    pub compaction: Option<CompactionStatus>,
+}
+
+/// `status.compaction`.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactionStatus {
+    /// `Operator` (by `spec.compaction` or its default) or `EtcdEnv` (etcd compacts by
+    /// itself, as `spec.pod.etcdEnv` says).
+    #[serde(default)]
+    pub source: String,
+    /// `Periodic` or `Revision` (empty with `EtcdEnv`).
+    #[serde(default)]
+    pub mode: String,
+    /// The history kept: a duration (`1h`) or a number of revisions.
+    #[serde(default)]
+    pub retention: String,
+    /// The revision the operator last compacted the history to.
+    #[serde(default)]
+    pub revision: Option<i64>,
+    /// When it did (RFC 3339).
+    #[serde(default)]
+    pub time: Option<String>,
 }
 
 /// `status.tls`.
@@ -241,6 +266,7 @@ impl EtcdClusterStatus {
                 .iter()
                 .find(|c| c.r#type == "Storage")
                 .map(|c| c.reason.clone()),
+            compacted: self.compaction.as_ref().and_then(|c| c.revision),
         }
     }
 }

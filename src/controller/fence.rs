@@ -378,6 +378,14 @@ impl EtcdApi for FencedEtcdApi {
         )
         .await
     }
+
+    async fn compact(&self, endpoints: &[String], revision: i64) -> Result<(), EtcdError> {
+        self.guarded(
+            &format!("compact etcd history to revision {revision}"),
+            self.inner.compact(endpoints, revision),
+        )
+        .await
+    }
 }
 
 #[cfg(test)]
@@ -574,6 +582,9 @@ mod tests {
             futures::future::pending().await
         }
         async fn disarm_alarm(&self, _: &[String], _: Alarm) -> Result<(), EtcdError> {
+            futures::future::pending().await
+        }
+        async fn compact(&self, _: &[String], _: i64) -> Result<(), EtcdError> {
             futures::future::pending().await
         }
     }

@@ -1,12 +1,14 @@
 //! Turns a tick's `StatusReport` into the EtcdCluster status, keeping each condition's
 //! `lastTransitionTime` while its status does not change.
 
-use etcd_operator_core::report::{MemberReport, StatusReport, TlsReport};
+use etcd_operator_core::lifecycle::Compaction;
+use etcd_operator_core::report::{CompactionReport, MemberReport, StatusReport, TlsReport};
 use etcd_operator_core::topology::{CLIENT_PORT, Topology};
 
+use crate::api::maintenance::duration_text;
 use crate::api::{
-    BootstrapStatus, CertificateStatus, ClusterCondition, EtcdClusterStatus, MemberStatus,
-    MembersStatus, TlsStatus,
+    BootstrapStatus, CertificateStatus, ClusterCondition, CompactionStatus, EtcdClusterStatus,
+    MemberStatus, MembersStatus, TlsStatus,
 };
 use crate::resources::pvc_name;
 
@@ -70,6 +72,37 @@ pub fn status_from_report(
         revision: report.revision,
         failed_version: report.failed_version.clone(),
         tls: report.tls.as_ref().map(tls_status),
+        compaction: Some(compaction_status(
+            &report.compaction,
+            previous.and_then(|p| p.compaction.as_ref()),
+            now,
+        )),
+    }
+}
+
+/// `status.compaction`: the time of the last compaction is kept while its revision is.
+fn compaction_status(
+    report: &CompactionReport,
+    previous: Option<&CompactionStatus>,
+    now: &str,
+) -> CompactionStatus {
+    let (source, mode, retention) = match report.mode {
+        Compaction::ByEtcd => ("EtcdEnv", "", String::new()),
+        Compaction::Periodic { retention } => ("Operator", "Periodic", duration_text(retention)),
+        Compaction::Revision { retention } => ("Operator", "Revision", retention.to_string()),
+    };
+    let time = report.revision.map(|revision| {
+        previous
+            .filter(|p| p.revision == Some(revision))
+            .and_then(|p| p.time.clone())
+            .unwrap_or_else(|| now.to_string())
+    });
+    CompactionStatus {
+        source: source.into(),
+        mode: mode.into(),
+        retention,
+        revision: report.revision,
+        time,
     }
 }
 
@@ -167,6 +200,10 @@ mod tests {
             }),
             failed_version: None,
             revision: None,
+            compaction: CompactionReport {
+                mode: Compaction::default(),
+                revision: Some(120),
+            },
             tls: None,
         }
     }

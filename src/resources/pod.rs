@@ -350,6 +350,9 @@ fn etcd_container(
 ) -> Container {
     let mut env = vec![env_from_field("POD_IP", "status.podIP")];
     env.extend(policy.etcd_env.clone().unwrap_or_default());
+    env.extend(crate::api::maintenance::quota_env(
+        cluster.spec.quota_backend_bytes,
+    ));
     let tls = cluster.spec.tls_mode();
     let mut command = vec!["/usr/local/bin/etcd".to_string()];
     command.extend(etcd_flags(topology, member, tls));

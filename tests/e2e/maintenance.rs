@@ -108,3 +108,103 @@ async fn a_full_backend_is_reported_as_nospace_and_a_raised_quota_makes_the_clus
     wait_event(&ns.0, "reason=AlarmDisarmed").await;
     wait_event(&ns.0, "reason=StorageHealthy").await;
 }
+
+/// The value of `ETCD_QUOTA_BACKEND_BYTES` in pod `name`'s etcd container.
+fn pod_quota(ns: &str, name: &str) -> String {
+    jsonpath(
+        "pod",
+        name,
+        ns,
+        "{.spec.containers[?(@.name==\"etcd\")].env[?(@.name==\"ETCD_QUOTA_BACKEND_BYTES\")].value}",
+    )
+}
+
+#[tokio::test]
+async fn history_is_compacted_as_the_spec_says_and_a_changed_quota_field_rolls_out() {
+    let ns = Namespace::create("compaction");
+    let yaml = format!(
+        "{}  compaction:\n    mode: Revision\n    retention: \"10\"\n  quotaBackendBytes: {}\n",
+        cluster_yaml(&ns.0, "kept", 3, "3.5.35", false),
+        16 * MIB
+    );
+    apply(&yaml);
+    let members = wait_running(&ns.0, "kept", 3, Duration::from_secs(180)).await;
+    for m in &members {
+        assert_eq!(pod_quota(&ns.0, m), (16 * MIB).to_string(), "{m}");
+    }
+    let mut client = etcd(&ns.0, &members).await;
+    for i in 0..40 {
+        client
+            .put("counter", i.to_string(), None)
+            .await
+            .expect("put");
+    }
+    let newest = client
+        .get("counter", None)
+        .await
+        .expect("get")
+        .header()
+        .expect("a header")
+        .revision();
+    let compacted = wait_status(
+        &ns.0,
+        "kept",
+        "a compaction keeping 10 revisions",
+        Duration::from_secs(60),
+        |s| {
+            s.compaction
+                .as_ref()
+                .and_then(|c| c.revision)
+                .is_some_and(|r| r >= newest - 10)
+        },
+    )
+    .await;
+    let record = compacted.compaction.expect("status.compaction");
+    assert_eq!(
+        (
+            record.source.as_str(),
+            record.mode.as_str(),
+            record.retention.as_str()
+        ),
+        ("Operator", "Revision", "10")
+    );
+    assert!(record.time.is_some(), "{record:?}");
+    let old = etcd_client::GetOptions::new().with_revision(newest - 20);
+    let gone = client
+        .get("counter", Some(old))
+        .await
+        .expect_err("compacted");
+    assert!(gone.to_string().contains("compacted"), "{gone}");
+    assert_eq!(
+        client.get("counter", None).await.expect("get").kvs()[0]
+            .value_str()
+            .unwrap(),
+        "39",
+        "compaction keeps every key's newest value"
+    );
+    wait_event(&ns.0, "reason=HistoryCompacted").await;
+
+    patch_spec(&ns.0, "kept", json!({"quotaBackendBytes": 32 * MIB})).await;
+    let rolled = wait_status(
+        &ns.0,
+        "kept",
+        "the raised quota on every member",
+        Duration::from_secs(300),
+        |s| {
+            s.reason == "Converged"
+                && s.members.ready.len() == 3
+                && s.members
+                    .ready
+                    .iter()
+                    .all(|m| pod_quota(&ns.0, m) == (32 * MIB).to_string())
+        },
+    )
+    .await;
+    let mut client = etcd(&ns.0, &rolled.members.ready).await;
+    assert_eq!(
+        client.get("counter", None).await.expect("get").kvs()[0]
+            .value_str()
+            .unwrap(),
+        "39"
+    );
+}

@@ -22,6 +22,38 @@ fn invalid_specs_are_refused_at_kubectl_apply_with_the_field_named() {
         ("  size: 3\n  version: latest\n", "spec.version", "3.5.35"),
         ("  size: 3\n  sise: 3\n", "spec.sise", "unknown field"),
         ("  version: 3.5.35\n", "spec.size", "Required"),
+        (
+            "  size: 3\n  compaction:\n    retention: 10s\n",
+            "spec.compaction.retention",
+            "at least 1m",
+        ),
+        (
+            "  size: 3\n  compaction:\n    mode: Revision\n    retention: 1h\n",
+            "spec.compaction.retention",
+            "number of revisions",
+        ),
+        (
+            "  size: 3\n  compaction:\n    mode: Hourly\n",
+            "spec.compaction.mode",
+            "Unsupported value",
+        ),
+        (
+            "  size: 3\n  quotaBackendBytes: 0\n",
+            "spec.quotaBackendBytes",
+            "greater than or equal to 1",
+        ),
+        (
+            "  size: 3\n  quotaBackendBytes: 1024\n  pod:\n    etcdEnv:\n    - name: \
+             ETCD_QUOTA_BACKEND_BYTES\n      value: \"2048\"\n",
+            "spec",
+            "spec.quotaBackendBytes and spec.pod.etcdEnv ETCD_QUOTA_BACKEND_BYTES",
+        ),
+        (
+            "  size: 3\n  compaction:\n    mode: Periodic\n  pod:\n    etcdEnv:\n    - name: \
+             ETCD_AUTO_COMPACTION_RETENTION\n      value: \"1\"\n",
+            "spec",
+            "spec.compaction and spec.pod.etcdEnv ETCD_AUTO_COMPACTION_",
+        ),
     ];
     for (spec, field, words) in cases {
         let (ok, out) = apply_spec(&ns.0, spec);

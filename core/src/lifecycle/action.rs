@@ -127,6 +127,13 @@ pub enum Action {
         /// The alarm.
         alarm: Alarm,
     },
+    /// `compact`: drop the history before `revision` (every key keeps its value at it;
+    /// older versions and the watches that start before it are gone). See
+    /// [`compaction`](super::compaction).
+    Compact {
+        /// The revision to compact to.
+        revision: i64,
+    },
     /// `member remove`.
     RemoveMember {
         /// etcd member ID.
@@ -248,6 +255,7 @@ impl Action {
             Action::PromoteLearner { .. } => "promote_learner",
             Action::MoveLeader { .. } => "move_leader",
             Action::DisarmAlarm { .. } => "disarm_alarm",
+            Action::Compact { .. } => "compact",
             Action::RemoveMember { .. } => "remove_member",
             Action::DeletePod { .. } => "delete_pod",
             Action::RecreatePod { .. } => "recreate_pod",

@@ -58,4 +58,7 @@ pub struct Recorded {
     /// The reason of `status.conditions`' `Storage` condition, as last published, so
     /// that its change's Event is raised once even across operator restarts.
     pub storage: Option<String>,
+    /// `status.compaction.revision`: the revision the operator last compacted the
+    /// cluster's history to.
+    pub compacted: Option<i64>,
 }

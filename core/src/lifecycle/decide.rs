@@ -27,7 +27,8 @@
 //!    size is changed by one member (`scaling.rs`); else one member is upgraded or
 //!    restarted onto a changed pod template (`upgrade.rs`, `rollout.rs`); a converged
 //!    cluster with an alarm reports it, and disarms NOSPACE once its cause is gone
-//!    (`space.rs`).
+//!    (`space.rs`); a converged cluster without CORRUPT has its history compacted when
+//!    that is due (`compaction.rs`).
 //!
 //! Every tick that is not blocked also labels voters, keeps the PodDisruptionBudget at the
 //! quorum (`upkeep.rs`) and grows claims (`volumes.rs`). Operator-managed certificates
@@ -51,7 +52,7 @@ use super::{
     Action, BootstrapStage, Deadlines, DesiredCluster, MemberView, Membership, Observation, Phase,
     PodView, Reason, State, Version, Why,
 };
-use super::{recorded_recovery, recovery, rollout, space, tls, volumes};
+use super::{compaction, recorded_recovery, recovery, rollout, space, tls, volumes};
 use super::{transition, upgrade};
 
 /// Decides the next step for one cluster. Pure: no I/O, no clock, no randomness.
@@ -246,7 +247,15 @@ pub(super) fn with_member_list(
     if d.why.reason != Reason::Converged {
         return d;
     }
-    space::when_converged(d, view, spec)
+    let mut d = space::when_converged(d, view, spec);
+    if d.why.reason != Reason::Corrupt {
+        d.actions.extend(compaction::due(
+            &mut d.state.compaction,
+            view.obs,
+            spec.compaction,
+        ));
+    }
+    d
 }
 
 /// Too few healthy voters: recovery decides, and no membership change is made.

@@ -6,6 +6,7 @@ mod alarm;
 mod bootstrap;
 mod bootstrap_record;
 mod certificates;
+mod compaction;
 mod crash;
 mod decide;
 mod decision;
@@ -40,6 +41,8 @@ mod volumes;
 #[cfg(test)]
 mod claim_tests;
 #[cfg(test)]
+mod compaction_tests;
+#[cfg(test)]
 mod decide_tests;
 #[cfg(test)]
 mod deletion_tests;
@@ -61,6 +64,10 @@ pub use alarm::{Alarm, AlarmKind, DEFAULT_QUOTA_BACKEND_BYTES, NEAR_QUOTA_PERCEN
 pub(crate) use bootstrap::BootstrapStage;
 pub use bootstrap_record::{BootstrapRecord, Recorded};
 pub use certificates::{CaRotationStep, CaRotationView, CertificateInfo, TlsMode, TlsObservation};
+pub use compaction::{
+    Compaction, CompactionProgress, DEFAULT_COMPACTION_RETENTION, REVISION_COMPACTION_INTERVAL,
+    RevisionSample, newest_revision,
+};
 pub use decide::decide;
 pub use decision::Decision;
 pub use observation::{

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::{RecoverySpec, SnapshotSource, TlsMode};
+use super::{Compaction, RecoverySpec, SnapshotSource, TlsMode};
 
 /// The desired shape of one etcd cluster, taken from its `EtcdCluster` spec.
 ///
@@ -44,6 +44,9 @@ pub struct DesiredCluster {
     /// Each member's backend quota in bytes (`ETCD_QUOTA_BACKEND_BYTES` in
     /// `spec.pod.etcdEnv`, else etcd's default).
     pub quota_backend_bytes: u64,
+    /// How the cluster's history is compacted (`spec.compaction`, or etcd's own when
+    /// `spec.pod.etcdEnv` sets it).
+    pub compaction: Compaction,
     /// The snapshot the seed restores before it starts (`spec.restore`, written by an
     /// EtcdRestore): read only while the cluster has never bootstrapped.
     pub restore: Option<SnapshotSource>,
@@ -92,6 +95,7 @@ impl DesiredCluster {
             pod_template: String::new(),
             storage: None,
             quota_backend_bytes: super::DEFAULT_QUOTA_BACKEND_BYTES,
+            compaction: Compaction::default(),
             restore: None,
             recovery: RecoverySpec::default(),
             requests: Requests::default(),

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use super::{Reason, Version};
+use super::{CompactionProgress, Reason, Version};
 
 /// Where a cluster is in its life. Derived anew on every tick from the observation, so an
 /// operator restart loses nothing but timers.
@@ -160,6 +160,9 @@ pub struct State {
     /// [`Deadlines::restart_settle`] from here.
     #[serde(skip)]
     pub settled_since: Option<Instant>,
+    /// Where the operator's compaction of the history stands (see
+    /// [`compaction`](super::compaction)).
+    pub compaction: CompactionProgress,
 }
 
 impl Default for State {
@@ -175,6 +178,7 @@ impl Default for State {
             quorum_lost_since: None,
             recovery_since: None,
             settled_since: None,
+            compaction: CompactionProgress::default(),
         }
     }
 }

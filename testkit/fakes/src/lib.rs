@@ -91,6 +91,8 @@ pub struct CallCounts {
     pub move_leader: u64,
     /// `EtcdApi::disarm_alarm`.
     pub disarm_alarm: u64,
+    /// `EtcdApi::compact`: the revisions asked for.
+    pub compact: Vec<i64>,
     /// `EtcdApi::status`.
     pub status: u64,
     /// Most etcd calls (of any kind) in flight at once.
@@ -785,6 +787,15 @@ impl EtcdApi for FakeCluster {
             return Err(etcd_error(EtcdErrorKind::Unavailable));
         }
         w.alarms.retain(|a| *a != alarm);
+        Ok(())
+    }
+
+    async fn compact(&self, endpoints: &[String], revision: i64) -> Result<(), EtcdError> {
+        self.lock().calls.compact.push(revision);
+        let _call = self.enter("compact", false).await?;
+        if !self.lock().any_answers(endpoints) {
+            return Err(etcd_error(EtcdErrorKind::Unavailable));
+        }
         Ok(())
     }
 }

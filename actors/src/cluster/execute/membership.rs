@@ -5,7 +5,7 @@
 use etcd_operator_core::lifecycle::Alarm;
 
 use crate::member_client::{
-    DisarmAlarm, MemberClient, MoveLeader, PromoteMember, RemoveMember, ask,
+    Compact, DisarmAlarm, MemberClient, MoveLeader, PromoteMember, RemoveMember, ask,
 };
 use crate::ports::EtcdError;
 
@@ -62,6 +62,17 @@ pub(super) async fn disarm_alarm(env: &ActionEnv<'_>, alarm: Alarm) -> Result<Do
         "disarmed {kind} (raised for member {:x}): the cluster takes writes again",
         alarm.member
     );
+    Ok(Done::cluster(note))
+}
+
+/// `compact` of the cluster's history to `revision`.
+pub(super) async fn compact(env: &ActionEnv<'_>, revision: i64) -> Result<Done, Failure> {
+    let compact = Compact {
+        endpoints: env.endpoints.clone(),
+        revision,
+    };
+    call(env, compact, format!("compact {revision}")).await?;
+    let note = format!("compacted the history to revision {revision}");
     Ok(Done::cluster(note))
 }
 

@@ -137,6 +137,7 @@ async fn perform(env: &ActionEnv<'_>, action: &Action) -> Result<Done, Failure> 
         PromoteLearner { id, name } => membership::promote(env, *id, name).await,
         MoveLeader { from, to, name } => membership::move_leader(env, from, *to, name).await,
         DisarmAlarm { alarm } => membership::disarm_alarm(env, *alarm).await,
+        Compact { revision } => membership::compact(env, *revision).await,
         RemoveMember { id, name } => membership::remove(env, *id, name).await,
         BeginRecovery { record } => recovery::begin(env, record).await,
         ForceNewCluster { name, version } => members::force_new_cluster(env, name, version).await,
