@@ -22,7 +22,7 @@ use etcd_client::{
     MemberAddOptions, TlsOptions,
 };
 use etcd_operator_actors::ports::{
-    AddedMember, EtcdApi, EtcdError, EtcdErrorKind, MemberList, NewMember,
+    AddedMember, Defragmented, EtcdApi, EtcdError, EtcdErrorKind, MemberList, NewMember,
 };
 use etcd_operator_core::lifecycle::{Alarm, AlarmKind, MemberHealth, MemberView};
 use tonic::Code;
@@ -57,9 +57,15 @@ pub enum Route {
     ByName,
 }
 
-/// A cached client: by endpoint list, the URLs it dialed, and the fingerprint of the
-/// identity it was made with.
-type ClientKey = (Vec<String>, Vec<String>, u64);
+/// A cached client: by endpoint list, the URLs it dialed, the fingerprint of the
+/// identity it was made with, and its request timeout.
+type ClientKey = (Vec<String>, Vec<String>, u64, Duration);
+
+/// The deadline of one member's defragmentation: it rewrites the whole backend (about a
+/// second per GiB on an SSD), within the Cluster actor's tick (60 s by default). One that
+/// takes longer is reported failed; etcd finishes it regardless, and the next member waits
+/// until this one answers healthy again.
+pub const DEFRAGMENT_TIMEOUT: Duration = Duration::from_secs(45);
 
 /// [`EtcdApi`] over gRPC with `etcd-client`.
 pub struct EtcdClientApi {
@@ -101,10 +107,15 @@ impl EtcdClientApi {
 
     /// Connection options; with TLS, the identity to present and, when members are
     /// dialed by address, the name their certificates are verified by.
-    fn options(&self, identity: Option<&ClientIdentity>, name: Option<&str>) -> ConnectOptions {
+    fn options(
+        &self,
+        identity: Option<&ClientIdentity>,
+        name: Option<&str>,
+        timeout: Duration,
+    ) -> ConnectOptions {
         let options = ConnectOptions::new()
             .with_connect_timeout(self.timeout)
-            .with_timeout(self.timeout);
+            .with_timeout(timeout);
         match identity {
             Some(id) => {
                 let tls = TlsOptions::new()
@@ -124,7 +135,7 @@ impl EtcdClientApi {
     }
 
     fn forget(&self, endpoints: &[String]) {
-        self.lock().retain(|(key, _, _), _| key != endpoints);
+        self.lock().retain(|(key, _, _, _), _| key != endpoints);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ClientKey, Client>> {
@@ -164,17 +175,19 @@ impl EtcdClientApi {
         &self,
         endpoints: &[String],
         plan: DialPlan,
+        timeout: Duration,
     ) -> Result<Client, etcd_client::Error> {
         let identity = self.identity_for(endpoints)?;
         let key = (
             endpoints.to_vec(),
             plan.urls.clone(),
             identity.as_ref().map_or(0, ClientIdentity::fingerprint),
+            timeout,
         );
         if let Some(client) = self.cached(&key) {
             return Ok(client);
         }
-        let options = self.options(identity.as_ref(), plan.name.as_deref());
+        let options = self.options(identity.as_ref(), plan.name.as_deref(), timeout);
         let client = Client::connect(&plan.urls, Some(options)).await?;
         let mut clients = self.lock();
         if clients.len() >= MAX_CACHED_CLIENTS {
@@ -197,6 +210,21 @@ impl EtcdClientApi {
         F: Fn(Client) -> Fut,
         Fut: Future<Output = Result<T, etcd_client::Error>>,
     {
+        self.call_within(what, endpoints, self.timeout, call).await
+    }
+
+    /// [`Self::call`] with a deadline of `timeout` instead of the API's own.
+    async fn call_within<T, F, Fut>(
+        &self,
+        what: &str,
+        endpoints: &[String],
+        timeout: Duration,
+        call: F,
+    ) -> Result<T, EtcdError>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
         let key = endpoint_key(endpoints);
         if key.is_empty() {
             return Err(EtcdError::new(
@@ -204,8 +232,8 @@ impl EtcdClientApi {
                 format!("{what}: no endpoints to connect to"),
             ));
         }
-        let deadline = tokio::time::Instant::now() + self.timeout;
-        let mut result = self.attempt(what, &key, deadline, &call).await;
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut result = self.attempt(what, &key, (deadline, timeout), &call).await;
         if key.len() > 1 {
             for single in &key {
                 match &result {
@@ -213,7 +241,12 @@ impl EtcdClientApi {
                     _ => break,
                 }
                 result = self
-                    .attempt(what, std::slice::from_ref(single), deadline, &call)
+                    .attempt(
+                        what,
+                        std::slice::from_ref(single),
+                        (deadline, timeout),
+                        &call,
+                    )
                     .await;
             }
         }
@@ -225,7 +258,7 @@ impl EtcdClientApi {
         &self,
         what: &str,
         key: &[String],
-        deadline: tokio::time::Instant,
+        (deadline, timeout): (tokio::time::Instant, Duration),
         call: &F,
     ) -> Result<T, (EtcdError, bool)>
     where
@@ -241,7 +274,7 @@ impl EtcdClientApi {
             return Err((EtcdError::new(EtcdErrorKind::Unavailable, message), true));
         }
         let attempt = async {
-            let client = self.client(key, plan).await?;
+            let client = self.client(key, plan, timeout).await?;
             call(client).await
         };
         match tokio::time::timeout_at(deadline, attempt).await {
@@ -255,7 +288,7 @@ impl EtcdClientApi {
             }
             Err(_) => {
                 self.forget(key);
-                Err((EtcdError::timeout(what, self.timeout), false))
+                Err((EtcdError::timeout(what, timeout), false))
             }
         }
     }
@@ -368,6 +401,21 @@ impl EtcdApi for EtcdClientApi {
             }
         })
         .await
+    }
+
+    async fn defragment(&self, endpoint: &str) -> Result<Defragmented, EtcdError> {
+        let endpoints = [endpoint.to_string()];
+        let size = |health: Result<MemberHealth, EtcdError>| health.ok().and_then(|h| h.db_size);
+        let before = size(self.status(endpoint).await);
+        self.call_within(
+            "defrag",
+            &endpoints,
+            DEFRAGMENT_TIMEOUT,
+            |mut client| async move { client.defragment().await.map(|_| ()) },
+        )
+        .await?;
+        let after = size(self.status(endpoint).await);
+        Ok(Defragmented { before, after })
     }
 
     async fn move_leader(&self, leader: &str, to: u64) -> Result<(), EtcdError> {
@@ -997,7 +1045,7 @@ mod tests {
             .attempt(
                 "member list",
                 &key,
-                deadline,
+                (deadline, Duration::from_millis(500)),
                 &|mut client: Client| async move { client.member_list().await },
             )
             .await;

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use etcd_operator::etcd_api::EtcdClientApi;
 use etcd_operator_actors::member_client::{
-    AddMember, Compact, DisarmAlarm, ListMembers, MemberClient, MoveLeader, ProbeMember,
-    PromoteMember, RemoveMember,
+    AddMember, Compact, Defragment, DisarmAlarm, ListMembers, MemberClient, MoveLeader,
+    ProbeMember, PromoteMember, RemoveMember,
 };
 use etcd_operator_actors::ports::{AddedMember, EtcdError, EtcdErrorKind, MemberList, NewMember};
 use etcd_operator_core::lifecycle::{Alarm, AlarmKind, MemberHealth, MemberView, Version};
@@ -600,4 +600,51 @@ async fn compaction_drops_old_revisions_and_a_revision_compacted_twice_is_not_an
     };
     let refused = ask(&client, future).await.expect_err("a future revision");
     assert_eq!(refused.kind, EtcdErrorKind::Rejected, "{refused:?}");
+}
+
+#[actix_rt::test]
+async fn defragmentation_returns_the_pages_a_compaction_freed_and_reports_both_sizes() {
+    let (_net, seed, client, endpoints) = start_seed_cluster().await;
+    let mut etcd = etcd_client::Client::connect([seed.client_url()], None)
+        .await
+        .expect("connect to the member");
+    let value = vec![b'x'; 256 * 1024];
+    for _ in 0..24 {
+        etcd.put("big", value.clone(), None).await.expect("put");
+    }
+    let full = status(&client, &seed.client_url()).await;
+    let newest = full.revision.expect("a revision");
+    ask(
+        &client,
+        Compact {
+            endpoints,
+            revision: newest,
+        },
+    )
+    .await
+    .expect("compact");
+    let done = ask(
+        &client,
+        Defragment {
+            endpoint: seed.client_url(),
+        },
+    )
+    .await
+    .expect("defrag");
+    let (before, after) = (
+        done.before.expect("size before"),
+        done.after.expect("size after"),
+    );
+    assert!(before >= 5 << 20, "24 values of 256 KiB: {before} bytes");
+    assert!(
+        after < before / 2,
+        "the history compacted away is given back: {before} -> {after}"
+    );
+    assert_eq!(done.freed(), Some(before - after));
+    let kept = etcd.get("big", None).await.expect("get");
+    assert_eq!(
+        kept.kvs()[0].value().len(),
+        value.len(),
+        "the newest value stays"
+    );
 }

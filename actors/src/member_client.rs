@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 
-use crate::ports::{AddedMember, EtcdApi, EtcdError, EtcdErrorKind, MemberList, NewMember};
+use crate::ports::{
+    AddedMember, Defragmented, EtcdApi, EtcdError, EtcdErrorKind, MemberList, NewMember,
+};
 use etcd_operator_core::lifecycle::{Alarm, MemberHealth};
 
 /// Serializes membership calls of one cluster through an [`EtcdApi`].
@@ -104,6 +106,14 @@ pub struct Compact {
     pub revision: i64,
 }
 
+/// `defrag` of one member.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<Defragmented, EtcdError>")]
+pub struct Defragment {
+    /// The member's client URL.
+    pub endpoint: String,
+}
+
 /// `endpoint status` of one member.
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "Result<MemberHealth, EtcdError>")]
@@ -172,6 +182,15 @@ impl Handler<Compact> for MemberClient {
     fn handle(&mut self, msg: Compact, _: &mut Context<Self>) -> Self::Result {
         let api = self.api.clone();
         self.serialized(async move { api.compact(&msg.endpoints, msg.revision).await })
+    }
+}
+
+impl Handler<Defragment> for MemberClient {
+    type Result = AtomicResponse<Self, Result<Defragmented, EtcdError>>;
+
+    fn handle(&mut self, msg: Defragment, _: &mut Context<Self>) -> Self::Result {
+        let api = self.api.clone();
+        self.serialized(async move { api.defragment(&msg.endpoint).await })
     }
 }
 

@@ -13,8 +13,8 @@ use prometheus_client::registry::Registry;
 use tokio::time::Instant;
 
 use crate::ports::{
-    AddedMember, ApiError, ClusterApi, EtcdApi, EtcdError, EventRecord, KubeView, MemberList,
-    MemberPod, NewMember, ServiceKind, VersionChange,
+    AddedMember, ApiError, ClusterApi, Defragmented, EtcdApi, EtcdError, EventRecord, KubeView,
+    MemberList, MemberPod, NewMember, ServiceKind, VersionChange,
 };
 use etcd_operator_core::lifecycle::{
     Alarm, BootstrapRecord, CaRotationStep, MemberHealth, RecoveryRecord, SnapshotSource,
@@ -79,6 +79,10 @@ pub struct Metrics {
     /// Calls of the Cluster actors to etcd, failed or not, by method: what a cluster
     /// costs etcd (and the operator) while nothing happens.
     pub etcd_calls: Family<CallLabels, Counter>,
+    /// Time one member's defragmentation took (those that succeeded).
+    pub defragmentation_seconds: Histogram,
+    /// Bytes the members' defragmentations freed.
+    pub defragmentation_freed_bytes: Counter,
 }
 
 impl Default for Metrics {
@@ -95,6 +99,8 @@ impl Default for Metrics {
             etcd_errors: Family::default(),
             api_calls: Family::default(),
             etcd_calls: Family::default(),
+            defragmentation_seconds: Histogram::new(exponential_buckets(0.05, 2.0, 12)),
+            defragmentation_freed_bytes: Counter::default(),
         }
     }
 }
@@ -149,6 +155,16 @@ impl Metrics {
             "etcd_calls",
             "etcd calls of the cluster actors by method",
             self.etcd_calls.clone(),
+        );
+        r.register(
+            "defragmentation_seconds",
+            "Duration of one member's defragmentation by the operator",
+            self.defragmentation_seconds.clone(),
+        );
+        r.register(
+            "defragmentation_freed_bytes",
+            "Bytes freed by the operator's defragmentations",
+            self.defragmentation_freed_bytes.clone(),
         );
     }
 
@@ -351,5 +367,20 @@ impl EtcdApi for CountedEtcdApi {
 
     async fn compact(&self, endpoints: &[String], revision: i64) -> Result<(), EtcdError> {
         self.counted("compact", self.inner.compact(endpoints, revision).await)
+    }
+
+    async fn defragment(&self, endpoint: &str) -> Result<Defragmented, EtcdError> {
+        let started = Instant::now();
+        let answer = self.inner.defragment(endpoint).await;
+        if let Ok(done) = &answer {
+            let metrics = &self.metrics;
+            metrics
+                .defragmentation_seconds
+                .observe(started.elapsed().as_secs_f64());
+            metrics
+                .defragmentation_freed_bytes
+                .inc_by(done.freed().unwrap_or_default());
+        }
+        self.counted("defragment", answer)
     }
 }

@@ -13,8 +13,8 @@ use etcd_operator_core::report::StatusReport;
 
 pub use etcd_operator_core::event::{EventRecord, EventType};
 pub use etcd_operator_core::ports::{
-    AddedMember, ApiError, EtcdError, EtcdErrorKind, InitialState, KubeView, MemberList, MemberPod,
-    NewMember, ServiceKind, VersionChange,
+    AddedMember, ApiError, Defragmented, EtcdError, EtcdErrorKind, InitialState, KubeView,
+    MemberList, MemberPod, NewMember, ServiceKind, VersionChange,
 };
 
 /// etcd's membership API (the calls `etcdctl member ...` makes), per cluster.
@@ -45,6 +45,10 @@ pub trait EtcdApi: Send + Sync + 'static {
     /// `compact` of the cluster's history to `revision` (a revision already compacted is
     /// not an error).
     async fn compact(&self, endpoints: &[String], revision: i64) -> Result<(), EtcdError>;
+    /// `defrag` of the member at client URL `endpoint`, with its backend's size before
+    /// and after. Its deadline is the implementation's own for defragmentations, longer
+    /// than other calls': the member rewrites its whole backend.
+    async fn defragment(&self, endpoint: &str) -> Result<Defragmented, EtcdError>;
 }
 
 /// The Kubernetes objects of one cluster.

@@ -108,6 +108,23 @@ pub struct AddedMember {
     pub members: Vec<MemberView>,
 }
 
+/// What a member's defragmentation did: its backend's size before and after, when the
+/// member reported them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Defragmented {
+    /// Bytes before.
+    pub before: Option<u64>,
+    /// Bytes after.
+    pub after: Option<u64>,
+}
+
+impl Defragmented {
+    /// The bytes it freed, when both sizes are known.
+    pub fn freed(&self) -> Option<u64> {
+        Some(self.before?.saturating_sub(self.after?))
+    }
+}
+
 /// One of a cluster's two Services.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ServiceKind {

@@ -340,6 +340,7 @@ fn event_reason(action: &Action) -> &'static str {
         Action::MoveLeader { .. } => "LeaderMoved",
         Action::DisarmAlarm { .. } => "AlarmDisarmed",
         Action::Compact { .. } => "HistoryCompacted",
+        Action::Defragment { .. } => "MemberDefragmented",
         Action::RemoveMember { .. } => "MemberRemoved",
         Action::DeletePod { .. } => "PodDeleted",
         Action::RecreatePod { .. } => "PodRecreated",

@@ -44,6 +44,7 @@ pub(crate) fn desired_cluster(cluster: &EtcdCluster) -> DesiredCluster {
             spec.etcd_env(),
         ),
         compaction: maintenance::compaction(spec.compaction.as_ref(), spec.etcd_env()),
+        defragmentation: maintenance::defragmentation(spec.defragmentation.as_ref()),
         restore: spec.restore.as_ref().map(snapshot_source),
         recovery: ClusterRecovery::to_spec(spec.recovery.as_ref(), cluster.annotations()),
         requests: requests(cluster),

@@ -7,7 +7,8 @@
 use std::time::Duration;
 
 use etcd_operator_core::lifecycle::{
-    Compaction, DEFAULT_COMPACTION_RETENTION, DEFAULT_QUOTA_BACKEND_BYTES,
+    Compaction, DEFAULT_COMPACTION_RETENTION, DEFAULT_QUOTA_BACKEND_BYTES, DefragRule,
+    Defragmentation,
 };
 use k8s_openapi::api::core::v1::EnvVar;
 use schemars::JsonSchema;
@@ -55,6 +56,53 @@ pub enum CompactionMode {
     Periodic,
     /// A number of revisions.
     Revision,
+}
+
+/// When the operator defragments members (`spec.defragmentation`): one at a time,
+/// followers first, the leader after handing leadership over, only while every member is
+/// healthy and nothing else changes.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DefragmentationPolicy {
+    /// `Auto` (default): defragment a member when its sizes say so; `Off`: never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<DefragmentationMode>,
+    /// Defragment a member when that would free at least this many bytes (its backend's
+    /// size minus its size in use). Default 209715200 (200 MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub freeable_bytes: Option<i64>,
+    /// Defragment a member, too, when its backend takes at least this percent of its
+    /// quota and a defragmentation would free at least a tenth of it. Default 80.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
+    pub quota_used_percent: Option<i32>,
+}
+
+/// Whether the operator defragments members.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum DefragmentationMode {
+    /// By the rule of `freeableBytes` and `quotaUsedPercent`.
+    #[default]
+    Auto,
+    /// Never.
+    Off,
+}
+
+/// The lifecycle's defragmentation rule for `spec.defragmentation` (`policy`).
+pub(crate) fn defragmentation(policy: Option<&DefragmentationPolicy>) -> Defragmentation {
+    let policy = policy.cloned().unwrap_or_default();
+    if policy.mode == Some(DefragmentationMode::Off) {
+        return Defragmentation::Off;
+    }
+    let positive = |n: Option<i64>| n.and_then(|n| u64::try_from(n).ok()).filter(|n| *n > 0);
+    let defaults = DefragRule::default();
+    Defragmentation::Auto(DefragRule {
+        freeable_bytes: positive(policy.freeable_bytes).unwrap_or(defaults.freeable_bytes),
+        quota_used_percent: positive(policy.quota_used_percent.map(i64::from))
+            .filter(|p| *p <= 100)
+            .unwrap_or(defaults.quota_used_percent),
+    })
 }
 
 /// The CEL rules of `spec` that keep each first-class field apart from its `etcdEnv`
@@ -213,6 +261,31 @@ mod tests {
             mode,
             retention: Some(retention.into()),
         }
+    }
+
+    #[test]
+    fn defragmentation_is_by_rule_unless_turned_off_with_the_specs_thresholds() {
+        assert_eq!(
+            defragmentation(None),
+            Defragmentation::Auto(DefragRule::default())
+        );
+        let off = DefragmentationPolicy {
+            mode: Some(DefragmentationMode::Off),
+            ..DefragmentationPolicy::default()
+        };
+        assert_eq!(defragmentation(Some(&off)), Defragmentation::Off);
+        let tuned = DefragmentationPolicy {
+            mode: None,
+            freeable_bytes: Some(1024),
+            quota_used_percent: Some(50),
+        };
+        assert_eq!(
+            defragmentation(Some(&tuned)),
+            Defragmentation::Auto(DefragRule {
+                freeable_bytes: 1024,
+                quota_used_percent: 50
+            })
+        );
     }
 
     #[test]

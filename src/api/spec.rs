@@ -85,6 +85,11 @@ pub struct EtcdClusterSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub quota_backend_bytes: Option<i64>,
+    /// When the operator defragments members: `Auto` (default) when a defragmentation
+    /// would free 200 MiB, or a member uses 80% of its quota and would shrink by a tenth;
+    /// or `Off`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defragmentation: Option<super::maintenance::DefragmentationPolicy>,
 }
 
 /// How member pods are built.

@@ -17,8 +17,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use etcd_operator_actors::ports::{
-    AddedMember, ApiError, ClusterApi, EtcdApi, EtcdError, EtcdErrorKind, EventRecord, KubeView,
-    MemberList, MemberPod, NewMember, ServiceKind, VersionChange,
+    AddedMember, ApiError, ClusterApi, Defragmented, EtcdApi, EtcdError, EtcdErrorKind,
+    EventRecord, KubeView, MemberList, MemberPod, NewMember, ServiceKind, VersionChange,
 };
 use etcd_operator_core::lifecycle::{
     Alarm, BootstrapRecord, CaRotationStep, MemberHealth, RecoveryRecord, SnapshotSource,
@@ -386,6 +386,14 @@ impl EtcdApi for FencedEtcdApi {
         )
         .await
     }
+
+    async fn defragment(&self, endpoint: &str) -> Result<Defragmented, EtcdError> {
+        self.guarded(
+            &format!("defragment etcd member {endpoint}"),
+            self.inner.defragment(endpoint),
+        )
+        .await
+    }
 }
 
 #[cfg(test)]
@@ -585,6 +593,9 @@ mod tests {
             futures::future::pending().await
         }
         async fn compact(&self, _: &[String], _: i64) -> Result<(), EtcdError> {
+            futures::future::pending().await
+        }
+        async fn defragment(&self, _: &str) -> Result<Defragmented, EtcdError> {
             futures::future::pending().await
         }
     }

@@ -208,3 +208,58 @@ async fn history_is_compacted_as_the_spec_says_and_a_changed_quota_field_rolls_o
         "39"
     );
 }
+
+/// Overwrites one key with 512 KiB values until etcd refuses one for want of space: the
+/// backend fills with history only. Returns how many were written.
+async fn fill_history_until_nospace(etcd: &mut etcd_client::Client) -> usize {
+    let value = vec![b'h'; MIB / 2];
+    for i in 0..100 {
+        if let Err(e) = etcd.put("history", value.clone(), None).await {
+            assert!(e.to_string().contains("database space exceeded"), "{e}");
+            return i;
+        }
+    }
+    panic!("100 values of 512 KiB fit in an 8 MiB quota");
+}
+
+#[tokio::test]
+async fn a_backend_full_of_history_is_compacted_defragmented_and_made_writable_without_a_person() {
+    let ns = Namespace::create("nospace-history");
+    let yaml = format!(
+        "{}  quotaBackendBytes: {}\n  compaction:\n    mode: Revision\n    retention: \"4\"\n",
+        cluster_yaml(&ns.0, "history", 3, "3.5.35", false),
+        8 * MIB
+    );
+    apply(&yaml);
+    let members = wait_running(&ns.0, "history", 3, Duration::from_secs(180)).await;
+    let mut client = etcd(&ns.0, &members).await;
+    write_keys(&mut client, "kept", 10).await;
+    let written = fill_history_until_nospace(&mut client).await;
+    assert!(written > 4, "{written} values before NOSPACE");
+
+    let recovered = wait_status(
+        &ns.0,
+        "history",
+        "NOSPACE recovered by compaction and defragmentation",
+        Duration::from_secs(180),
+        |s| storage(s) == Some("Healthy") && s.reason == "Converged",
+    )
+    .await;
+    for m in &recovered.members.details {
+        assert!(m.alarms.is_empty(), "{m:?}");
+        let size = m.db_size_bytes.expect("a size");
+        assert!(size < (8 * MIB as i64) * 8 / 10, "{m:?}");
+    }
+    // Each member's backend is below 80% of the quota: each was defragmented (a
+    // compaction alone never shrinks the file).
+    wait_event(&ns.0, "reason=MemberDefragmented").await;
+    wait_event(&ns.0, "reason=StorageNoSpace").await;
+    wait_event(&ns.0, "reason=HistoryCompacted").await;
+    wait_event(&ns.0, "reason=AlarmDisarmed").await;
+    let mut client = etcd(&ns.0, &recovered.members.ready).await;
+    client
+        .put("history", "after", None)
+        .await
+        .expect("writable again");
+    assert_keys(&mut client, "kept", 10).await;
+}

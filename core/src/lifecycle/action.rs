@@ -134,6 +134,16 @@ pub enum Action {
         /// The revision to compact to.
         revision: i64,
     },
+    /// `defrag` of one member's backend: it serves nothing until it is done. See
+    /// [`defragmentation`](super::defragmentation).
+    Defragment {
+        /// Member (and pod) name.
+        name: String,
+        /// etcd member ID.
+        id: u64,
+        /// Its backend's size before, in bytes.
+        db_size: u64,
+    },
     /// `member remove`.
     RemoveMember {
         /// etcd member ID.
@@ -256,6 +266,7 @@ impl Action {
             Action::MoveLeader { .. } => "move_leader",
             Action::DisarmAlarm { .. } => "disarm_alarm",
             Action::Compact { .. } => "compact",
+            Action::Defragment { .. } => "defragment",
             Action::RemoveMember { .. } => "remove_member",
             Action::DeletePod { .. } => "delete_pod",
             Action::RecreatePod { .. } => "recreate_pod",

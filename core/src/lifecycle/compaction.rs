@@ -87,11 +87,14 @@ pub fn newest_revision(obs: &Observation) -> Option<i64> {
 }
 
 /// The compaction due this tick, if one is: updates the sample and the revision last
-/// compacted to in `state`. Read only on a tick that changes nothing else.
+/// compacted to in `state`. Read only on a tick that changes no member. `urgent` (under
+/// NOSPACE) lifts the least time between two `Revision` compactions; a `Periodic` one
+/// never keeps less than its retention.
 pub(super) fn due(
     state: &mut CompactionProgress,
     obs: &Observation,
     compaction: Compaction,
+    urgent: bool,
 ) -> Option<Action> {
     let newest = newest_revision(obs)?;
     let now = obs.now;
@@ -122,9 +125,10 @@ pub(super) fn due(
             previous.revision
         }
         Compaction::Revision { retention } => {
-            let recent = state
-                .sample
-                .is_some_and(|s| now.duration_since(s.at) < REVISION_COMPACTION_INTERVAL);
+            let recent = !urgent
+                && state
+                    .sample
+                    .is_some_and(|s| now.duration_since(s.at) < REVISION_COMPACTION_INTERVAL);
             let target = newest.saturating_sub(i64::try_from(retention).unwrap_or(i64::MAX));
             if recent || target < 1 || state.compacted.is_some_and(|done| done >= target) {
                 return None;

@@ -28,7 +28,8 @@
 //!    restarted onto a changed pod template (`upgrade.rs`, `rollout.rs`); a converged
 //!    cluster with an alarm reports it, and disarms NOSPACE once its cause is gone
 //!    (`space.rs`); a converged cluster without CORRUPT has its history compacted when
-//!    that is due (`compaction.rs`).
+//!    that is due (`compaction.rs`, at once under NOSPACE) and one member defragmented
+//!    when its sizes say so (`defragmentation.rs`).
 //!
 //! Every tick that is not blocked also labels voters, keeps the PodDisruptionBudget at the
 //! quorum (`upkeep.rs`) and grows claims (`volumes.rs`). Operator-managed certificates
@@ -52,7 +53,9 @@ use super::{
     Action, BootstrapStage, Deadlines, DesiredCluster, MemberView, Membership, Observation, Phase,
     PodView, Reason, State, Version, Why,
 };
-use super::{compaction, recorded_recovery, recovery, rollout, space, tls, volumes};
+use super::{
+    compaction, defragmentation, recorded_recovery, recovery, rollout, space, tls, volumes,
+};
 use super::{transition, upgrade};
 
 /// Decides the next step for one cluster. Pure: no I/O, no clock, no randomness.
@@ -247,14 +250,30 @@ pub(super) fn with_member_list(
     if d.why.reason != Reason::Converged {
         return d;
     }
-    let mut d = space::when_converged(d, view, spec);
-    if d.why.reason != Reason::Corrupt {
-        d.actions.extend(compaction::due(
-            &mut d.state.compaction,
-            view.obs,
-            spec.compaction,
-        ));
+    let d = space::when_converged(d, view, spec);
+    if d.why.reason == Reason::Corrupt {
+        return d;
     }
+    maintain(d, view, spec)
+}
+
+/// A converged cluster's upkeep of its backends: the compaction that is due (at once
+/// under NOSPACE), then one member's defragmentation when its sizes say so.
+fn maintain(mut d: Decision, view: &ClusterView<'_>, spec: &DesiredCluster) -> Decision {
+    let urgent = d.why.reason == Reason::NoSpace;
+    let compact = compaction::due(&mut d.state.compaction, view.obs, spec.compaction, urgent);
+    let rule = (spec.defragmentation, spec.quota_backend_bytes);
+    if matches!(d.why.reason, Reason::Converged | Reason::NoSpace)
+        && let Some((action, why)) = defragmentation::next(&d, view, rule, &d.state.defragmented)
+    {
+        if let Action::Defragment { id, .. } = &action {
+            d.state.defragmented.insert(*id, view.obs.now);
+        }
+        d.actions = vec![action];
+        d.why = why;
+    }
+    // A compaction goes first: the defragmentation after it returns what it freed.
+    d.actions.splice(0..0, compact);
     d
 }
 

@@ -10,6 +10,8 @@ mod compaction;
 mod crash;
 mod decide;
 mod decision;
+mod defrag_rule;
+mod defragmentation;
 mod evidence;
 mod leadership;
 mod observation;
@@ -45,6 +47,8 @@ mod compaction_tests;
 #[cfg(test)]
 mod decide_tests;
 #[cfg(test)]
+mod defragmentation_tests;
+#[cfg(test)]
 mod deletion_tests;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
@@ -70,6 +74,10 @@ pub use compaction::{
 };
 pub use decide::decide;
 pub use decision::Decision;
+pub use defrag_rule::{
+    DEFAULT_DEFRAG_QUOTA_PERCENT, DEFAULT_FREEABLE_BYTES, DEFRAG_MIN_INTERVAL, DefragRule,
+    Defragmentation, MIN_FREEABLE_PERCENT, is_due,
+};
 pub use observation::{
     Claim, ClaimClass, ClaimPhase, MemberHealth, MemberView, Membership, Observation, PodPhase,
     PodView,

@@ -100,6 +100,9 @@ reasons! {
     NoSpace,
     /// Every member is back below its quota's near-full mark: NOSPACE is being disarmed.
     DisarmingNoSpace,
+    /// A member's backend is being defragmented (`spec.defragmentation`), or the leader
+    /// hands leadership over before its own.
+    Defragmenting,
     /// etcd raised CORRUPT: a member's data differs; the operator changes nothing.
     Corrupt,
     /// A recorded recovery restarts the surviving member with the highest raft index

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::{Compaction, RecoverySpec, SnapshotSource, TlsMode};
+use super::{Compaction, Defragmentation, RecoverySpec, SnapshotSource, TlsMode};
 
 /// The desired shape of one etcd cluster, taken from its `EtcdCluster` spec.
 ///
@@ -47,6 +47,8 @@ pub struct DesiredCluster {
     /// How the cluster's history is compacted (`spec.compaction`, or etcd's own when
     /// `spec.pod.etcdEnv` sets it).
     pub compaction: Compaction,
+    /// When members are defragmented (`spec.defragmentation`).
+    pub defragmentation: Defragmentation,
     /// The snapshot the seed restores before it starts (`spec.restore`, written by an
     /// EtcdRestore): read only while the cluster has never bootstrapped.
     pub restore: Option<SnapshotSource>,
@@ -96,6 +98,7 @@ impl DesiredCluster {
             storage: None,
             quota_backend_bytes: super::DEFAULT_QUOTA_BACKEND_BYTES,
             compaction: Compaction::default(),
+            defragmentation: Defragmentation::default(),
             restore: None,
             recovery: RecoverySpec::default(),
             requests: Requests::default(),

@@ -163,6 +163,10 @@ pub struct State {
     /// Where the operator's compaction of the history stands (see
     /// [`compaction`](super::compaction)).
     pub compaction: CompactionProgress,
+    /// When the operator last defragmented each member (see
+    /// [`defragmentation`](super::defragmentation)).
+    #[serde(skip)]
+    pub defragmented: BTreeMap<u64, Instant>,
 }
 
 impl Default for State {
@@ -179,6 +183,7 @@ impl Default for State {
             recovery_since: None,
             settled_since: None,
             compaction: CompactionProgress::default(),
+            defragmented: BTreeMap::new(),
         }
     }
 }

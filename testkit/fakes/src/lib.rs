@@ -35,8 +35,9 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use etcd_operator_actors::ports::{
-    AddedMember, ApiError, ClusterApi, EtcdApi, EtcdError, EtcdErrorKind, EventRecord,
-    InitialState, KubeView, MemberList, MemberPod, NewMember, ServiceKind, VersionChange,
+    AddedMember, ApiError, ClusterApi, Defragmented, EtcdApi, EtcdError, EtcdErrorKind,
+    EventRecord, InitialState, KubeView, MemberList, MemberPod, NewMember, ServiceKind,
+    VersionChange,
 };
 use etcd_operator_core::lifecycle::{
     Alarm, BootstrapRecord, CaRotationStep, Claim, ClaimPhase, MemberHealth, MemberView, PodPhase,
@@ -93,6 +94,8 @@ pub struct CallCounts {
     pub disarm_alarm: u64,
     /// `EtcdApi::compact`: the revisions asked for.
     pub compact: Vec<i64>,
+    /// `EtcdApi::defragment`: the endpoints asked for.
+    pub defragment: Vec<String>,
     /// `EtcdApi::status`.
     pub status: u64,
     /// Most etcd calls (of any kind) in flight at once.
@@ -788,6 +791,15 @@ impl EtcdApi for FakeCluster {
         }
         w.alarms.retain(|a| *a != alarm);
         Ok(())
+    }
+
+    async fn defragment(&self, endpoint: &str) -> Result<Defragmented, EtcdError> {
+        self.lock().calls.defragment.push(endpoint.to_string());
+        let _call = self.enter("defragment", false).await?;
+        if !self.lock().any_answers(&[endpoint.to_string()]) {
+            return Err(etcd_error(EtcdErrorKind::Unavailable));
+        }
+        Ok(Defragmented::default())
     }
 
     async fn compact(&self, endpoints: &[String], revision: i64) -> Result<(), EtcdError> {

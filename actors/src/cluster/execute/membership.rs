@@ -5,7 +5,7 @@
 use etcd_operator_core::lifecycle::Alarm;
 
 use crate::member_client::{
-    Compact, DisarmAlarm, MemberClient, MoveLeader, PromoteMember, RemoveMember, ask,
+    Compact, Defragment, DisarmAlarm, MemberClient, MoveLeader, PromoteMember, RemoveMember, ask,
 };
 use crate::ports::EtcdError;
 
@@ -74,6 +74,30 @@ pub(super) async fn compact(env: &ActionEnv<'_>, revision: i64) -> Result<Done, 
     call(env, compact, format!("compact {revision}")).await?;
     let note = format!("compacted the history to revision {revision}");
     Ok(Done::cluster(note))
+}
+
+/// `defrag` of member `name`, whose backend had `db_size` bytes when it was picked.
+pub(super) async fn defragment(
+    env: &ActionEnv<'_>,
+    name: &str,
+    db_size: u64,
+) -> Result<Done, Failure> {
+    let defragment = Defragment {
+        endpoint: env.topology.client_url(name, env.tls),
+    };
+    let started = tokio::time::Instant::now();
+    let done = call(env, defragment, format!("defrag {name}")).await?;
+    let took = started.elapsed().as_secs_f64();
+    let before = done.before.unwrap_or(db_size);
+    let note = match done.after {
+        Some(after) => format!(
+            "defragmented member {name} in {took:.1} s: its backend went from {before} to \
+             {after} bytes (freed {})",
+            before.saturating_sub(after)
+        ),
+        None => format!("defragmented member {name} in {took:.1} s"),
+    };
+    Ok(Done::member(note, name))
 }
 
 /// `member remove` of member `name`.

@@ -138,6 +138,7 @@ async fn perform(env: &ActionEnv<'_>, action: &Action) -> Result<Done, Failure> 
         MoveLeader { from, to, name } => membership::move_leader(env, from, *to, name).await,
         DisarmAlarm { alarm } => membership::disarm_alarm(env, *alarm).await,
         Compact { revision } => membership::compact(env, *revision).await,
+        Defragment { name, db_size, .. } => membership::defragment(env, name, *db_size).await,
         RemoveMember { id, name } => membership::remove(env, *id, name).await,
         BeginRecovery { record } => recovery::begin(env, record).await,
         ForceNewCluster { name, version } => members::force_new_cluster(env, name, version).await,
