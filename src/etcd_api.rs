@@ -540,7 +540,9 @@ fn health(version: &str, leader: u64, errors: &[String]) -> MemberHealth {
 }
 
 /// The alarm one entry of a status's errors stands for, if it is one. etcd lists every
-/// raised alarm there as its protobuf text, `memberID:<decimal id> alarm:<NAME>`.
+/// raised alarm there as its protobuf text, `memberID:<decimal id> alarm:<NAME>`; an alarm
+/// raised for no member (member 0: a CORRUPT whose members etcd could not tell apart) has
+/// no `memberID`, as protobuf's text leaves zeroes out.
 fn alarm(error: &str) -> Option<Alarm> {
     let field = |name: &str| {
         error
@@ -552,7 +554,10 @@ fn alarm(error: &str) -> Option<Alarm> {
         "CORRUPT" => AlarmKind::Corrupt,
         _ => return None,
     };
-    let member = field("memberID")?.parse().ok()?;
+    let member = match field("memberID") {
+        Some(id) => id.parse().ok()?,
+        None => 0,
+    };
     Some(Alarm { member, kind })
 }
 
@@ -1017,6 +1022,21 @@ mod tests {
         assert_eq!(h.errors, ["memberID:3 alarm:SOMETHING_NEW"]);
         assert!(!h.is_healthy(), "an alarm it does not know stays an error");
         assert!(health("3.5.17", 2, &errors[..2]).is_healthy());
+    }
+
+    #[test]
+    fn an_alarm_etcd_raised_for_no_member_is_an_alarm_not_an_error() {
+        // etcd raises CORRUPT for member 0 when it cannot tell which members differ, and
+        // protobuf's text leaves the zero out.
+        let h = health("3.5.35", 2, &["alarm:CORRUPT ".to_string()]);
+        assert_eq!(
+            h.alarms,
+            [Alarm {
+                member: 0,
+                kind: AlarmKind::Corrupt
+            }]
+        );
+        assert!(h.is_healthy(), "{h:?}");
     }
 
     #[tokio::test]

@@ -1,6 +1,7 @@
 //! The Kubernetes objects an etcd cluster is made of, built from its EtcdCluster.
 
 mod budget;
+mod corruption;
 mod data_volume;
 pub(crate) mod labels;
 mod pod;

@@ -349,6 +349,9 @@ fn etcd_container(
     policy: &PodPolicy,
 ) -> Container {
     let mut env = vec![env_from_field("POD_IP", "status.podIP")];
+    env.extend(super::corruption::corruption_check_env(
+        cluster.spec.etcd_env(),
+    ));
     env.extend(policy.etcd_env.clone().unwrap_or_default());
     env.extend(crate::api::maintenance::quota_env(
         cluster.spec.quota_backend_bytes,

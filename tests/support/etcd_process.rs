@@ -463,6 +463,14 @@ impl EtcdProcess {
         self.wait_ready().await;
     }
 
+    /// Stops the member, then starts it again on its data directory with the command
+    /// line `args`, without waiting for it (it may not come up).
+    pub fn relaunch_without_waiting(&mut self, args: Vec<String>) {
+        self.stop();
+        self.args = args;
+        self.launch();
+    }
+
     /// The member's data directory.
     pub fn data_dir(&self) -> PathBuf {
         self.dir.join("data")

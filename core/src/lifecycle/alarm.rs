@@ -34,7 +34,7 @@ impl AlarmKind {
 /// One alarm: its kind and the member it was raised for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct Alarm {
-    /// The member the alarm is about (etcd member ID).
+    /// The member the alarm is about (etcd member ID; 0 when etcd could not tell which).
     pub member: u64,
     /// What it says.
     pub kind: AlarmKind,

@@ -15,7 +15,8 @@
 //! 5. without a member list: the bootstrap rule ([`BootstrapStage`]) decides whether a seed is
 //!    created, restarted or waited for; a cluster that exists is only reported on
 //!    (`seeding.rs`);
-//! 6. with a member list, in this order: missing Services are recreated; members are
+//! 6. with a member list, in this order: missing Services are recreated; a cluster for
+//!    which etcd raised CORRUPT changes in no way (`space.rs`); members are
 //!    restarted on their volumes (`volumes.rs`); pods without a member are deleted after
 //!    a grace time (`orphans.rs`); prepared joiners that will not be added are deleted
 //!    (`scaling.rs`); a member added but never started gets its pod, or is removed after a
@@ -26,8 +27,8 @@
 //!    (`rollout.rs`); an unhealthy member holds back the rest (`replacement.rs`); the
 //!    size is changed by one member (`scaling.rs`); else one member is upgraded or
 //!    restarted onto a changed pod template (`upgrade.rs`, `rollout.rs`); a converged
-//!    cluster with an alarm reports it, and disarms NOSPACE once its cause is gone
-//!    (`space.rs`); a converged cluster without CORRUPT has its history compacted when
+//!    cluster with NOSPACE reports it, and disarms it once its cause is gone
+//!    (`space.rs`); a converged cluster has its history compacted when
 //!    that is due (`compaction.rs`, at once under NOSPACE) and one member defragmented
 //!    when its sizes say so (`defragmentation.rs`).
 //!
@@ -208,6 +209,9 @@ pub(super) fn with_member_list(
         let phase = transition::continuing(&state.phase);
         return Decision::new(state, phase, vec![Action::EnsureServices], why);
     }
+    if let Some(d) = space::corrupt(&state, view, spec) {
+        return d;
+    }
     let join_version = version_for_new_members(&state, view, target);
     if let Some(on) = volumes::with_member_list(view.obs, view.members, &join_version) {
         return on.decision(state);
@@ -251,9 +255,6 @@ pub(super) fn with_member_list(
         return d;
     }
     let d = space::when_converged(d, view, spec);
-    if d.why.reason == Reason::Corrupt {
-        return d;
-    }
     maintain(d, view, spec)
 }
 

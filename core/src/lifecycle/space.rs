@@ -10,10 +10,11 @@
 
 use serde::Serialize;
 
+use super::transition;
 use super::view::ClusterView;
 use super::{
     Action, Alarm, AlarmKind, Decision, DesiredCluster, MemberView, Membership, NEAR_QUOTA_PERCENT,
-    Observation, Phase, Reason, Why, is_stale,
+    Observation, Phase, Reason, State, Why, is_stale,
 };
 
 /// What the `Storage` condition says of the cluster's backends.
@@ -146,17 +147,44 @@ fn listed(obs: &Observation) -> &[MemberView] {
 }
 
 fn member_name(obs: &Observation, id: u64) -> String {
+    if id == 0 {
+        return "no member in particular (etcd could not tell which members differ)".into();
+    }
     listed(obs)
         .iter()
         .find(|m| m.id == id)
         .map_or_else(|| format!("member {id:x}"), |m| m.name.clone())
 }
 
+/// A cluster for which etcd raised CORRUPT changes in no way: the alarm is reported with
+/// the members it names and what to do, and left for a person (never disarmed, no member
+/// removed on it). Checked before every rule that changes members.
+pub(super) fn corrupt(
+    state: &State,
+    view: &ClusterView<'_>,
+    spec: &DesiredCluster,
+) -> Option<Decision> {
+    let raised = alarms(view.obs)
+        .iter()
+        .any(|a| a.kind == AlarmKind::Corrupt);
+    if !raised {
+        return None;
+    }
+    let (_, message) = storage(view.obs, spec.quota_backend_bytes);
+    let message = format!(
+        "{message}. The operator changes nothing while it holds: find the member in the \
+         minority (compare `etcdctl endpoint hashkv --cluster`), replace it by hand, \
+         then disarm the alarm (`etcdctl alarm disarm`)"
+    );
+    let why = Why::new(Reason::Corrupt, message);
+    let phase = transition::continuing(&state.phase);
+    Some(Decision::new(state.clone(), phase, vec![], why))
+}
+
 /// What a converged cluster does about its alarms: `converged` itself when there is none;
-/// a CORRUPT alarm is reported and left for a person; a NOSPACE alarm is disarmed once no
-/// rollout is pending (every member's pod is built from the spec's template, so runs with
-/// its quota) and every member is below [`NEAR_QUOTA_PERCENT`] of the quota, and reported
-/// with the ways out until then.
+/// a NOSPACE alarm is disarmed once no rollout is pending (every member's pod is built
+/// from the spec's template, so runs with its quota) and every member is below
+/// [`NEAR_QUOTA_PERCENT`] of the quota, and reported with the ways out until then.
 pub(super) fn when_converged(
     converged: Decision,
     view: &ClusterView<'_>,
@@ -172,19 +200,11 @@ pub(super) fn when_converged(
             .pod(&m.name)
             .is_some_and(|p| !is_stale(p, spec, view.obs))
     });
-    let (state, message) = storage(view.obs, quota);
+    let (_, message) = storage(view.obs, quota);
     let decision = |actions, reason, message| {
         let why = Why::new(reason, message);
         Decision::new(converged.state.clone(), Phase::Running, actions, why)
     };
-    if state == StorageState::Corrupt {
-        let message = format!(
-            "{message}. The operator changes nothing while it holds: find the member in the \
-             minority (compare `etcdctl endpoint hashkv --cluster`), replace it by hand, \
-             then disarm the alarm (`etcdctl alarm disarm`)"
-        );
-        return decision(vec![], Reason::Corrupt, message);
-    }
     let under = view.members.iter().all(|m| {
         view.obs
             .health

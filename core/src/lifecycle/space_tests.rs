@@ -207,3 +207,27 @@ fn a_fresh_actor_compares_the_storage_condition_with_the_one_the_status_records(
         r.events
     );
 }
+
+#[test]
+fn a_corrupt_cluster_is_not_scaled_or_healed_only_reported() {
+    let corrupt = Alarm {
+        member: 2,
+        kind: AlarmKind::Corrupt,
+    };
+    let mut bigger = spec();
+    bigger.size = 5;
+    let obs = members([MIB, MIB, MIB], &[corrupt]).build();
+    let d = decide(running_state(), &obs, &bigger, &Deadlines::default());
+    assert_idle_saying(&d, Reason::Corrupt, "etcd raised CORRUPT for m2");
+    let obs = members([MIB, MIB, MIB], &[corrupt]).pod_failed(3).build();
+    let d = decide(running_state(), &obs, &spec(), &Deadlines::default());
+    assert_eq!(d.why.reason, Reason::Corrupt, "{}", d.why.message);
+    assert!(
+        d.actions.iter().all(|a| matches!(
+            a,
+            Action::LabelVoter { .. } | Action::SetDisruptionBudget { .. }
+        )),
+        "a dead member is not replaced while CORRUPT holds: {:?}",
+        d.actions
+    );
+}

@@ -11,6 +11,8 @@
 #                                             in all: the real nodes' volumes, issue #29)
 #   $CACHE/versitygw/<VERSITYGW_VERSION>/bin/versitygw  (target s3: the S3-compatible
 #                                             object store of the backup tests)
+#   $CACHE/corrupt/bin/corrupt                 (target corrupt: makes a stopped member's
+#                                             data differ, for the corruption tests)
 #
 # where CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}.
 #
@@ -18,7 +20,7 @@
 # (there are no prebuilt Kubernetes binaries and no containers on these machines).
 # A second run finds the binaries and returns in seconds.
 #
-# Usage: testkit/env/build/build-binaries.sh [all|k8s|etcd|helm|kube-proxy|kube-scheduler|kubelet|coredns|network|s3|local-path]...
+# Usage: testkit/env/build/build-binaries.sh [all|k8s|etcd|helm|kube-proxy|kube-scheduler|kubelet|coredns|network|s3|local-path|corrupt]...
 #        (default: all = etcd, k8s, helm, coredns, s3, local-path; network = kube-proxy,
 #        kube-scheduler, coredns)
 #
@@ -480,6 +482,21 @@ go_command_build() {
     smoke "${smoke_want:-$version}" "$dir/bin.partial/$name" "${smoke_flag:---version}"
 }
 
+# ---------------------------------------------------------------------------
+# corrupt: the test rig's own tool that makes a stopped member's data differ (target
+# corrupt), for the corruption tests (tests/corruption_real_etcd.rs)
+# ---------------------------------------------------------------------------
+# Built from testkit/corrupt (go.etcd.io/bbolt) once per source; the tests find it at
+# $CACHE/corrupt/bin/corrupt.
+build_corrupt() {
+    local root bin
+    root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+    bin=$(go_tool_binary "$root/testkit/corrupt" "$CACHE")
+    mkdir -p "$CACHE/corrupt/bin"
+    ln -sfn "$bin" "$CACHE/corrupt/bin/corrupt"
+    log "corrupt: $bin"
+}
+
 main() {
     local targets=("$@")
     [[ ${#targets[@]} -gt 0 ]] || targets=(all)
@@ -500,6 +517,7 @@ main() {
         k8s) build_k8s ;;
         s3) build_s3 ;;
         local-path) build_local_path ;;
+        corrupt) build_corrupt ;;
         helm) build_helm ;;
         etcd) for e in $ETCD_VERSIONS; do build_etcd "$e"; done ;;
         kube-proxy | kube-scheduler | kubelet) build_k8s_extra "$t" ;;
@@ -513,7 +531,7 @@ main() {
             sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
             return 0
             ;;
-        *) die "unknown target '$t' (want all, k8s, etcd, helm, kube-proxy, kube-scheduler, kubelet, coredns, network, s3 or local-path)" ;;
+        *) die "unknown target '$t' (want all, k8s, etcd, helm, kube-proxy, kube-scheduler, kubelet, coredns, network, s3, local-path or corrupt)" ;;
         esac
     done
     log "done in $((SECONDS - total_start))s (cache: $CACHE)"
