@@ -72,6 +72,7 @@ fn healthy(n: u64) -> Observation {
         },
         health,
         newest_backup: None,
+        hashes: None,
     }
 }
 

@@ -24,7 +24,7 @@ use etcd_client::{
 use etcd_operator_actors::ports::{
     AddedMember, Defragmented, EtcdApi, EtcdError, EtcdErrorKind, MemberList, NewMember,
 };
-use etcd_operator_core::lifecycle::{Alarm, AlarmKind, MemberHealth, MemberView};
+use etcd_operator_core::lifecycle::{Alarm, AlarmKind, KvHash, MemberHealth, MemberView};
 use tonic::Code;
 
 use crate::error::with_causes;
@@ -399,6 +399,18 @@ impl EtcdApi for EtcdClientApi {
                 Err(etcd_client::Error::GRpcStatus(status)) if already_compacted(&status) => Ok(()),
                 answer => answer.map(|_| ()),
             }
+        })
+        .await
+    }
+
+    async fn hash_kv(&self, endpoint: &str, revision: i64) -> Result<KvHash, EtcdError> {
+        let endpoints = [endpoint.to_string()];
+        self.call("hash kv", &endpoints, |mut client| async move {
+            let resp = client.hash_kv(revision).await?;
+            Ok(KvHash {
+                hash: resp.hash(),
+                compact_revision: resp.compact_version(),
+            })
         })
         .await
     }

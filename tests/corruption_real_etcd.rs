@@ -2,7 +2,8 @@
 //! real etcd 3.5 processes whose data is made to differ: a member whose data differs from
 //! its peers' does not start with the initial check, and one that runs anyway is found
 //! by the compaction hash check after the next compaction, whose CORRUPT alarm the
-//! operator reads as an alarm (not as a lost member).
+//! operator reads as an alarm (not as a lost member), and by the operator's own
+//! comparison of the members' hashes, which names it.
 
 mod support;
 
@@ -12,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use etcd_operator::etcd_api::EtcdClientApi;
 use etcd_operator_actors::ports::EtcdApi;
-use etcd_operator_core::lifecycle::{Alarm, AlarmKind};
+use etcd_operator_core::lifecycle::{
+    Alarm, AlarmKind, Consistency, Divergence, HashCheck, compare,
+};
 use support::etcd_process::{EtcdProcess, Loopback, cached_etcd};
 
 /// The test rig's tool that changes a stopped member's stored value.
@@ -161,4 +164,37 @@ async fn a_member_whose_data_differs_does_not_start_and_one_that_runs_raises_cor
         health.is_healthy(),
         "an alarm is not a lost member: {health:?}"
     );
+
+    // The operator's own comparison names the member: each member's HashKV at a
+    // revision every one of them has.
+    let ids = member_ids(&mut client).await;
+    let newest = health.revision.expect("a revision");
+    let mut hashes = std::collections::BTreeMap::new();
+    for member in &members {
+        let hash = api
+            .hash_kv(&member.client_url(), newest)
+            .await
+            .expect("hash kv");
+        hashes.insert(ids[member.name()], hash);
+    }
+    let found = compare(&HashCheck {
+        revision: newest,
+        hashes,
+    });
+    assert_eq!(
+        found,
+        Consistency::Differs(Divergence {
+            members: vec![ids["m3"]],
+            revision: newest
+        })
+    );
+}
+
+/// Member IDs by name.
+async fn member_ids(client: &mut etcd_client::Client) -> std::collections::BTreeMap<String, u64> {
+    let list = client.member_list().await.expect("member list");
+    list.members()
+        .iter()
+        .map(|m| (m.name().to_string(), m.id()))
+        .collect()
 }

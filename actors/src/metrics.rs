@@ -17,7 +17,7 @@ use crate::ports::{
     MemberList, MemberPod, NewMember, ServiceKind, VersionChange,
 };
 use etcd_operator_core::lifecycle::{
-    Alarm, BootstrapRecord, CaRotationStep, MemberHealth, RecoveryRecord, SnapshotSource,
+    Alarm, BootstrapRecord, CaRotationStep, KvHash, MemberHealth, RecoveryRecord, SnapshotSource,
 };
 use etcd_operator_core::report::StatusReport;
 
@@ -367,6 +367,10 @@ impl EtcdApi for CountedEtcdApi {
 
     async fn compact(&self, endpoints: &[String], revision: i64) -> Result<(), EtcdError> {
         self.counted("compact", self.inner.compact(endpoints, revision).await)
+    }
+
+    async fn hash_kv(&self, endpoint: &str, revision: i64) -> Result<KvHash, EtcdError> {
+        self.counted("hash_kv", self.inner.hash_kv(endpoint, revision).await)
     }
 
     async fn defragment(&self, endpoint: &str) -> Result<Defragmented, EtcdError> {

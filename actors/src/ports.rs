@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use etcd_operator_core::lifecycle::{
-    Alarm, BootstrapRecord, CaRotationStep, MemberHealth, RecoveryRecord, SnapshotSource,
+    Alarm, BootstrapRecord, CaRotationStep, KvHash, MemberHealth, RecoveryRecord, SnapshotSource,
 };
 use etcd_operator_core::report::StatusReport;
 
@@ -49,6 +49,9 @@ pub trait EtcdApi: Send + Sync + 'static {
     /// and after. Its deadline is the implementation's own for defragmentations, longer
     /// than other calls': the member rewrites its whole backend.
     async fn defragment(&self, endpoint: &str) -> Result<Defragmented, EtcdError>;
+    /// `HashKV` of the member at client URL `endpoint` at `revision`: the hash of its
+    /// key-value store, and the revision its history is compacted to.
+    async fn hash_kv(&self, endpoint: &str, revision: i64) -> Result<KvHash, EtcdError>;
 }
 
 /// The Kubernetes objects of one cluster.

@@ -413,7 +413,11 @@ fn bootstrap(decision: &Decision, obs: &Observation) -> Option<BootstrapRecord> 
 
 /// `Storage`: what the members' alarms and backend sizes say (see the lifecycle's
 /// `space`). `None` until a member has reported its size or an alarm.
-fn storage_condition(obs: &Observation, spec: &DesiredCluster) -> Option<ConditionReport> {
+fn storage_condition(
+    decision: &Decision,
+    obs: &Observation,
+    spec: &DesiredCluster,
+) -> Option<ConditionReport> {
     let reported = obs
         .health
         .values()
@@ -421,7 +425,22 @@ fn storage_condition(obs: &Observation, spec: &DesiredCluster) -> Option<Conditi
     if !reported {
         return None;
     }
-    let (state, message) = crate::lifecycle::storage(obs, spec.quota_backend_bytes);
+    let (mut state, mut message) = crate::lifecycle::storage(obs, spec.quota_backend_bytes);
+    if let Some(found) = &decision.state.divergence
+        && state != StorageState::Corrupt
+    {
+        state = StorageState::Corrupt;
+        message = format!(
+            "the members' hashes at revision {} differ (member IDs {}); {message}",
+            found.revision,
+            found
+                .members
+                .iter()
+                .map(|id| format!("{id:x}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     Some(ConditionReport {
         kind: STORAGE,
         status: state == StorageState::Healthy,
@@ -569,7 +588,7 @@ pub(crate) fn summarize(
         conditions: conditions
             .into_iter()
             .chain(volumes_condition(obs, spec))
-            .chain(storage_condition(obs, spec))
+            .chain(storage_condition(decision, obs, spec))
             .collect(),
         paused: spec.paused,
         observed_generation: spec.generation,

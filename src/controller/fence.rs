@@ -21,7 +21,7 @@ use etcd_operator_actors::ports::{
     EventRecord, KubeView, MemberList, MemberPod, NewMember, ServiceKind, VersionChange,
 };
 use etcd_operator_core::lifecycle::{
-    Alarm, BootstrapRecord, CaRotationStep, MemberHealth, RecoveryRecord, SnapshotSource,
+    Alarm, BootstrapRecord, CaRotationStep, KvHash, MemberHealth, RecoveryRecord, SnapshotSource,
 };
 use etcd_operator_core::report::StatusReport;
 
@@ -387,6 +387,11 @@ impl EtcdApi for FencedEtcdApi {
         .await
     }
 
+    async fn hash_kv(&self, endpoint: &str, revision: i64) -> Result<KvHash, EtcdError> {
+        // A read: it changes nothing, so it needs no fence.
+        self.inner.hash_kv(endpoint, revision).await
+    }
+
     async fn defragment(&self, endpoint: &str) -> Result<Defragmented, EtcdError> {
         self.guarded(
             &format!("defragment etcd member {endpoint}"),
@@ -596,6 +601,9 @@ mod tests {
             futures::future::pending().await
         }
         async fn defragment(&self, _: &str) -> Result<Defragmented, EtcdError> {
+            futures::future::pending().await
+        }
+        async fn hash_kv(&self, _: &str, _: i64) -> Result<KvHash, EtcdError> {
             futures::future::pending().await
         }
     }

@@ -9,7 +9,8 @@ use tokio::time::Instant;
 use crate::member_client::{ListMembers, MemberClient, ask};
 use crate::ports::{ApiError, ClusterApi, EtcdApi};
 use etcd_operator_core::lifecycle::{
-    MemberHealth, MemberView, Membership, Observation, PodView, TlsMode,
+    AlarmKind, HashCheck, MemberHealth, MemberView, Membership, Observation, PodView, State,
+    TlsMode, check_due,
 };
 use etcd_operator_core::topology::Topology;
 
@@ -19,9 +20,8 @@ pub(crate) async fn observe(
     kube: &dyn ClusterApi,
     members: &Addr<MemberClient>,
     probe: &HealthProbe,
-    topology: &Topology,
-    tls: TlsMode,
-    loss_since: Option<Instant>,
+    (topology, tls): (&Topology, TlsMode),
+    state: &State,
 ) -> Result<Observation, ApiError> {
     let view = kube.observe().await?;
     let endpoints = client_endpoints(&view.pods, topology, tls);
@@ -49,9 +49,20 @@ pub(crate) async fn observe(
         Membership::Unreachable { .. } => BTreeMap::new(),
     };
     let newest_backup = if may_need_a_backup(&view, &membership, &health) {
-        kube.newest_backup(loss_since).await.transpose()
+        kube.newest_backup(state.quorum_lost_since)
+            .await
+            .transpose()
     } else {
         None
+    };
+    let corrupt = health
+        .values()
+        .any(|h| h.alarms.iter().any(|a| a.kind == AlarmKind::Corrupt));
+    let hashes = match &membership {
+        Membership::Listed { members: list, .. } if check_due(state, Instant::now(), corrupt) => {
+            probe.hashes(list, &health).await
+        }
+        _ => None,
     };
     Ok(Observation {
         now: Instant::now(),
@@ -69,6 +80,7 @@ pub(crate) async fn observe(
         health,
         tls: view.tls,
         prepares_joiners: view.prepares_joiners,
+        hashes,
     })
 }
 
@@ -128,6 +140,42 @@ impl HealthProbe {
             .await
             .into_iter()
             .collect()
+    }
+}
+
+impl HealthProbe {
+    /// The healthy voting members' hashes at the oldest revision among them (every one of
+    /// them has it), all at once; `None` when fewer than two answered their status.
+    async fn hashes(
+        &self,
+        list: &[MemberView],
+        health: &BTreeMap<u64, MemberHealth>,
+    ) -> Option<HashCheck> {
+        let healthy: Vec<(&MemberView, i64)> = list
+            .iter()
+            .filter(|m| m.started() && !m.is_learner)
+            .filter_map(|m| {
+                let h = health.get(&m.id).filter(|h| h.is_healthy())?;
+                Some((m, h.revision?))
+            })
+            .collect();
+        let revision = healthy.iter().map(|(_, r)| *r).min()?;
+        if healthy.len() < 2 {
+            return None;
+        }
+        let asks = healthy.iter().filter_map(|(m, _)| {
+            let endpoint = m.client_urls.first()?.clone();
+            Some(async move {
+                let hash = self.etcd.hash_kv(&endpoint, revision).await.ok()?;
+                Some((m.id, hash))
+            })
+        });
+        let hashes = futures::future::join_all(asks)
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
+        Some(HashCheck { revision, hashes })
     }
 }
 

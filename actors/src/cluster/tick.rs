@@ -94,9 +94,8 @@ impl TickJob {
             kube,
             &self.members,
             &self.probe,
-            &self.topology,
-            self.spec.tls,
-            self.state.quorum_lost_since,
+            (&self.topology, self.spec.tls),
+            &self.state,
         )
         .await
         {

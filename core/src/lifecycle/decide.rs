@@ -55,7 +55,8 @@ use super::{
     PodView, Reason, State, Version, Why,
 };
 use super::{
-    compaction, defragmentation, recorded_recovery, recovery, rollout, space, tls, volumes,
+    compaction, consistency, defragmentation, recorded_recovery, recovery, rollout, space, tls,
+    volumes,
 };
 use super::{transition, upgrade};
 
@@ -87,6 +88,7 @@ pub(super) fn step(
         Err(d) => return *d,
     };
     recovery::track_loss(&mut state, obs);
+    consistency::track(&mut state, obs);
     if let Some(d) = recorded_recovery::in_progress(&mut state, obs, spec, &target) {
         return d;
     }

@@ -48,6 +48,7 @@ impl World {
                 tls: TlsObservation::default(),
                 prepares_joiners: false,
                 newest_backup: None,
+                hashes: None,
             },
             members: Vec::new(),
             listed: false,

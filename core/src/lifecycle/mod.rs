@@ -7,12 +7,14 @@ mod bootstrap;
 mod bootstrap_record;
 mod certificates;
 mod compaction;
+mod consistency;
 mod crash;
 mod decide;
 mod decision;
 mod defrag_rule;
 mod defragmentation;
 mod evidence;
+mod hashes;
 mod leadership;
 mod observation;
 mod orphans;
@@ -72,12 +74,14 @@ pub use compaction::{
     Compaction, CompactionProgress, DEFAULT_COMPACTION_RETENTION, REVISION_COMPACTION_INTERVAL,
     RevisionSample, newest_revision,
 };
+pub use consistency::{RECHECK_INTERVAL, check_due};
 pub use decide::decide;
 pub use decision::Decision;
 pub use defrag_rule::{
     DEFAULT_DEFRAG_QUOTA_PERCENT, DEFAULT_FREEABLE_BYTES, DEFRAG_MIN_INTERVAL, DefragRule,
     Defragmentation, MIN_FREEABLE_PERCENT, is_due,
 };
+pub use hashes::{Consistency, Divergence, HASH_CHECK_INTERVAL, HashCheck, KvHash, compare};
 pub use observation::{
     Claim, ClaimClass, ClaimPhase, MemberHealth, MemberView, Membership, Observation, PodPhase,
     PodView,

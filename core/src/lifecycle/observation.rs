@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use super::{Alarm, Recorded, SnapshotSource, TlsMode, TlsObservation, Version};
+use super::{Alarm, HashCheck, Recorded, SnapshotSource, TlsMode, TlsObservation, Version};
 use crate::api_error::ApiError;
 
 /// Lifecycle phase of a pod as Kubernetes reports it.
@@ -340,6 +340,9 @@ pub struct Observation {
     /// The newest verified backup of `spec.recovery.backup`, looked up only while the
     /// quorum is lost (`None`: not looked up, or no store is named), or why there is none.
     pub newest_backup: Option<Result<SnapshotSource, ApiError>>,
+    /// The members' hashes at a common revision, when this tick compared them
+    /// ([`check_due`](super::check_due)).
+    pub hashes: Option<HashCheck>,
 }
 
 impl Observation {

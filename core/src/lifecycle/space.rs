@@ -156,9 +156,10 @@ fn member_name(obs: &Observation, id: u64) -> String {
         .map_or_else(|| format!("member {id:x}"), |m| m.name.clone())
 }
 
-/// A cluster for which etcd raised CORRUPT changes in no way: the alarm is reported with
-/// the members it names and what to do, and left for a person (never disarmed, no member
-/// removed on it). Checked before every rule that changes members.
+/// A cluster for which etcd raised CORRUPT, or whose members' hashes the operator found
+/// to differ ([`consistency`](super::consistency)), changes in no way: it is reported
+/// with the members that differ and what to do, and left for a person (the alarm never
+/// disarmed, no member removed on it). Checked before every rule that changes members.
 pub(super) fn corrupt(
     state: &State,
     view: &ClusterView<'_>,
@@ -167,14 +168,31 @@ pub(super) fn corrupt(
     let raised = alarms(view.obs)
         .iter()
         .any(|a| a.kind == AlarmKind::Corrupt);
-    if !raised {
+    if !raised && state.divergence.is_none() {
         return None;
     }
-    let (_, message) = storage(view.obs, spec.quota_backend_bytes);
+    let (_, alarm) = storage(view.obs, spec.quota_backend_bytes);
+    let found = state.divergence.as_ref().map(|d| {
+        let names: Vec<String> = d
+            .members
+            .iter()
+            .map(|id| member_name(view.obs, *id))
+            .collect();
+        format!(
+            "the members' hashes at revision {} differ: {} outside the majority",
+            d.revision,
+            names.join(", ")
+        )
+    });
+    let said = match (raised, found) {
+        (true, Some(found)) => format!("{alarm}; {found}"),
+        (false, Some(found)) => found,
+        (_, None) => alarm,
+    };
     let message = format!(
-        "{message}. The operator changes nothing while it holds: find the member in the \
-         minority (compare `etcdctl endpoint hashkv --cluster`), replace it by hand, \
-         then disarm the alarm (`etcdctl alarm disarm`)"
+        "{said}. The operator changes nothing while it holds: replace the member that \
+         differs by hand (compare `etcdctl endpoint hashkv --cluster`), then disarm the \
+         alarm (`etcdctl alarm disarm`)"
     );
     let why = Why::new(Reason::Corrupt, message);
     let phase = transition::continuing(&state.phase);

@@ -231,3 +231,50 @@ fn a_corrupt_cluster_is_not_scaled_or_healed_only_reported() {
         d.actions
     );
 }
+
+#[test]
+fn members_whose_hashes_differ_are_named_and_nothing_changes_until_they_agree() {
+    let hashes = |h3: u32| HashCheck {
+        revision: 40,
+        hashes: [(1, 7), (2, 7), (3, h3)]
+            .into_iter()
+            .map(|(id, hash)| {
+                (
+                    id,
+                    KvHash {
+                        hash,
+                        compact_revision: 30,
+                    },
+                )
+            })
+            .collect(),
+    };
+    let mut bigger = spec();
+    bigger.size = 5;
+    let mut obs = members([MIB, MIB, MIB], &[]).build();
+    obs.hashes = Some(hashes(9));
+    let d = decide(running_state(), &obs, &bigger, &Deadlines::default());
+    assert_idle_saying(&d, Reason::Corrupt, "hashes at revision 40 differ: m3");
+    assert!(d.state.divergence.is_some());
+    let report = report(&d, &obs, &bigger, &[], &Previous::default());
+    let storage = report
+        .status
+        .conditions
+        .iter()
+        .find(|c| c.kind == "Storage")
+        .expect("a Storage condition");
+    assert_eq!(storage.reason, "Corrupt", "{}", storage.message);
+
+    let mut later = members([MIB, MIB, MIB], &[]).build();
+    later.hashes = None;
+    let d = decide(d.state, &later, &bigger, &Deadlines::default());
+    assert_eq!(
+        d.why.reason,
+        Reason::Corrupt,
+        "kept until a comparison agrees"
+    );
+    later.hashes = Some(hashes(7));
+    let d = decide(d.state, &later, &bigger, &Deadlines::default());
+    assert_ne!(d.why.reason, Reason::Corrupt, "{}", d.why.message);
+    assert!(d.state.divergence.is_none());
+}

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use super::{CompactionProgress, Reason, Version};
+use super::{CompactionProgress, Divergence, Reason, Version};
 
 /// Where a cluster is in its life. Derived anew on every tick from the observation, so an
 /// operator restart loses nothing but timers.
@@ -167,6 +167,13 @@ pub struct State {
     /// [`defragmentation`](super::defragmentation)).
     #[serde(skip)]
     pub defragmented: BTreeMap<u64, Instant>,
+    /// When the members' hashes were last compared (see
+    /// [`consistency`](super::consistency)).
+    #[serde(skip)]
+    pub hashes_checked: Option<Instant>,
+    /// Members whose data the last comparison found to differ: the cluster changes in no
+    /// way until a comparison finds them equal again.
+    pub divergence: Option<Divergence>,
 }
 
 impl Default for State {
@@ -184,6 +191,8 @@ impl Default for State {
             settled_since: None,
             compaction: CompactionProgress::default(),
             defragmented: BTreeMap::new(),
+            hashes_checked: None,
+            divergence: None,
         }
     }
 }

@@ -40,8 +40,8 @@ use etcd_operator_actors::ports::{
     VersionChange,
 };
 use etcd_operator_core::lifecycle::{
-    Alarm, BootstrapRecord, CaRotationStep, Claim, ClaimPhase, MemberHealth, MemberView, PodPhase,
-    PodView, Recorded, RecoveryRecord, SnapshotSource, TlsMode, TlsObservation, Version,
+    Alarm, BootstrapRecord, CaRotationStep, Claim, ClaimPhase, KvHash, MemberHealth, MemberView,
+    PodPhase, PodView, Recorded, RecoveryRecord, SnapshotSource, TlsMode, TlsObservation, Version,
     check_fence,
 };
 
@@ -791,6 +791,17 @@ impl EtcdApi for FakeCluster {
         }
         w.alarms.retain(|a| *a != alarm);
         Ok(())
+    }
+
+    async fn hash_kv(&self, endpoint: &str, _revision: i64) -> Result<KvHash, EtcdError> {
+        let _call = self.enter("hash kv", false).await?;
+        if !self.lock().any_answers(&[endpoint.to_string()]) {
+            return Err(etcd_error(EtcdErrorKind::Unavailable));
+        }
+        Ok(KvHash {
+            hash: 0,
+            compact_revision: 0,
+        })
     }
 
     async fn defragment(&self, endpoint: &str) -> Result<Defragmented, EtcdError> {
