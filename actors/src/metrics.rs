@@ -37,6 +37,13 @@ pub struct PhaseLabels {
     pub phase: &'static str,
 }
 
+/// Labels of a `Storage` condition's state.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StorageLabels {
+    /// `Healthy`, `NearQuota`, `NoSpace` or `Corrupt`.
+    pub state: &'static str,
+}
+
 /// Labels of a failed call to a port.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
@@ -79,6 +86,11 @@ pub struct Metrics {
     /// Calls of the Cluster actors to etcd, failed or not, by method: what a cluster
     /// costs etcd (and the operator) while nothing happens.
     pub etcd_calls: Family<CallLabels, Counter>,
+    /// Cluster actors by the phase of their last decision.
+    pub clusters_by_phase: Family<PhaseLabels, Gauge>,
+    /// Cluster actors by the state of the `Storage` condition they last reported (none
+    /// before a member reported its backend).
+    pub clusters_by_storage: Family<StorageLabels, Gauge>,
     /// Time one member's defragmentation took (those that succeeded).
     pub defragmentation_seconds: Histogram,
     /// Bytes the members' defragmentations freed.
@@ -99,6 +111,8 @@ impl Default for Metrics {
             etcd_errors: Family::default(),
             api_calls: Family::default(),
             etcd_calls: Family::default(),
+            clusters_by_phase: Family::default(),
+            clusters_by_storage: Family::default(),
             defragmentation_seconds: Histogram::new(exponential_buckets(0.05, 2.0, 12)),
             defragmentation_freed_bytes: Counter::default(),
         }
@@ -157,6 +171,16 @@ impl Metrics {
             self.etcd_calls.clone(),
         );
         r.register(
+            "clusters_by_phase",
+            "Cluster actors by the phase of their last decision",
+            self.clusters_by_phase.clone(),
+        );
+        r.register(
+            "clusters_by_storage",
+            "Cluster actors by the state of the Storage condition they last reported",
+            self.clusters_by_storage.clone(),
+        );
+        r.register(
             "defragmentation_seconds",
             "Duration of one member's defragmentation by the operator",
             self.defragmentation_seconds.clone(),
@@ -166,6 +190,47 @@ impl Metrics {
             "Bytes freed by the operator's defragmentations",
             self.defragmentation_freed_bytes.clone(),
         );
+    }
+
+    /// Moves one cluster from phase `from` to phase `to` in `clusters_by_phase` (`None`:
+    /// the actor starts or stops).
+    pub fn move_phase(&self, from: Option<&'static str>, to: Option<&'static str>) {
+        if from == to {
+            return;
+        }
+        if let Some(phase) = from {
+            self.clusters_by_phase
+                .get_or_create(&PhaseLabels { phase })
+                .dec();
+        }
+        if let Some(phase) = to {
+            self.clusters_by_phase
+                .get_or_create(&PhaseLabels { phase })
+                .inc();
+        }
+    }
+
+    /// Moves one cluster from `Storage` state `from` to `to` in `clusters_by_storage`
+    /// (`None`: none reported, or the actor stops); a state it does not know is left out.
+    pub fn move_storage(&self, from: Option<&str>, to: Option<&str>) {
+        if from == to {
+            return;
+        }
+        let known = |state: Option<&str>| {
+            ["Healthy", "NearQuota", "NoSpace", "Corrupt"]
+                .into_iter()
+                .find(|s| Some(*s) == state)
+        };
+        if let Some(state) = known(from) {
+            self.clusters_by_storage
+                .get_or_create(&StorageLabels { state })
+                .dec();
+        }
+        if let Some(state) = known(to) {
+            self.clusters_by_storage
+                .get_or_create(&StorageLabels { state })
+                .inc();
+        }
     }
 
     /// Counts a failed Kubernetes API call.

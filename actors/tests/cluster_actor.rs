@@ -8,7 +8,7 @@ use etcd_operator_actors::cluster::{
     ClusterActor, ClusterConfig, ClusterDeps, Inspect, Nudge, Retire, SpecChanged,
 };
 use etcd_operator_actors::debug::Received;
-use etcd_operator_actors::metrics::{ErrorLabels, Telemetry};
+use etcd_operator_actors::metrics::{ErrorLabels, PhaseLabels, Telemetry};
 use etcd_operator_actors::ports::{ApiError, EtcdErrorKind, InitialState, ServiceKind};
 use etcd_operator_actors::trace::{Step, StepRecord};
 use etcd_operator_core::lifecycle::{DesiredCluster, Phase};
@@ -1038,4 +1038,42 @@ async fn a_refusal_that_retrying_does_not_mend_waits_the_idle_interval_at_once()
     .await;
     // At 0, 20, 40 and 60 s: the idle interval from the first refusal on.
     assert!((2..=4).contains(&refused), "{refused} tries in a minute");
+}
+
+/// How many clusters the gauges count in `phase`.
+fn in_phase(telemetry: &Telemetry, phase: &'static str) -> i64 {
+    let labels = PhaseLabels { phase };
+    telemetry
+        .metrics
+        .clusters_by_phase
+        .get_or_create(&labels)
+        .get()
+}
+
+#[actix_rt::test]
+async fn the_phase_gauges_count_each_cluster_once_in_its_current_phase_until_it_stops() {
+    tokio::time::pause();
+    let fake = FakeCluster::new(demo());
+    let (actor, telemetry) = start_measured(&fake, 3);
+    until(&actor, &fake, "3 running members", running_with(3)).await;
+    assert_eq!(in_phase(&telemetry, "Running"), 1);
+    for phase in ["Starting", "Bootstrapping", "Scaling"] {
+        assert_eq!(in_phase(&telemetry, phase), 0, "{phase}");
+    }
+    actor.do_send(SpecChanged(DesiredCluster::new(4, V)));
+    until(&actor, &fake, "4 running members", running_with(4)).await;
+    assert_eq!(in_phase(&telemetry, "Running"), 1);
+    assert_eq!(in_phase(&telemetry, "Scaling"), 0);
+    actor.do_send(Retire);
+    for _ in 0..100 {
+        if in_phase(&telemetry, "Running") == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        in_phase(&telemetry, "Running"),
+        0,
+        "a stopped actor counts nowhere"
+    );
 }

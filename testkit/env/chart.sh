@@ -154,6 +154,12 @@ lint_refuses() {
     fi
 }
 
+# The monitoring objects the chart can add, all on.
+monitoring_args() {
+    echo --set metrics.podMonitor.enabled=true --set metrics.prometheusRule.enabled=true \
+        --set metrics.grafanaDashboard.enabled=true
+}
+
 scoped_args() {
     echo --namespace "$SCOPED_NAMESPACE" --set "watchNamespace=$SCOPED_WATCH" \
         --set metrics.service.enabled=true --set metrics.serviceMonitor.enabled=true \
@@ -179,6 +185,10 @@ cmd_check() {
     log "helm lint --strict, the same with a serving certificate Secret"
     # shellcheck disable=SC2046
     lint_passes $(scoped_args) --set servingCertificate.secretName=operator-serving
+
+    log "helm lint --strict, with the PodMonitor, PrometheusRule and dashboard"
+    # shellcheck disable=SC2046
+    lint_passes $(monitoring_args)
 
     log "the values schema refuses bad values"
     lint_refuses "at '/watchNamespace'" --set 'watchNamespace={a,b}'
@@ -217,6 +227,34 @@ dry_run() {
 # A minimal ServiceMonitor CRD for the dry run, written here: only the fields the chart
 # sets, with their types, so a misspelt or misplaced field is refused (strict field
 # validation) and the object's shape is checked; not the Prometheus Operator's schema.
+# A stand-in CRD of the Prometheus Operator's kind $1 (plural $2) that takes any spec:
+# enough for a server-side dry run of the chart's PodMonitor and PrometheusRule.
+open_monitoring_crd() {
+    local kind=$1 plural=$2
+    cat <<YAML
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: $plural.monitoring.coreos.com
+  labels:
+    etcd-operator.test/chart-check: minimal-monitoring-crd
+spec:
+  group: monitoring.coreos.com
+  names: {kind: $kind, listKind: ${kind}List, plural: $plural, singular: ${plural%s}}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          required: [spec]
+          properties:
+            spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+YAML
+}
+
 servicemonitor_crd() {
     cat <<'YAML'
 apiVersion: apiextensions.k8s.io/v1
@@ -303,8 +341,21 @@ cmd_dry_run() {
         kubectl wait --for=condition=Established crd/servicemonitors.monitoring.coreos.com --timeout=60s >/dev/null
     fi
 
+    local kind plural
+    for kind in PodMonitor PrometheusRule; do
+        plural="$(tr '[:upper:]' '[:lower:]' <<<"$kind")s"
+        if ! kubectl get crd "$plural.monitoring.coreos.com" >/dev/null 2>&1; then
+            open_monitoring_crd "$kind" "$plural" | kubectl apply -f - >/dev/null
+            MADE_CRDS+=("$plural.monitoring.coreos.com")
+            kubectl wait --for=condition=Established "crd/$plural.monitoring.coreos.com" --timeout=60s >/dev/null
+        fi
+    done
+
     "$HELM" template "$RELEASE" "$CHART" --namespace "$NAMESPACE" --include-crds |
         dry_run "default (release $RELEASE in namespace $NAMESPACE, with the CRD)"
+    # shellcheck disable=SC2046
+    "$HELM" template "$RELEASE" "$CHART" --namespace "$NAMESPACE" $(monitoring_args) |
+        dry_run "with the PodMonitor, PrometheusRule and dashboard"
     # shellcheck disable=SC2046
     "$HELM" template "$SCOPED_RELEASE" "$CHART" $(scoped_args) |
         dry_run "scoped (watchNamespace=$SCOPED_WATCH, metrics Service, ServiceMonitor)"

@@ -18,9 +18,10 @@ export LOCAL_ENV_DIR=${LOCAL_ENV_DIR:-/tmp/etcd-operator-local}
 bash testkit/env/build/install-deps.sh
 # helm for the chart checks; built here and not by `make up`, which does not need it (about
 # 4 to 7 minutes with Go's caches empty, 10 s with them warm, nothing once cached); and the
-# S3 server the backup tests store into (about 2 minutes cold); and the tool the corruption
-# tests change a member's data with (seconds).
-bash testkit/env/build/build-binaries.sh helm s3 corrupt
+# S3 server the backup tests store into (about 2 minutes cold); the tool the corruption
+# tests change a member's data with (seconds); and promtool, which checks the chart's
+# alert rules (about 6 minutes cold).
+bash testkit/env/build/build-binaries.sh helm s3 corrupt promtool
 if [ -z "${E2E_ONLY:-}" ]; then
   echo "== fmt and clippy"
   cargo fmt --all -- --check

@@ -244,7 +244,17 @@ impl ClusterActor {
         let decision = done.decision;
         observer.actions(decision.why.reason.as_str(), &done.outcomes);
         observer.steps(done.sight, done.observed, &done.outcomes);
-        self.last.reported = self.last.reported.after(&decision, &done.status);
+        let reported = self.last.reported.after(&decision, &done.status);
+        let metrics = &observer.telemetry.metrics;
+        metrics.move_storage(
+            self.last.reported.storage.as_deref(),
+            reported.storage.as_deref(),
+        );
+        metrics.move_phase(
+            Some(self.state.phase.name()),
+            Some(decision.state.phase.name()),
+        );
+        self.last.reported = reported;
         if let Some(error) = done.status_error {
             warn!(observer.logger, "cannot write status"; "error" => error);
         } else if let Some(at) = done.written_at {
@@ -267,12 +277,20 @@ impl Actor for ClusterActor {
     fn started(&mut self, ctx: &mut Context<Self>) {
         info!(self.observer.logger, "cluster actor started"; "size" => self.spec.size, "version" => &self.spec.version);
         self.observer.telemetry.metrics.clusters.inc();
+        let phase = self.state.phase.name();
+        self.observer
+            .telemetry
+            .metrics
+            .move_phase(None, Some(phase));
         self.publish_view();
         self.schedule(Duration::ZERO, ctx);
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
-        self.observer.telemetry.metrics.clusters.dec();
+        let metrics = &self.observer.telemetry.metrics;
+        metrics.clusters.dec();
+        metrics.move_phase(Some(self.state.phase.name()), None);
+        metrics.move_storage(self.last.reported.storage.as_deref(), None);
         self.observer
             .telemetry
             .hub

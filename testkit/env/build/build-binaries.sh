@@ -13,6 +13,8 @@
 #                                             object store of the backup tests)
 #   $CACHE/corrupt/bin/corrupt                 (target corrupt: makes a stopped member's
 #                                             data differ, for the corruption tests)
+#   $CACHE/promtool/<PROMTOOL_VERSION>/bin/promtool  (target promtool: the alert rules'
+#                                             checks and unit tests)
 #
 # where CACHE=${ETCD_OPERATOR_CACHE:-$HOME/.cache/etcd-operator}.
 #
@@ -20,7 +22,7 @@
 # (there are no prebuilt Kubernetes binaries and no containers on these machines).
 # A second run finds the binaries and returns in seconds.
 #
-# Usage: testkit/env/build/build-binaries.sh [all|k8s|etcd|helm|kube-proxy|kube-scheduler|kubelet|coredns|network|s3|local-path|corrupt]...
+# Usage: testkit/env/build/build-binaries.sh [all|k8s|etcd|helm|kube-proxy|kube-scheduler|kubelet|coredns|network|s3|local-path|corrupt|promtool]...
 #        (default: all = etcd, k8s, helm, coredns, s3, local-path; network = kube-proxy,
 #        kube-scheduler, coredns)
 #
@@ -41,6 +43,7 @@
 #   HELM_VERSION         helm.sh/helm/v3 version (default v3.22.0)
 #   COREDNS_VERSION      github.com/coredns/coredns version (default v1.15.0)
 #   VERSITYGW_VERSION    github.com/versity/versitygw version (default v1.8.0)
+#   PROMTOOL_VERSION     github.com/prometheus/prometheus version of promtool (default v0.316.0)
 #   LOCAL_PATH_VERSION   github.com/rancher/local-path-provisioner version (default v0.0.30)
 #   ETCD_REFRESH=1       re-ask the proxy for the newest patch of each minor even if
 #                        one is cached already (by default a cached minor is reused,
@@ -58,6 +61,7 @@ ETCD_VERSIONS=${ETCD_VERSIONS:-3.5 3.6}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
 COREDNS_VERSION=${COREDNS_VERSION:-v1.15.0}
 VERSITYGW_VERSION=${VERSITYGW_VERSION:-v1.8.0}
+PROMTOOL_VERSION=${PROMTOOL_VERSION:-v0.316.0}
 LOCAL_PATH_VERSION=${LOCAL_PATH_VERSION:-v0.0.30}
 
 log() { printf '[build-binaries] %s\n' "$*" >&2; }
@@ -483,6 +487,17 @@ go_command_build() {
 }
 
 # ---------------------------------------------------------------------------
+# promtool: checks and unit-tests the chart's alert rules (target promtool)
+# ---------------------------------------------------------------------------
+# Prometheus' own rule checker (Apache-2.0), from its Go module (v0.3xx.y is Prometheus
+# 3.xx.y); its go.mod has no replace directives. tests/monitoring.rs runs it.
+build_promtool() {
+    go_command promtool PROMTOOL_VERSION v0.316.0 promtool \
+        github.com/prometheus/prometheus/cmd/promtool \
+        github.com/prometheus/common/version.Version
+}
+
+# ---------------------------------------------------------------------------
 # corrupt: the test rig's own tool that makes a stopped member's data differ (target
 # corrupt), for the corruption tests (tests/corruption_real_etcd.rs)
 # ---------------------------------------------------------------------------
@@ -518,6 +533,7 @@ main() {
         s3) build_s3 ;;
         local-path) build_local_path ;;
         corrupt) build_corrupt ;;
+        promtool) build_promtool ;;
         helm) build_helm ;;
         etcd) for e in $ETCD_VERSIONS; do build_etcd "$e"; done ;;
         kube-proxy | kube-scheduler | kubelet) build_k8s_extra "$t" ;;
@@ -531,7 +547,7 @@ main() {
             sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
             return 0
             ;;
-        *) die "unknown target '$t' (want all, k8s, etcd, helm, kube-proxy, kube-scheduler, kubelet, coredns, network, s3, local-path or corrupt)" ;;
+        *) die "unknown target '$t' (want all, k8s, etcd, helm, kube-proxy, kube-scheduler, kubelet, coredns, network, s3, local-path, corrupt or promtool)" ;;
         esac
     done
     log "done in $((SECONDS - total_start))s (cache: $CACHE)"
