@@ -227,10 +227,12 @@ dry_run() {
 # A minimal ServiceMonitor CRD for the dry run, written here: only the fields the chart
 # sets, with their types, so a misspelt or misplaced field is refused (strict field
 # validation) and the object's shape is checked; not the Prometheus Operator's schema.
-# A stand-in CRD of the Prometheus Operator's kind $1 (plural $2) that takes any spec:
-# enough for a server-side dry run of the chart's PodMonitor and PrometheusRule.
-open_monitoring_crd() {
+# A CRD of the Prometheus Operator's kind $1 (plural $2), written for the checks, whose
+# spec is the schema $3 (the `spec:` property, indented as in the CRD); by default any
+# spec. Enough for a server-side dry run of the chart's monitoring objects.
+monitoring_crd() {
     local kind=$1 plural=$2
+    local spec=${3:-"            spec: {type: object, x-kubernetes-preserve-unknown-fields: true}"}
     cat <<YAML
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -251,31 +253,13 @@ spec:
           type: object
           required: [spec]
           properties:
-            spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+$spec
 YAML
 }
 
+# The ServiceMonitor CRD, checking the fields the chart's ServiceMonitor sets.
 servicemonitor_crd() {
-    cat <<'YAML'
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: servicemonitors.monitoring.coreos.com
-  labels:
-    etcd-operator.test/chart-check: minimal-servicemonitor-crd
-spec:
-  group: monitoring.coreos.com
-  names: {kind: ServiceMonitor, listKind: ServiceMonitorList, plural: servicemonitors, singular: servicemonitor}
-  scope: Namespaced
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      schema:
-        openAPIV3Schema:
-          type: object
-          required: [spec]
-          properties:
+    monitoring_crd ServiceMonitor servicemonitors "$(cat <<'YAML'
             spec:
               type: object
               required: [selector, endpoints]
@@ -317,6 +301,7 @@ spec:
                                   name: {type: string}
                                   key: {type: string}
 YAML
+)"
 }
 
 cmd_dry_run() {
@@ -345,7 +330,7 @@ cmd_dry_run() {
     for kind in PodMonitor PrometheusRule; do
         plural="$(tr '[:upper:]' '[:lower:]' <<<"$kind")s"
         if ! kubectl get crd "$plural.monitoring.coreos.com" >/dev/null 2>&1; then
-            open_monitoring_crd "$kind" "$plural" | kubectl apply -f - >/dev/null
+            monitoring_crd "$kind" "$plural" | kubectl apply -f - >/dev/null
             MADE_CRDS+=("$plural.monitoring.coreos.com")
             kubectl wait --for=condition=Established "crd/$plural.monitoring.coreos.com" --timeout=60s >/dev/null
         fi
