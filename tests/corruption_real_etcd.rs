@@ -34,23 +34,22 @@ fn corrupt_bin() -> PathBuf {
     bin
 }
 
-/// `args` with the checks the operator's pods run (as flags: the same settings as its
-/// variables), the compaction hash check looking every second.
-fn with_checks(args: &[String], initial: bool) -> Vec<String> {
+/// `args` with the initial check on or off (the operator's pods run it: as a variable,
+/// the same setting as this flag).
+fn with_initial_check(args: &[String], on: bool) -> Vec<String> {
     let mut args = args.to_vec();
-    args.push(format!("--experimental-initial-corrupt-check={initial}"));
-    args.push("--experimental-compact-hash-check-enabled=true".into());
-    args.push("--experimental-compact-hash-check-time=1s".into());
+    args.push(format!("--experimental-initial-corrupt-check={on}"));
     args
 }
 
-/// A three-member etcd 3.5 cluster on its own network, `m1` its leader.
+/// A three-member etcd 3.5 cluster on its own network. Every member runs the compaction
+/// hash check (the operator's pods do), looking every second so that whichever leads
+/// checks soon after a compaction, and snapshots its membership often (etcd 3.5 knows its
+/// peers at start only from such a snapshot: before one, its initial check has no one to
+/// compare with).
 async fn three_members(net: &Loopback) -> Vec<EtcdProcess> {
     let bin = cached_etcd("v3.5", "etcd");
-    let mut seed = EtcdProcess::start_seed_with(&bin, net, 1, "m1").await;
-    let args = with_checks(seed.args(), false);
-    seed.relaunch_with(args).await;
-    let mut members = vec![seed];
+    let mut members = vec![EtcdProcess::start_seed_with(&bin, net, 1, "m1").await];
     let mut initial = net.cluster_entry("m1", 1);
     for m in 2..=3u8 {
         let name = format!("m{m}");
@@ -70,11 +69,13 @@ async fn three_members(net: &Loopback) -> Vec<EtcdProcess> {
         initial = format!("{initial},{}", net.cluster_entry(&name, m));
         members.push(EtcdProcess::join_with(&bin, net, m, &name, &initial).await);
     }
-    // etcd 3.5 knows its peers at start only from a snapshot of its membership (before
-    // one, its initial check has no one to compare with): take them often.
     for member in &mut members {
         let mut args = member.args().to_vec();
-        args.push("--snapshot-count=10".into());
+        args.extend([
+            "--experimental-compact-hash-check-enabled=true".to_string(),
+            "--experimental-compact-hash-check-time=1s".to_string(),
+            "--snapshot-count=10".to_string(),
+        ]);
         member.relaunch_with(args).await;
     }
     members
@@ -118,7 +119,7 @@ async fn a_member_whose_data_differs_does_not_start_and_one_that_runs_raises_cor
     );
 
     // With the initial check, the member refuses to serve data that differs.
-    m3.relaunch_without_waiting(with_checks(&base, true));
+    m3.relaunch_without_waiting(with_initial_check(&base, true));
     let started = Instant::now();
     while m3.is_running() {
         assert!(
@@ -136,7 +137,7 @@ async fn a_member_whose_data_differs_does_not_start_and_one_that_runs_raises_cor
 
     // Started without it (a pod made before the check was on), it serves, until a
     // compaction's hash shows its data differs.
-    m3.relaunch_with(with_checks(&base, false)).await;
+    m3.relaunch_with(with_initial_check(&base, false)).await;
     client.compact(revision, None).await.expect("compact");
     let api = EtcdClientApi::new(Duration::from_secs(2));
     let started = Instant::now();
