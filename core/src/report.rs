@@ -133,6 +133,8 @@ pub struct MemberReport {
     pub quota: u64,
     /// The alarms etcd raised for it (`NOSPACE`, `CORRUPT`).
     pub alarms: Vec<AlarmKind>,
+    /// The revision of its key-value store, as it last reported.
+    pub revision: Option<i64>,
 }
 
 /// Every listed member, sorted by name.
@@ -150,6 +152,7 @@ fn member_details(obs: &Observation, quota: u64) -> Vec<MemberReport> {
                 ready: m.started() && health.is_some_and(|h| h.is_healthy()),
                 db_size: health.and_then(|h| h.db_size),
                 db_size_in_use: health.and_then(|h| h.db_size_in_use),
+                revision: health.and_then(|h| h.revision),
                 quota,
                 alarms: alarms
                     .iter()

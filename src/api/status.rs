@@ -224,6 +224,10 @@ pub struct MemberStatus {
     /// The alarms etcd raised for it: `NOSPACE`, `CORRUPT`.
     #[serde(default)]
     pub alarms: Vec<String>,
+    /// The revision of its key-value store (the history before `status.compaction.revision`
+    /// is compacted on every member).
+    #[serde(default)]
+    pub revision: Option<i64>,
 }
 
 /// A status condition.

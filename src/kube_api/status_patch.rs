@@ -138,6 +138,7 @@ fn member_status(m: &MemberReport) -> MemberStatus {
         db_size_in_use_bytes: m.db_size_in_use.and_then(|b| i64::try_from(b).ok()),
         quota_backend_bytes: i64::try_from(m.quota).ok(),
         alarms: m.alarms.iter().map(|a| a.as_str().to_string()).collect(),
+        revision: m.revision,
     }
 }
 
@@ -168,6 +169,7 @@ mod tests {
                     db_size_in_use: Some(2048),
                     quota: 8192,
                     alarms: vec![AlarmKind::NoSpace],
+                    revision: Some(77),
                 },
                 MemberReport {
                     name: "d".into(),
@@ -180,6 +182,7 @@ mod tests {
                     db_size_in_use: None,
                     quota: 8192,
                     alarms: vec![],
+                    revision: None,
                 },
             ],
             current_version: Some("3.5.21".into()),
@@ -237,6 +240,7 @@ mod tests {
                 db_size_in_use_bytes: Some(2048),
                 quota_backend_bytes: Some(8192),
                 alarms: vec!["NOSPACE".into()],
+                revision: Some(77),
             }
         );
         assert_eq!(
