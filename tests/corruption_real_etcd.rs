@@ -20,18 +20,7 @@ use support::etcd_process::{EtcdProcess, Loopback, cached_etcd};
 
 /// The test rig's tool that changes a stopped member's stored value.
 fn corrupt_bin() -> PathBuf {
-    let cache = std::env::var_os("ETCD_OPERATOR_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/etcd-operator")
-        });
-    let bin = cache.join("corrupt/bin/corrupt");
-    assert!(
-        bin.exists(),
-        "no {}: build it with testkit/env/build/build-binaries.sh corrupt",
-        bin.display()
-    );
-    bin
+    support::cached_tool("corrupt/bin/corrupt", "corrupt")
 }
 
 /// `args` with the initial check on or off (the operator's pods run it: as a variable,

@@ -26,24 +26,8 @@ fn root() -> PathBuf {
 
 /// promtool, as `testkit/env/build/build-binaries.sh promtool` leaves it.
 fn promtool() -> PathBuf {
-    let cache = std::env::var_os("ETCD_OPERATOR_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/etcd-operator")
-        });
-    let dir = cache.join("promtool");
-    let bin = std::fs::read_dir(&dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|version| version.path().join("bin/promtool"))
-        .find(|bin| bin.exists());
-    bin.unwrap_or_else(|| {
-        panic!(
-            "no promtool under {}: build it with testkit/env/build/build-binaries.sh promtool",
-            dir.display()
-        )
-    })
+    let version = std::env::var("PROMTOOL_VERSION").unwrap_or_else(|_| "v0.316.0".into());
+    support::cached_tool(&format!("promtool/{version}/bin/promtool"), "promtool")
 }
 
 fn run_promtool(args: &[&str]) -> String {

@@ -18,14 +18,17 @@ fn storage(s: &EtcdClusterStatus) -> Option<&str> {
         .map(|c| c.reason.as_str())
 }
 
-/// Puts 512 KiB values under `fill/` until etcd refuses one for want of space; panics
-/// if 100 fit.
-async fn fill_until_nospace(etcd: &mut etcd_client::Client) {
+/// Puts 512 KiB values until etcd refuses one for want of space, each under the key
+/// `key(i)` for the i-th put; returns how many fit. Panics if 100 fit.
+async fn fill_until_nospace(
+    etcd: &mut etcd_client::Client,
+    key: impl Fn(usize) -> String,
+) -> usize {
     let value = vec![b'x'; MIB / 2];
     for i in 0..100 {
-        if let Err(e) = etcd.put(format!("fill/{i:03}"), value.clone(), None).await {
+        if let Err(e) = etcd.put(key(i), value.clone(), None).await {
             assert!(e.to_string().contains("database space exceeded"), "{e}");
-            return;
+            return i;
         }
     }
     panic!("100 values of 512 KiB fit in an 8 MiB quota");
@@ -47,7 +50,7 @@ async fn a_full_backend_is_reported_as_nospace_and_a_raised_quota_makes_the_clus
     let members = wait_running(&ns.0, "full", 3, Duration::from_secs(180)).await;
     let mut client = etcd(&ns.0, &members).await;
     write_keys(&mut client, "before", 20).await;
-    fill_until_nospace(&mut client).await;
+    fill_until_nospace(&mut client, |i| format!("fill/{i:03}")).await;
 
     let full = wait_status(
         &ns.0,
@@ -209,19 +212,6 @@ async fn history_is_compacted_as_the_spec_says_and_a_changed_quota_field_rolls_o
     );
 }
 
-/// Overwrites one key with 512 KiB values until etcd refuses one for want of space: the
-/// backend fills with history only. Returns how many were written.
-async fn fill_history_until_nospace(etcd: &mut etcd_client::Client) -> usize {
-    let value = vec![b'h'; MIB / 2];
-    for i in 0..100 {
-        if let Err(e) = etcd.put("history", value.clone(), None).await {
-            assert!(e.to_string().contains("database space exceeded"), "{e}");
-            return i;
-        }
-    }
-    panic!("100 values of 512 KiB fit in an 8 MiB quota");
-}
-
 #[tokio::test]
 async fn a_backend_full_of_history_is_compacted_defragmented_and_made_writable_without_a_person() {
     let ns = Namespace::create("nospace-history");
@@ -234,7 +224,8 @@ async fn a_backend_full_of_history_is_compacted_defragmented_and_made_writable_w
     let members = wait_running(&ns.0, "history", 3, Duration::from_secs(180)).await;
     let mut client = etcd(&ns.0, &members).await;
     write_keys(&mut client, "kept", 10).await;
-    let written = fill_history_until_nospace(&mut client).await;
+    // One key overwritten: the backend fills with history only.
+    let written = fill_until_nospace(&mut client, |_| "history".to_string()).await;
     assert!(written > 4, "{written} values before NOSPACE");
 
     let recovered = wait_status(

@@ -66,18 +66,7 @@ pub fn cached_etcd35(tool: &str) -> PathBuf {
 
 /// A binary of a cached etcd release series (`v3.5`, `v3.6`).
 pub fn cached_etcd(series: &str, tool: &str) -> PathBuf {
-    let cache = std::env::var_os("ETCD_OPERATOR_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/etcd-operator")
-        });
-    let bin = cache.join("etcd").join(series).join("bin").join(tool);
-    assert!(
-        bin.exists(),
-        "no {} : build it with testkit/env/build/build-binaries.sh etcd",
-        bin.display()
-    );
-    bin
+    super::cached_tool(&format!("etcd/{series}/bin/{tool}"), "etcd")
 }
 
 /// Writes `count` keys `key-NNNNN` = `value-NNNNN` through `endpoint`.

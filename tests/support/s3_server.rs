@@ -22,20 +22,8 @@ pub fn versitygw_bin() -> PathBuf {
     if let Some(bin) = std::env::var_os("VERSITYGW_BIN") {
         return PathBuf::from(bin);
     }
-    let cache = std::env::var_os("ETCD_OPERATOR_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/etcd-operator")
-        });
     let version = std::env::var("VERSITYGW_VERSION").unwrap_or_else(|_| "v1.8.0".into());
-    let bin = cache.join("versitygw").join(version).join("bin/versitygw");
-    if !bin.exists() {
-        panic!(
-            "no versitygw at {}: build it with testkit/env/build/build-binaries.sh s3",
-            bin.display()
-        );
-    }
-    bin
+    super::cached_tool(&format!("versitygw/{version}/bin/versitygw"), "s3")
 }
 
 /// A running S3 server.
